@@ -1,0 +1,1 @@
+"""Tracker adapters, one package per provider, found by the `tracker.kind` name."""

@@ -1,0 +1,27 @@
+"""The `local` tracker kind: a folder of Markdown ticket files (see `adapters.local.board`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from adapters.local.board import LocalBoard, board_folder
+
+if TYPE_CHECKING:
+    from symphony.config import TrackerSettings
+    from symphony.tracker import Tracker, TrackerContext
+
+DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
+DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done", "Cancelled", "Closed")
+
+__all__ = [
+    "DEFAULT_ACTIVE_STATES",
+    "DEFAULT_TERMINAL_STATES",
+    "LocalBoard",
+    "create_tracker",
+]
+
+
+def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
+    """A board over `tracker.provider.path`; raises `invalid_tracker_config` when unusable."""
+    folder = board_folder(settings.provider, context)
+    return LocalBoard(folder, settings.active_states, settings.terminal_states)

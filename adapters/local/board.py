@@ -1,0 +1,230 @@
+"""The `local` tracker: a folder of Markdown files, one `<IDENTIFIER>.md` per ticket.
+
+Profile:
+- `tracker.provider.path` (required): the board folder; relative to WORKFLOW.md's folder, with
+  `~` and `$VAR` expanded. It must exist when the tracker is created. Other keys are ignored.
+  No secrets.
+- A ticket file starts with YAML front matter. `title` and `state` are required; `id` defaults
+  to the identifier (the file name without `.md`); `priority` is an integer or null; `labels` are
+  normalized; `blocked_by` lists identifiers; `created_at`/`updated_at` are RFC 3339 or YAML
+  timestamps (UTC when no offset is given, null when unusable); `branch_name` and `assignee`
+  (the Issue's `assignee_id`) are text. The trimmed body is the description. `url` is the file's
+  `file://` URI and `native_ref` is `{"path": "<file name>"}`.
+- `dispatchable` is false while any blocker is on the board and not in a terminal state. A
+  blocker that is not on the board (deleted, or never existed) does not block; one whose file is
+  unreadable does, since it may still be open. Blockers are matched by identifier, ignoring case.
+- State reads skip, and log, files that cannot become an Issue: broken or non-map front matter,
+  missing title or state, unreadable files, an id claimed by two files, identifiers differing only
+  in case. A refresh by id instead fails with `tracker_response` when a requested ticket's file is
+  among those, and also when a requested id is absent while some file's id cannot be read at all
+  (that file may be the ticket, and omission would mean "left the board").
+- A board folder that disappears or cannot be listed fails reads with `tracker_request`.
+- Tools `local_move_issue {"state"}` and `local_add_comment {"body"}` edit only the session's own
+  ticket file, atomically, keeping the rest of the file byte for byte where possible. They never
+  raise; failures carry `unknown_tool`, `invalid_arguments`, `ticket_not_found`,
+  `ticket_malformed`, `write_conflict`, `write_failed` or `board_unavailable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from adapters.local.atomic import WriteConflict, rewrite_file
+from adapters.local.snapshot import BoardReader, Snapshot
+from adapters.local.ticket import FrontMatterError, is_ticket_name
+from adapters.local.tools import MoveIssue, NotThisTicket, ToolCall, parse_call, tool_specs
+from symphony.config import ConfigError, resolve_path
+from symphony.issue import Issue, normalize_state
+from symphony.tracker import (
+    INVALID_TRACKER_CONFIG,
+    TRACKER_RESPONSE,
+    ToolResult,
+    ToolSpec,
+    TrackerContext,
+    TrackerError,
+)
+
+log = structlog.get_logger(__name__)
+
+
+def board_folder(provider: Mapping[str, Any], context: TrackerContext) -> Path:
+    """The validated board folder named by `tracker.provider.path`."""
+    value = provider.get("path")
+    if value is None:
+        raise TrackerError(
+            INVALID_TRACKER_CONFIG,
+            "tracker.provider.path is required: the folder holding one <IDENTIFIER>.md file "
+            "per ticket",
+        )
+    if not isinstance(value, str) or not value.strip():
+        raise TrackerError(
+            INVALID_TRACKER_CONFIG,
+            f"tracker.provider.path must be a folder path (text), got {value!r}",
+        )
+    try:
+        folder = resolve_path(
+            value.strip(), context.workflow_dir, context.environ, "tracker.provider.path"
+        )
+    except ConfigError as exc:
+        raise TrackerError(INVALID_TRACKER_CONFIG, exc.message) from None
+    if not folder.exists():
+        raise TrackerError(
+            INVALID_TRACKER_CONFIG,
+            f"tracker.provider.path {folder} does not exist; it must be an existing folder "
+            "with one <IDENTIFIER>.md file per ticket (create it, or fix the path, which is "
+            "relative to the workflow file)",
+        )
+    if not folder.is_dir():
+        raise TrackerError(
+            INVALID_TRACKER_CONFIG,
+            f"tracker.provider.path {folder} is a file; it must be the folder holding the "
+            "ticket files",
+        )
+    return folder
+
+
+class LocalBoard:
+    """A `Tracker` over a board folder; all file work runs in worker threads."""
+
+    def __init__(
+        self, folder: Path, active_states: Sequence[str], terminal_states: Sequence[str]
+    ) -> None:
+        self.folder = folder
+        self._reader = BoardReader(folder)
+        self._known_states = (*active_states, *terminal_states)
+        self._terminal = frozenset(normalize_state(s) for s in terminal_states)
+        self._tools = tool_specs(active_states, terminal_states)
+
+    async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
+        if not states:
+            return []
+        wanted = frozenset(normalize_state(s) for s in states)
+        issues, skipped = await asyncio.to_thread(self._issues_in_states, wanted)
+        for file_name, reason in skipped.items():
+            log.warning("ticket skipped", file=file_name, reason=reason)
+        return issues
+
+    async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
+        if not ids:
+            return []
+        return await asyncio.to_thread(self._issues_with_ids, list(dict.fromkeys(ids)))
+
+    def agent_tools(self) -> list[ToolSpec]:
+        return list(self._tools)
+
+    async def execute_tool(self, name: str, arguments: Any, issue: Issue) -> ToolResult:
+        call = parse_call(name, arguments)
+        if isinstance(call, ToolResult):
+            return call
+        if isinstance(call, MoveIssue):
+            call = MoveIssue(self._spelling_of(call.state))
+        try:
+            return await asyncio.to_thread(self._run_tool, name, call, issue)
+        except Exception as exc:
+            # A tool call must never take the agent session down with it.
+            log.error(
+                "local tool failed", tool=name, issue_identifier=issue.identifier, error=repr(exc)
+            )
+            return ToolResult.failure("write_failed", f"{name} failed unexpectedly: {exc}")
+
+    def secret_env_names(self) -> list[str]:
+        return []
+
+    async def aclose(self) -> None:
+        return None
+
+    def _issues_in_states(self, wanted: frozenset[str]) -> tuple[list[Issue], dict[str, str]]:
+        snapshot = self._reader.read()
+        issues = [
+            snapshot.issue(ticket, self._terminal)
+            for ticket in snapshot.tickets.values()
+            if normalize_state(ticket.state) in wanted
+        ]
+        return issues, snapshot.problems
+
+    def _issues_with_ids(self, ids: list[str]) -> list[Issue]:
+        snapshot = self._reader.read()
+        issues: list[Issue] = []
+        for id_ in ids:
+            for entry in snapshot.files_claiming(id_):
+                reason = snapshot.problems.get(entry.file_name)
+                if reason is not None:
+                    raise TrackerError(
+                        TRACKER_RESPONSE,
+                        f"ticket {id_!r} cannot be read: {entry.file_name}: {reason}",
+                    )
+            ticket = snapshot.tickets.get(id_)
+            if ticket is not None:
+                issues.append(snapshot.issue(ticket, self._terminal))
+            elif snapshot.unreadable_ids:
+                unreadable = ", ".join(
+                    f"{e.file_name} ({e.reason})" for e in snapshot.unreadable_ids
+                )
+                raise TrackerError(
+                    TRACKER_RESPONSE,
+                    f"ticket {id_!r} was not found, but these files cannot be read and may be "
+                    f"it: {unreadable}",
+                )
+        return issues
+
+    def _run_tool(self, name: str, call: ToolCall, issue: Issue) -> ToolResult:
+        now = datetime.now(UTC).replace(microsecond=0)
+        try:
+            for path in self._files_of(issue):
+                file_name = path.name
+
+                def edit(raw: bytes, file_name: str = file_name) -> tuple[bytes, dict[str, Any]]:
+                    return call.apply(raw, file_name=file_name, issue_id=issue.id, now=now)
+
+                try:
+                    output = rewrite_file(path, edit)
+                except (FileNotFoundError, NotThisTicket):
+                    continue  # moved, deleted or reused: look for the ticket elsewhere
+                except FrontMatterError as exc:
+                    return ToolResult.failure(
+                        "ticket_malformed",
+                        f"{file_name} cannot be edited: {exc.reason}; its front matter must be "
+                        "fixed first",
+                    )
+                except WriteConflict as exc:
+                    return ToolResult.failure("write_conflict", f"{exc}; try again")
+                except OSError as exc:
+                    return ToolResult.failure(
+                        "write_failed", f"cannot update {file_name}: {exc.strerror or exc}"
+                    )
+                log.info("ticket updated", tool=name, issue_identifier=issue.identifier)
+                return ToolResult(True, output)
+        except TrackerError as exc:
+            return ToolResult.failure("board_unavailable", exc.message)
+        return ToolResult.failure(
+            "ticket_not_found",
+            f"ticket {issue.identifier} (id {issue.id}) is no longer on the board",
+        )
+
+    def _files_of(self, issue: Issue) -> Iterator[Path]:
+        """The file the issue was read from, then any file now claiming its id."""
+        tried: set[str] = set()
+        ref = issue.native_ref.get("path") if issue.native_ref is not None else None
+        # native_ref comes back from the session; only a plain ticket name inside the board
+        # folder is trusted, so a tool call can never reach another file.
+        if isinstance(ref, str) and is_ticket_name(ref) and Path(ref).name == ref:
+            tried.add(ref)
+            yield self.folder / ref
+        snapshot: Snapshot = self._reader.read()
+        for entry in snapshot.files_claiming(issue.id):
+            if entry.file_name not in tried:
+                yield self.folder / entry.file_name
+
+    def _spelling_of(self, state: str) -> str:
+        # "done" from the agent becomes the workflow's "Done", keeping the board's spelling tidy.
+        key = normalize_state(state)
+        for known in self._known_states:
+            if normalize_state(known) == key:
+                return known
+        return state

@@ -1,0 +1,197 @@
+"""One consistent read of the board folder, and the board-wide facts derived from it.
+
+Every read lists the folder and reads every ticket file, so a snapshot is never stale. Parsing
+YAML is the expensive part (seconds for ten thousand files), so parse results are cached by the
+file's exact content: a file is parsed again only after its bytes change.
+
+Board-wide rules live here because they need every file at once:
+- a dispatch id claimed by two files, or identifiers that differ only in case (they would share a
+  workspace on a case-insensitive file system), make each file involved unusable;
+- blockers are looked up by identifier, case-insensitively.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote_from_bytes
+
+from adapters.local.ticket import Malformed, Ticket, identifier_of, is_ticket_name, parse_ticket
+from symphony.issue import BlockerRef, Issue, normalize_state
+from symphony.tracker import TRACKER_REQUEST, TrackerError
+
+# A ticket is a page of Markdown; anything far larger is a mistake that would cost every poll.
+MAX_TICKET_BYTES = 4 * 1024 * 1024
+
+Entry = Ticket | Malformed
+
+
+class BoardReader:
+    """Reads the folder into a `Snapshot`; safe to call from several threads at once."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._parsed: dict[str, tuple[bytes, Entry]] = {}
+
+    def read(self) -> Snapshot:
+        previous = self._parsed
+        parsed: dict[str, tuple[bytes, Entry]] = {}
+        entries: list[Entry] = []
+        for name, path in self._ticket_files():
+            try:
+                raw = _read_limited(path)
+            except FileNotFoundError:
+                continue  # deleted since the listing: it has left the board
+            except OSError as exc:
+                entries.append(
+                    Malformed(
+                        name, identifier_of(name), None, f"cannot read: {exc.strerror or exc}"
+                    )
+                )
+                continue
+            if raw is None:
+                reason = f"larger than the {MAX_TICKET_BYTES:,}-byte limit for a ticket file"
+                entries.append(Malformed(name, identifier_of(name), None, reason))
+                continue
+            digest = hashlib.blake2b(raw, digest_size=16).digest()
+            cached = previous.get(name)
+            entry = cached[1] if cached is not None and cached[0] == digest else None
+            if entry is None:
+                entry = parse_ticket(name, raw)
+            parsed[name] = (digest, entry)
+            entries.append(entry)
+        # Swapping the whole map keeps concurrent readers consistent and drops deleted files.
+        self._parsed = parsed
+        return Snapshot(self.folder, entries)
+
+    def _ticket_files(self) -> list[tuple[str, str]]:
+        try:
+            with os.scandir(self.folder) as listing:
+                files: list[tuple[str, str]] = []
+                for item in listing:
+                    if not is_ticket_name(item.name):
+                        continue
+                    try:
+                        if item.is_file():
+                            files.append((item.name, item.path))
+                    except OSError:
+                        continue  # a dangling link or a file that just vanished
+            # Listing order is arbitrary; sorting makes reads and logs repeatable.
+            files.sort()
+            return files
+        except FileNotFoundError:
+            raise TrackerError(
+                TRACKER_REQUEST, f"the board folder {self.folder} no longer exists"
+            ) from None
+        except OSError as exc:
+            raise TrackerError(
+                TRACKER_REQUEST, f"cannot list the board folder {self.folder}: {exc.strerror}"
+            ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Blocker:
+    ref: BlockerRef
+    blocks: bool
+
+
+class Snapshot:
+    """The board at one moment: usable tickets by id, and why the other files are unusable."""
+
+    def __init__(self, folder: Path, entries: Iterable[Entry]) -> None:
+        self.folder = folder
+        self._folder_uri = folder.as_uri().rstrip("/") + "/"
+        self.entries = list(entries)
+        by_fold: defaultdict[str, list[Entry]] = defaultdict(list)
+        by_id: defaultdict[str, list[Entry]] = defaultdict(list)
+        for entry in self.entries:
+            by_fold[entry.identifier.casefold()].append(entry)
+            if entry.id is not None:
+                by_id[entry.id].append(entry)
+        self._by_fold = dict(by_fold)
+        self.claimed_ids = dict(by_id)
+        self.unreadable_ids = [e for e in self.entries if e.id is None]
+
+        self.problems: dict[str, str] = {}
+        """File name -> why that file cannot be served."""
+        for entry in self.entries:
+            if isinstance(entry, Malformed):
+                self.problems[entry.file_name] = entry.reason
+        for entries in self.claimed_ids.values():
+            if len(entries) > 1:
+                for entry in entries:
+                    self.problems.setdefault(
+                        entry.file_name,
+                        f"id {entry.id!r} is also claimed by {_others(entry, entries)}",
+                    )
+        for entries in self._by_fold.values():
+            if len(entries) > 1:
+                for entry in entries:
+                    self.problems.setdefault(
+                        entry.file_name,
+                        f"identifier {entry.identifier!r} differs only in letter case from "
+                        f"{_others(entry, entries)}",
+                    )
+        self.tickets: dict[str, Ticket] = {
+            entry.id: entry
+            for entry in self.entries
+            if isinstance(entry, Ticket) and entry.file_name not in self.problems
+        }
+
+    def issue(self, ticket: Ticket, terminal_states: frozenset[str]) -> Issue:
+        blockers = [self.blocker(name, terminal_states) for name in ticket.blocked_by]
+        return Issue(
+            id=ticket.id,
+            identifier=ticket.identifier,
+            title=ticket.title,
+            state=ticket.state,
+            dispatchable=not any(b.blocks for b in blockers),
+            description=ticket.description,
+            priority=ticket.priority,
+            branch_name=ticket.branch_name,
+            # Same result as Path.as_uri(), without building a Path per ticket.
+            url=self._folder_uri + quote_from_bytes(os.fsencode(ticket.file_name)),
+            assignee_id=ticket.assignee,
+            labels=ticket.labels,
+            blocked_by=tuple(b.ref for b in blockers),
+            created_at=ticket.created_at,
+            updated_at=ticket.updated_at,
+            native_ref={"path": ticket.file_name},
+        )
+
+    def blocker(self, identifier: str, terminal_states: frozenset[str]) -> Blocker:
+        found = self._by_fold.get(identifier.casefold(), [])
+        if not found:
+            # Not on the board: a ticket that was deleted or never existed holds nothing up.
+            return Blocker(BlockerRef(None, identifier, None), blocks=False)
+        if len(found) == 1 and isinstance(found[0], Ticket):
+            ticket = found[0]
+            done = normalize_state(ticket.state) in terminal_states
+            return Blocker(BlockerRef(ticket.id, ticket.identifier, ticket.state), blocks=not done)
+        # On the board but unreadable or ambiguous: it may well be open, so it blocks.
+        only = found[0] if len(found) == 1 else None
+        return Blocker(
+            BlockerRef(only.id if only else None, only.identifier if only else identifier, None),
+            blocks=True,
+        )
+
+    def files_claiming(self, id_: str) -> list[Entry]:
+        return self.claimed_ids.get(id_, [])
+
+
+def _read_limited(path: str) -> bytes | None:
+    """The file's bytes, or None when it is too large to be a ticket."""
+    with open(path, "rb", buffering=0) as handle:
+        # Checking the size first avoids allocating a maximum-sized buffer for every small file.
+        if os.fstat(handle.fileno()).st_size > MAX_TICKET_BYTES:
+            return None
+        raw = handle.readall()
+    return raw if len(raw) <= MAX_TICKET_BYTES else None
+
+
+def _others(entry: Entry, entries: list[Entry]) -> str:
+    return ", ".join(sorted(e.file_name for e in entries if e is not entry))

@@ -1,0 +1,187 @@
+"""The agent tools of the local board: what they accept, and the edit each makes to a file.
+
+`parse_call` turns a raw tool call into a validated `MoveIssue` or `AddComment`, or into a
+failure result the agent can act on. Each call's `apply` is a pure bytes-to-bytes edit of one
+ticket file that first checks the file still belongs to the issue the session works on; the board
+runs it through the atomic rewriter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from adapters.local.edit import append_comment, format_timestamp, set_fields
+from adapters.local.ticket import (
+    Document,
+    decode,
+    identifier_of,
+    load_front_matter,
+    split_document,
+    ticket_id,
+)
+from symphony.tracker import ToolResult, ToolSpec
+
+MOVE_ISSUE = "local_move_issue"
+ADD_COMMENT = "local_add_comment"
+
+UNKNOWN_TOOL = "unknown_tool"
+INVALID_ARGUMENTS = "invalid_arguments"
+
+MAX_STATE_CHARS = 100
+MAX_COMMENT_CHARS = 64 * 1024
+
+_NOT_INLINE = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+class NotThisTicket(Exception):
+    """The file at the expected place now holds a different ticket."""
+
+
+@dataclass(frozen=True, slots=True)
+class MoveIssue:
+    state: str
+
+    def apply(
+        self, raw: bytes, *, file_name: str, issue_id: str, now: datetime
+    ) -> tuple[bytes, dict[str, Any]]:
+        document, front = _open(raw, file_name, issue_id)
+        previous = front.get("state")
+        output: dict[str, Any] = {
+            "identifier": identifier_of(file_name),
+            "path": file_name,
+            "state": self.state,
+            "previous_state": previous if isinstance(previous, str) else None,
+        }
+        if previous == self.state:
+            return raw, {**output, "changed": False}
+        text = set_fields(document, front, {"state": self.state, "updated_at": now})
+        return text.encode("utf-8"), {
+            **output,
+            "changed": True,
+            "updated_at": format_timestamp(now),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AddComment:
+    body: str
+
+    def apply(
+        self, raw: bytes, *, file_name: str, issue_id: str, now: datetime
+    ) -> tuple[bytes, dict[str, Any]]:
+        document, front = _open(raw, file_name, issue_id)
+        commented = append_comment(document, self.body, now)
+        text = set_fields(commented, front, {"updated_at": now})
+        return text.encode("utf-8"), {
+            "identifier": identifier_of(file_name),
+            "path": file_name,
+            "commented": True,
+            "updated_at": format_timestamp(now),
+        }
+
+
+ToolCall = MoveIssue | AddComment
+
+
+def tool_specs(active_states: Sequence[str], terminal_states: Sequence[str]) -> list[ToolSpec]:
+    known = ", ".join([*active_states, *terminal_states]) or "none configured"
+    return [
+        ToolSpec(
+            name=MOVE_ISSUE,
+            description=(
+                "Move the ticket you are working on to another state by rewriting the `state` "
+                f"field of its file on the local board. States the workflow knows: {known}. "
+                "Other names (for example a hand-off state such as 'Human Review') are written "
+                "as given."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "state": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_STATE_CHARS,
+                        "description": "The new state name, on one line.",
+                    }
+                },
+                "required": ["state"],
+                "additionalProperties": False,
+            },
+        ),
+        ToolSpec(
+            name=ADD_COMMENT,
+            description=(
+                "Add a Markdown comment to the ticket you are working on. It is appended, with "
+                "a timestamp, under the '## Comments' heading of the ticket file."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "body": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_COMMENT_CHARS,
+                        "description": "The comment text, in Markdown.",
+                    }
+                },
+                "required": ["body"],
+                "additionalProperties": False,
+            },
+        ),
+    ]
+
+
+def parse_call(name: str, arguments: Any) -> ToolCall | ToolResult:
+    """A validated call, or the failure result to hand back to the agent."""
+    if name not in (MOVE_ISSUE, ADD_COMMENT):
+        return ToolResult.failure(
+            UNKNOWN_TOOL, f"{name!r} is not a local board tool; use {MOVE_ISSUE} or {ADD_COMMENT}"
+        )
+    field = "state" if name == MOVE_ISSUE else "body"
+    # Some agent protocols deliver arguments as a JSON string rather than an object.
+    if isinstance(arguments, str):
+        with contextlib.suppress(ValueError):
+            arguments = json.loads(arguments)
+    if not isinstance(arguments, Mapping):
+        return _invalid(f'{name} takes an object like {{{json.dumps(field)}: "..."}}')
+    extra = sorted(str(key) for key in arguments if key != field)
+    if extra:
+        return _invalid(f"unexpected argument(s) {', '.join(extra)}; {name} takes only {field!r}")
+    if field not in arguments:
+        return _invalid(f"missing required argument {field!r}")
+    value = arguments[field]
+    if not isinstance(value, str):
+        return _invalid(f"{field!r} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        return _invalid(f"{field!r} must not be empty")
+    if name == MOVE_ISSUE:
+        state = value.strip()
+        if len(state) > MAX_STATE_CHARS:
+            return _invalid(f"'state' is longer than {MAX_STATE_CHARS} characters")
+        # YAML also breaks lines at U+2028/U+2029, so those would split the `state:` line.
+        if any(unicodedata.category(char) in _NOT_INLINE for char in state):
+            return _invalid("'state' must be one line of text without control characters")
+        return MoveIssue(state)
+    if len(value) > MAX_COMMENT_CHARS:
+        return _invalid(f"'body' is longer than {MAX_COMMENT_CHARS} characters")
+    if "\x00" in value:
+        return _invalid("'body' must not contain NUL characters")
+    return AddComment(value)
+
+
+def _open(raw: bytes, file_name: str, issue_id: str) -> tuple[Document, dict[str, Any]]:
+    document = split_document(decode(raw))
+    front = load_front_matter(document.front)
+    if ticket_id(front, identifier_of(file_name)) != issue_id:
+        raise NotThisTicket(file_name)
+    return document, front
+
+
+def _invalid(message: str) -> ToolResult:
+    return ToolResult.failure(INVALID_ARGUMENTS, message)

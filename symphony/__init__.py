@@ -1,0 +1,1 @@
+"""Symphony: run coding agents on tracker tickets, each in its own workspace."""

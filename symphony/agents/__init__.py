@@ -1,0 +1,109 @@
+"""Agent sessions behind one small interface; one module per agent protocol.
+
+A session is started in a workspace with the tracker's tools advertised, runs turns while
+streaming normalized `AgentEvent`s to a callback, and is stopped when its worker ends. Agent
+modules know nothing of trackers: tool calls go through the `ToolHandler` they are given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from symphony.config import CodexSettings
+from symphony.errors import SymphonyError
+from symphony.tracker import ToolResult, ToolSpec
+
+# Failure categories (spec §10.6).
+CODEX_NOT_FOUND = "codex_not_found"
+INVALID_WORKSPACE_CWD = "invalid_workspace_cwd"
+RESPONSE_TIMEOUT = "response_timeout"
+TURN_TIMEOUT = "turn_timeout"
+PORT_EXIT = "port_exit"
+RESPONSE_ERROR = "response_error"
+TURN_FAILED = "turn_failed"
+TURN_CANCELLED = "turn_cancelled"
+TURN_INPUT_REQUIRED = "turn_input_required"
+STARTUP_FAILED = "startup_failed"
+
+
+class AgentError(SymphonyError):
+    """A session or turn ended without success; `category` is one of the constants above."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Absolute totals for a thread (never per-call deltas)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEvent:
+    """One normalized update from a session.
+
+    `kind` is e.g. `session_started`, `turn_started`, `turn_completed`, `turn_failed`,
+    `notification`, `approval_auto_approved`, `tool_call`, `unsupported_tool_call`,
+    `turn_input_required`, `malformed`. `usage` is present only when the protocol reported
+    absolute thread totals; `rate_limits` only when it reported them.
+    """
+
+    kind: str
+    pid: int | None = None
+    session_id: str | None = None
+    thread_id: str | None = None
+    turn_id: str | None = None
+    message: str | None = None
+    usage: TokenUsage | None = None
+    rate_limits: Mapping[str, Any] | None = None
+
+
+ToolHandler = Callable[[str, Any], Awaitable[ToolResult]]
+EventSink = Callable[[AgentEvent], None]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentLaunch:
+    """Everything a session needs, captured at dispatch so a reload never changes it midway."""
+
+    workspace: Path
+    settings: CodexSettings
+    env: Mapping[str, str]
+    tools: Sequence[ToolSpec] = ()
+    handle_tool: ToolHandler | None = None
+    on_event: EventSink = field(default=lambda event: None)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    turn_id: str
+    session_id: str
+    message: str | None = None
+
+
+class AgentSession(Protocol):
+    @property
+    def pid(self) -> int | None: ...
+
+    async def start(self) -> None:
+        """Launch the agent and open a thread; raises AgentError."""
+        ...
+
+    async def run_turn(self, prompt: str, *, title: str) -> TurnResult:
+        """Run one turn to its end; raises AgentError unless it completed."""
+        ...
+
+    async def stop(self) -> None:
+        """Interrupt any turn, end the process; safe to call twice and after a failure."""
+        ...
+
+
+def open_session(launch: AgentLaunch) -> AgentSession:
+    """The session for the configured agent protocol (the codex app-server protocol today)."""
+    from symphony.agents.app_server import AppServerSession
+
+    return AppServerSession(launch)

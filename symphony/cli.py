@@ -1,0 +1,187 @@
+"""The `symphony` command: run the daemon, check a workflow, or render a ticket's prompt.
+
+    symphony [WORKFLOW.md]              run (default ./WORKFLOW.md) until SIGINT/SIGTERM
+    symphony check [WORKFLOW.md]        validate and show what the next poll would dispatch
+    symphony render ID [WORKFLOW.md]    print the prompt a ticket would get
+
+Errors are one readable line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from symphony.config import Settings, load_settings
+from symphony.errors import SymphonyError
+from symphony.issue import Issue
+from symphony.observability.logging import configure_logging, masker
+from symphony.orchestrator import Orchestrator
+from symphony.prompt import check_template, render_prompt
+from symphony.scheduling import is_routable, sort_for_dispatch
+from symphony.tracker import Tracker, TrackerContext, create_tracker
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args and args[0] == "check":
+            return _check(_check_parser().parse_args(args[1:]))
+        if args and args[0] == "render":
+            return _render(_render_parser().parse_args(args[1:]))
+        return _run(_run_parser().parse_args(args))
+    except SymphonyError as exc:
+        print(f"symphony: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def _workflow_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "workflow",
+        nargs="?",
+        default="WORKFLOW.md",
+        type=Path,
+        help="path to WORKFLOW.md (default: ./WORKFLOW.md)",
+    )
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony",
+        description="Run coding agents on tracker tickets. Subcommands: check, render.",
+    )
+    _workflow_arg(parser)
+    parser.add_argument("--logs-root", type=Path, help="write one log file per ticket here")
+    parser.add_argument("--log-format", choices=("console", "json"), default="console")
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
+    )
+    return parser
+
+
+def _check_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony check", description="Validate a workflow and show the next poll."
+    )
+    _workflow_arg(parser)
+    return parser
+
+
+def _render_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony render", description="Print the prompt a ticket would get."
+    )
+    parser.add_argument("issue", help="ticket id or identifier")
+    _workflow_arg(parser)
+    parser.add_argument("--attempt", type=int, default=None, help="render as this attempt")
+    return parser
+
+
+def _load(path: Path) -> tuple[Settings, Tracker]:
+    settings = load_settings(path)
+    check_template(settings.prompt_template)
+    tracker = create_tracker(settings.tracker, TrackerContext(settings.workflow_dir, os.environ))
+    masker.set(os.environ.get(name, "") for name in tracker.secret_env_names())
+    return settings, tracker
+
+
+def _run(args: argparse.Namespace) -> int:
+    configure_logging(fmt=args.log_format, level=args.log_level, logs_root=args.logs_root)
+    settings, tracker = _load(args.workflow)
+    orchestrator = Orchestrator(settings, tracker=tracker)
+    return asyncio.run(_serve(orchestrator))
+
+
+async def _serve(orchestrator: Orchestrator) -> int:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, orchestrator.stop)
+    settings = orchestrator.settings
+    import structlog
+
+    structlog.get_logger("symphony").info(
+        "started",
+        workflow=str(settings.workflow_path),
+        tracker=settings.tracker.kind,
+        workspace_root=str(settings.workspace.root),
+        poll_interval_ms=settings.polling.interval_ms,
+        max_concurrent_agents=settings.agent.max_concurrent_agents,
+    )
+    await orchestrator.run()
+    structlog.get_logger("symphony").info("stopped")
+    return EXIT_OK
+
+
+def _check(args: argparse.Namespace) -> int:
+    settings, tracker = _load(args.workflow)
+    t = settings.tracker
+    print(f"workflow      {settings.workflow_path}")
+    print(f"tracker       {t.kind}")
+    print(f"active        {', '.join(t.active_states)}")
+    print(f"terminal      {', '.join(t.terminal_states)}")
+    if t.required_labels:
+        print(f"labels        {', '.join(t.required_labels)}")
+    print(f"workspaces    {settings.workspace.root}")
+    print(f"poll every    {settings.polling.interval_ms} ms")
+    print(f"concurrency   {settings.agent.max_concurrent_agents}")
+    print(f"agent         {settings.codex.command}")
+    candidates = asyncio.run(_fetch(tracker, t.active_states))
+    print(f"\n{len(candidates)} ticket(s) in active states:")
+    slots = settings.agent.max_concurrent_agents
+    for issue in sort_for_dispatch(candidates):
+        if not is_routable(issue, t):
+            verdict = "waits (blocked or not routable)"
+        elif slots > 0:
+            verdict = "would dispatch"
+            slots -= 1
+        else:
+            verdict = "waits for a slot"
+        priority = issue.priority if issue.priority is not None else "-"
+        print(f"  {issue.identifier:<16} {issue.state:<14} p{priority:<3} {verdict}  {issue.title}")
+    return EXIT_OK
+
+
+async def _fetch(tracker: Tracker, states: Sequence[str]) -> list[Issue]:
+    try:
+        return await tracker.fetch_issues_by_states(states)
+    finally:
+        await tracker.aclose()
+
+
+def _render(args: argparse.Namespace) -> int:
+    settings, tracker = _load(args.workflow)
+    issue = asyncio.run(_find(tracker, settings, args.issue))
+    if issue is None:
+        print(f"symphony: no ticket {args.issue!r} in {settings.tracker.kind}", file=sys.stderr)
+        return EXIT_FAILED
+    print(render_prompt(settings.prompt_template, issue, args.attempt))
+    return EXIT_OK
+
+
+async def _find(tracker: Tracker, settings: Settings, wanted: str) -> Issue | None:
+    try:
+        found = await tracker.fetch_issues_by_ids([wanted])
+        if found:
+            return found[0]
+        states = settings.tracker.active_states + settings.tracker.terminal_states
+        for issue in await tracker.fetch_issues_by_states(states):
+            if issue.identifier == wanted:
+                return issue
+        return None
+    finally:
+        await tracker.aclose()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,336 @@
+"""Typed, frozen settings built from WORKFLOW.md front matter, with every documented default.
+
+`load_settings` is the one way in: it reads the workflow, applies defaults, resolves `$VAR` and
+`~` in paths, validates values, and asks the selected tracker adapter to accept its `provider`
+block. It returns complete settings or raises; there is never a half-applied mix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from symphony.errors import SymphonyError
+from symphony.issue import normalize_state
+from symphony.workflow import Workflow, read_workflow
+
+INVALID_CONFIG = "invalid_workflow_config"
+
+DEFAULT_PROMPT = "You are working on an issue from the configured tracker."
+
+
+class ConfigError(SymphonyError):
+    """The front matter parsed but a value is missing, of the wrong type, or out of range."""
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerSettings:
+    kind: str
+    provider: Mapping[str, Any]
+    """Adapter-owned, preserved verbatim (unknown keys included); `$VAR` left for the adapter."""
+    active_states: tuple[str, ...]
+    terminal_states: tuple[str, ...]
+    required_labels: tuple[str, ...] = ()
+
+    def is_active(self, state: str) -> bool:
+        key = normalize_state(state)
+        return key in {normalize_state(s) for s in self.active_states} and not self.is_terminal(
+            state
+        )
+
+    def is_terminal(self, state: str) -> bool:
+        return normalize_state(state) in {normalize_state(s) for s in self.terminal_states}
+
+
+@dataclass(frozen=True, slots=True)
+class PollingSettings:
+    interval_ms: int = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceSettings:
+    root: Path
+
+
+@dataclass(frozen=True, slots=True)
+class HooksSettings:
+    after_create: str | None = None
+    before_run: str | None = None
+    after_run: str | None = None
+    before_remove: str | None = None
+    timeout_ms: int = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    max_concurrent_agents: int = 10
+    max_turns: int = 20
+    max_retry_backoff_ms: int = 300_000
+    max_concurrent_agents_by_state: Mapping[str, int] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CodexSettings:
+    command: str = "codex app-server"
+    approval_policy: Any = "never"
+    thread_sandbox: str = "workspace-write"
+    turn_sandbox_policy: Mapping[str, Any] | None = None
+    turn_timeout_ms: int = 3_600_000
+    read_timeout_ms: int = 5_000
+    stall_timeout_ms: int = 300_000
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    workflow_path: Path
+    tracker: TrackerSettings
+    polling: PollingSettings
+    workspace: WorkspaceSettings
+    hooks: HooksSettings
+    agent: AgentSettings
+    codex: CodexSettings
+    prompt_template: str
+    fingerprint: str
+
+    @property
+    def workflow_dir(self) -> Path:
+        return self.workflow_path.parent
+
+
+# Defaults read from instances: slotted dataclasses do not expose them on the class.
+_POLLING, _HOOKS, _AGENT, _CODEX = (
+    PollingSettings(),
+    HooksSettings(),
+    AgentSettings(),
+    CodexSettings(),
+)
+
+
+def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate WORKFLOW.md; raises WorkflowError, ConfigError or TrackerError."""
+    return build_settings(read_workflow(path), os.environ if environ is None else environ)
+
+
+def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
+    from symphony.tracker import adapter_module  # the adapter supplies state defaults
+
+    raw = workflow.config
+    tracker_raw = _section(raw, "tracker")
+    kind = tracker_raw.get("kind")
+    if not isinstance(kind, str) or not kind.strip():
+        raise ConfigError(INVALID_CONFIG, "tracker.kind is required (for example: local)")
+    kind = kind.strip()
+    module = adapter_module(kind)
+    provider = tracker_raw.get("provider", {})
+    if provider is None:
+        provider = {}
+    if not isinstance(provider, dict):
+        raise ConfigError(INVALID_CONFIG, "tracker.provider must be a map")
+    tracker = TrackerSettings(
+        kind=kind,
+        provider=MappingProxyType(dict(provider)),
+        active_states=_states(tracker_raw, "active_states", module.DEFAULT_ACTIVE_STATES, kind),
+        terminal_states=_states(
+            tracker_raw, "terminal_states", module.DEFAULT_TERMINAL_STATES, kind
+        ),
+        # Blank labels are kept: a blank required label matches no issue (spec §5.3.1).
+        required_labels=tuple(
+            label.strip().lower()
+            for label in _str_list(tracker_raw, "tracker", "required_labels", (), keep_blank=True)
+        ),
+    )
+
+    polling_raw = _section(raw, "polling")
+    polling = PollingSettings(
+        interval_ms=_int(polling_raw, "polling.interval_ms", _POLLING.interval_ms, 1)
+    )
+
+    workspace_raw = _section(raw, "workspace")
+    root_value = workspace_raw.get("root")
+    if root_value is None:
+        root = Path(tempfile.gettempdir()) / "symphony_workspaces"
+    elif isinstance(root_value, str) and root_value.strip():
+        root = resolve_path(root_value.strip(), workflow.path.parent, environ, "workspace.root")
+    else:
+        raise ConfigError(INVALID_CONFIG, "workspace.root must be a path string")
+
+    hooks_raw = _section(raw, "hooks")
+    hooks = HooksSettings(
+        after_create=_script(hooks_raw, "after_create"),
+        before_run=_script(hooks_raw, "before_run"),
+        after_run=_script(hooks_raw, "after_run"),
+        before_remove=_script(hooks_raw, "before_remove"),
+        timeout_ms=_int(hooks_raw, "hooks.timeout_ms", _HOOKS.timeout_ms, 1),
+    )
+
+    agent_raw = _section(raw, "agent")
+    agent = AgentSettings(
+        max_concurrent_agents=_int(
+            agent_raw, "agent.max_concurrent_agents", _AGENT.max_concurrent_agents, 1
+        ),
+        max_turns=_int(agent_raw, "agent.max_turns", _AGENT.max_turns, 1),
+        max_retry_backoff_ms=_int(
+            agent_raw, "agent.max_retry_backoff_ms", _AGENT.max_retry_backoff_ms, 0
+        ),
+        max_concurrent_agents_by_state=_per_state_limits(agent_raw),
+    )
+
+    codex_raw = _section(raw, "codex")
+    command = codex_raw.get("command", _CODEX.command)
+    if not isinstance(command, str) or not command.strip():
+        raise ConfigError(INVALID_CONFIG, "codex.command must be a non-empty shell command")
+    sandbox = codex_raw.get("thread_sandbox", _CODEX.thread_sandbox)
+    if not isinstance(sandbox, str):
+        raise ConfigError(INVALID_CONFIG, "codex.thread_sandbox must be a string")
+    turn_policy = codex_raw.get("turn_sandbox_policy")
+    if turn_policy is not None and not isinstance(turn_policy, dict):
+        raise ConfigError(INVALID_CONFIG, "codex.turn_sandbox_policy must be a map")
+    codex = CodexSettings(
+        command=command,
+        approval_policy=codex_raw.get("approval_policy", _CODEX.approval_policy),
+        thread_sandbox=sandbox,
+        turn_sandbox_policy=MappingProxyType(turn_policy) if turn_policy is not None else None,
+        turn_timeout_ms=_int(codex_raw, "codex.turn_timeout_ms", _CODEX.turn_timeout_ms, 1),
+        read_timeout_ms=_int(codex_raw, "codex.read_timeout_ms", _CODEX.read_timeout_ms, 1),
+        stall_timeout_ms=_int(codex_raw, "codex.stall_timeout_ms", _CODEX.stall_timeout_ms, None),
+    )
+
+    return Settings(
+        workflow_path=workflow.path,
+        tracker=tracker,
+        polling=polling,
+        workspace=WorkspaceSettings(root=root),
+        hooks=hooks,
+        agent=agent,
+        codex=codex,
+        prompt_template=workflow.prompt_template or DEFAULT_PROMPT,
+        fingerprint=workflow.fingerprint,
+    )
+
+
+_VAR = r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))"
+_ENV_REF = re.compile(rf"^{_VAR}$")
+_PATH_VAR = re.compile(_VAR)
+
+
+def env_reference(value: object) -> str | None:
+    """The variable name when `value` is exactly `$NAME` or `${NAME}`, else None."""
+    if not isinstance(value, str):
+        return None
+    match = _ENV_REF.match(value.strip())
+    if match is None:
+        return None
+    return match.group(1) or match.group(2)
+
+
+def resolve_secret(value: object, environ: Mapping[str, str]) -> str | None:
+    """A secret given literally or as `$NAME`; an unset or empty variable counts as missing."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return None
+    name = env_reference(value)
+    if name is None:
+        return value or None
+    return environ.get(name) or None
+
+
+def resolve_path(value: str, base: Path, environ: Mapping[str, str], what: str) -> Path:
+    """Expand `$VAR` and `~`, resolve against `base` when relative, return an absolute path."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        resolved = environ.get(name)
+        if not resolved:
+            raise ConfigError(INVALID_CONFIG, f"{what} refers to ${name}, which is not set")
+        return resolved
+
+    expanded = Path(_PATH_VAR.sub(substitute, value)).expanduser()
+    if not expanded.is_absolute():
+        expanded = base / expanded
+    return Path(os.path.normpath(expanded))
+
+
+def _section(raw: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = raw.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(INVALID_CONFIG, f"{name} must be a map of settings")
+    return value
+
+
+def _int(raw: Mapping[str, Any], dotted: str, default: int, minimum: int | None) -> int:
+    key = dotted.rsplit(".", 1)[1]
+    value = raw.get(key, default)
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(INVALID_CONFIG, f"{dotted} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(INVALID_CONFIG, f"{dotted} must be at least {minimum}, got {value}")
+    return value
+
+
+def _script(raw: Mapping[str, Any], key: str) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(INVALID_CONFIG, f"hooks.{key} must be a shell script string")
+    return value if value.strip() else None
+
+
+def _str_list(
+    raw: Mapping[str, Any],
+    section: str,
+    key: str,
+    default: tuple[str, ...],
+    *,
+    keep_blank: bool = False,
+) -> tuple[str, ...]:
+    value = raw.get(key)
+    if value is None:
+        return default
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(INVALID_CONFIG, f"{section}.{key} must be a list of strings")
+    return tuple(item for item in value if keep_blank or item.strip())
+
+
+def _states(
+    raw: Mapping[str, Any], key: str, default: tuple[str, ...] | None, kind: str
+) -> tuple[str, ...]:
+    states = _str_list(raw, "tracker", key, default or ())
+    if not states and default is None:
+        raise ConfigError(
+            INVALID_CONFIG, f"tracker.{key} is required: the {kind} tracker has no default"
+        )
+    return states
+
+
+def _per_state_limits(raw: Mapping[str, Any]) -> Mapping[str, int]:
+    value = raw.get("max_concurrent_agents_by_state")
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, dict):
+        raise ConfigError(INVALID_CONFIG, "agent.max_concurrent_agents_by_state must be a map")
+    limits: dict[str, int] = {}
+    for state, limit in value.items():
+        # Invalid entries are ignored (spec §5.3.5), not fatal.
+        if isinstance(limit, bool):
+            continue
+        if isinstance(limit, str) and limit.strip().isdigit():
+            limit = int(limit)
+        if isinstance(state, str) and isinstance(limit, int) and limit > 0:
+            limits[normalize_state(state)] = limit
+    return MappingProxyType(limits)

@@ -1,0 +1,74 @@
+"""The normalized Issue every part of the core speaks, whatever tracker it came from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+def normalize_state(state: str) -> str:
+    """States are compared after trimming and lower-casing; their spelling is kept for display."""
+    return state.strip().lower()
+
+
+def normalize_labels(labels: object) -> tuple[str, ...]:
+    """Trimmed, lower-cased, blank-free, de-duplicated labels in first-seen order."""
+    if not isinstance(labels, list | tuple):
+        return ()
+    seen: dict[str, None] = {}
+    for label in labels:
+        if isinstance(label, str) and label.strip():
+            seen.setdefault(label.strip().lower(), None)
+    return tuple(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockerRef:
+    id: str | None
+    identifier: str | None
+    state: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Issue:
+    """A schedulable ticket. `id` is an opaque dispatch identity; `identifier` names workspaces."""
+
+    id: str
+    identifier: str
+    title: str
+    state: str
+    dispatchable: bool
+    description: str | None = None
+    priority: int | None = None
+    branch_name: str | None = None
+    url: str | None = None
+    assignee_id: str | None = None
+    labels: tuple[str, ...] = ()
+    blocked_by: tuple[BlockerRef, ...] = ()
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    native_ref: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
+
+    def to_template(self) -> dict[str, Any]:
+        """Plain data for prompt templates and JSON: string keys, lists, ISO timestamps."""
+        return {
+            "id": self.id,
+            "identifier": self.identifier,
+            "title": self.title,
+            "description": self.description,
+            "priority": self.priority,
+            "state": self.state,
+            "branch_name": self.branch_name,
+            "url": self.url,
+            "assignee_id": self.assignee_id,
+            "labels": list(self.labels),
+            "blocked_by": [
+                {"id": b.id, "identifier": b.identifier, "state": b.state} for b in self.blocked_by
+            ],
+            "dispatchable": self.dispatchable,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+            "native_ref": dict(self.native_ref) if self.native_ref is not None else None,
+        }

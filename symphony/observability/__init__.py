@@ -1,0 +1,1 @@
+"""What operators see: logs, the runtime snapshot and the surfaces built on it."""

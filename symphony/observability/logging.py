@@ -1,0 +1,132 @@
+"""Structured logs: `key=value` lines (or JSON) on stderr, and one log file per ticket.
+
+Every record about a ticket carries `issue_id` and `issue_identifier`; agent lifecycle records
+carry `session_id`. Known secret values are masked in every record before any sink sees it. A
+sink that fails (a full disk, a removed folder) is reported once and skipped; logging never stops
+the daemon.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterable, MutableMapping
+from pathlib import Path
+from typing import Any, TextIO
+
+import structlog
+
+from symphony.workspace import workspace_key
+
+REDACTED = "[redacted]"
+_FIRST_KEYS = ("ts", "level", "event")
+
+
+def render_kv(event: MutableMapping[str, Any]) -> str:
+    """`ts=... level=info event="dispatching" issue_identifier=ABC-1`, keys in a stable order."""
+    keys = [k for k in _FIRST_KEYS if k in event] + sorted(k for k in event if k not in _FIRST_KEYS)
+    return " ".join(f"{key}={_kv_value(event[key])}" for key in keys if event[key] is not None)
+
+
+def _kv_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if text and all(ch not in text for ch in ' "=\n\t'):
+        return text
+    return json.dumps(text)
+
+
+class SecretMasker:
+    """Replaces known secret values wherever they appear in a record's strings."""
+
+    def __init__(self) -> None:
+        self._secrets: tuple[str, ...] = ()
+
+    def set(self, values: Iterable[str]) -> None:
+        # Longest first so a secret containing another is masked whole; short values are skipped
+        # because masking them would garble ordinary text.
+        self._secrets = tuple(sorted({v for v in values if len(v) >= 6}, key=len, reverse=True))
+
+    def mask(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    def __call__(
+        self, _: Any, __: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        if self._secrets:
+            for key, value in event.items():
+                if isinstance(value, str):
+                    event[key] = self.mask(value)
+                elif value is not None and not isinstance(value, int | float | bool):
+                    event[key] = self.mask(str(value))
+        return event
+
+
+class IssueLogFiles:
+    """Appends each ticket's records to `<logs_root>/<workspace_key>.log`."""
+
+    def __init__(self, root: Path, stream: TextIO) -> None:
+        self.root = root
+        self._stream = stream
+        self._failed = False
+
+    def path_for(self, identifier: str) -> Path:
+        return self.root / f"{workspace_key(identifier)}.log"
+
+    def __call__(
+        self, _: Any, __: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        identifier = event.get("issue_identifier")
+        if isinstance(identifier, str):
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                with self.path_for(identifier).open("a", encoding="utf-8") as handle:
+                    handle.write(render_kv(dict(event)) + "\n")
+                self._failed = False
+            except OSError as exc:
+                if not self._failed:
+                    self._stream.write(
+                        f'level=warning event="per-issue log failed" reason={_kv_value(str(exc))}\n'
+                    )
+                self._failed = True
+        return event
+
+
+masker = SecretMasker()
+
+
+def configure_logging(
+    *,
+    fmt: str = "console",
+    level: str = "info",
+    logs_root: Path | None = None,
+    stream: TextIO | None = None,
+) -> IssueLogFiles | None:
+    """Set up structlog for the process; returns the per-issue file sink when one is used."""
+    out = stream or sys.stderr
+    files = IssueLogFiles(logs_root, out) if logs_root is not None else None
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
+        structlog.processors.format_exc_info,
+        masker,
+    ]
+    if files is not None:
+        processors.append(files)
+    if fmt == "json":
+        processors.append(structlog.processors.JSONRenderer(default=str))
+    else:
+        processors.append(lambda _, __, event: render_kv(event))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping()[level.upper()]
+        ),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        cache_logger_on_first_use=False,
+    )
+    return files

@@ -1,0 +1,83 @@
+"""The runtime snapshot: a JSON-safe view of orchestrator state for status surfaces.
+
+Built synchronously from the state the orchestrator owns; reading it never changes scheduling.
+Monotonic times are turned into wall-clock instants and ages at the moment of the snapshot.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from symphony.scheduling import RetryEntry, RunningEntry, SchedulerState
+
+
+def build_snapshot(
+    state: SchedulerState, now: float, wall: datetime, health: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    live_seconds = sum(max(now - entry.started_at, 0.0) for entry in state.running.values())
+    totals = state.totals
+    return {
+        "generated_at": wall.isoformat(),
+        "counts": {"running": len(state.running), "retrying": len(state.retry_attempts)},
+        "running": [
+            _running_row(issue_id, entry, now, wall)
+            for issue_id, entry in sorted(state.running.items(), key=lambda kv: kv[1].identifier)
+        ],
+        "retrying": [
+            _retry_row(entry, now, wall)
+            for entry in sorted(state.retry_attempts.values(), key=lambda e: e.due_at)
+        ],
+        "codex_totals": {
+            "input_tokens": totals.input_tokens,
+            "output_tokens": totals.output_tokens,
+            "total_tokens": totals.total_tokens,
+            "seconds_running": round(totals.ended_seconds + live_seconds, 3),
+        },
+        "rate_limits": dict(state.rate_limits) if state.rate_limits is not None else None,
+        "health": health or {},
+    }
+
+
+def _running_row(issue_id: str, entry: RunningEntry, now: float, wall: datetime) -> dict[str, Any]:
+    issue = entry.issue
+    return {
+        "issue_id": issue_id,
+        "issue_identifier": issue.identifier,
+        "title": issue.title,
+        "state": issue.state,
+        "url": issue.url,
+        "attempt": entry.attempt,
+        "session_id": entry.session_id,
+        "pid": entry.pid,
+        "turn_count": entry.turn_count,
+        "started_at": entry.started_at_wall.isoformat(),
+        "runtime_seconds": round(max(now - entry.started_at, 0.0), 3),
+        "last_event": entry.last_event,
+        "last_event_at": entry.last_event_at_wall.isoformat() if entry.last_event_at_wall else None,
+        "last_message": entry.last_message,
+        "stopping": entry.stop_reason.value if entry.stop_reason is not None else None,
+        "tokens": {
+            "input_tokens": entry.input_tokens,
+            "output_tokens": entry.output_tokens,
+            "total_tokens": entry.total_tokens,
+        },
+        "recent_events": [
+            {"at": event.at_wall.isoformat(), "event": event.kind, "message": event.message}
+            for event in entry.recent_events
+        ],
+    }
+
+
+def _retry_row(entry: RetryEntry, now: float, wall: datetime) -> dict[str, Any]:
+    due_in = entry.due_at - now
+    return {
+        "issue_id": entry.issue_id,
+        "issue_identifier": entry.identifier,
+        "url": entry.url,
+        "attempt": entry.attempt,
+        "kind": entry.kind.value,
+        "due_at": (wall + timedelta(seconds=due_in)).isoformat(),
+        "due_in_seconds": round(max(due_in, 0.0), 3),
+        "error": entry.error,
+    }

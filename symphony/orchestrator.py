@@ -1,0 +1,498 @@
+"""The single authority over scheduling state, and the asyncio shell that performs its effects.
+
+One task runs `Orchestrator.run`: it owns `SchedulerState`, consumes one event queue (agent
+updates, worker exits, workflow changes, refresh requests) and wakes for poll ticks and due
+retries. Decisions come from `symphony.scheduling`; this module only does the I/O they ask for:
+tracker reads, worker tasks, workspace removal, workflow reloads and logs. Workers report through
+the queue and never touch the state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from symphony import scheduling as core
+from symphony.agents import AgentEvent, AgentLaunch, AgentSession, open_session
+from symphony.config import Settings, build_settings
+from symphony.errors import SymphonyError
+from symphony.observability.snapshot import build_snapshot
+from symphony.prompt import check_template
+from symphony.runner import AttemptContext, AttemptFailed, event_logger, run_attempt
+from symphony.tracker import Tracker, TrackerContext, TrackerError, create_tracker
+from symphony.workflow import read_workflow
+from symphony.workspace import WorkspaceManager
+
+log = structlog.get_logger("symphony.orchestrator")
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def wall(self) -> datetime: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def wall(self) -> datetime:
+        return datetime.now(UTC)
+
+
+# Queue events
+
+
+@dataclass(frozen=True, slots=True)
+class AgentUpdate:
+    issue_id: str
+    event: AgentEvent
+    at: float
+    at_wall: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerExited:
+    issue_id: str
+    result: core.WorkerExit
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowChanged:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshRequested:
+    pass
+
+
+QueueEvent = AgentUpdate | WorkerExited | WorkflowChanged | RefreshRequested
+
+
+@dataclass(slots=True)
+class Health:
+    """Operator-visible problems; each is None while things are fine."""
+
+    workflow_error: str | None = None
+    workflow_error_fingerprint: str | None = None
+    tracker_error: str | None = None
+    last_tick_at: datetime | None = None
+    last_tick_ms: float | None = None
+    dispatched: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+
+
+def agent_environment(
+    environ: Mapping[str, str], secret_names: Sequence[str], settings: Settings
+) -> dict[str, str]:
+    """The daemon's environment minus the tracker's declared secrets, plus where the workflow is.
+
+    Hooks and agents both get it; neither ever sees a tracker credential.
+    """
+    hidden = set(secret_names)
+    env = {name: value for name, value in environ.items() if name not in hidden}
+    env["SYMPHONY_WORKFLOW_DIR"] = str(settings.workflow_dir)
+    return env
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        environ: Mapping[str, str] | None = None,
+        clock: Clock | None = None,
+        session_factory: Callable[[AgentLaunch], AgentSession] = open_session,
+        tracker: Tracker | None = None,
+        watch: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.environ: Mapping[str, str] = dict(os.environ if environ is None else environ)
+        self.clock: Clock = clock or SystemClock()
+        self.state = core.SchedulerState()
+        self.health = Health()
+        self._session_factory = session_factory
+        self.tracker: Tracker = tracker or self._new_tracker(settings)
+        self._workspaces = self._new_workspaces(settings)
+        self._queue: asyncio.Queue[QueueEvent] = asyncio.Queue()
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._removals: dict[str, asyncio.Task[None]] = {}
+        self._tasks: asyncio.TaskGroup | None = None
+        self._stopping = asyncio.Event()
+        self._watch = watch
+        self._next_tick = 0.0
+        self._listeners: list[Callable[[], None]] = []
+
+    # Public surface
+
+    def stop(self) -> None:
+        """Ask the loop to stop its workers and return (safe from signal handlers)."""
+        self._stopping.set()
+
+    def request_refresh(self) -> None:
+        """Poll now rather than at the next interval."""
+        self._queue.put_nowait(RefreshRequested())
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-safe view of the current state for status surfaces."""
+        health = self.health
+        return build_snapshot(
+            self.state,
+            self.clock.monotonic(),
+            self.clock.wall(),
+            {
+                "workflow_error": health.workflow_error,
+                "tracker_error": health.tracker_error,
+                "last_tick_at": health.last_tick_at.isoformat() if health.last_tick_at else None,
+                "last_tick_ms": health.last_tick_ms,
+                "dispatched": health.dispatched,
+                "failures": dict(health.failures),
+            },
+        )
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Called after every state change (observability surfaces; must not block)."""
+        self._listeners.append(listener)
+
+    async def run(self) -> None:
+        await self._startup_cleanup()
+        async with asyncio.TaskGroup() as tasks:
+            self._tasks = tasks
+            watcher = tasks.create_task(self._watch_workflow()) if self._watch else None
+            stop_waiter = tasks.create_task(self._stopping.wait())
+            try:
+                await self._loop(stop_waiter)
+            finally:
+                await self._shutdown()
+                stop_waiter.cancel()
+                if watcher is not None:
+                    watcher.cancel()
+        await self.tracker.aclose()
+
+    # The loop
+
+    async def _loop(self, stop_waiter: asyncio.Task[Any]) -> None:
+        self._next_tick = self.clock.monotonic()
+        while not self._stopping.is_set():
+            wake = core.next_wakeup(self.state, self._next_tick)
+            timeout = max(wake - self.clock.monotonic(), 0.0)
+            refresh = False
+            getter = asyncio.ensure_future(self._queue.get())
+            done, _ = await asyncio.wait(
+                {getter, stop_waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if getter in done:
+                refresh = self._handle(getter.result())
+                # Drain what else is queued so a burst of agent updates costs one pass.
+                while not self._queue.empty():
+                    refresh = self._handle(self._queue.get_nowait()) or refresh
+            else:
+                getter.cancel()
+            if self._stopping.is_set():
+                break
+            now = self.clock.monotonic()
+            if refresh or now >= self._next_tick:
+                await self._tick()
+                self._next_tick = self.clock.monotonic() + self.settings.polling.interval_ms / 1000
+            if core.due_retries(self.state, self.clock.monotonic()):
+                await self._process_retries()
+            self._notify()
+
+    def _handle(self, event: QueueEvent) -> bool:
+        """Apply one queued event; True when it asks for an immediate tick."""
+        if isinstance(event, AgentUpdate):
+            core.on_agent_event(self.state, event.issue_id, event.event, event.at, event.at_wall)
+            return False
+        if isinstance(event, WorkerExited):
+            self._workers.pop(event.issue_id, None)
+            entry = self.state.running.get(event.issue_id)
+            if entry is not None and not event.result.ok and entry.stop_reason is None:
+                reason = (event.result.error or "failed").split(":", 1)[0]
+                self.health.failures[reason] = self.health.failures.get(reason, 0) + 1
+            effects = core.on_worker_exit(
+                self.state, event.issue_id, event.result, self.settings, self.clock.monotonic()
+            )
+            self._perform(effects)
+            return False
+        if isinstance(event, WorkflowChanged):
+            self._reload()
+            return False
+        return True
+
+    async def _tick(self) -> None:
+        started = time.perf_counter()
+        self._reload()
+        now = self.clock.monotonic()
+        self._perform(core.detect_stalls(self.state, self.settings, now))
+        await self._reconcile()
+        if self.health.workflow_error is None:
+            await self._dispatch_candidates()
+        self.health.last_tick_at = self.clock.wall()
+        self.health.last_tick_ms = (time.perf_counter() - started) * 1000
+
+    async def _reconcile(self) -> None:
+        ids = [i for i, entry in self.state.running.items() if entry.stop_reason is None]
+        if not ids:
+            return
+        try:
+            refreshed = await self.tracker.fetch_issues_by_ids(ids)
+        except TrackerError as exc:
+            log.warning("reconcile skipped, runs kept", reason=str(exc))
+            return
+        self._perform(core.apply_refresh(self.state, refreshed, ids, self.settings))
+
+    async def _dispatch_candidates(self) -> None:
+        try:
+            candidates = await self.tracker.fetch_issues_by_states(
+                self.settings.tracker.active_states
+            )
+        except TrackerError as exc:
+            if self.health.tracker_error != str(exc):
+                log.error("candidate fetch failed, dispatch skipped", reason=str(exc))
+            self.health.tracker_error = str(exc)
+            return
+        if self.health.tracker_error is not None:
+            log.info("tracker recovered")
+            self.health.tracker_error = None
+        effects = core.select_dispatches(
+            self.state, candidates, self.settings, self.clock.monotonic(), self.clock.wall()
+        )
+        self._perform(effects)
+
+    async def _process_retries(self) -> None:
+        if self.health.workflow_error is not None:
+            return  # dispatch is paused until WORKFLOW.md is valid again; retries wait
+        due = core.due_retries(self.state, self.clock.monotonic())
+        refreshed: list[Any] | None
+        try:
+            refreshed = await self.tracker.fetch_issues_by_ids([r.issue_id for r in due])
+        except TrackerError as exc:
+            log.warning("retry refresh failed", reason=str(exc))
+            refreshed = None
+        effects = core.on_retries_refreshed(
+            self.state, due, refreshed, self.settings, self.clock.monotonic(), self.clock.wall()
+        )
+        self._perform(effects)
+
+    # Effects
+
+    def _perform(self, effects: Sequence[core.Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, core.StartWorker):
+                self._start_worker(effect.issue, effect.attempt)
+            elif isinstance(effect, core.StopWorker):
+                log.info(
+                    "stopping run",
+                    issue_id=effect.issue_id,
+                    issue_identifier=effect.identifier,
+                    reason=effect.reason.value,
+                    detail=effect.detail,
+                )
+                task = self._workers.get(effect.issue_id)
+                if task is not None:
+                    task.cancel()
+            elif isinstance(effect, core.RemoveWorkspace):
+                self._remove_workspace(effect.identifier)
+            elif isinstance(effect, core.RetryScheduled):
+                entry = effect.entry
+                log.info(
+                    "retrying" if entry.kind is core.RetryKind.FAILURE else "continuing",
+                    issue_id=entry.issue_id,
+                    issue_identifier=entry.identifier,
+                    attempt=entry.attempt,
+                    delay_s=round(effect.delay_s, 3),
+                    error=entry.error,
+                )
+            elif isinstance(effect, core.Released):
+                log.info(
+                    "released",
+                    issue_id=effect.issue_id,
+                    issue_identifier=effect.identifier,
+                    reason=effect.reason,
+                )
+
+    def _start_worker(self, issue: Any, attempt: int | None) -> None:
+        assert self._tasks is not None
+        ctx = AttemptContext(
+            settings=self.settings,
+            tracker=self.tracker,
+            workspaces=self._workspaces,
+            agent_env=agent_environment(
+                self.environ, self.tracker.secret_env_names(), self.settings
+            ),
+            open_session=self._session_factory,
+        )
+        self.health.dispatched += 1
+        log.info(
+            "dispatching", issue_id=issue.id, issue_identifier=issue.identifier, attempt=attempt
+        )
+        self._workers[issue.id] = self._tasks.create_task(self._worker(issue, attempt, ctx))
+
+    async def _worker(self, issue: Any, attempt: int | None, ctx: AttemptContext) -> None:
+        log_event = event_logger(issue)
+
+        def on_event(event: AgentEvent) -> None:
+            log_event(event)
+            now, wall = self.clock.monotonic(), self.clock.wall()
+            self._queue.put_nowait(AgentUpdate(issue.id, event, now, wall))
+
+        bound = log.bind(issue_id=issue.id, issue_identifier=issue.identifier)
+        result = core.WorkerExit(False, "stopped")
+        try:
+            removal = self._removals.get(issue.identifier)
+            if removal is not None:
+                await asyncio.shield(removal)
+            await run_attempt(issue, attempt, ctx, on_event)
+            result = core.WorkerExit(True)
+            bound.info("completed")
+        except AttemptFailed as exc:
+            result = core.WorkerExit(False, str(exc))
+            bound.warning("failed", reason=str(exc))
+        except asyncio.CancelledError:
+            # Stopped by the orchestrator: the stop reason is already recorded in its state.
+            bound.info("stopped")
+        except Exception as exc:  # a bug must cost one attempt, never the daemon
+            result = core.WorkerExit(False, f"internal error: {exc!r}")
+            bound.exception("failed", reason="internal error")
+        finally:
+            self._queue.put_nowait(WorkerExited(issue.id, result))
+
+    def _remove_workspace(self, identifier: str) -> None:
+        assert self._tasks is not None
+        workspaces = self._workspaces
+
+        async def remove() -> None:
+            try:
+                removed = await workspaces.remove(identifier)
+                if removed:
+                    log.info("workspace removed", issue_identifier=identifier)
+            except SymphonyError as exc:
+                log.error("workspace removal failed", issue_identifier=identifier, reason=str(exc))
+            finally:
+                self._removals.pop(identifier, None)
+
+        self._removals[identifier] = self._tasks.create_task(remove())
+
+    # Startup and shutdown
+
+    async def _startup_cleanup(self) -> None:
+        try:
+            terminal = await self.tracker.fetch_issues_by_states(
+                self.settings.tracker.terminal_states
+            )
+        except TrackerError as exc:
+            log.warning("startup cleanup skipped", reason=str(exc))
+            return
+        for issue in terminal:
+            try:
+                if await self._workspaces.remove(issue.identifier):
+                    log.info(
+                        "workspace removed", issue_identifier=issue.identifier, reason="terminal"
+                    )
+            except SymphonyError as exc:
+                log.warning(
+                    "startup cleanup failed", issue_identifier=issue.identifier, reason=str(exc)
+                )
+
+    async def _shutdown(self) -> None:
+        self._perform(core.stop_all(self.state))
+        while self._workers:
+            self._handle(await self._queue.get())
+        for task in list(self._removals.values()):
+            with contextlib.suppress(Exception):
+                await task
+        self._notify()
+
+    # Workflow reload
+
+    def _reload(self) -> None:
+        """Re-read WORKFLOW.md; apply it when valid, otherwise keep the last good settings."""
+        path = self.settings.workflow_path
+        try:
+            workflow = read_workflow(path)
+        except SymphonyError as exc:
+            self._reject(str(exc), None)
+            return
+        if workflow.fingerprint == self.settings.fingerprint:
+            self._accept_current()
+            return
+        if workflow.fingerprint == self.health.workflow_error_fingerprint:
+            return  # already rejected, already said so
+        try:
+            settings = build_settings(workflow, self.environ)
+            check_template(settings.prompt_template)
+            tracker = (
+                self.tracker
+                if settings.tracker == self.settings.tracker
+                else self._new_tracker(settings)
+            )
+        except SymphonyError as exc:
+            self._reject(str(exc), workflow.fingerprint)
+            return
+        old, tracker_changed = self.settings, tracker is not self.tracker
+        self.settings = settings
+        # Running sessions keep the tracker they were started with (their tools stay bound).
+        self.tracker = tracker
+        if tracker_changed or (settings.workspace, settings.hooks) != (old.workspace, old.hooks):
+            self._workspaces = self._new_workspaces(settings)
+        if settings.polling != old.polling:
+            self._next_tick = min(
+                self._next_tick, self.clock.monotonic() + settings.polling.interval_ms / 1000
+            )
+        self._accept_current()
+        log.info("workflow reloaded", path=str(path))
+
+    def _accept_current(self) -> None:
+        if self.health.workflow_error is not None:
+            log.info(
+                "workflow valid again, dispatch resumed", path=str(self.settings.workflow_path)
+            )
+        self.health.workflow_error = None
+        self.health.workflow_error_fingerprint = None
+
+    def _reject(self, message: str, fingerprint: str | None) -> None:
+        if self.health.workflow_error != message:
+            log.error(
+                "workflow reload rejected; keeping last good settings, dispatch paused",
+                path=str(self.settings.workflow_path),
+                reason=message,
+            )
+        self.health.workflow_error = message
+        self.health.workflow_error_fingerprint = fingerprint
+
+    async def _watch_workflow(self) -> None:
+        from watchfiles import awatch
+
+        path = self.settings.workflow_path
+        try:
+            async for changes in awatch(path.parent, debounce=200, recursive=False):
+                if any(Path(changed).name == path.name for _, changed in changes):
+                    self._queue.put_nowait(WorkflowChanged())
+        except Exception as exc:  # the per-tick check still catches every change
+            log.warning("workflow watcher stopped; changes seen at the next tick", reason=str(exc))
+
+    # Helpers
+
+    def _new_tracker(self, settings: Settings) -> Tracker:
+        return create_tracker(settings.tracker, TrackerContext(settings.workflow_dir, self.environ))
+
+    def _new_workspaces(self, settings: Settings) -> WorkspaceManager:
+        env = agent_environment(self.environ, self.tracker.secret_env_names(), settings)
+        return WorkspaceManager(settings.workspace.root, settings.hooks, env=env)
+
+    def _notify(self) -> None:
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("status listener failed")

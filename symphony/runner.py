@@ -1,0 +1,144 @@
+"""One run attempt for one ticket: workspace, prompt, agent session, turn loop, hooks.
+
+The runner reports agent events through a callback and ends by returning (a normal exit) or by
+raising `AttemptFailed` with a concise reason. It never touches scheduling state: what happens
+after it ends is the orchestrator's decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import structlog
+
+from symphony.agents import AgentEvent, AgentLaunch, AgentSession, EventSink, open_session
+from symphony.config import Settings
+from symphony.errors import SymphonyError
+from symphony.issue import Issue
+from symphony.prompt import continuation_prompt, render_prompt
+from symphony.scheduling import is_routable
+from symphony.tracker import ToolResult, Tracker
+from symphony.workspace import Workspace, WorkspaceManager
+
+log = structlog.get_logger("symphony.runner")
+
+T = TypeVar("T")
+
+
+class AttemptFailed(Exception):
+    """The attempt ended abnormally; the message is the reason shown to operators."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptContext:
+    """What one attempt runs with, captured at dispatch: a reload never changes it midway."""
+
+    settings: Settings
+    tracker: Tracker
+    workspaces: WorkspaceManager
+    agent_env: Mapping[str, str]
+    open_session: Callable[[AgentLaunch], AgentSession] = open_session
+
+
+async def run_attempt(
+    issue: Issue, attempt: int | None, ctx: AttemptContext, on_event: EventSink
+) -> None:
+    settings = ctx.settings
+    bound = log.bind(issue_id=issue.id, issue_identifier=issue.identifier, attempt=attempt)
+    workspace = await _step("workspace", ctx.workspaces.prepare(issue.identifier))
+    try:
+        await _step("before_run hook", ctx.workspaces.before_run(workspace))
+        current = issue
+
+        async def handle_tool(name: str, arguments: Any) -> ToolResult:
+            return await ctx.tracker.execute_tool(name, arguments, current)
+
+        _check_cwd(ctx.workspaces, workspace)
+        launch = AgentLaunch(
+            workspace=workspace.path,
+            settings=settings.codex,
+            env={
+                **ctx.agent_env,
+                "SYMPHONY_ISSUE_IDENTIFIER": issue.identifier,
+                "SYMPHONY_WORKSPACE": str(workspace.path),
+            },
+            tools=ctx.tracker.agent_tools(),
+            handle_tool=handle_tool,
+            on_event=on_event,
+        )
+        session = ctx.open_session(launch)
+        try:
+            await _step("agent startup", session.start())
+            max_turns = settings.agent.max_turns
+            turn = 1
+            while True:
+                if turn == 1:
+                    prompt = _render(settings.prompt_template, current, attempt)
+                else:
+                    prompt = continuation_prompt(current, turn, max_turns)
+                title = f"{current.identifier}: {current.title}"
+                result = await _step(f"turn {turn}", session.run_turn(prompt, title=title))
+                bound.info("turn completed", session_id=result.session_id, turn=turn)
+                refreshed = await _step(
+                    "issue refresh", ctx.tracker.fetch_issues_by_ids([issue.id])
+                )
+                match = next((i for i in refreshed if i.id == issue.id), None)
+                if match is None:
+                    bound.info("worker done", reason="issue no longer visible")
+                    break
+                current = match
+                if not settings.tracker.is_active(current.state):
+                    bound.info("worker done", reason=f"state is now {current.state}")
+                    break
+                if not is_routable(current, settings.tracker):
+                    bound.info("worker done", reason="issue no longer routable")
+                    break
+                if turn >= max_turns:
+                    bound.info("worker done", reason=f"max_turns ({max_turns}) reached")
+                    break
+                turn += 1
+        finally:
+            await session.stop()
+    finally:
+        await ctx.workspaces.after_run(workspace)
+
+
+def _render(template: str, issue: Issue, attempt: int | None) -> str:
+    try:
+        return render_prompt(template, issue, attempt)
+    except SymphonyError as exc:
+        raise AttemptFailed(f"prompt: {exc}") from None
+
+
+def _check_cwd(workspaces: WorkspaceManager, workspace: Workspace) -> None:
+    try:
+        workspaces.check_agent_cwd(workspace)
+    except SymphonyError as exc:
+        raise AttemptFailed(f"workspace: {exc}") from None
+
+
+async def _step(what: str, awaitable: Awaitable[T]) -> T:
+    try:
+        return await awaitable
+    except SymphonyError as exc:
+        raise AttemptFailed(f"{what}: {exc}") from None
+
+
+def event_logger(issue: Issue) -> Callable[[AgentEvent], None]:
+    """Log an agent's lifecycle events with issue and session context."""
+    bound = log.bind(issue_id=issue.id, issue_identifier=issue.identifier)
+
+    def emit(event: AgentEvent) -> None:
+        if event.kind in ("notification", "token_usage", "rate_limits"):
+            return
+        bound.info(
+            f"agent {event.kind}",
+            session_id=event.session_id,
+            thread_id=event.thread_id,
+            pid=event.pid,
+            detail=event.message,
+        )
+
+    return emit

@@ -1,0 +1,520 @@
+"""Scheduling decisions: which ticket runs, what a tracker change means for a run, when to retry.
+
+Every function here is synchronous and does no I/O. Each takes the scheduler state, its input
+(tracker snapshots, a worker's exit, an agent event), the settings in force and the monotonic time
+`now` in seconds, updates the state and returns the effects the orchestrator shell must perform.
+Tests drive them with a fake clock.
+
+One rule keeps runs and slots honest: a running entry is removed only when its worker has really
+exited. Stopping a run marks the entry with a `stop_reason` and asks the shell to stop the worker;
+the claim, the slot and the workspace stay until `on_worker_exit`, which then releases the claim,
+schedules the retry or removes the workspace as the reason requires.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from symphony.agents import AgentEvent
+from symphony.config import AgentSettings, Settings, TrackerSettings
+from symphony.issue import Issue, normalize_state
+
+CONTINUATION_DELAY_S = 1.0
+FAILURE_BASE_DELAY_S = 10.0
+RECENT_EVENTS = 20
+
+
+class StopReason(enum.Enum):
+    TERMINAL = "terminal"
+    INACTIVE = "inactive"
+    UNROUTABLE = "unroutable"
+    MISSING = "missing"
+    STALLED = "stalled"
+    SHUTDOWN = "shutdown"
+
+
+class RetryKind(enum.Enum):
+    CONTINUATION = "continuation"
+    FAILURE = "failure"
+
+
+@dataclass(slots=True)
+class RecentEvent:
+    at_wall: datetime
+    kind: str
+    message: str | None
+
+
+@dataclass(slots=True)
+class RunningEntry:
+    issue: Issue
+    attempt: int | None
+    started_at: float
+    started_at_wall: datetime
+    session_id: str | None = None
+    thread_id: str | None = None
+    pid: int | None = None
+    last_event: str | None = None
+    last_event_at: float | None = None
+    last_event_at_wall: datetime | None = None
+    last_message: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    turn_count: int = 0
+    stop_reason: StopReason | None = None
+    recent_events: deque[RecentEvent] = field(default_factory=lambda: deque(maxlen=RECENT_EVENTS))
+
+    @property
+    def identifier(self) -> str:
+        return self.issue.identifier
+
+
+@dataclass(slots=True)
+class RetryEntry:
+    issue_id: str
+    identifier: str
+    attempt: int
+    due_at: float
+    kind: RetryKind
+    error: str | None = None
+    url: str | None = None
+
+
+@dataclass(slots=True)
+class Totals:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    ended_seconds: float = 0.0
+    """Runtime of sessions that have ended; live ones are added at snapshot time."""
+
+
+@dataclass(slots=True)
+class SchedulerState:
+    running: dict[str, RunningEntry] = field(default_factory=dict)
+    claimed: set[str] = field(default_factory=set)
+    retry_attempts: dict[str, RetryEntry] = field(default_factory=dict)
+    completed: set[str] = field(default_factory=set)
+    totals: Totals = field(default_factory=Totals)
+    rate_limits: Mapping[str, Any] | None = None
+
+
+# Effects: what the shell must do. Plain values, compared in tests.
+
+
+@dataclass(frozen=True, slots=True)
+class StartWorker:
+    issue: Issue
+    attempt: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StopWorker:
+    issue_id: str
+    identifier: str
+    reason: StopReason
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveWorkspace:
+    identifier: str
+
+
+@dataclass(frozen=True, slots=True)
+class RetryScheduled:
+    entry: RetryEntry
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    issue_id: str
+    identifier: str
+    reason: str
+
+
+Effect = StartWorker | StopWorker | RemoveWorkspace | RetryScheduled | Released
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerExit:
+    """How a worker ended: `ok` after a normal turn loop, else `error` says why."""
+
+    ok: bool
+    error: str | None = None
+
+
+# Eligibility and ordering
+
+
+def is_routable(issue: Issue, tracker: TrackerSettings) -> bool:
+    """Adapter says dispatchable and every required label is present (blank ones never match)."""
+    return issue.dispatchable and all(
+        label and label in issue.labels for label in tracker.required_labels
+    )
+
+
+def has_required_fields(issue: Issue) -> bool:
+    return all(
+        isinstance(value, str) and value.strip()
+        for value in (issue.id, issue.identifier, issue.title, issue.state)
+    )
+
+
+def dispatch_sort_key(issue: Issue) -> tuple[int, int, int, float, str]:
+    """Priority 1..4 first (ascending), then oldest `created_at` (null last), then identifier."""
+    priority = issue.priority
+    in_bucket = priority is not None and 1 <= priority <= 4
+    created = issue.created_at
+    return (
+        0 if in_bucket else 1,
+        priority if in_bucket and priority is not None else 0,
+        0 if created is not None else 1,
+        created.timestamp() if created is not None else 0.0,
+        issue.identifier,
+    )
+
+
+def sort_for_dispatch(issues: Iterable[Issue]) -> list[Issue]:
+    return sorted(issues, key=dispatch_sort_key)
+
+
+def retry_delay_s(attempt: int, kind: RetryKind, agent: AgentSettings) -> float:
+    """1 s after a clean exit; `min(10 s * 2^(attempt-1), max_retry_backoff_ms)` after a failure."""
+    if kind is RetryKind.CONTINUATION:
+        return CONTINUATION_DELAY_S
+    exponent = max(attempt - 1, 0)
+    cap_s = agent.max_retry_backoff_ms / 1000
+    # Cap the exponent first so a long failure streak cannot overflow the float.
+    delay: float = FAILURE_BASE_DELAY_S * 2 ** min(exponent, 64)
+    return min(delay, cap_s)
+
+
+def _running_in_state(state: SchedulerState, state_key: str) -> int:
+    return sum(
+        1 for entry in state.running.values() if normalize_state(entry.issue.state) == state_key
+    )
+
+
+def has_slot(state: SchedulerState, agent: AgentSettings, issue_state: str) -> bool:
+    """A global slot and a slot for the issue's state (the per-state limit defaults to global)."""
+    if len(state.running) >= agent.max_concurrent_agents:
+        return False
+    key = normalize_state(issue_state)
+    limit = agent.max_concurrent_agents_by_state.get(key)
+    return limit is None or _running_in_state(state, key) < limit
+
+
+# Decisions
+
+
+def select_dispatches(
+    state: SchedulerState,
+    candidates: Iterable[Issue],
+    settings: Settings,
+    now: float,
+    wall: datetime,
+) -> list[Effect]:
+    """Claim and start eligible candidates in dispatch order while slots remain."""
+    effects: list[Effect] = []
+    tracker, agent = settings.tracker, settings.agent
+    # Per-state counts kept incrementally: one pass over `running` per tick, not per candidate.
+    per_state: dict[str, int] = {}
+    for entry in state.running.values():
+        key = normalize_state(entry.issue.state)
+        per_state[key] = per_state.get(key, 0) + 1
+    for issue in sort_for_dispatch(candidates):
+        if len(state.running) >= agent.max_concurrent_agents:
+            break
+        if not has_required_fields(issue) or not tracker.is_active(issue.state):
+            continue
+        if not is_routable(issue, tracker):
+            continue
+        if issue.id in state.running or issue.id in state.claimed:
+            continue
+        key = normalize_state(issue.state)
+        limit = agent.max_concurrent_agents_by_state.get(key)
+        if limit is not None and per_state.get(key, 0) >= limit:
+            continue
+        per_state[key] = per_state.get(key, 0) + 1
+        effects.append(_dispatch(state, issue, None, now, wall))
+    return effects
+
+
+def _dispatch(
+    state: SchedulerState, issue: Issue, attempt: int | None, now: float, wall: datetime
+) -> StartWorker:
+    state.running[issue.id] = RunningEntry(
+        issue=issue, attempt=attempt, started_at=now, started_at_wall=wall
+    )
+    state.claimed.add(issue.id)
+    state.retry_attempts.pop(issue.id, None)
+    return StartWorker(issue, attempt)
+
+
+def detect_stalls(state: SchedulerState, settings: Settings, now: float) -> list[Effect]:
+    """Stop runs with no agent activity for longer than `codex.stall_timeout_ms` (<= 0: off)."""
+    timeout_ms = settings.codex.stall_timeout_ms
+    if timeout_ms <= 0:
+        return []
+    effects: list[Effect] = []
+    for issue_id, entry in state.running.items():
+        if entry.stop_reason is not None:
+            continue
+        since = entry.last_event_at if entry.last_event_at is not None else entry.started_at
+        idle_s = now - since
+        if idle_s * 1000 > timeout_ms:
+            entry.stop_reason = StopReason.STALLED
+            effects.append(
+                StopWorker(
+                    issue_id,
+                    entry.identifier,
+                    StopReason.STALLED,
+                    f"no agent activity for {idle_s:.0f}s (stall_timeout_ms={timeout_ms})",
+                )
+            )
+    return effects
+
+
+def apply_refresh(
+    state: SchedulerState, refreshed: Sequence[Issue], requested: Iterable[str], settings: Settings
+) -> list[Effect]:
+    """Reconcile running entries with fresh tracker snapshots of the ids in `requested`."""
+    tracker = settings.tracker
+    by_id = {issue.id: issue for issue in refreshed}
+    effects: list[Effect] = []
+    for issue_id in requested:
+        entry = state.running.get(issue_id)
+        if entry is None or entry.stop_reason is not None:
+            continue
+        issue = by_id.get(issue_id)
+        if issue is None:
+            reason, detail = StopReason.MISSING, "no longer visible in the tracker"
+        elif tracker.is_terminal(issue.state):
+            reason, detail = StopReason.TERMINAL, f"state is terminal ({issue.state})"
+        elif not tracker.is_active(issue.state):
+            reason, detail = StopReason.INACTIVE, f"state is not active ({issue.state})"
+        elif not is_routable(issue, tracker):
+            reason, detail = (
+                StopReason.UNROUTABLE,
+                "no longer dispatchable or lacks a required label",
+            )
+        else:
+            entry.issue = issue
+            continue
+        if issue is not None:
+            entry.issue = issue
+        entry.stop_reason = reason
+        effects.append(StopWorker(issue_id, entry.identifier, reason, detail))
+    return effects
+
+
+def stop_all(state: SchedulerState) -> list[Effect]:
+    """Shutdown: stop every worker; nothing is retried afterwards."""
+    effects: list[Effect] = []
+    for issue_id, entry in state.running.items():
+        if entry.stop_reason is None or entry.stop_reason is not StopReason.SHUTDOWN:
+            entry.stop_reason = StopReason.SHUTDOWN
+            effects.append(StopWorker(issue_id, entry.identifier, StopReason.SHUTDOWN, "shutdown"))
+    return effects
+
+
+def on_worker_exit(
+    state: SchedulerState, issue_id: str, result: WorkerExit, settings: Settings, now: float
+) -> list[Effect]:
+    """Remove the running entry and decide what follows: release, cleanup, or a retry."""
+    entry = state.running.pop(issue_id, None)
+    if entry is None:
+        return []
+    state.totals.ended_seconds += max(now - entry.started_at, 0.0)
+    reason = entry.stop_reason
+    if reason is StopReason.SHUTDOWN:
+        state.claimed.discard(issue_id)
+        return []
+    if reason in (
+        StopReason.TERMINAL,
+        StopReason.INACTIVE,
+        StopReason.UNROUTABLE,
+        StopReason.MISSING,
+    ):
+        state.claimed.discard(issue_id)
+        effects: list[Effect] = [
+            Released(issue_id, entry.identifier, f"run stopped: {reason.value}")
+        ]
+        if reason is StopReason.TERMINAL:
+            effects.append(RemoveWorkspace(entry.identifier))
+        return effects
+    if reason is StopReason.STALLED:
+        return [
+            _schedule_retry(
+                state,
+                entry.issue,
+                _next_attempt(entry.attempt),
+                RetryKind.FAILURE,
+                "stalled: no agent activity",
+                settings,
+                now,
+            )
+        ]
+    if result.ok:
+        state.completed.add(issue_id)
+        return [_schedule_retry(state, entry.issue, 1, RetryKind.CONTINUATION, None, settings, now)]
+    return [
+        _schedule_retry(
+            state,
+            entry.issue,
+            _next_attempt(entry.attempt),
+            RetryKind.FAILURE,
+            result.error or "worker failed",
+            settings,
+            now,
+        )
+    ]
+
+
+def _next_attempt(attempt: int | None) -> int:
+    return (attempt or 0) + 1
+
+
+def _schedule_retry(
+    state: SchedulerState,
+    issue: Issue,
+    attempt: int,
+    kind: RetryKind,
+    error: str | None,
+    settings: Settings,
+    now: float,
+) -> RetryScheduled:
+    delay = retry_delay_s(attempt, kind, settings.agent)
+    entry = RetryEntry(
+        issue_id=issue.id,
+        identifier=issue.identifier,
+        attempt=attempt,
+        due_at=now + delay,
+        kind=kind,
+        error=error,
+        url=issue.url,
+    )
+    # Replacing the entry is what "cancel the old timer" means here: due times live in state.
+    state.retry_attempts[issue.id] = entry
+    state.claimed.add(issue.id)
+    return RetryScheduled(entry, delay)
+
+
+def due_retries(state: SchedulerState, now: float) -> list[RetryEntry]:
+    """Retry entries whose time has come, oldest due first; they stay queued until handled."""
+    return sorted(
+        (entry for entry in state.retry_attempts.values() if entry.due_at <= now),
+        key=lambda entry: (entry.due_at, entry.identifier),
+    )
+
+
+def on_retries_refreshed(
+    state: SchedulerState,
+    due: Sequence[RetryEntry],
+    refreshed: Sequence[Issue] | None,
+    settings: Settings,
+    now: float,
+    wall: datetime,
+) -> list[Effect]:
+    """Re-dispatch, requeue or release each due retry given fresh snapshots (None: fetch failed)."""
+    effects: list[Effect] = []
+    tracker = settings.tracker
+    by_id = {issue.id: issue for issue in refreshed} if refreshed is not None else {}
+    for retry in due:
+        if state.retry_attempts.get(retry.issue_id) is not retry:
+            continue  # replaced or dispatched meanwhile
+        del state.retry_attempts[retry.issue_id]
+        if refreshed is None:
+            effects.append(_requeue(state, retry, "retry refresh failed", settings, now))
+            continue
+        issue = by_id.get(retry.issue_id)
+        if issue is None:
+            state.claimed.discard(retry.issue_id)
+            effects.append(Released(retry.issue_id, retry.identifier, "no longer visible"))
+        elif tracker.is_terminal(issue.state):
+            state.claimed.discard(retry.issue_id)
+            effects.append(Released(retry.issue_id, retry.identifier, f"terminal ({issue.state})"))
+            effects.append(RemoveWorkspace(issue.identifier))
+        elif not tracker.is_active(issue.state) or not is_routable(issue, tracker):
+            state.claimed.discard(retry.issue_id)
+            effects.append(
+                Released(retry.issue_id, retry.identifier, f"no longer eligible ({issue.state})")
+            )
+        elif retry.issue_id in state.running:
+            effects.append(_requeue(state, retry, "previous run still stopping", settings, now))
+        elif not has_slot(state, settings.agent, issue.state):
+            effects.append(_requeue(state, retry, "no available orchestrator slots", settings, now))
+        else:
+            effects.append(_dispatch(state, issue, retry.attempt, now, wall))
+    return effects
+
+
+def _requeue(
+    state: SchedulerState, retry: RetryEntry, error: str, settings: Settings, now: float
+) -> RetryScheduled:
+    attempt = retry.attempt + 1
+    delay = retry_delay_s(attempt, RetryKind.FAILURE, settings.agent)
+    entry = RetryEntry(
+        issue_id=retry.issue_id,
+        identifier=retry.identifier,
+        attempt=attempt,
+        due_at=now + delay,
+        kind=RetryKind.FAILURE,
+        error=error,
+        url=retry.url,
+    )
+    state.retry_attempts[retry.issue_id] = entry
+    return RetryScheduled(entry, delay)
+
+
+def on_agent_event(
+    state: SchedulerState, issue_id: str, event: AgentEvent, now: float, wall: datetime
+) -> None:
+    """Fold one agent update into the live session fields, token totals and rate limits."""
+    entry = state.running.get(issue_id)
+    if entry is None:
+        return
+    entry.last_event = event.kind
+    entry.last_event_at = now
+    entry.last_event_at_wall = wall
+    if event.message is not None:
+        entry.last_message = event.message
+    if event.pid is not None:
+        entry.pid = event.pid
+    if event.thread_id is not None:
+        entry.thread_id = event.thread_id
+    if event.session_id is not None:
+        entry.session_id = event.session_id
+    if event.kind == "turn_started":
+        entry.turn_count += 1
+    if event.kind not in ("token_usage", "rate_limits"):
+        entry.recent_events.append(RecentEvent(wall, event.kind, event.message))
+    usage = event.usage
+    if usage is not None:
+        # Absolute thread totals: add only what grew since the last report. A total lower than
+        # the last one means a new thread started counting from zero.
+        totals = state.totals
+        for name in ("input_tokens", "output_tokens", "total_tokens"):
+            new = getattr(usage, name)
+            old = getattr(entry, name)
+            delta = new - old if new >= old else new
+            setattr(totals, name, getattr(totals, name) + delta)
+            setattr(entry, name, new)
+    if event.rate_limits is not None:
+        state.rate_limits = event.rate_limits
+
+
+def next_wakeup(state: SchedulerState, next_tick_at: float) -> float:
+    """The earliest of the next poll tick and the next due retry."""
+    soonest = next_tick_at
+    for entry in state.retry_attempts.values():
+        soonest = min(soonest, entry.due_at)
+    return soonest

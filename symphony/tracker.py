@@ -1,0 +1,137 @@
+"""The tracker boundary: two reads for scheduling, optional host-side agent tools.
+
+Adapters live in `adapters/<kind>/` and are found by the `tracker.kind` name. Each adapter
+package exposes:
+
+- `DEFAULT_ACTIVE_STATES` / `DEFAULT_TERMINAL_STATES`: tuples, or None when the workflow must
+  name them;
+- `create_tracker(settings, context) -> Tracker`, which validates `tracker.provider` and raises
+  `TrackerError` (`invalid_tracker_config`, `missing_tracker_secret`) when it cannot be used.
+
+The core never looks inside provider payloads: it sees `Issue`, `dispatchable` and `native_ref`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from symphony.errors import SymphonyError
+from symphony.issue import Issue
+
+if TYPE_CHECKING:
+    from symphony.config import TrackerSettings
+
+# Stable categories (spec §11.4) plus the ones our adapters add.
+UNSUPPORTED_TRACKER_KIND = "unsupported_tracker_kind"
+INVALID_TRACKER_CONFIG = "invalid_tracker_config"
+MISSING_TRACKER_SECRET = "missing_tracker_secret"
+TRACKER_REQUEST = "tracker_request"
+TRACKER_STATUS = "tracker_status"
+TRACKER_RESPONSE = "tracker_response"
+TRACKER_PAGINATION = "tracker_pagination"
+TRACKER_RATE_LIMITED = "tracker_rate_limited"
+
+
+class TrackerError(SymphonyError):
+    """A tracker failure with a stable category; `retry_after_s` when the provider said so."""
+
+    def __init__(self, category: str, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(category, message)
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A client-side tool advertised to the agent; `input_schema` is a JSON schema object."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """Outcome of a host-side tool call: success or failure, with JSON-safe output."""
+
+    success: bool
+    output: Any = field(default=None)
+
+    @classmethod
+    def failure(cls, error: str, message: str) -> ToolResult:
+        return cls(False, {"error": error, "message": message})
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerContext:
+    """What an adapter may use besides its settings: where the workflow lives, the environment."""
+
+    workflow_dir: Path
+    environ: Mapping[str, str]
+
+
+@runtime_checkable
+class Tracker(Protocol):
+    async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
+        """Issues in scope whose state is one of `states`; [] without a request for []."""
+        ...
+
+    async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
+        """Current snapshots of the given ids; ids no longer visible are omitted."""
+        ...
+
+    def agent_tools(self) -> list[ToolSpec]:
+        """Tools advertised to every agent session run against this tracker."""
+        ...
+
+    async def execute_tool(self, name: str, arguments: Any, issue: Issue) -> ToolResult:
+        """Run one tool call host-side for `issue`; never raises for a bad call."""
+        ...
+
+    def secret_env_names(self) -> list[str]:
+        """Environment names the agent's process must not inherit."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; the tracker is not used afterwards."""
+        ...
+
+
+_KIND = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def adapter_module(kind: str) -> ModuleType:
+    """The adapter package for `kind`, or `unsupported_tracker_kind`."""
+    if not _KIND.match(kind):
+        raise TrackerError(
+            UNSUPPORTED_TRACKER_KIND, f"tracker.kind {kind!r} is not a known tracker"
+        )
+    try:
+        module = importlib.import_module(f"adapters.{kind}")
+    except ModuleNotFoundError as exc:
+        if exc.name not in (f"adapters.{kind}", "adapters"):
+            raise
+        raise TrackerError(
+            UNSUPPORTED_TRACKER_KIND,
+            f"tracker.kind {kind!r} is not supported (available: {', '.join(available_kinds())})",
+        ) from None
+    if not hasattr(module, "create_tracker"):
+        raise TrackerError(UNSUPPORTED_TRACKER_KIND, f"adapters.{kind} has no create_tracker")
+    return module
+
+
+def available_kinds() -> list[str]:
+    import adapters
+
+    root = Path(adapters.__file__).parent
+    return sorted(p.parent.name for p in root.glob("*/__init__.py"))
+
+
+def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
+    tracker: Tracker = adapter_module(settings.kind).create_tracker(settings, context)
+    return tracker

@@ -1,0 +1,448 @@
+"""Per-issue workspace directories under one root: keys, containment, lifecycle hooks, removal.
+
+Every ticket gets `<root>/<workspace_key>`, created on first use and reused afterwards. This module
+is the only place that creates, checks or deletes those directories and the only place that runs
+the `after_create`, `before_run`, `after_run` and `before_remove` hooks (spec §5.3.4, §9). Paths
+are checked against the root before anything is launched in them or deleted, with symlinks
+resolved, so a hostile identifier or a stray link can never point work outside the root.
+
+Policies this module chooses where the spec leaves room:
+
+- An empty identifier is rejected (`invalid_workspace_path`): it names nothing and two such
+  tickets would share one directory. The identifiers `.` and `..` are treated as changed by
+  sanitization (`_-<hash>`, `__-<hash>`), so no key ever names the root or its parent.
+- An existing non-directory at a workspace path is never deleted or replaced; preparing fails
+  with `workspace_create_failed` and `remove` fails with `workspace_remove_failed`.
+- A workspace entry that is a symlink is allowed only when it resolves to a directory strictly
+  inside the root. `remove` deletes just the link (no hook runs through it); a link that escapes
+  the root is rejected with `invalid_workspace_path` and left alone.
+- If `after_create` fails, times out or is cancelled, the directory it was given is deleted (it was
+  created by the same call, so nothing is lost) and the next attempt starts fresh. Reused
+  workspaces are never reset.
+- Hooks that leave background processes behind on success keep them; only a timed-out or
+  cancelled hook has its whole process group killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import signal
+import stat
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import structlog
+
+from symphony.config import HooksSettings
+from symphony.errors import SymphonyError
+
+log = structlog.get_logger(__name__)
+
+INVALID_WORKSPACE_PATH = "invalid_workspace_path"
+WORKSPACE_CREATE_FAILED = "workspace_create_failed"
+HOOK_FAILED = "hook_failed"
+HOOK_TIMEOUT = "hook_timeout"
+WORKSPACE_REMOVE_FAILED = "workspace_remove_failed"
+
+# Hook output kept for the log: the end of the output is where the error usually is.
+OUTPUT_TAIL_BYTES = 2048
+# How long a timed-out hook gets to exit on SIGTERM before its process group is SIGKILLed.
+TERM_GRACE_SECONDS = 1.0
+
+_DISALLOWED = re.compile(r"[^A-Za-z0-9._-]")
+_VALID_KEY = re.compile(r"[A-Za-z0-9._-]+")
+_HASH_HEX_CHARS = 16  # 64 bits of sha256, hex is within the allowed key alphabet
+
+HookName = Literal["after_create", "before_run", "after_run", "before_remove"]
+Outcome = Literal["completed", "failed", "timed_out"]
+
+
+class WorkspaceError(SymphonyError):
+    """A workspace could not be made, checked, prepared by a hook, or removed."""
+
+
+def workspace_key(identifier: str) -> str:
+    """The directory name for an issue identifier (spec §4.2 "Workspace Key").
+
+    Characters outside `[A-Za-z0-9._-]` become `_`. When that changed anything, `-` and the first
+    16 hex digits of the SHA-256 of the original identifier are appended, so identifiers that
+    sanitize alike (`A/1`, `A:1`) still get distinct keys; identifiers already made of allowed
+    characters are returned unchanged. `.` and `..` count as changed (every dot becomes `_`) so a
+    key never names the root or its parent. An empty identifier raises
+    `WorkspaceError(invalid_workspace_path)`.
+    """
+    if not identifier:
+        raise WorkspaceError(INVALID_WORKSPACE_PATH, "an empty issue identifier names no workspace")
+    sanitized = _DISALLOWED.sub("_", identifier)
+    if sanitized in (".", ".."):
+        sanitized = "_" * len(sanitized)
+    if sanitized == identifier:
+        return identifier
+    # surrogatepass: identifiers decoded from JSON may hold lone surrogates; hashing must not fail.
+    digest = hashlib.sha256(identifier.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{sanitized}-{digest[:_HASH_HEX_CHARS]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """A prepared per-issue directory (spec §4.1.4).
+
+    `identifier` is the issue identifier the key was derived from; it is what hooks see as
+    `SYMPHONY_ISSUE_IDENTIFIER`, because the key alone cannot be turned back into it.
+    """
+
+    path: Path
+    key: str
+    created_now: bool
+    identifier: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _HookResult:
+    name: HookName
+    outcome: Outcome
+    exit_code: int | None
+    detail: str
+
+    def error(self) -> WorkspaceError:
+        category = HOOK_TIMEOUT if self.outcome == "timed_out" else HOOK_FAILED
+        return WorkspaceError(category, f"{self.name} hook {self.detail}")
+
+
+class WorkspaceManager:
+    """Creates, checks, runs hooks in, and removes the workspaces under one root.
+
+    The hooks and their timeout are captured at construction; a workflow reload builds a new
+    manager, so a hook always runs with the settings of the manager that started it.
+    """
+
+    def __init__(self, root: Path, hooks: HooksSettings, *, env: Mapping[str, str]) -> None:
+        self._root = Path(os.path.normpath(os.path.abspath(root)))
+        self._hooks = hooks
+        self._env = dict(env)
+        # Resolved once from the host PATH: `env` may lack PATH or point it somewhere odd.
+        self._shell = shutil.which("sh") or "/bin/sh"
+
+    @property
+    def root(self) -> Path:
+        """The absolute, normalized workspace root."""
+        return self._root
+
+    def path_for(self, identifier: str) -> Path:
+        """`<root>/<workspace_key>` after checking it stays inside the root, symlinks resolved."""
+        path = self._root / workspace_key(identifier)
+        self._check_contained(path)
+        return path
+
+    async def prepare(self, identifier: str) -> Workspace:
+        """Ensure the workspace directory exists; run `after_create` only if it was made now.
+
+        Raises `WorkspaceError` with `invalid_workspace_path`, `workspace_create_failed`,
+        `hook_failed` or `hook_timeout`. A failed `after_create` leaves no directory behind.
+        """
+        try:
+            self._root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WorkspaceError(
+                WORKSPACE_CREATE_FAILED, f"cannot create workspace root {self._root}: {exc}"
+            ) from exc
+        path = self.path_for(identifier)
+        try:
+            # mkdir, not exists-then-mkdir: whether this call created it decides after_create.
+            path.mkdir()
+            created_now = True
+        except FileExistsError:
+            created_now = False
+        except OSError as exc:
+            raise WorkspaceError(
+                WORKSPACE_CREATE_FAILED, f"cannot create workspace {path}: {exc}"
+            ) from exc
+        if not created_now and not path.is_dir():
+            raise WorkspaceError(
+                WORKSPACE_CREATE_FAILED,
+                f"{path} exists and is not a directory; it was left untouched",
+            )
+        workspace = Workspace(
+            path=path, key=path.name, created_now=created_now, identifier=identifier
+        )
+        if created_now and self._hooks.after_create is not None:
+            try:
+                result = await self._run_hook("after_create", self._hooks.after_create, workspace)
+            except BaseException:
+                # Cancelled mid-hook: a half-populated directory would be reused without
+                # after_create next time, so it goes (synchronously: we are being torn down).
+                _remove_tree(path)
+                raise
+            if result is not None:
+                leftovers = await asyncio.to_thread(_remove_tree, path)
+                if leftovers:
+                    # Reused later without after_create; the operator should know why.
+                    log.warning(
+                        "new workspace not fully removed after after_create failed",
+                        workspace=str(path),
+                        reason=leftovers[0],
+                    )
+                raise result.error()
+        return workspace
+
+    async def before_run(self, workspace: Workspace) -> None:
+        """Run `before_run`; any failure or timeout aborts the attempt with `WorkspaceError`."""
+        if self._hooks.before_run is None:
+            return
+        self.check_agent_cwd(workspace)
+        result = await self._run_hook("before_run", self._hooks.before_run, workspace)
+        if result is not None:
+            raise result.error()
+
+    async def after_run(self, workspace: Workspace) -> None:
+        """Run `after_run` best effort: failures, timeouts and a vanished workspace are logged."""
+        if self._hooks.after_run is None:
+            return
+        try:
+            self.check_agent_cwd(workspace)
+        except WorkspaceError as exc:
+            log.warning(
+                "hook skipped", hook="after_run", workspace=str(workspace.path), reason=str(exc)
+            )
+            return
+        await self._run_hook("after_run", self._hooks.after_run, workspace)
+
+    async def remove(self, identifier: str) -> bool:
+        """Run `before_remove` (best effort) and delete the workspace; False if there was none.
+
+        Raises `WorkspaceError`: `invalid_workspace_path` when the entry resolves outside the root
+        (nothing is touched), `workspace_remove_failed` when it is not a directory or deletion
+        fails.
+        """
+        path = self.path_for(identifier)
+        if not os.path.lexists(path):
+            return False
+        if path.is_symlink():
+            # Only the link is ours; whatever it points at (inside the root) is not deleted.
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                raise WorkspaceError(
+                    WORKSPACE_REMOVE_FAILED, f"cannot remove link {path}: {exc}"
+                ) from exc
+            return True
+        if not path.is_dir():
+            raise WorkspaceError(
+                WORKSPACE_REMOVE_FAILED,
+                f"{path} is not a directory; it was left untouched",
+            )
+        if self._hooks.before_remove is not None:
+            workspace = Workspace(
+                path=path, key=path.name, created_now=False, identifier=identifier
+            )
+            await self._run_hook("before_remove", self._hooks.before_remove, workspace)
+            # The hook ran arbitrary code in there; check again before deleting anything.
+            self._check_contained(path)
+            if path.is_symlink():
+                raise WorkspaceError(
+                    WORKSPACE_REMOVE_FAILED,
+                    f"{path} became a symlink during before_remove; it was left untouched",
+                )
+        failures = await asyncio.to_thread(_remove_tree, path)
+        if failures:
+            raise WorkspaceError(
+                WORKSPACE_REMOVE_FAILED,
+                f"cannot fully remove {path}: {failures[0]}"
+                + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""),
+            )
+        return True
+
+    def check_agent_cwd(self, workspace: Workspace) -> None:
+        """The launch invariant (spec §9.5): the agent's cwd is this issue's workspace directory.
+
+        `workspace.path` must be exactly `<root>/<workspace.key>` for a valid key, resolve
+        (symlinks followed) strictly inside the root, and be an existing directory. Raises
+        `WorkspaceError(invalid_workspace_path)` otherwise.
+        """
+        key = workspace.key
+        if _VALID_KEY.fullmatch(key) is None or key in (".", ".."):
+            raise WorkspaceError(INVALID_WORKSPACE_PATH, f"{key!r} is not a valid workspace key")
+        if not workspace.path.is_absolute():
+            raise WorkspaceError(INVALID_WORKSPACE_PATH, f"{workspace.path} is not absolute")
+        if Path(os.path.normpath(workspace.path)) != self._root / key:
+            raise WorkspaceError(
+                INVALID_WORKSPACE_PATH,
+                f"{workspace.path} is not the workspace {key!r} under root {self._root}",
+            )
+        self._check_contained(workspace.path)
+        if not workspace.path.is_dir():
+            raise WorkspaceError(
+                INVALID_WORKSPACE_PATH, f"{workspace.path} is not an existing directory"
+            )
+
+    def _check_contained(self, path: Path) -> None:
+        """Require `path` to be a direct child of the root, also after resolving symlinks."""
+        lexical = Path(os.path.normpath(os.path.abspath(path)))
+        if lexical.parent != self._root or lexical.name in ("", ".", ".."):
+            raise WorkspaceError(
+                INVALID_WORKSPACE_PATH, f"{path} is not directly inside workspace root {self._root}"
+            )
+        # realpath on both sides: the root itself may legitimately sit behind a symlink.
+        real_root = os.path.realpath(self._root)
+        real = os.path.realpath(lexical)
+        if real == real_root or os.path.commonpath([real_root, real]) != real_root:
+            raise WorkspaceError(
+                INVALID_WORKSPACE_PATH,
+                f"{path} resolves to {real}, which is not inside workspace root {real_root}",
+            )
+
+    async def _run_hook(
+        self, name: HookName, script: str, workspace: Workspace
+    ) -> _HookResult | None:
+        """Run one hook to completion or timeout and log it; None when it succeeded."""
+        path = workspace.path
+        timeout_ms = self._hooks.timeout_ms
+        env = {
+            **self._env,
+            "SYMPHONY_WORKSPACE": str(path),
+            "SYMPHONY_ISSUE_IDENTIFIER": workspace.identifier or workspace.key,
+            "SYMPHONY_WORKSPACE_ROOT": str(self._root),
+            "SYMPHONY_HOOK": name,
+        }
+        bound = log.bind(
+            hook=name, workspace=str(path), issue_identifier=workspace.identifier or None
+        )
+        bound.debug("hook started", timeout_ms=timeout_ms)
+        started = time.monotonic()
+        with contextlib.ExitStack() as stack:
+            try:
+                # A file, not a pipe, collects output: a background child holding a pipe open
+                # could make us wait past the hook's own exit, and a file needs no reader task.
+                output = stack.enter_context(tempfile.TemporaryFile())
+                proc = await asyncio.create_subprocess_exec(
+                    self._shell,
+                    "-lc",
+                    script,
+                    cwd=path,
+                    env=env,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=asyncio.subprocess.STDOUT,
+                    # Own process group, so a timeout can kill everything the hook started.
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                result = _HookResult(name, "failed", None, f"could not start: {exc}")
+                _log_result(bound, result, started, b"", 0)
+                return result
+            try:
+                await asyncio.wait_for(proc.wait(), timeout_ms / 1000)
+            except TimeoutError:
+                await _terminate_group(proc)
+                result = _HookResult(
+                    name, "timed_out", proc.returncode, f"timed out after {timeout_ms} ms"
+                )
+            except BaseException:
+                # Cancelled (the worker was stopped): the hook must not outlive its owner.
+                _signal_group(proc.pid, signal.SIGKILL)
+                raise
+            else:
+                code = proc.returncode
+                if code == 0:
+                    result = _HookResult(name, "completed", 0, "completed")
+                else:
+                    result = _HookResult(name, "failed", code, f"exited with status {code}")
+            tail, total = _read_tail(output)
+        _log_result(bound, result, started, tail, total)
+        return None if result.outcome == "completed" else result
+
+
+async def _terminate_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the hook's process group, then SIGKILL whatever is left after a short grace."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), TERM_GRACE_SECONDS)
+    finally:
+        # Sent even when the shell already exited (children may ignore SIGTERM or outlive it)
+        # and when we are cancelled during the grace.
+        _signal_group(proc.pid, signal.SIGKILL)
+    await proc.wait()
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    # The group is gone once every member exited; that is the goal, not an error.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _read_tail(output: IO[bytes]) -> tuple[bytes, int]:
+    output.seek(0, os.SEEK_END)
+    total = output.tell()
+    output.seek(max(0, total - OUTPUT_TAIL_BYTES))
+    return output.read(), total
+
+
+def _log_result(bound: Any, result: _HookResult, started: float, tail: bytes, total: int) -> None:
+    text = tail.decode("utf-8", "replace")
+    fields: dict[str, Any] = {
+        "outcome": result.outcome,
+        "exit_code": result.exit_code,
+        "duration_ms": int((time.monotonic() - started) * 1000),
+        "output": text,
+    }
+    if total > len(tail):
+        fields["output_truncated"] = f"showing last {len(tail)} of {total} bytes"
+    if result.outcome == "completed":
+        bound.info("hook completed", **fields)
+    else:
+        event = "hook timed out" if result.outcome == "timed_out" else "hook failed"
+        bound.warning(event, reason=result.detail, **fields)
+
+
+def _remove_tree(path: Path) -> list[str]:
+    """Delete a directory tree without following symlinks; returns the failures, if any.
+
+    Entries that vanish meanwhile are fine (a hook may have removed them). Read-only
+    directories, as some package caches create, are made writable and retried once.
+    """
+    failures: list[str] = []
+    top = os.fspath(path)
+
+    def on_error(func: Callable[..., Any], failed: str, exc: BaseException) -> None:
+        if isinstance(exc, FileNotFoundError):
+            return
+        parent = os.path.dirname(failed)
+        # Only directories inside the tree are made writable; the root's mode is the operator's.
+        if (
+            isinstance(exc, PermissionError)
+            and func in (os.unlink, os.remove, os.rmdir)
+            and os.path.commonpath([top, parent]) == top
+        ):
+            try:
+                mode = os.lstat(parent).st_mode
+                os.chmod(parent, mode | stat.S_IRWXU)
+                func(failed)
+                return
+            except OSError as retry_exc:
+                exc = retry_exc
+        failures.append(f"{failed}: {exc}")
+
+    if not os.path.lexists(path):
+        return failures
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=on_error)
+    else:
+
+        def on_error_info(func: Callable[..., Any], failed: str, info: Any) -> None:
+            on_error(func, failed, info[1])
+
+        shutil.rmtree(path, onerror=on_error_info)
+    return failures

@@ -1,0 +1,355 @@
+"""The orchestrator end to end: a local board, real workspaces and hooks, and a scripted agent
+speaking the app-server protocol in a real subprocess (spec §7, §8, §16, §17.4)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from symphony.config import load_settings
+from symphony.orchestrator import Orchestrator, agent_environment
+from tests.factories import make_settings
+
+pytestmark = pytest.mark.slow
+
+FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_app_server.py"
+
+
+class Board:
+    """A local board plus WORKFLOW.md in a temporary folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.tickets = root / "board"
+        self.tickets.mkdir()
+        self.workspaces = root / "workspaces"
+        self.workflow = root / "WORKFLOW.md"
+
+    def ticket(self, identifier: str, state: str = "Todo", **fields: Any) -> None:
+        front = {"title": f"Ticket {identifier}", "state": state, **fields}
+        text = f"---\n{yaml.safe_dump(front, sort_keys=False)}---\nDo the thing for {identifier}.\n"
+        (self.tickets / f"{identifier}.md").write_text(text)
+
+    def state_of(self, identifier: str) -> str:
+        text = (self.tickets / f"{identifier}.md").read_text()
+        front = yaml.safe_load(text.split("---")[1])
+        return str(front["state"])
+
+    def write_workflow(
+        self,
+        *,
+        agent: dict[str, Any] | None = None,
+        codex: dict[str, Any] | None = None,
+        hooks: dict[str, Any] | None = None,
+        polling_ms: int = 60_000,
+        prompt: str = "Work on {{ issue.identifier }}: {{ issue.title }}",
+    ) -> None:
+        config = {
+            "tracker": {
+                "kind": "local",
+                "provider": {"path": "board"},
+                "active_states": ["Todo", "In Progress"],
+                "terminal_states": ["Done", "Cancelled"],
+            },
+            "polling": {"interval_ms": polling_ms},
+            "workspace": {"root": "workspaces"},
+            "hooks": hooks or {},
+            "agent": {"max_concurrent_agents": 4, **(agent or {})},
+            "codex": {
+                "command": f"{sys.executable} {FAKE_AGENT}",
+                "read_timeout_ms": 5000,
+                "turn_timeout_ms": 20_000,
+                **(codex or {}),
+            },
+        }
+        self.workflow.write_text(f"---\n{yaml.safe_dump(config)}---\n{prompt}\n")
+
+
+@pytest.fixture
+def board(tmp_path: Path) -> Board:
+    return Board(tmp_path)
+
+
+def scenario_env(scenario: str, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["FAKE_AGENT_SCENARIO"] = scenario
+    env.update(extra)
+    return env
+
+
+class Running:
+    """An orchestrator running in the background, with a way to wait for its state."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.orchestrator = orchestrator
+        self.changed = asyncio.Event()
+        self.max_running = 0
+        orchestrator.add_listener(self._on_change)
+        self.task = asyncio.create_task(orchestrator.run())
+
+    def _on_change(self) -> None:
+        self.max_running = max(self.max_running, len(self.orchestrator.state.running))
+        self.changed.set()
+
+    async def until(self, predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+        async def wait() -> None:
+            while not predicate():
+                if self.task.done():
+                    self.task.result()
+                    raise AssertionError("orchestrator stopped early")
+                self.changed.clear()
+                await self.changed.wait()
+
+        await asyncio.wait_for(wait(), timeout)
+
+    async def stop(self) -> None:
+        self.orchestrator.stop()
+        await asyncio.wait_for(self.task, 15)
+
+
+def start(board: Board, env: dict[str, str], **kw: Any) -> Running:
+    settings = load_settings(board.workflow, env)
+    return Running(Orchestrator(settings, environ=env, **kw))
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_tickets_dispatch_in_parallel_and_reach_human_review_through_the_tool(
+    board: Board,
+) -> None:
+    board.ticket("ABC-1")
+    board.ticket("ABC-2", state="In Progress")
+    board.ticket("ABC-3", state="Done")
+    board.write_workflow(codex={"command": f"{sys.executable} {FAKE_AGENT}"})
+    env = scenario_env(
+        "tool",
+        FAKE_AGENT_TOOL="local_move_issue",
+        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
+        FAKE_AGENT_DELAY_MS="300",
+    )
+    run = start(board, env, watch=False)
+    try:
+        await run.until(
+            lambda: (
+                board.state_of("ABC-1") == "Human Review"
+                and board.state_of("ABC-2") == "Human Review"
+                and not run.orchestrator.state.running
+            )
+        )
+        # The continuation retry sees Human Review (not active) and releases the claim.
+        await run.until(lambda: not run.orchestrator.state.claimed)
+    finally:
+        await run.stop()
+    assert run.max_running == 2
+    assert board.state_of("ABC-3") == "Done"
+    assert (board.workspaces / "ABC-1").is_dir() and (board.workspaces / "ABC-2").is_dir()
+    snapshot = run.orchestrator.snapshot()
+    assert snapshot["codex_totals"]["total_tokens"] > 0
+    assert snapshot["codex_totals"]["seconds_running"] > 0
+
+
+async def test_ticket_moved_to_terminal_state_stops_its_run_and_removes_the_workspace(
+    board: Board,
+) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow()
+    run = start(board, scenario_env("hang"), watch=False)
+    try:
+        await run.until(
+            lambda: (
+                run.orchestrator.state.running.get("ABC-1") is not None
+                and run.orchestrator.state.running["ABC-1"].pid is not None
+            )
+        )
+        pid = run.orchestrator.state.running["ABC-1"].pid
+        assert (board.workspaces / "ABC-1").is_dir()
+        board.ticket("ABC-1", state="Done")
+        run.orchestrator.request_refresh()
+        await run.until(
+            lambda: not run.orchestrator.state.running and not (board.workspaces / "ABC-1").exists()
+        )
+        assert not run.orchestrator.state.retry_attempts
+        assert "ABC-1" not in run.orchestrator.state.claimed
+        assert pid is not None and not pid_alive(pid)
+    finally:
+        await run.stop()
+
+
+async def test_ticket_moved_to_non_active_state_stops_its_run_and_keeps_the_workspace(
+    board: Board,
+) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow()
+    run = start(board, scenario_env("hang"), watch=False)
+    try:
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.running)
+        board.ticket("ABC-1", state="Backlog")
+        run.orchestrator.request_refresh()
+        await run.until(lambda: not run.orchestrator.state.running)
+        assert (board.workspaces / "ABC-1").is_dir()
+        assert not run.orchestrator.state.retry_attempts
+    finally:
+        await run.stop()
+
+
+async def test_crashing_agent_ends_its_attempt_with_a_scheduled_retry(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow()
+    run = start(board, scenario_env("crash"), watch=False)
+    try:
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.retry_attempts)
+        retry = run.orchestrator.state.retry_attempts["ABC-1"]
+        assert retry.attempt == 1 and "port_exit" in (retry.error or "")
+        row = run.orchestrator.snapshot()["retrying"][0]
+        assert row["issue_identifier"] == "ABC-1" and 9 < row["due_in_seconds"] <= 10
+    finally:
+        await run.stop()
+
+
+async def test_stalled_agent_is_killed_and_retried(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow(codex={"stall_timeout_ms": 300}, polling_ms=100)
+    run = start(board, scenario_env("hang"), watch=False)
+    try:
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.retry_attempts)
+        retry = run.orchestrator.state.retry_attempts["ABC-1"]
+        assert "stalled" in (retry.error or "") and retry.attempt == 1
+        assert not run.orchestrator.state.running
+    finally:
+        await run.stop()
+
+
+async def test_template_error_fails_only_the_attempt(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow(prompt="Work on {{ issue.no_such_field }}")
+    run = start(board, scenario_env("complete"), watch=False)
+    try:
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.retry_attempts)
+        assert "template_render_error" in (
+            run.orchestrator.state.retry_attempts["ABC-1"].error or ""
+        )
+    finally:
+        await run.stop()
+
+
+async def test_hanging_hook_fails_the_attempt_not_the_daemon(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow(hooks={"before_run": "sleep 30", "timeout_ms": 200})
+    run = start(board, scenario_env("complete"), watch=False)
+    try:
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.retry_attempts)
+        assert "hook_timeout" in (run.orchestrator.state.retry_attempts["ABC-1"].error or "")
+    finally:
+        await run.stop()
+
+
+async def test_invalid_reload_keeps_last_good_settings_and_pauses_dispatch_until_fixed(
+    board: Board,
+) -> None:
+    board.write_workflow(polling_ms=100)
+    run = start(board, scenario_env("hang"), watch=False)
+    try:
+        good = run.orchestrator.settings
+        board.workflow.write_text("---\ntracker: [broken\n---\nprompt\n")
+        await run.until(lambda: run.orchestrator.health.workflow_error is not None)
+        assert "workflow_parse_error" in (run.orchestrator.health.workflow_error or "")
+        assert run.orchestrator.settings is good
+        board.ticket("ABC-1")
+        for _ in range(3):  # several ticks pass without a dispatch
+            ticks = run.orchestrator.health.last_tick_at
+            await run.until(lambda t=ticks: run.orchestrator.health.last_tick_at != t)
+        assert not run.orchestrator.state.running
+        board.write_workflow(polling_ms=100)
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.running)
+        assert run.orchestrator.health.workflow_error is None
+    finally:
+        await run.stop()
+
+
+async def test_workflow_edit_is_applied_without_restart(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.ticket("ABC-2")
+    board.write_workflow(agent={"max_concurrent_agents": 1})
+    run = start(board, scenario_env("hang"), watch=True)
+    try:
+        await run.until(lambda: len(run.orchestrator.state.running) == 1)
+        board.write_workflow(agent={"max_concurrent_agents": 2})
+        # The file watcher triggers the reload: the 60 s poll interval is never reached.
+        await run.until(lambda: run.orchestrator.settings.agent.max_concurrent_agents == 2)
+        run.orchestrator.request_refresh()
+        await run.until(lambda: len(run.orchestrator.state.running) == 2)
+    finally:
+        await run.stop()
+
+
+async def test_shutdown_stops_agents_and_runs_after_run_hooks(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow(hooks={"after_run": "echo done > ../after_run.marker"})
+    run = start(board, scenario_env("hang"), watch=False)
+    await run.until(
+        lambda: (
+            "ABC-1" in run.orchestrator.state.running
+            and run.orchestrator.state.running["ABC-1"].pid is not None
+        )
+    )
+    pid = run.orchestrator.state.running["ABC-1"].pid
+    await run.stop()
+    assert (board.workspaces / "after_run.marker").read_text().strip() == "done"
+    assert pid is not None and not pid_alive(pid)
+    assert not run.orchestrator.state.running
+
+
+async def test_startup_cleanup_removes_workspaces_of_terminal_tickets(board: Board) -> None:
+    board.ticket("ABC-1", state="Done")
+    board.ticket("ABC-2", state="Backlog")
+    for key in ("ABC-1", "ABC-2"):
+        (board.workspaces / key).mkdir(parents=True)
+    board.write_workflow()
+    run = start(board, scenario_env("hang"), watch=False)
+    try:
+        await run.until(lambda: run.orchestrator.health.last_tick_at is not None)
+    finally:
+        await run.stop()
+    assert not (board.workspaces / "ABC-1").exists()
+    assert (board.workspaces / "ABC-2").is_dir()
+
+
+async def test_continuation_turns_run_on_one_session_up_to_max_turns(board: Board) -> None:
+    board.ticket("ABC-1")
+    record = board.root / "record.jsonl"
+    board.write_workflow(agent={"max_turns": 3})
+    run = start(board, scenario_env("complete", FAKE_AGENT_RECORD=str(record)), watch=False)
+    try:
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.retry_attempts)
+    finally:
+        await run.stop()
+    sent = [json.loads(line) for line in record.read_text().splitlines()]
+    turns = [m for m in sent if m.get("method") == "turn/start"]
+    starts = [m for m in sent if m.get("method") == "thread/start"]
+    assert len(starts) == 1 and len(turns) == 3
+    assert "Work on ABC-1" in turns[0]["params"]["input"][0]["text"]
+    assert "Work on ABC-1" not in turns[1]["params"]["input"][0]["text"]
+    assert run.orchestrator.state.retry_attempts["ABC-1"].kind.value == "continuation"
+
+
+def test_agent_environment_drops_tracker_secrets_and_names_the_workflow_folder(
+    tmp_path: Path,
+) -> None:
+    settings = make_settings(root=tmp_path / "ws")
+    env = agent_environment({"GITHUB_TOKEN": "s3cret", "PATH": "/bin"}, ["GITHUB_TOKEN"], settings)
+    assert "GITHUB_TOKEN" not in env and env["PATH"] == "/bin"
+    assert env["SYMPHONY_WORKFLOW_DIR"] == str(tmp_path)

@@ -1,0 +1,430 @@
+"""The pure scheduling core, driven with a fake clock (`now` is plain seconds)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from symphony import scheduling as core
+from symphony.agents import AgentEvent, TokenUsage
+from symphony.issue import Issue
+from tests.factories import WALL, make_issue, make_settings
+
+
+def dispatch(
+    state: core.SchedulerState, *issues: Issue, now: float = 0.0, **kw: object
+) -> list[str]:
+    settings = make_settings(**kw)  # type: ignore[arg-type]
+    effects = core.select_dispatches(state, issues, settings, now, WALL)
+    return [e.issue.identifier for e in effects if isinstance(e, core.StartWorker)]
+
+
+def running(*issues: Issue, now: float = 0.0) -> core.SchedulerState:
+    state = core.SchedulerState()
+    core.select_dispatches(state, issues, make_settings(), now, WALL)
+    assert set(state.running) == {i.id for i in issues}
+    return state
+
+
+# Dispatch eligibility and order
+
+
+def test_dispatch_order_is_priority_then_oldest_then_identifier() -> None:
+    old = datetime(2025, 1, 1, tzinfo=UTC)
+    new = datetime(2025, 6, 1, tzinfo=UTC)
+    issues = [
+        make_issue("Z-9", priority=None, created_at=old),
+        make_issue("B-2", priority=2, created_at=new),
+        make_issue("B-1", priority=2, created_at=new),
+        make_issue("A-3", priority=2, created_at=old),
+        make_issue("C-1", priority=1, created_at=None),
+        make_issue("D-1", priority=3, created_at=None),
+    ]
+    assert dispatch(core.SchedulerState(), *issues) == ["C-1", "A-3", "B-1", "B-2", "D-1", "Z-9"]
+
+
+def test_priorities_outside_one_to_four_sort_with_null() -> None:
+    issues = [
+        make_issue("A-1", priority=0),
+        make_issue("A-2", priority=7),
+        make_issue("A-3", priority=4),
+    ]
+    assert dispatch(core.SchedulerState(), *issues) == ["A-3", "A-1", "A-2"]
+
+
+def test_missing_created_at_sorts_after_dated_issues() -> None:
+    issues = [make_issue("A-1"), make_issue("A-2", created_at=datetime(2025, 1, 1, tzinfo=UTC))]
+    assert dispatch(core.SchedulerState(), *issues) == ["A-2", "A-1"]
+
+
+def test_non_dispatchable_issue_is_not_eligible() -> None:
+    issues = [make_issue("A-1", dispatchable=False), make_issue("A-2")]
+    assert dispatch(core.SchedulerState(), *issues) == ["A-2"]
+
+
+def test_required_labels_match_case_insensitively_after_normalization() -> None:
+    issues = [
+        make_issue("A-1", labels=("agent", "backend")),
+        make_issue("A-2", labels=("backend",)),
+    ]
+    assert dispatch(core.SchedulerState(), *issues, required_labels=("agent",)) == ["A-1"]
+
+
+def test_blank_required_label_matches_no_issue() -> None:
+    assert (
+        dispatch(core.SchedulerState(), make_issue("A-1", labels=("x",)), required_labels=("",))
+        == []
+    )
+
+
+def test_only_active_non_terminal_states_are_dispatched() -> None:
+    issues = [
+        make_issue("A-1", state=" todo "),
+        make_issue("A-2", state="Done"),
+        make_issue("A-3", state="Human Review"),
+        make_issue("A-4", state="IN PROGRESS"),
+    ]
+    assert dispatch(core.SchedulerState(), *issues) == ["A-1", "A-4"]
+
+
+def test_state_in_both_active_and_terminal_lists_is_not_dispatched() -> None:
+    issues = [make_issue("A-1", state="Done")]
+    assert (
+        dispatch(core.SchedulerState(), *issues, active=("Todo", "Done"), terminal=("Done",)) == []
+    )
+
+
+def test_issue_missing_required_fields_is_not_eligible() -> None:
+    issues = [make_issue("A-1", title=""), make_issue("A-2")]
+    assert dispatch(core.SchedulerState(), *issues) == ["A-2"]
+
+
+def test_claimed_or_running_issue_is_not_dispatched_twice() -> None:
+    state = core.SchedulerState()
+    issue = make_issue("A-1")
+    assert dispatch(state, issue) == ["A-1"]
+    assert dispatch(state, issue) == []
+    state.running.clear()  # claimed (e.g. retry queued) but not running
+    assert dispatch(state, issue) == []
+
+
+def test_global_limit_caps_dispatches() -> None:
+    issues = [make_issue(f"A-{n}") for n in range(5)]
+    state = core.SchedulerState()
+    assert len(dispatch(state, *issues, max_concurrent=2)) == 2
+    assert dispatch(state, *issues, max_concurrent=2) == []
+
+
+def test_per_state_limit_caps_that_state_only() -> None:
+    issues = [make_issue(f"T-{n}", state="Todo") for n in range(3)] + [
+        make_issue("P-1", state="In Progress")
+    ]
+    state = core.SchedulerState()
+    assert dispatch(state, *issues, per_state={"todo": 1}) == ["P-1", "T-0"]
+    assert sum(1 for e in state.running.values() if e.issue.state == "Todo") == 1
+
+
+def test_dispatch_records_running_entry_and_claim() -> None:
+    state = core.SchedulerState()
+    dispatch(state, make_issue("A-1"), now=42.0)
+    entry = state.running["id-A-1"]
+    assert entry.started_at == 42.0 and entry.attempt is None
+    assert "id-A-1" in state.claimed
+
+
+# Reconciliation
+
+
+def test_reconciliation_with_no_running_issues_is_a_noop() -> None:
+    state = core.SchedulerState()
+    assert core.apply_refresh(state, [], [], make_settings()) == []
+    assert core.detect_stalls(state, make_settings(), 1e9) == []
+
+
+def test_active_state_refresh_updates_running_issue_snapshot() -> None:
+    state = running(make_issue("A-1"))
+    fresh = make_issue("A-1", state="In Progress", title="Renamed")
+    assert core.apply_refresh(state, [fresh], ["id-A-1"], make_settings()) == []
+    assert state.running["id-A-1"].issue.title == "Renamed"
+
+
+def _stop_then_exit(
+    state: core.SchedulerState, fresh: list[Issue]
+) -> tuple[list[core.Effect], list[core.Effect]]:
+    settings = make_settings()
+    stops = core.apply_refresh(state, fresh, ["id-A-1"], settings)
+    exits = core.on_worker_exit(state, "id-A-1", core.WorkerExit(False, "stopped"), settings, 5.0)
+    return stops, exits
+
+
+def test_non_active_state_stops_run_without_workspace_cleanup() -> None:
+    state = running(make_issue("A-1"))
+    stops, exits = _stop_then_exit(state, [make_issue("A-1", state="Human Review")])
+    assert [type(e) for e in stops] == [core.StopWorker]
+    assert stops[0].reason is core.StopReason.INACTIVE  # type: ignore[union-attr]
+    assert not any(isinstance(e, core.RemoveWorkspace) for e in exits)
+    assert not any(isinstance(e, core.RetryScheduled) for e in exits)
+    assert "id-A-1" not in state.claimed
+
+
+def test_terminal_state_stops_run_and_removes_workspace_after_exit() -> None:
+    state = running(make_issue("A-1"))
+    stops, exits = _stop_then_exit(state, [make_issue("A-1", state="Done")])
+    assert stops[0].reason is core.StopReason.TERMINAL  # type: ignore[union-attr]
+    assert core.RemoveWorkspace("A-1") in exits
+    assert "id-A-1" not in state.claimed and not state.retry_attempts
+
+
+def test_issue_missing_from_refresh_stops_run_and_keeps_workspace() -> None:
+    state = running(make_issue("A-1"))
+    stops, exits = _stop_then_exit(state, [])
+    assert stops[0].reason is core.StopReason.MISSING  # type: ignore[union-attr]
+    assert not any(isinstance(e, core.RemoveWorkspace) for e in exits)
+
+
+def test_active_but_unroutable_issue_stops_run_and_keeps_workspace() -> None:
+    state = running(make_issue("A-1"))
+    stops, exits = _stop_then_exit(state, [make_issue("A-1", dispatchable=False)])
+    assert stops[0].reason is core.StopReason.UNROUTABLE  # type: ignore[union-attr]
+    assert not any(isinstance(e, core.RemoveWorkspace) for e in exits)
+
+
+def test_stopping_run_keeps_its_slot_until_the_worker_exits() -> None:
+    state = running(make_issue("A-1"))
+    core.apply_refresh(
+        state, [make_issue("A-1", state="Human Review")], ["id-A-1"], make_settings()
+    )
+    assert dispatch(state, make_issue("A-2"), max_concurrent=1) == []
+    core.on_worker_exit(state, "id-A-1", core.WorkerExit(False), make_settings(), 1.0)
+    assert dispatch(state, make_issue("A-2"), max_concurrent=1) == ["A-2"]
+
+
+def test_a_stopping_run_is_not_stopped_twice() -> None:
+    state = running(make_issue("A-1"))
+    settings = make_settings()
+    assert core.apply_refresh(state, [make_issue("A-1", state="Done")], ["id-A-1"], settings)
+    assert core.apply_refresh(state, [make_issue("A-1", state="Done")], ["id-A-1"], settings) == []
+
+
+# Worker exits and retries
+
+
+def test_normal_exit_schedules_a_one_second_continuation_retry_attempt_one() -> None:
+    state = running(make_issue("A-1"), now=100.0)
+    effects = core.on_worker_exit(state, "id-A-1", core.WorkerExit(True), make_settings(), 160.0)
+    (scheduled,) = effects
+    assert isinstance(scheduled, core.RetryScheduled)
+    assert scheduled.entry.attempt == 1 and scheduled.delay_s == 1.0
+    assert scheduled.entry.due_at == 161.0 and scheduled.entry.kind is core.RetryKind.CONTINUATION
+    assert "id-A-1" in state.completed and "id-A-1" in state.claimed
+    assert state.totals.ended_seconds == 60.0
+
+
+@pytest.mark.parametrize(
+    ("previous", "attempt", "delay"), [(None, 1, 10.0), (1, 2, 20.0), (2, 3, 40.0), (4, 5, 160.0)]
+)
+def test_abnormal_exit_backs_off_exponentially_from_ten_seconds(
+    previous: int | None, attempt: int, delay: float
+) -> None:
+    state = core.SchedulerState()
+    core.select_dispatches(state, [make_issue("A-1")], make_settings(), 0.0, WALL)
+    state.running["id-A-1"].attempt = previous
+    (scheduled,) = core.on_worker_exit(
+        state, "id-A-1", core.WorkerExit(False, "boom"), make_settings(), 0.0
+    )
+    assert isinstance(scheduled, core.RetryScheduled)
+    assert (scheduled.entry.attempt, scheduled.delay_s) == (attempt, delay)
+
+
+def test_retry_backoff_is_capped_by_max_retry_backoff_ms() -> None:
+    agent = make_settings(max_backoff_ms=25_000).agent
+    assert core.retry_delay_s(2, core.RetryKind.FAILURE, agent) == 20.0
+    assert core.retry_delay_s(3, core.RetryKind.FAILURE, agent) == 25.0
+    assert core.retry_delay_s(10_000, core.RetryKind.FAILURE, agent) == 25.0
+
+
+def test_retry_entry_records_attempt_due_time_identifier_and_error() -> None:
+    state = running(make_issue("A-1", url="https://t/A-1"))
+    core.on_worker_exit(
+        state, "id-A-1", core.WorkerExit(False, "turn 1: turn_failed: boom"), make_settings(), 7.0
+    )
+    entry = state.retry_attempts["id-A-1"]
+    assert (entry.identifier, entry.attempt, entry.due_at, entry.error, entry.url) == (
+        "A-1",
+        1,
+        17.0,
+        "turn 1: turn_failed: boom",
+        "https://t/A-1",
+    )
+
+
+def test_exit_of_unknown_worker_is_ignored() -> None:
+    assert (
+        core.on_worker_exit(
+            core.SchedulerState(), "nope", core.WorkerExit(True), make_settings(), 0
+        )
+        == []
+    )
+
+
+def test_stall_detection_stops_stalled_run_and_schedules_a_retry() -> None:
+    state = running(make_issue("A-1"), now=0.0)
+    settings = make_settings(stall_timeout_ms=60_000)
+    assert core.detect_stalls(state, settings, 60.0) == []
+    (stop,) = core.detect_stalls(state, settings, 60.5)
+    assert isinstance(stop, core.StopWorker) and stop.reason is core.StopReason.STALLED
+    (retry,) = core.on_worker_exit(state, "id-A-1", core.WorkerExit(False), settings, 61.0)
+    assert isinstance(retry, core.RetryScheduled)
+    assert (
+        retry.entry.attempt == 1
+        and retry.delay_s == 10.0
+        and "stalled" in (retry.entry.error or "")
+    )
+
+
+def test_stall_clock_restarts_at_each_agent_event() -> None:
+    state = running(make_issue("A-1"), now=0.0)
+    settings = make_settings(stall_timeout_ms=60_000)
+    core.on_agent_event(state, "id-A-1", AgentEvent("notification"), 50.0, WALL)
+    assert core.detect_stalls(state, settings, 100.0) == []
+    assert core.detect_stalls(state, settings, 110.5)
+
+
+def test_stall_detection_is_off_when_timeout_is_not_positive() -> None:
+    state = running(make_issue("A-1"), now=0.0)
+    assert core.detect_stalls(state, make_settings(stall_timeout_ms=0), 1e9) == []
+
+
+def _queue_retry(state: core.SchedulerState, issue: Issue, now: float = 0.0) -> core.RetryEntry:
+    core.select_dispatches(state, [issue], make_settings(), now, WALL)
+    core.on_worker_exit(state, issue.id, core.WorkerExit(False, "boom"), make_settings(), now)
+    return state.retry_attempts[issue.id]
+
+
+def test_due_retries_wait_for_their_time() -> None:
+    state = core.SchedulerState()
+    entry = _queue_retry(state, make_issue("A-1"))
+    assert core.due_retries(state, entry.due_at - 0.001) == []
+    assert core.due_retries(state, entry.due_at) == [entry]
+
+
+def test_due_retry_of_still_active_issue_dispatches_with_its_attempt() -> None:
+    state = core.SchedulerState()
+    entry = _queue_retry(state, make_issue("A-1"))
+    effects = core.on_retries_refreshed(
+        state, [entry], [make_issue("A-1")], make_settings(), 10.0, WALL
+    )
+    assert effects == [core.StartWorker(make_issue("A-1"), 1)]
+    assert state.running["id-A-1"].attempt == 1 and not state.retry_attempts
+
+
+def test_slot_exhaustion_requeues_retry_with_explicit_error() -> None:
+    state = core.SchedulerState()
+    entry = _queue_retry(state, make_issue("A-1"))
+    core.select_dispatches(state, [make_issue("B-1")], make_settings(), 0.0, WALL)
+    (requeued,) = core.on_retries_refreshed(
+        state, [entry], [make_issue("A-1")], make_settings(max_concurrent=1), 10.0, WALL
+    )
+    assert isinstance(requeued, core.RetryScheduled)
+    assert requeued.entry.error == "no available orchestrator slots"
+    assert requeued.entry.attempt == 2 and requeued.delay_s == 20.0
+
+
+def test_due_retry_of_terminal_issue_releases_claim_and_removes_workspace() -> None:
+    state = core.SchedulerState()
+    entry = _queue_retry(state, make_issue("A-1"))
+    effects = core.on_retries_refreshed(
+        state, [entry], [make_issue("A-1", state="Done")], make_settings(), 10.0, WALL
+    )
+    assert core.RemoveWorkspace("A-1") in effects
+    assert "id-A-1" not in state.claimed and not state.retry_attempts
+
+
+def test_due_retry_of_vanished_issue_releases_claim() -> None:
+    state = core.SchedulerState()
+    entry = _queue_retry(state, make_issue("A-1"))
+    effects = core.on_retries_refreshed(state, [entry], [], make_settings(), 10.0, WALL)
+    assert [type(e) for e in effects] == [core.Released]
+    assert "id-A-1" not in state.claimed
+
+
+def test_due_retry_of_non_active_issue_releases_without_cleanup() -> None:
+    state = core.SchedulerState()
+    entry = _queue_retry(state, make_issue("A-1"))
+    effects = core.on_retries_refreshed(
+        state, [entry], [make_issue("A-1", state="Human Review")], make_settings(), 10.0, WALL
+    )
+    assert [type(e) for e in effects] == [core.Released]
+
+
+def test_failed_retry_refresh_requeues_with_next_attempt() -> None:
+    state = core.SchedulerState()
+    entry = _queue_retry(state, make_issue("A-1"))
+    (requeued,) = core.on_retries_refreshed(state, [entry], None, make_settings(), 10.0, WALL)
+    assert isinstance(requeued, core.RetryScheduled)
+    assert requeued.entry.error == "retry refresh failed" and requeued.entry.attempt == 2
+
+
+def test_next_wakeup_is_the_earliest_of_tick_and_due_retry() -> None:
+    state = core.SchedulerState()
+    assert core.next_wakeup(state, 30.0) == 30.0
+    _queue_retry(state, make_issue("A-1"), now=5.0)
+    assert core.next_wakeup(state, 30.0) == 15.0
+
+
+def test_shutdown_stops_every_run_and_schedules_nothing() -> None:
+    state = running(make_issue("A-1"), make_issue("A-2"))
+    stops = core.stop_all(state)
+    assert {e.issue_id for e in stops if isinstance(e, core.StopWorker)} == {"id-A-1", "id-A-2"}
+    for issue_id in ("id-A-1", "id-A-2"):
+        assert (
+            core.on_worker_exit(state, issue_id, core.WorkerExit(False), make_settings(), 1.0) == []
+        )
+    assert not state.claimed and not state.retry_attempts
+
+
+# Agent telemetry
+
+
+def test_absolute_token_totals_are_counted_once_across_repeated_updates() -> None:
+    state = running(make_issue("A-1"), make_issue("A-2"))
+    for total in (100, 100, 250):
+        usage = TokenUsage(input_tokens=total - 10, output_tokens=10, total_tokens=total)
+        core.on_agent_event(state, "id-A-1", AgentEvent("token_usage", usage=usage), 1.0, WALL)
+    core.on_agent_event(
+        state, "id-A-2", AgentEvent("token_usage", usage=TokenUsage(5, 5, 10)), 1.0, WALL
+    )
+    assert state.totals.total_tokens == 260
+    assert state.totals.input_tokens == 245 and state.totals.output_tokens == 15
+    assert state.running["id-A-1"].total_tokens == 250
+
+
+def test_latest_rate_limits_are_kept() -> None:
+    state = running(make_issue("A-1"))
+    core.on_agent_event(state, "id-A-1", AgentEvent("rate_limits", rate_limits={"a": 1}), 1.0, WALL)
+    core.on_agent_event(state, "id-A-1", AgentEvent("rate_limits", rate_limits={"a": 2}), 2.0, WALL)
+    assert state.rate_limits == {"a": 2}
+
+
+def test_agent_events_update_session_fields_and_turn_count() -> None:
+    state = running(make_issue("A-1"))
+    event = AgentEvent(
+        "turn_started", pid=99, thread_id="t", turn_id="u", session_id="t-u", message="go"
+    )
+    core.on_agent_event(state, "id-A-1", event, 3.0, WALL)
+    entry = state.running["id-A-1"]
+    assert (
+        entry.session_id,
+        entry.pid,
+        entry.turn_count,
+        entry.last_event,
+        entry.last_message,
+    ) == (
+        "t-u",
+        99,
+        1,
+        "turn_started",
+        "go",
+    )
+    assert entry.last_event_at == 3.0 and len(entry.recent_events) == 1

@@ -1,0 +1,249 @@
+"""WORKFLOW.md loading, typed settings and strict prompt rendering (spec §5, §6, §12, §17.1)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from symphony.config import ConfigError, load_settings, resolve_secret
+from symphony.issue import BlockerRef
+from symphony.prompt import (
+    TEMPLATE_PARSE_ERROR,
+    TEMPLATE_RENDER_ERROR,
+    PromptError,
+    continuation_prompt,
+    render_prompt,
+)
+from symphony.tracker import UNSUPPORTED_TRACKER_KIND, TrackerError
+from symphony.workflow import (
+    MISSING_WORKFLOW_FILE,
+    WORKFLOW_FRONT_MATTER_NOT_A_MAP,
+    WORKFLOW_PARSE_ERROR,
+    WorkflowError,
+    read_workflow,
+)
+from tests.factories import make_issue
+
+
+def write(tmp_path: Path, text: str, name: str = "WORKFLOW.md") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+MINIMAL = (
+    "---\ntracker:\n  kind: local\n  provider:\n    path: board\n---\nDo {{ issue.identifier }}\n"
+)
+
+
+# Workflow file
+
+
+def test_missing_workflow_file_is_a_typed_error(tmp_path: Path) -> None:
+    with pytest.raises(WorkflowError) as err:
+        read_workflow(tmp_path / "WORKFLOW.md")
+    assert err.value.category == MISSING_WORKFLOW_FILE
+    assert str(tmp_path / "WORKFLOW.md") in err.value.message
+
+
+def test_invalid_yaml_front_matter_is_a_typed_error_with_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "---\ntracker:\n  kind: [local\n---\nbody\n")
+    with pytest.raises(WorkflowError) as err:
+        read_workflow(path)
+    assert err.value.category == WORKFLOW_PARSE_ERROR
+    assert "line" in err.value.message
+
+
+def test_list_front_matter_is_not_a_map_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "---\n- a\n- b\n---\nbody\n")
+    with pytest.raises(WorkflowError) as err:
+        read_workflow(path)
+    assert err.value.category == WORKFLOW_FRONT_MATTER_NOT_A_MAP
+
+
+def test_unclosed_front_matter_is_a_parse_error(tmp_path: Path) -> None:
+    with pytest.raises(WorkflowError) as err:
+        read_workflow(write(tmp_path, "---\ntracker: {}\nbody without end\n"))
+    assert err.value.category == WORKFLOW_PARSE_ERROR
+
+
+def test_file_without_front_matter_is_all_prompt_and_empty_config(tmp_path: Path) -> None:
+    workflow = read_workflow(write(tmp_path, "\n  Just a prompt.  \n"))
+    assert workflow.config == {} and workflow.prompt_template == "Just a prompt."
+
+
+def test_front_matter_and_trimmed_body_are_split(tmp_path: Path) -> None:
+    workflow = read_workflow(write(tmp_path, MINIMAL))
+    assert workflow.config["tracker"]["kind"] == "local"
+    assert workflow.prompt_template == "Do {{ issue.identifier }}"
+
+
+def test_explicit_workflow_path_is_used(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL, name="custom.md")
+    assert load_settings(path, {}).workflow_path == path
+
+
+# Settings
+
+
+def test_defaults_apply_when_optional_values_are_missing(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, MINIMAL), {})
+    assert settings.polling.interval_ms == 30_000
+    assert settings.workspace.root == Path(tempfile.gettempdir()) / "symphony_workspaces"
+    assert settings.hooks.timeout_ms == 60_000 and settings.hooks.after_create is None
+    assert settings.agent.max_concurrent_agents == 10
+    assert settings.agent.max_turns == 20
+    assert settings.agent.max_retry_backoff_ms == 300_000
+    assert dict(settings.agent.max_concurrent_agents_by_state) == {}
+    assert settings.codex.command == "codex app-server"
+    assert settings.codex.turn_timeout_ms == 3_600_000
+    assert settings.codex.read_timeout_ms == 5_000
+    assert settings.codex.stall_timeout_ms == 300_000
+    assert settings.tracker.active_states == ("Todo", "In Progress")
+    assert settings.tracker.terminal_states == ("Done", "Cancelled", "Closed")
+    assert settings.tracker.required_labels == ()
+
+
+def test_missing_tracker_kind_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"tracker\.kind is required"):
+        load_settings(write(tmp_path, "---\npolling:\n  interval_ms: 5\n---\nx\n"), {})
+
+
+def test_unknown_tracker_kind_is_rejected_naming_the_supported_ones(tmp_path: Path) -> None:
+    with pytest.raises(TrackerError) as err:
+        load_settings(write(tmp_path, "---\ntracker:\n  kind: jira\n---\nx\n"), {})
+    assert err.value.category == UNSUPPORTED_TRACKER_KIND
+    assert "local" in err.value.message
+
+
+def test_tracker_kind_that_looks_like_a_path_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(TrackerError):
+        load_settings(write(tmp_path, "---\ntracker:\n  kind: ../evil\n---\nx\n"), {})
+
+
+def test_provider_keeps_adapter_owned_keys_verbatim(tmp_path: Path) -> None:
+    text = MINIMAL.replace("path: board", "path: board\n    custom_key: {a: 1}\n    token: $T")
+    settings = load_settings(write(tmp_path, text), {"T": "secret"})
+    assert settings.tracker.provider["custom_key"] == {"a": 1}
+    assert settings.tracker.provider["token"] == "$T"  # resolution belongs to the adapter
+
+
+def test_relative_workspace_root_resolves_against_the_workflow_folder(tmp_path: Path) -> None:
+    text = MINIMAL.replace("---\nDo", "workspace:\n  root: ./ws/../spaces\n---\nDo")
+    assert load_settings(write(tmp_path, text), {}).workspace.root == tmp_path / "spaces"
+
+
+def test_workspace_root_expands_env_vars_and_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    text = MINIMAL.replace("---\nDo", "workspace:\n  root: $WS_BASE/x\n---\nDo")
+    assert load_settings(write(tmp_path, text), {"WS_BASE": "/srv/ws"}).workspace.root == Path(
+        "/srv/ws/x"
+    )
+    text = MINIMAL.replace("---\nDo", "workspace:\n  root: ~/spaces\n---\nDo")
+    assert load_settings(write(tmp_path, text), {}).workspace.root == tmp_path / "home" / "spaces"
+
+
+def test_workspace_root_naming_an_unset_variable_is_an_error(tmp_path: Path) -> None:
+    text = MINIMAL.replace("---\nDo", "workspace:\n  root: ${NOPE}/x\n---\nDo")
+    with pytest.raises(ConfigError, match=r"\$NOPE"):
+        load_settings(write(tmp_path, text), {})
+
+
+def test_secret_reference_resolves_and_empty_counts_as_missing() -> None:
+    assert resolve_secret("$TOKEN", {"TOKEN": "abc"}) == "abc"
+    assert resolve_secret("${TOKEN}", {"TOKEN": "abc"}) == "abc"
+    assert resolve_secret("$TOKEN", {"TOKEN": ""}) is None
+    assert resolve_secret("$TOKEN", {}) is None
+    assert resolve_secret("literal", {}) == "literal"
+
+
+def test_codex_command_is_kept_as_a_shell_string(tmp_path: Path) -> None:
+    text = MINIMAL.replace("---\nDo", 'codex:\n  command: codex app-server --x "$HOME" ~\n---\nDo')
+    assert (
+        load_settings(write(tmp_path, text), {}).codex.command == 'codex app-server --x "$HOME" ~'
+    )
+
+
+def test_per_state_limits_normalize_names_and_ignore_invalid_entries(tmp_path: Path) -> None:
+    text = MINIMAL.replace(
+        "---\nDo",
+        "agent:\n  max_concurrent_agents_by_state:\n    ' In Progress ': 2\n    Todo: 0\n"
+        "    Review: abc\n    Done: -1\n    QA: '3'\n---\nDo",
+    )
+    limits = load_settings(write(tmp_path, text), {}).agent.max_concurrent_agents_by_state
+    assert dict(limits) == {"in progress": 2, "qa": 3}
+
+
+@pytest.mark.parametrize(
+    ("section", "value"),
+    [
+        ("agent:\n  max_turns: 0", r"agent\.max_turns"),
+        ("agent:\n  max_turns: lots", r"agent\.max_turns"),
+        ("hooks:\n  timeout_ms: -5", r"hooks\.timeout_ms"),
+        ("polling:\n  interval_ms: true", r"polling\.interval_ms"),
+        ("codex:\n  command: ''", r"codex\.command"),
+        ("agent: [1, 2]", r"agent must be a map"),
+    ],
+)
+def test_invalid_values_fail_validation_naming_the_field(
+    tmp_path: Path, section: str, value: str
+) -> None:
+    with pytest.raises(ConfigError, match=value):
+        load_settings(write(tmp_path, MINIMAL.replace("---\nDo", f"{section}\n---\nDo")), {})
+
+
+def test_required_labels_are_normalized(tmp_path: Path) -> None:
+    text = MINIMAL.replace("  provider:", "  required_labels: [' Agent ', Backend]\n  provider:")
+    assert load_settings(write(tmp_path, text), {}).tracker.required_labels == ("agent", "backend")
+
+
+def test_empty_prompt_body_falls_back_to_the_default_prompt(tmp_path: Path) -> None:
+    settings = load_settings(
+        write(tmp_path, MINIMAL.replace("Do {{ issue.identifier }}\n", "")), {}
+    )
+    assert settings.prompt_template == "You are working on an issue from the configured tracker."
+
+
+# Prompt
+
+
+def test_prompt_renders_issue_fields_and_attempt() -> None:
+    issue = make_issue(
+        "ABC-7", labels=("a", "b"), blocked_by=(BlockerRef("1", "ABC-1", "Todo"),), priority=2
+    )
+    template = (
+        "{{ issue.identifier }} {{ issue.title }} p{{ issue.priority }}"
+        "{% for l in issue.labels %} #{{ l }}{% endfor %}"
+        "{% for b in issue.blocked_by %} after {{ b.identifier }}{% endfor %}"
+        "{% if attempt %} retry {{ attempt }}{% endif %}"
+    )
+    assert render_prompt(template, issue, None) == "ABC-7 Title of ABC-7 p2 #a #b after ABC-1"
+    assert render_prompt(template, issue, 3).endswith(" retry 3")
+
+
+def test_prompt_rendering_fails_on_unknown_variable() -> None:
+    with pytest.raises(PromptError) as err:
+        render_prompt("{{ issue.nope }}", make_issue(), None)
+    assert err.value.category == TEMPLATE_RENDER_ERROR
+
+
+def test_prompt_rendering_fails_on_unknown_filter() -> None:
+    with pytest.raises(PromptError) as err:
+        render_prompt("{{ issue.title | shout }}", make_issue(), None)
+    assert err.value.category in (TEMPLATE_RENDER_ERROR, TEMPLATE_PARSE_ERROR)
+    assert "shout" in err.value.message
+
+
+def test_prompt_with_broken_syntax_is_a_parse_error() -> None:
+    with pytest.raises(PromptError) as err:
+        render_prompt("{% if issue.title %}unclosed", make_issue(), None)
+    assert err.value.category == TEMPLATE_PARSE_ERROR
+
+
+def test_continuation_prompt_is_guidance_not_the_original_prompt() -> None:
+    text = continuation_prompt(make_issue("ABC-7", state="In Progress"), 2, 5)
+    assert "ABC-7" in text and "2 of at most 5" in text and "In Progress" in text
