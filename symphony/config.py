@@ -37,15 +37,21 @@ class TrackerSettings:
     active_states: tuple[str, ...]
     terminal_states: tuple[str, ...]
     required_labels: tuple[str, ...] = ()
+    _active: frozenset[str] = field(init=False, repr=False, compare=False)
+    _terminal: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Normalized once: these checks run for every candidate on every tick.
+        object.__setattr__(self, "_active", frozenset(map(normalize_state, self.active_states)))
+        object.__setattr__(self, "_terminal", frozenset(map(normalize_state, self.terminal_states)))
 
     def is_active(self, state: str) -> bool:
+        """Active and not terminal (a state listed in both is treated as terminal)."""
         key = normalize_state(state)
-        return key in {normalize_state(s) for s in self.active_states} and not self.is_terminal(
-            state
-        )
+        return key in self._active and key not in self._terminal
 
     def is_terminal(self, state: str) -> bool:
-        return normalize_state(state) in {normalize_state(s) for s in self.terminal_states}
+        return normalize_state(state) in self._terminal
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +143,11 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
     tracker = TrackerSettings(
         kind=kind,
         provider=MappingProxyType(dict(provider)),
-        active_states=_states(tracker_raw, "active_states", module.DEFAULT_ACTIVE_STATES, kind),
+        active_states=_states(
+            tracker_raw, "active_states", getattr(module, "DEFAULT_ACTIVE_STATES", None), kind
+        ),
         terminal_states=_states(
-            tracker_raw, "terminal_states", module.DEFAULT_TERMINAL_STATES, kind
+            tracker_raw, "terminal_states", getattr(module, "DEFAULT_TERMINAL_STATES", None), kind
         ),
         # Blank labels are kept: a blank required label matches no issue (spec §5.3.1).
         required_labels=tuple(
@@ -311,6 +319,8 @@ def _states(
     raw: Mapping[str, Any], key: str, default: tuple[str, ...] | None, kind: str
 ) -> tuple[str, ...]:
     states = _str_list(raw, "tracker", key, default or ())
+    if key == "active_states" and key in raw and not states:
+        raise ConfigError(INVALID_CONFIG, "tracker.active_states must name at least one state")
     if not states and default is None:
         raise ConfigError(
             INVALID_CONFIG, f"tracker.{key} is required: the {kind} tracker has no default"

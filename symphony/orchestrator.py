@@ -27,7 +27,7 @@ from symphony.config import Settings, build_settings
 from symphony.errors import SymphonyError
 from symphony.observability.snapshot import build_snapshot
 from symphony.prompt import check_template
-from symphony.runner import AttemptContext, AttemptFailed, event_logger, run_attempt
+from symphony.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
 from symphony.tracker import Tracker, TrackerContext, TrackerError, create_tracker
 from symphony.workflow import read_workflow
 from symphony.workspace import WorkspaceManager
@@ -184,7 +184,7 @@ class Orchestrator:
     async def _loop(self, stop_waiter: asyncio.Task[Any]) -> None:
         self._next_tick = self.clock.monotonic()
         while not self._stopping.is_set():
-            wake = core.next_wakeup(self.state, self._next_tick)
+            wake = core.next_wakeup(self.state, self._next_tick, self.settings)
             timeout = max(wake - self.clock.monotonic(), 0.0)
             refresh = False
             getter = asyncio.ensure_future(self._queue.get())
@@ -201,6 +201,7 @@ class Orchestrator:
             if self._stopping.is_set():
                 break
             now = self.clock.monotonic()
+            self._perform(core.detect_stalls(self.state, self.settings, now))
             if refresh or now >= self._next_tick:
                 await self._tick()
                 self._next_tick = self.clock.monotonic() + self.settings.polling.interval_ms / 1000
@@ -232,8 +233,6 @@ class Orchestrator:
     async def _tick(self) -> None:
         started = time.perf_counter()
         self._reload()
-        now = self.clock.monotonic()
-        self._perform(core.detect_stalls(self.state, self.settings, now))
         await self._reconcile()
         if self.health.workflow_error is None:
             await self._dispatch_candidates()
@@ -339,14 +338,14 @@ class Orchestrator:
         self._workers[issue.id] = self._tasks.create_task(self._worker(issue, attempt, ctx))
 
     async def _worker(self, issue: Any, attempt: int | None, ctx: AttemptContext) -> None:
-        log_event = event_logger(issue)
-
         def on_event(event: AgentEvent) -> None:
-            log_event(event)
+            log_agent_event(event)
             now, wall = self.clock.monotonic(), self.clock.wall()
             self._queue.put_nowait(AgentUpdate(issue.id, event, now, wall))
 
-        bound = log.bind(issue_id=issue.id, issue_identifier=issue.identifier)
+        # Bound in this task's context only: every record the attempt writes (hooks, agent
+        # session, tool calls) carries the issue and reaches its per-issue log file.
+        structlog.contextvars.bind_contextvars(issue_id=issue.id, issue_identifier=issue.identifier)
         result = core.WorkerExit(False, "stopped")
         try:
             removal = self._removals.get(issue.identifier)
@@ -354,16 +353,16 @@ class Orchestrator:
                 await asyncio.shield(removal)
             await run_attempt(issue, attempt, ctx, on_event)
             result = core.WorkerExit(True)
-            bound.info("completed")
+            log.info("completed")
         except AttemptFailed as exc:
             result = core.WorkerExit(False, str(exc))
-            bound.warning("failed", reason=str(exc))
+            log.warning("failed", reason=str(exc))
         except asyncio.CancelledError:
             # Stopped by the orchestrator: the stop reason is already recorded in its state.
-            bound.info("stopped")
+            log.info("stopped")
         except Exception as exc:  # a bug must cost one attempt, never the daemon
             result = core.WorkerExit(False, f"internal error: {exc!r}")
-            bound.exception("failed", reason="internal error")
+            log.exception("failed", reason="internal error")
         finally:
             self._queue.put_nowait(WorkerExited(issue.id, result))
 
@@ -380,6 +379,7 @@ class Orchestrator:
                 log.error("workspace removal failed", issue_identifier=identifier, reason=str(exc))
             finally:
                 self._removals.pop(identifier, None)
+                self._notify()
 
         self._removals[identifier] = self._tasks.create_task(remove())
 

@@ -17,7 +17,7 @@ _ENV = Environment(undefined=StrictUndefined, strict_filters=True)
 
 CONTINUATION_GUIDANCE = (
     "Continue working on {identifier}. This is turn {turn} of at most {max_turns} in this "
-    "session; the ticket is still in state {state!r}. Pick up where you left off and move the "
+    'session; the ticket is still in state "{state}". Pick up where you left off and move the '
     "ticket to its hand-off state when the work is done."
 )
 

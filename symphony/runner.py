@@ -19,7 +19,8 @@ from symphony.errors import SymphonyError
 from symphony.issue import Issue
 from symphony.prompt import continuation_prompt, render_prompt
 from symphony.scheduling import is_routable
-from symphony.tracker import ToolResult, Tracker
+from symphony.tools import ToolResult
+from symphony.tracker import Tracker
 from symphony.workspace import Workspace, WorkspaceManager
 
 log = structlog.get_logger("symphony.runner")
@@ -46,7 +47,7 @@ async def run_attempt(
     issue: Issue, attempt: int | None, ctx: AttemptContext, on_event: EventSink
 ) -> None:
     settings = ctx.settings
-    bound = log.bind(issue_id=issue.id, issue_identifier=issue.identifier, attempt=attempt)
+    bound = log.bind(attempt=attempt)
     workspace = await _step("workspace", ctx.workspaces.prepare(issue.identifier))
     try:
         await _step("before_run hook", ctx.workspaces.before_run(workspace))
@@ -126,19 +127,14 @@ async def _step(what: str, awaitable: Awaitable[T]) -> T:
         raise AttemptFailed(f"{what}: {exc}") from None
 
 
-def event_logger(issue: Issue) -> Callable[[AgentEvent], None]:
-    """Log an agent's lifecycle events with issue and session context."""
-    bound = log.bind(issue_id=issue.id, issue_identifier=issue.identifier)
-
-    def emit(event: AgentEvent) -> None:
-        if event.kind in ("notification", "token_usage", "rate_limits"):
-            return
-        bound.info(
-            f"agent {event.kind}",
-            session_id=event.session_id,
-            thread_id=event.thread_id,
-            pid=event.pid,
-            detail=event.message,
-        )
-
-    return emit
+def log_agent_event(event: AgentEvent) -> None:
+    """Log an agent's lifecycle events; issue context comes from the worker's context."""
+    if event.kind in ("notification", "token_usage", "rate_limits"):
+        return
+    log.info(
+        f"agent {event.kind}",
+        session_id=event.session_id,
+        thread_id=event.thread_id,
+        pid=event.pid,
+        detail=event.message,
+    )

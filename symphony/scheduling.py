@@ -512,9 +512,15 @@ def on_agent_event(
         state.rate_limits = event.rate_limits
 
 
-def next_wakeup(state: SchedulerState, next_tick_at: float) -> float:
-    """The earliest of the next poll tick and the next due retry."""
+def next_wakeup(state: SchedulerState, next_tick_at: float, settings: Settings) -> float:
+    """The earliest of the next poll tick, the next due retry and the next possible stall."""
     soonest = next_tick_at
-    for entry in state.retry_attempts.values():
-        soonest = min(soonest, entry.due_at)
+    for retry in state.retry_attempts.values():
+        soonest = min(soonest, retry.due_at)
+    timeout_ms = settings.codex.stall_timeout_ms
+    if timeout_ms > 0:
+        for entry in state.running.values():
+            if entry.stop_reason is None:
+                since = entry.last_event_at if entry.last_event_at is not None else entry.started_at
+                soonest = min(soonest, since + timeout_ms / 1000)
     return soonest

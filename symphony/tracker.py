@@ -16,13 +16,14 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from symphony.errors import SymphonyError
 from symphony.issue import Issue
+from symphony.tools import ToolResult, ToolSpec
 
 if TYPE_CHECKING:
     from symphony.config import TrackerSettings
@@ -44,27 +45,6 @@ class TrackerError(SymphonyError):
     def __init__(self, category: str, message: str, *, retry_after_s: float | None = None) -> None:
         super().__init__(category, message)
         self.retry_after_s = retry_after_s
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """A client-side tool advertised to the agent; `input_schema` is a JSON schema object."""
-
-    name: str
-    description: str
-    input_schema: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ToolResult:
-    """Outcome of a host-side tool call: success or failure, with JSON-safe output."""
-
-    success: bool
-    output: Any = field(default=None)
-
-    @classmethod
-    def failure(cls, error: str, message: str) -> ToolResult:
-        return cls(False, {"error": error, "message": message})
 
 
 @dataclass(frozen=True, slots=True)

@@ -368,9 +368,18 @@ def test_failed_retry_refresh_requeues_with_next_attempt() -> None:
 
 def test_next_wakeup_is_the_earliest_of_tick_and_due_retry() -> None:
     state = core.SchedulerState()
-    assert core.next_wakeup(state, 30.0) == 30.0
+    settings = make_settings(stall_timeout_ms=0)
+    assert core.next_wakeup(state, 30.0, settings) == 30.0
     _queue_retry(state, make_issue("A-1"), now=5.0)
-    assert core.next_wakeup(state, 30.0) == 15.0
+    assert core.next_wakeup(state, 30.0, settings) == 15.0
+
+
+def test_next_wakeup_includes_the_earliest_possible_stall() -> None:
+    state = running(make_issue("A-1"), now=0.0)
+    settings = make_settings(stall_timeout_ms=20_000)
+    assert core.next_wakeup(state, 30.0, settings) == 20.0
+    core.on_agent_event(state, "id-A-1", AgentEvent("notification"), 15.0, WALL)
+    assert core.next_wakeup(state, 30.0, settings) == 30.0
 
 
 def test_shutdown_stops_every_run_and_schedules_nothing() -> None:

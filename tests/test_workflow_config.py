@@ -247,3 +247,9 @@ def test_prompt_with_broken_syntax_is_a_parse_error() -> None:
 def test_continuation_prompt_is_guidance_not_the_original_prompt() -> None:
     text = continuation_prompt(make_issue("ABC-7", state="In Progress"), 2, 5)
     assert "ABC-7" in text and "2 of at most 5" in text and "In Progress" in text
+
+
+def test_explicitly_empty_active_states_is_an_error(tmp_path: Path) -> None:
+    text = MINIMAL.replace("  provider:", "  active_states: []\n  provider:")
+    with pytest.raises(ConfigError, match="at least one state"):
+        load_settings(write(tmp_path, text), {})

@@ -13,15 +13,17 @@ Profile:
 - `dispatchable` is false while any blocker is on the board and not in a terminal state. A
   blocker that is not on the board (deleted, or never existed) does not block; one whose file is
   unreadable does, since it may still be open. Blockers are matched by identifier, ignoring case.
+- Only `*.md` files count; hidden files (editor swap files, our temp files) are ignored.
 - State reads skip, and log, files that cannot become an Issue: broken or non-map front matter,
-  missing title or state, unreadable files, an id claimed by two files, identifiers differing only
-  in case. A refresh by id instead fails with `tracker_response` when a requested ticket's file is
-  among those, and also when a requested id is absent while some file's id cannot be read at all
-  (that file may be the ticket, and omission would mean "left the board").
+  missing title or state, unreadable or over-4-MiB files, an id claimed by two files, identifiers
+  differing only in case. A refresh by id instead fails with `tracker_response` when a requested
+  ticket's file is among those, and also when a requested id is absent while some file's id
+  cannot be read at all (that file may be the ticket, and omission would mean "left the board").
 - A board folder that disappears or cannot be listed fails reads with `tracker_request`.
 - Tools `local_move_issue {"state"}` and `local_add_comment {"body"}` edit only the session's own
-  ticket file, atomically, keeping the rest of the file byte for byte where possible. They never
-  raise; failures carry `unknown_tool`, `invalid_arguments`, `ticket_not_found`,
+  ticket file, atomically, keeping the rest of the file byte for byte where possible. A state
+  matching a configured one in another letter case is written in the workflow's spelling. They
+  never raise; failures carry `unknown_tool`, `invalid_arguments`, `ticket_not_found`,
   `ticket_malformed`, `write_conflict`, `write_failed` or `board_unavailable`.
 """
 
@@ -41,11 +43,10 @@ from adapters.local.ticket import FrontMatterError, is_ticket_name
 from adapters.local.tools import MoveIssue, NotThisTicket, ToolCall, parse_call, tool_specs
 from symphony.config import ConfigError, resolve_path
 from symphony.issue import Issue, normalize_state
+from symphony.tools import ToolResult, ToolSpec
 from symphony.tracker import (
     INVALID_TRACKER_CONFIG,
     TRACKER_RESPONSE,
-    ToolResult,
-    ToolSpec,
     TrackerContext,
     TrackerError,
 )

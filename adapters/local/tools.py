@@ -25,7 +25,7 @@ from adapters.local.ticket import (
     split_document,
     ticket_id,
 )
-from symphony.tracker import ToolResult, ToolSpec
+from symphony.tools import ToolResult, ToolSpec
 
 MOVE_ISSUE = "local_move_issue"
 ADD_COMMENT = "local_add_comment"

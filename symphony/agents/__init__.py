@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from symphony.config import CodexSettings
 from symphony.errors import SymphonyError
-from symphony.tracker import ToolResult, ToolSpec
+from symphony.tools import ToolResult, ToolSpec
 
 # Failure categories (spec §10.6).
 CODEX_NOT_FOUND = "codex_not_found"

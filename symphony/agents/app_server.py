@@ -55,7 +55,7 @@ from symphony.agents import (
     TokenUsage,
     TurnResult,
 )
-from symphony.tracker import ToolResult
+from symphony.tools import ToolResult
 
 MAX_LINE_BYTES = 10 * 1024 * 1024
 """Longest protocol line accepted (spec §10.1); longer lines are skipped, not fatal."""
@@ -160,7 +160,7 @@ class AppServerSession:
                 self._logger.warning("agent_startup_failed", reason=str(exc))
             await self.stop()
             raise
-        self._logger.info("agent_session_started", thread_id=self._thread_id)
+        self._logger.debug("agent_session_started", thread_id=self._thread_id)
         self._emit("session_started")
 
     async def run_turn(self, prompt: str, *, title: str) -> TurnResult:
@@ -178,7 +178,7 @@ class AppServerSession:
         self._turn = waiter
         self._turn_id = None
         self._session_id = None
-        self._logger.info("agent_turn_starting", title=title)
+        self._logger.debug("agent_turn_starting", title=title)
         try:
             await self._request(
                 "turn/start",
@@ -195,7 +195,7 @@ class AppServerSession:
             raise
         finally:
             self._turn = None
-        self._logger.info("agent_turn_completed", session_id=outcome.session_id)
+        self._logger.debug("agent_turn_completed", session_id=outcome.session_id)
         return outcome
 
     async def stop(self) -> None:
@@ -296,7 +296,7 @@ class AppServerSession:
         self._session_id = f"{self._thread_id}-{turn_id}"
         if not waiter.outcome.done():
             self._active_turn_id = turn_id
-        self._logger.info("agent_turn_started", session_id=self._session_id, title=title)
+        self._logger.debug("agent_turn_started", session_id=self._session_id, title=title)
         self._emit("turn_started", message=title)
 
     def _turn_params(self, prompt: str) -> Message:
@@ -748,7 +748,7 @@ class AppServerSession:
                         await _wait_exit(proc, 5.0)
                 # Whatever is left in the group is an orphan of this session's agent.
                 _signal_group(proc, signal.SIGKILL)
-                self._logger.info("agent_stopped", returncode=proc.returncode)
+                self._logger.debug("agent_stopped", returncode=proc.returncode)
         except asyncio.CancelledError:
             # Only the event loop shutting down cancels this task: kill rather than orphan.
             if proc is not None:

@@ -33,7 +33,7 @@ from symphony.agents import (
 )
 from symphony.agents.app_server import AppServerSession
 from symphony.config import CodexSettings
-from symphony.tracker import ToolResult, ToolSpec
+from symphony.tools import ToolResult, ToolSpec
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_app_server.py"
 FAKE_COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))}"
