@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -50,6 +50,13 @@ class Issue:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     native_ref: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Timestamps are instants: a naive one is taken as UTC so every pair compares.
+        for name in ("created_at", "updated_at"):
+            value = getattr(self, name)
+            if value is not None and value.tzinfo is None:
+                object.__setattr__(self, name, value.replace(tzinfo=UTC))
 
     def to_template(self) -> dict[str, Any]:
         """Plain data for prompt templates and JSON: string keys, lists, ISO timestamps."""

@@ -17,7 +17,7 @@ import enum
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from symphony.agents import AgentEvent
@@ -168,16 +168,22 @@ def has_required_fields(issue: Issue) -> bool:
     )
 
 
-def dispatch_sort_key(issue: Issue) -> tuple[int, int, int, float, str]:
-    """Priority 1..4 first (ascending), then oldest `created_at` (null last), then identifier."""
+_LAST_PRIORITY = 5
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def dispatch_sort_key(issue: Issue) -> tuple[int, bool, datetime, str]:
+    """Priority 1..4 first (ascending), then oldest `created_at` (null last), then identifier.
+
+    Kept cheap: it runs for every candidate on every tick. Timestamps are always aware (the
+    Issue guarantees it), so they compare directly.
+    """
     priority = issue.priority
-    in_bucket = priority is not None and 1 <= priority <= 4
     created = issue.created_at
     return (
-        0 if in_bucket else 1,
-        priority if in_bucket and priority is not None else 0,
-        0 if created is not None else 1,
-        created.timestamp() if created is not None else 0.0,
+        priority if priority is not None and 1 <= priority <= 4 else _LAST_PRIORITY,
+        created is None,
+        created or _EPOCH,
         issue.identifier,
     )
 
@@ -225,6 +231,8 @@ def select_dispatches(
     """Claim and start eligible candidates in dispatch order while slots remain."""
     effects: list[Effect] = []
     tracker, agent = settings.tracker, settings.agent
+    if len(state.running) >= agent.max_concurrent_agents:
+        return effects  # no slot: skip the sort, the common case of a busy fleet
     # Per-state counts kept incrementally: one pass over `running` per tick, not per candidate.
     per_state: dict[str, int] = {}
     for entry in state.running.values():

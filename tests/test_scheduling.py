@@ -437,3 +437,11 @@ def test_agent_events_update_session_fields_and_turn_count() -> None:
         "go",
     )
     assert entry.last_event_at == 3.0 and len(entry.recent_events) == 1
+
+
+def test_naive_and_aware_timestamps_sort_together_as_utc() -> None:
+    issues = [
+        make_issue("A-1", created_at=datetime(2025, 1, 2, tzinfo=UTC)),
+        make_issue("A-2", created_at=datetime(2025, 1, 1)),
+    ]
+    assert dispatch(core.SchedulerState(), *issues) == ["A-2", "A-1"]

@@ -339,6 +339,27 @@ async def test_state_read_skips_ticket_with_broken_front_matter_and_serves_the_r
     assert "UTF-8" in warned["BINARY.md"]
 
 
+async def test_a_broken_ticket_is_reported_once_until_it_changes_or_is_fixed(
+    board: LocalBoard, folder: Path
+) -> None:
+    write(folder, "BAD", "title: [unclosed\nstate: Todo\n")
+    with capture_logs() as logs:
+        for _ in range(3):
+            await board.fetch_issues_by_states(ACTIVE)
+    assert [entry["event"] for entry in logs] == ["ticket skipped"]
+
+    write(folder, "BAD", "state: Todo\n")  # a different problem is news
+    with capture_logs() as logs:
+        await board.fetch_issues_by_states(ACTIVE)
+    assert [entry["event"] for entry in logs] == ["ticket skipped"]
+
+    ticket(folder, "BAD")
+    with capture_logs() as logs:
+        issues = await board.fetch_issues_by_states(ACTIVE)
+    assert [i.identifier for i in issues] == ["BAD"]
+    assert [entry["event"] for entry in logs] == ["ticket readable again"]
+
+
 async def test_state_read_skips_unreadable_file(
     board: LocalBoard, folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
