@@ -7,6 +7,7 @@ after it ends is the orchestrator's decision.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -26,6 +27,9 @@ from symphony.workspace import Workspace, WorkspaceManager
 log = structlog.get_logger("symphony.runner")
 
 T = TypeVar("T")
+
+# A tool call blocks the agent's turn; a hung tracker must not hold it for the turn timeout.
+TOOL_TIMEOUT_S = 120.0
 
 
 class AttemptFailed(Exception):
@@ -54,7 +58,13 @@ async def run_attempt(
         current = issue
 
         async def handle_tool(name: str, arguments: Any) -> ToolResult:
-            return await ctx.tracker.execute_tool(name, arguments, current)
+            try:
+                async with asyncio.timeout(TOOL_TIMEOUT_S):
+                    return await ctx.tracker.execute_tool(name, arguments, current)
+            except TimeoutError:
+                return ToolResult.failure(
+                    "tool_timeout", f"{name} did not finish within {TOOL_TIMEOUT_S:.0f}s"
+                )
 
         _check_cwd(ctx.workspaces, workspace)
         launch = AgentLaunch(

@@ -1,0 +1,114 @@
+"""One run attempt: hooks around the session, the turn loop, tool calls (spec §16.5)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from symphony import runner
+from symphony.agents import AgentEvent
+from symphony.config import CodexSettings, HooksSettings
+from symphony.issue import Issue
+from symphony.runner import AttemptContext, AttemptFailed, run_attempt
+from symphony.tools import ToolResult, ToolSpec
+from symphony.workspace import WorkspaceManager
+from tests.factories import make_issue, make_settings
+from tests.test_orchestrator import FAKE_AGENT
+
+
+class ScriptedTracker:
+    """A tracker whose refreshes return the next scripted state and whose tool never ends."""
+
+    def __init__(self, issue: Issue, states: Sequence[str]) -> None:
+        self.issue = issue
+        self.states = list(states)
+        self.refreshes = 0
+
+    async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
+        return []
+
+    async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
+        state = self.states[min(self.refreshes, len(self.states) - 1)]
+        self.refreshes += 1
+        return [replace(self.issue, state=state)]
+
+    def agent_tools(self) -> list[ToolSpec]:
+        return [ToolSpec("slow_tool", "never answers", {"type": "object"})]
+
+    async def execute_tool(self, name: str, arguments: Any, issue: Issue) -> ToolResult:
+        await asyncio.sleep(30)
+        return ToolResult(True)
+
+    def secret_env_names(self) -> list[str]:
+        return []
+
+    async def aclose(self) -> None:
+        return None
+
+
+def context(
+    tmp_path: Path, tracker: ScriptedTracker, hooks: HooksSettings | None = None, **env: str
+) -> AttemptContext:
+    settings = make_settings(
+        root=tmp_path / "ws",
+        max_turns=5,
+        codex=CodexSettings(command=f"{sys.executable} {FAKE_AGENT}", read_timeout_ms=5000),
+        hooks=hooks,
+    )
+    agent_env = {**os.environ, **env}
+    workspaces = WorkspaceManager(settings.workspace.root, settings.hooks, env=agent_env)
+    return AttemptContext(settings, tracker, workspaces, agent_env)
+
+
+async def test_turns_continue_while_the_issue_stays_active_and_stop_when_it_leaves(
+    tmp_path: Path,
+) -> None:
+    issue = make_issue("ABC-1")
+    tracker = ScriptedTracker(issue, ["Todo", "In Progress", "Human Review"])
+    events: list[AgentEvent] = []
+    await run_attempt(
+        issue, None, context(tmp_path, tracker, FAKE_AGENT_SCENARIO="complete"), events.append
+    )
+    assert [e.kind for e in events].count("turn_started") == 3
+    assert tracker.refreshes == 3
+
+
+async def test_a_hung_tool_call_is_answered_with_a_timeout_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "TOOL_TIMEOUT_S", 0.2)
+    issue = make_issue("ABC-1")
+    tracker = ScriptedTracker(issue, ["Done"])
+    events: list[AgentEvent] = []
+    ctx = context(tmp_path, tracker, FAKE_AGENT_SCENARIO="tool", FAKE_AGENT_TOOL="slow_tool")
+    await asyncio.wait_for(run_attempt(issue, None, ctx, events.append), 10)
+    completed = next(e for e in events if e.kind == "turn_completed")
+    assert "success=False" in (completed.message or "") and "tool_timeout" in (
+        completed.message or ""
+    )
+
+
+async def test_after_run_runs_even_when_before_run_fails(tmp_path: Path) -> None:
+    hooks = HooksSettings(before_run="exit 3", after_run="echo ran > ../after_run.marker")
+    issue = make_issue("ABC-1")
+    ctx = context(tmp_path, ScriptedTracker(issue, ["Todo"]), hooks, FAKE_AGENT_SCENARIO="complete")
+    with pytest.raises(AttemptFailed, match="before_run hook: hook_failed"):
+        await run_attempt(issue, None, ctx, lambda event: None)
+    assert (tmp_path / "ws" / "after_run.marker").read_text().strip() == "ran"
+
+
+async def test_agent_startup_failure_names_the_step_and_category(tmp_path: Path) -> None:
+    issue = make_issue("ABC-1")
+    ctx = context(tmp_path, ScriptedTracker(issue, ["Todo"]))
+    ctx = replace(
+        ctx, settings=replace(ctx.settings, codex=CodexSettings(command="no-such-agent-binary"))
+    )
+    with pytest.raises(AttemptFailed, match="agent startup: codex_not_found"):
+        await run_attempt(issue, None, ctx, lambda event: None)
