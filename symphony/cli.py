@@ -44,6 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_OK
+    except Exception as exc:  # a bug: one line, and the details in debug output
+        if os.environ.get("SYMPHONY_DEBUG"):
+            raise
+        print(
+            f"symphony: internal error: {exc!r} (set SYMPHONY_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
 
 
 def _workflow_arg(parser: argparse.ArgumentParser) -> None:

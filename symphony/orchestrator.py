@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,10 +25,17 @@ from symphony import scheduling as core
 from symphony.agents import AgentEvent, AgentLaunch, AgentSession, open_session
 from symphony.config import Settings, build_settings
 from symphony.errors import SymphonyError
+from symphony.issue import Issue
 from symphony.observability.snapshot import build_snapshot
 from symphony.prompt import check_template
 from symphony.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
-from symphony.tracker import Tracker, TrackerContext, TrackerError, create_tracker
+from symphony.tracker import (
+    TRACKER_INTERNAL,
+    Tracker,
+    TrackerContext,
+    TrackerError,
+    create_tracker,
+)
 from symphony.workflow import read_workflow
 from symphony.workspace import WorkspaceManager
 
@@ -76,7 +83,12 @@ class RefreshRequested:
     pass
 
 
-QueueEvent = AgentUpdate | WorkerExited | WorkflowChanged | RefreshRequested
+@dataclass(frozen=True, slots=True)
+class StopRequested:
+    pass
+
+
+QueueEvent = AgentUpdate | WorkerExited | WorkflowChanged | RefreshRequested | StopRequested
 
 
 @dataclass(slots=True)
@@ -128,7 +140,7 @@ class Orchestrator:
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._removals: dict[str, asyncio.Task[None]] = {}
         self._tasks: asyncio.TaskGroup | None = None
-        self._stopping = asyncio.Event()
+        self._stopping = False
         self._watch = watch
         self._next_tick = 0.0
         self._listeners: list[Callable[[], None]] = []
@@ -137,7 +149,8 @@ class Orchestrator:
 
     def stop(self) -> None:
         """Ask the loop to stop its workers and return (safe from signal handlers)."""
-        self._stopping.set()
+        self._stopping = True
+        self._queue.put_nowait(StopRequested())
 
     def request_refresh(self) -> None:
         """Poll now rather than at the next interval."""
@@ -169,36 +182,32 @@ class Orchestrator:
         async with asyncio.TaskGroup() as tasks:
             self._tasks = tasks
             watcher = tasks.create_task(self._watch_workflow()) if self._watch else None
-            stop_waiter = tasks.create_task(self._stopping.wait())
             try:
-                await self._loop(stop_waiter)
+                await self._loop()
             finally:
                 await self._shutdown()
-                stop_waiter.cancel()
                 if watcher is not None:
                     watcher.cancel()
         await self.tracker.aclose()
 
     # The loop
 
-    async def _loop(self, stop_waiter: asyncio.Task[Any]) -> None:
+    async def _loop(self) -> None:
         self._next_tick = self.clock.monotonic()
-        while not self._stopping.is_set():
+        while not self._stopping:
             wake = core.next_wakeup(self.state, self._next_tick, self.settings)
             timeout = max(wake - self.clock.monotonic(), 0.0)
             refresh = False
-            getter = asyncio.ensure_future(self._queue.get())
-            done, _ = await asyncio.wait(
-                {getter, stop_waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-            if getter in done:
-                refresh = self._handle(getter.result())
+            try:
+                event = await asyncio.wait_for(self._queue.get(), timeout)
+            except TimeoutError:
+                pass
+            else:
+                refresh = self._handle(event)
                 # Drain what else is queued so a burst of agent updates costs one pass.
                 while not self._queue.empty():
                     refresh = self._handle(self._queue.get_nowait()) or refresh
-            else:
-                getter.cancel()
-            if self._stopping.is_set():
+            if self._stopping:
                 break
             now = self.clock.monotonic()
             self._perform(core.detect_stalls(self.state, self.settings, now))
@@ -228,7 +237,7 @@ class Orchestrator:
         if isinstance(event, WorkflowChanged):
             self._reload()
             return False
-        return True
+        return isinstance(event, RefreshRequested)
 
     async def _tick(self) -> None:
         started = time.perf_counter()
@@ -244,7 +253,7 @@ class Orchestrator:
         if not ids:
             return
         try:
-            refreshed = await self.tracker.fetch_issues_by_ids(ids)
+            refreshed = await self._read(self.tracker.fetch_issues_by_ids(ids))
         except TrackerError as exc:
             log.warning("reconcile skipped, runs kept", reason=str(exc))
             return
@@ -252,8 +261,8 @@ class Orchestrator:
 
     async def _dispatch_candidates(self) -> None:
         try:
-            candidates = await self.tracker.fetch_issues_by_states(
-                self.settings.tracker.active_states
+            candidates = await self._read(
+                self.tracker.fetch_issues_by_states(self.settings.tracker.active_states)
             )
         except TrackerError as exc:
             if self.health.tracker_error != str(exc):
@@ -274,7 +283,9 @@ class Orchestrator:
         due = core.due_retries(self.state, self.clock.monotonic())
         refreshed: list[Any] | None
         try:
-            refreshed = await self.tracker.fetch_issues_by_ids([r.issue_id for r in due])
+            refreshed = await self._read(
+                self.tracker.fetch_issues_by_ids([r.issue_id for r in due])
+            )
         except TrackerError as exc:
             log.warning("retry refresh failed", reason=str(exc))
             refreshed = None
@@ -387,8 +398,8 @@ class Orchestrator:
 
     async def _startup_cleanup(self) -> None:
         try:
-            terminal = await self.tracker.fetch_issues_by_states(
-                self.settings.tracker.terminal_states
+            terminal = await self._read(
+                self.tracker.fetch_issues_by_states(self.settings.tracker.terminal_states)
             )
         except TrackerError as exc:
             log.warning("startup cleanup skipped", reason=str(exc))
@@ -439,6 +450,10 @@ class Orchestrator:
         except SymphonyError as exc:
             self._reject(str(exc), workflow.fingerprint)
             return
+        except Exception as exc:  # an adapter bug rejects the reload, never the daemon
+            log.exception("workflow reload failed unexpectedly")
+            self._reject(f"internal error: {exc!r}", workflow.fingerprint)
+            return
         old, tracker_changed = self.settings, tracker is not self.tracker
         self.settings = settings
         # Running sessions keep the tracker they were started with (their tools stay bound).
@@ -482,6 +497,17 @@ class Orchestrator:
             log.warning("workflow watcher stopped; changes seen at the next tick", reason=str(exc))
 
     # Helpers
+
+    @staticmethod
+    async def _read(request: Awaitable[list[Issue]]) -> list[Issue]:
+        """A tracker read; an adapter bug becomes a tracker error that costs one poll."""
+        try:
+            return await request
+        except TrackerError:
+            raise
+        except Exception as exc:
+            log.exception("tracker adapter failed unexpectedly")
+            raise TrackerError(TRACKER_INTERNAL, f"adapter failed: {exc!r}") from exc
 
     def _new_tracker(self, settings: Settings) -> Tracker:
         return create_tracker(settings.tracker, TrackerContext(settings.workflow_dir, self.environ))

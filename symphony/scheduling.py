@@ -328,7 +328,8 @@ def stop_all(state: SchedulerState) -> list[Effect]:
     """Shutdown: stop every worker; nothing is retried afterwards."""
     effects: list[Effect] = []
     for issue_id, entry in state.running.items():
-        if entry.stop_reason is None or entry.stop_reason is not StopReason.SHUTDOWN:
+        # Runs already stopping keep their reason: a terminal ticket's workspace still goes.
+        if entry.stop_reason is None:
             entry.stop_reason = StopReason.SHUTDOWN
             effects.append(StopWorker(issue_id, entry.identifier, StopReason.SHUTDOWN, "shutdown"))
     return effects
@@ -359,32 +360,16 @@ def on_worker_exit(
         if reason is StopReason.TERMINAL:
             effects.append(RemoveWorkspace(entry.identifier))
         return effects
-    if reason is StopReason.STALLED:
-        return [
-            _schedule_retry(
-                state,
-                entry.issue,
-                _next_attempt(entry.attempt),
-                RetryKind.FAILURE,
-                "stalled: no agent activity",
-                settings,
-                now,
-            )
-        ]
-    if result.ok:
+    if reason is None and result.ok:
         state.completed.add(issue_id)
         return [_schedule_retry(state, entry.issue, 1, RetryKind.CONTINUATION, None, settings, now)]
-    return [
-        _schedule_retry(
-            state,
-            entry.issue,
-            _next_attempt(entry.attempt),
-            RetryKind.FAILURE,
-            result.error or "worker failed",
-            settings,
-            now,
-        )
-    ]
+    # A stalled run is a failure whatever its worker said while being stopped.
+    if reason is StopReason.STALLED:
+        error = "stalled: no agent activity"
+    else:
+        error = result.error or "worker failed"
+    attempt = _next_attempt(entry.attempt)
+    return [_schedule_retry(state, entry.issue, attempt, RetryKind.FAILURE, error, settings, now)]
 
 
 def _next_attempt(attempt: int | None) -> int:

@@ -37,6 +37,8 @@ TRACKER_STATUS = "tracker_status"
 TRACKER_RESPONSE = "tracker_response"
 TRACKER_PAGINATION = "tracker_pagination"
 TRACKER_RATE_LIMITED = "tracker_rate_limited"
+TRACKER_INTERNAL = "tracker_internal"
+"""An adapter raised something other than TrackerError: a bug, reported as a failed read."""
 
 
 class TrackerError(SymphonyError):

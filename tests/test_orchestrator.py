@@ -353,3 +353,39 @@ def test_agent_environment_drops_tracker_secrets_and_names_the_workflow_folder(
     env = agent_environment({"GITHUB_TOKEN": "s3cret", "PATH": "/bin"}, ["GITHUB_TOKEN"], settings)
     assert "GITHUB_TOKEN" not in env and env["PATH"] == "/bin"
     assert env["SYMPHONY_WORKFLOW_DIR"] == str(tmp_path)
+
+
+class FailingOnce:
+    """Wraps a real tracker; its first candidate read fails the way a buggy adapter would."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.failed = False
+
+    async def fetch_issues_by_states(self, states: Any) -> Any:
+        if "Todo" in states and not self.failed:
+            self.failed = True
+            raise KeyError("surprise")
+        return await self.inner.fetch_issues_by_states(states)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_an_adapter_bug_costs_one_poll_not_the_daemon(board: Board) -> None:
+    from symphony.tracker import TrackerContext, create_tracker
+
+    board.ticket("ABC-1")
+    board.write_workflow(polling_ms=100)
+    env = scenario_env("hang")
+    settings = load_settings(board.workflow, env)
+    tracker = FailingOnce(create_tracker(settings.tracker, TrackerContext(board.root, env)))
+    run = Running(Orchestrator(settings, environ=env, tracker=tracker, watch=False))
+    try:
+        await run.until(lambda: run.orchestrator.health.tracker_error is not None)
+        assert "tracker_internal" in (run.orchestrator.health.tracker_error or "")
+        assert "KeyError" in (run.orchestrator.health.tracker_error or "")
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.running)
+        assert run.orchestrator.health.tracker_error is None
+    finally:
+        await run.stop()
