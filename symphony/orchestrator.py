@@ -249,15 +249,18 @@ class Orchestrator:
         self.health.last_tick_ms = (time.perf_counter() - started) * 1000
 
     async def _reconcile(self) -> None:
+        """Refresh running issues (and released ones whose workspace was kept) in one read."""
         ids = [i for i, entry in self.state.running.items() if entry.stop_reason is None]
-        if not ids:
+        kept = list(self.state.kept_workspaces)
+        if not ids and not kept:
             return
         try:
-            refreshed = await self._read(self.tracker.fetch_issues_by_ids(ids))
+            refreshed = await self._read(self.tracker.fetch_issues_by_ids(ids + kept))
         except TrackerError as exc:
             log.warning("reconcile skipped, runs kept", reason=str(exc))
             return
         self._perform(core.apply_refresh(self.state, refreshed, ids, self.settings))
+        self._perform(core.sweep_kept_workspaces(self.state, refreshed, kept, self.settings))
 
     async def _dispatch_candidates(self) -> None:
         try:

@@ -101,6 +101,8 @@ class SchedulerState:
     claimed: set[str] = field(default_factory=set)
     retry_attempts: dict[str, RetryEntry] = field(default_factory=dict)
     completed: set[str] = field(default_factory=set)
+    kept_workspaces: dict[str, str] = field(default_factory=dict)
+    """Released issues whose workspace was kept (id -> identifier), watched until terminal."""
     totals: Totals = field(default_factory=Totals)
     rate_limits: Mapping[str, Any] | None = None
 
@@ -264,6 +266,7 @@ def _dispatch(
     )
     state.claimed.add(issue.id)
     state.retry_attempts.pop(issue.id, None)
+    state.kept_workspaces.pop(issue.id, None)
     return StartWorker(issue, attempt)
 
 
@@ -324,6 +327,31 @@ def apply_refresh(
     return effects
 
 
+def sweep_kept_workspaces(
+    state: SchedulerState, refreshed: Sequence[Issue], requested: Iterable[str], settings: Settings
+) -> list[Effect]:
+    """Remove the kept workspace of a released issue once it turns terminal.
+
+    A ticket handed off for review is released with its workspace kept; when a person later
+    moves it to a terminal state, nothing is running to notice, so the workspace would wait for
+    the next restart's cleanup. Watching released ids closes that gap. An issue that vanished
+    or became active again is no longer watched (the latter is dispatched as usual).
+    """
+    by_id = {issue.id: issue for issue in refreshed}
+    effects: list[Effect] = []
+    for issue_id in requested:
+        identifier = state.kept_workspaces.get(issue_id)
+        if identifier is None:
+            continue
+        issue = by_id.get(issue_id)
+        if issue is None or settings.tracker.is_active(issue.state):
+            del state.kept_workspaces[issue_id]
+        elif settings.tracker.is_terminal(issue.state):
+            del state.kept_workspaces[issue_id]
+            effects.append(RemoveWorkspace(issue.identifier))
+    return effects
+
+
 def stop_all(state: SchedulerState) -> list[Effect]:
     """Shutdown: stop every worker; nothing is retried afterwards."""
     effects: list[Effect] = []
@@ -359,6 +387,8 @@ def on_worker_exit(
         ]
         if reason is StopReason.TERMINAL:
             effects.append(RemoveWorkspace(entry.identifier))
+        elif reason is not StopReason.MISSING:
+            state.kept_workspaces[issue_id] = entry.identifier
         return effects
     if reason is None and result.ok:
         state.completed.add(issue_id)
@@ -441,6 +471,7 @@ def on_retries_refreshed(
             effects.append(
                 Released(retry.issue_id, retry.identifier, f"no longer eligible ({issue.state})")
             )
+            state.kept_workspaces[retry.issue_id] = issue.identifier
         elif retry.issue_id in state.running:
             effects.append(_requeue(state, retry, "previous run still stopping", settings, now))
         elif not has_slot(state, settings.agent, issue.state):

@@ -389,3 +389,24 @@ async def test_an_adapter_bug_costs_one_poll_not_the_daemon(board: Board) -> Non
         assert run.orchestrator.health.tracker_error is None
     finally:
         await run.stop()
+
+
+async def test_handed_off_ticket_moved_to_done_later_has_its_workspace_removed(
+    board: Board,
+) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow(polling_ms=100)
+    env = scenario_env(
+        "tool",
+        FAKE_AGENT_TOOL="local_move_issue",
+        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
+    )
+    run = start(board, env, watch=False)
+    try:
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.kept_workspaces)
+        assert (board.workspaces / "ABC-1").is_dir()
+        board.ticket("ABC-1", state="Done")  # the reviewer accepts the work
+        await run.until(lambda: not (board.workspaces / "ABC-1").exists())
+        assert not run.orchestrator.state.kept_workspaces
+    finally:
+        await run.stop()

@@ -445,3 +445,40 @@ def test_naive_and_aware_timestamps_sort_together_as_utc() -> None:
         make_issue("A-2", created_at=datetime(2025, 1, 1)),
     ]
     assert dispatch(core.SchedulerState(), *issues) == ["A-2", "A-1"]
+
+
+def test_released_issue_keeps_its_workspace_until_it_turns_terminal() -> None:
+    state = running(make_issue("A-1"))
+    settings = make_settings()
+    core.apply_refresh(state, [make_issue("A-1", state="Human Review")], ["id-A-1"], settings)
+    core.on_worker_exit(state, "id-A-1", core.WorkerExit(False), settings, 1.0)
+    assert state.kept_workspaces == {"id-A-1": "A-1"}
+    review = [make_issue("A-1", state="Human Review")]
+    assert core.sweep_kept_workspaces(state, review, ["id-A-1"], settings) == []
+    done = [make_issue("A-1", state="Done")]
+    assert core.sweep_kept_workspaces(state, done, ["id-A-1"], settings) == [
+        core.RemoveWorkspace("A-1")
+    ]
+    assert state.kept_workspaces == {}
+
+
+def test_continuation_release_also_keeps_the_workspace_watched() -> None:
+    state = core.SchedulerState()
+    settings = make_settings()
+    core.select_dispatches(state, [make_issue("A-1")], settings, 0.0, WALL)
+    core.on_worker_exit(state, "id-A-1", core.WorkerExit(True), settings, 1.0)
+    retry = state.retry_attempts["id-A-1"]
+    core.on_retries_refreshed(
+        state, [retry], [make_issue("A-1", state="Human Review")], settings, 2.0, WALL
+    )
+    assert state.kept_workspaces == {"id-A-1": "A-1"}
+
+
+def test_kept_workspace_is_forgotten_when_the_issue_vanishes_or_is_dispatched_again() -> None:
+    state = core.SchedulerState()
+    settings = make_settings()
+    state.kept_workspaces = {"id-A-1": "A-1", "id-A-2": "A-2"}
+    assert core.sweep_kept_workspaces(state, [], ["id-A-1"], settings) == []
+    assert "id-A-1" not in state.kept_workspaces
+    core.select_dispatches(state, [make_issue("A-2")], settings, 0.0, WALL)
+    assert state.kept_workspaces == {}
