@@ -100,7 +100,7 @@ def _load(path: Path) -> tuple[Settings, Tracker]:
     settings = load_settings(path)
     check_template(settings.prompt_template)
     tracker = create_tracker(settings.tracker, TrackerContext(settings.workflow_dir, os.environ))
-    masker.set(os.environ.get(name, "") for name in tracker.secret_env_names())
+    masker.set(os.environ.get(name, "") for name in tracker.secret_env_names())  # check, render
     return settings, tracker
 
 

@@ -26,6 +26,7 @@ from symphony.agents import AgentEvent, AgentLaunch, AgentSession, open_session
 from symphony.config import Settings, build_settings
 from symphony.errors import SymphonyError
 from symphony.issue import Issue
+from symphony.observability.logging import masker
 from symphony.observability.snapshot import build_snapshot
 from symphony.prompt import check_template
 from symphony.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
@@ -135,6 +136,7 @@ class Orchestrator:
         self.health = Health()
         self._session_factory = session_factory
         self.tracker: Tracker = tracker or self._new_tracker(settings)
+        self._mask_tracker_secrets()
         self._workspaces = self._new_workspaces(settings)
         self._queue: asyncio.Queue[QueueEvent] = asyncio.Queue()
         self._workers: dict[str, asyncio.Task[None]] = {}
@@ -461,6 +463,8 @@ class Orchestrator:
         self.settings = settings
         # Running sessions keep the tracker they were started with (their tools stay bound).
         self.tracker = tracker
+        if tracker_changed:
+            self._mask_tracker_secrets()
         if tracker_changed or (settings.workspace, settings.hooks) != (old.workspace, old.hooks):
             self._workspaces = self._new_workspaces(settings)
         if settings.polling != old.polling:
@@ -514,6 +518,9 @@ class Orchestrator:
 
     def _new_tracker(self, settings: Settings) -> Tracker:
         return create_tracker(settings.tracker, TrackerContext(settings.workflow_dir, self.environ))
+
+    def _mask_tracker_secrets(self) -> None:
+        masker.set(self.environ.get(name, "") for name in self.tracker.secret_env_names())
 
     def _new_workspaces(self, settings: Settings) -> WorkspaceManager:
         env = agent_environment(self.environ, self.tracker.secret_env_names(), settings)

@@ -18,6 +18,7 @@ from symphony.agents import AgentEvent, AgentLaunch, AgentSession, EventSink, op
 from symphony.config import Settings
 from symphony.errors import SymphonyError
 from symphony.issue import Issue
+from symphony.observability.logging import masker
 from symphony.prompt import continuation_prompt, render_prompt
 from symphony.scheduling import is_routable
 from symphony.tools import ToolResult
@@ -60,11 +61,13 @@ async def run_attempt(
         async def handle_tool(name: str, arguments: Any) -> ToolResult:
             try:
                 async with asyncio.timeout(TOOL_TIMEOUT_S):
-                    return await ctx.tracker.execute_tool(name, arguments, current)
+                    result = await ctx.tracker.execute_tool(name, arguments, current)
             except TimeoutError:
                 return ToolResult.failure(
                     "tool_timeout", f"{name} did not finish within {TOOL_TIMEOUT_S:.0f}s"
                 )
+            # A provider error that echoes a credential must not hand it to the agent.
+            return ToolResult(result.success, masker.mask_value(result.output))
 
         _check_cwd(ctx.workspaces, workspace)
         launch = AgentLaunch(

@@ -112,3 +112,31 @@ async def test_agent_startup_failure_names_the_step_and_category(tmp_path: Path)
     )
     with pytest.raises(AttemptFailed, match="agent startup: codex_not_found"):
         await run_attempt(issue, None, ctx, lambda event: None)
+
+
+class EchoingTracker(ScriptedTracker):
+    """A tracker whose tool failure echoes its credential, as careless provider errors do."""
+
+    async def execute_tool(self, name: str, arguments: Any, issue: Issue) -> ToolResult:
+        return ToolResult.failure("tracker_status", "401 for token tok_s3cr3t_value")
+
+
+async def test_tool_results_never_carry_a_known_secret_to_the_agent(tmp_path: Path) -> None:
+    from symphony.observability.logging import masker
+
+    masker.set(["tok_s3cr3t_value"])
+    try:
+        issue = make_issue("ABC-1")
+        events: list[AgentEvent] = []
+        ctx = context(
+            tmp_path,
+            EchoingTracker(issue, ["Done"]),
+            FAKE_AGENT_SCENARIO="tool",
+            FAKE_AGENT_TOOL="slow_tool",
+        )
+        await run_attempt(issue, None, ctx, events.append)
+    finally:
+        masker.set(())
+    completed = next(e for e in events if e.kind == "turn_completed")
+    assert "tok_s3cr3t_value" not in (completed.message or "")
+    assert "[redacted]" in (completed.message or "")

@@ -53,6 +53,18 @@ class SecretMasker:
                 text = text.replace(secret, REDACTED)
         return text
 
+    def mask_value(self, value: Any) -> Any:
+        """`value` with secrets masked in every string inside it (lists and maps walked)."""
+        if not self._secrets:
+            return value
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, list | tuple):
+            return [self.mask_value(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self.mask_value(item) for key, item in value.items()}
+        return value
+
     def __call__(
         self, _: Any, __: str, event: MutableMapping[str, Any]
     ) -> MutableMapping[str, Any]:
