@@ -10,13 +10,16 @@ Run it as `python3 fake_app_server.py`. The environment picks the behaviour:
 - `FAKE_AGENT_SCENARIO`: the scenario of each turn, comma-separated; the last one repeats
   (`tool,complete` runs `tool` on turn 1 and `complete` afterwards). Default `complete`.
   Scenarios: complete, tool, approval, legacy_approval, fail, interrupted, input, hang, crash,
-  malformed, unknown_request, write_file, slow.
+  malformed, unknown_request, write_file, slow, stream.
 - `FAKE_AGENT_RECORD`: a file; the fake appends one JSON line describing itself (pid, cwd,
   argv, env names, `FAKE_AGENT_RECORD_ENV` values) and then every message it receives.
 - `FAKE_AGENT_RECORD_ENV`: comma-separated names whose values go into that first line.
 - `FAKE_AGENT_TOOL`, `FAKE_AGENT_TOOL_ARGS` (JSON): the dynamic tool the `tool` scenario calls.
 - `FAKE_AGENT_FILE`: the file `write_file` writes in its cwd (default `agent-output.txt`).
-- `FAKE_AGENT_DURATION_MS`: how long `slow` streams (default 500).
+- `FAKE_AGENT_DURATION_MS`: how long `slow` streams (default 500), and `stream` when paced.
+- `FAKE_AGENT_STREAM_RATE`: lines per second `stream` writes, one write per line;
+  0 (the default) writes `FAKE_AGENT_STREAM_LINES` (default 10000) as fast as the pipe takes
+  them. Either way the lines are built before the turn starts, so writing costs the fake little.
 - `FAKE_AGENT_STDERR_JSON=1`: `complete` also prints a protocol-looking failure to stderr.
 - `FAKE_AGENT_IGNORE_EOF=1`, `FAKE_AGENT_IGNORE_SIGTERM=1`, `FAKE_AGENT_SPAWN_CHILD=1`: make
   `hang` as stubborn as a wedged agent (keeps running after stdin closes, ignores SIGTERM,
@@ -25,6 +28,7 @@ Run it as `python3 fake_app_server.py`. The environment picks the behaviour:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -459,6 +463,119 @@ class Turn:
         self.io.notify("item/completed", {**self.ids(), "item": {**item, "status": "completed"}})
         self.agent_message("slow and steady")
         self.finish()
+
+    def scenario_stream(self) -> None:
+        rate = float(os.environ.get("FAKE_AGENT_STREAM_RATE", "0"))
+        if rate > 0:
+            duration_s = int(os.environ.get("FAKE_AGENT_DURATION_MS", "500")) / 1000
+            count = max(1, round(rate * duration_s))
+        else:
+            count = int(os.environ.get("FAKE_AGENT_STREAM_LINES", "10000"))
+        item_id = f"item-{self.turn_id}-stream"
+        cycle = self.stream_cycle(item_id)
+        blob = b"".join(cycle[n % len(cycle)] for n in range(count))
+        self.started()
+        self.io.notify(
+            "item/started",
+            {
+                **self.ids(),
+                "item": {"type": "commandExecution", "id": item_id, "command": "pytest -q"},
+            },
+        )
+        out = sys.stdout.buffer
+        if rate <= 0:
+            out.write(blob)
+            out.flush()
+        else:
+            ends = list(itertools.accumulate(len(cycle[n % len(cycle)]) for n in range(count)))
+            began = time.monotonic()
+            sent = 0
+            while sent < count:
+                due = min(count, int((time.monotonic() - began) * rate) + 1)
+                if due > sent:
+                    out.write(blob[ends[sent - 1] if sent else 0 : ends[due - 1]])
+                    out.flush()
+                    sent = due
+                time.sleep(max(0.0, began + sent / rate - time.monotonic()))
+        self.agent_message("streamed")
+        self.usage(300, 80)
+        self.finish()
+
+    def stream_cycle(self, item_id: str) -> list[bytes]:
+        """A repeating mix of what a busy codex turn streams: message, reasoning and command
+        output deltas, item boundaries, token usage and rate limits."""
+        words = "Running the focused tests again after narrowing the fix to the parser"
+        message_id = f"item-{self.turn_id}-message"
+        lines: list[Message] = []
+        for n in range(8):
+            delta = " ".join(words.split()[n : n + 3]) + " "
+            lines.append(
+                {
+                    "method": "item/agentMessage/delta",
+                    "params": {**self.ids(), "itemId": message_id, "delta": delta},
+                }
+            )
+        for n in range(6):
+            output = f"tests/test_parser.py::test_case_{n} PASSED [{n * 16:3d}%]\n"
+            lines.append(
+                {
+                    "method": "item/commandExecution/outputDelta",
+                    "params": {**self.ids(), "itemId": item_id, "delta": output},
+                }
+            )
+        for delta in ("**Checking edge cases**", " around empty input"):
+            lines.append(
+                {
+                    "method": "item/reasoning/summaryTextDelta",
+                    "params": {
+                        **self.ids(),
+                        "itemId": f"item-{self.turn_id}-reasoning",
+                        "delta": delta,
+                        "summaryIndex": 0,
+                    },
+                }
+            )
+        probe: Message = {
+            "type": "commandExecution",
+            "id": f"item-{self.turn_id}-probe",
+            "command": "/bin/bash -lc 'git status --short'",
+            "commandActions": [],
+            "cwd": os.getcwd(),
+            "status": "inProgress",
+        }
+        lines.append({"method": "item/started", "params": {**self.ids(), "item": probe}})
+        done = {**probe, "status": "completed", "exitCode": 0, "aggregatedOutput": " M a.py\n"}
+        lines.append({"method": "item/completed", "params": {**self.ids(), "item": done}})
+        lines.append(
+            {
+                "method": "thread/tokenUsage/updated",
+                "params": {
+                    **self.ids(),
+                    "tokenUsage": {
+                        "total": self.server.breakdown(48_000, 2_400),
+                        "last": self.server.breakdown(1_200, 60),
+                        "modelContextWindow": 272000,
+                    },
+                },
+            }
+        )
+        limits = {"usedPercent": 12, "windowDurationMins": 300, "resetsAt": None}
+        lines.append(
+            {
+                "method": "account/rateLimits/updated",
+                "params": {
+                    "rateLimits": {
+                        "limitId": "codex",
+                        "primary": limits,
+                        "secondary": None,
+                        "credits": None,
+                        "planType": None,
+                    }
+                },
+            }
+        )
+        stamp = now_ms()
+        return [(json.dumps({**line, "emittedAtMs": stamp}) + "\n").encode() for line in lines]
 
 
 class FakeAppServer:
