@@ -79,6 +79,11 @@ _TOOL_CALL = "item/tool/call"
 _REPORTED_CATEGORIES = frozenset({TURN_FAILED, TURN_CANCELLED, TURN_INPUT_REQUIRED})
 
 _LOUD_STDERR = re.compile(r"\b(error|warn|warning|panic|panicked|fatal)\b", re.IGNORECASE)
+# Codex colours its log lines even into a pipe; colour codes would hide the words above.
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# Frames of a Rust backtrace (`Stack backtrace:`, `  3: <unknown>`, `at src/x.rs:1`) say
+# nothing to an operator; an exit error quotes the lines before them.
+_BACKTRACE_LINE = re.compile(r"^(stack backtrace:|\s*\d+: |\s+at )", re.IGNORECASE)
 
 Message = dict[str, Any]
 
@@ -491,7 +496,8 @@ class AppServerSession:
         self._fail(failure)
 
     def _exit_failure(self, returncode: int | None) -> AgentError:
-        tail = list(self._stderr_tail)[-_STDERR_LINES_IN_ERRORS:]
+        meaningful = [line for line in self._stderr_tail if not _BACKTRACE_LINE.match(line)]
+        tail = meaningful[-_STDERR_LINES_IN_ERRORS:]
         stderr = _truncate(f"; stderr: {' | '.join(tail)}", 1000) if tail else ""
         if returncode == 127:
             return AgentError(
@@ -538,7 +544,7 @@ class AppServerSession:
             self._logger.debug("agent_stderr_read_failed", error=repr(exc))
 
     def _stderr_line(self, raw: bytes) -> None:
-        text = raw.decode("utf-8", "replace").rstrip()
+        text = _ANSI_ESCAPE.sub("", raw.decode("utf-8", "replace")).rstrip()
         if not text:
             return
         text = _truncate(text, _STDERR_LINE_CHARS)

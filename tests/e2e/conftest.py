@@ -1,0 +1,133 @@
+"""Fixtures for the end-to-end tests that drive the real `codex app-server` binary.
+
+The binary comes from `npm ci --prefix tests/e2e` (pinned in `tests/e2e/package-lock.json`).
+Without it these tests skip, except under CI (`CI` set), where a missing binary fails them so
+that they can never be skipped silently. Each test gets its own `CODEX_HOME` outside /tmp (codex
+refuses to put its helper binaries under a temporary folder), an environment free of the
+machine's OpenAI/Codex settings, and a check that no codex process outlives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+E2E_DIR = Path(__file__).resolve().parent
+REPO_ROOT = E2E_DIR.parents[1]
+CODEX_BIN = E2E_DIR / "node_modules" / ".bin" / "codex"
+SCRATCH_ROOT = REPO_ROOT / ".pytest-tmp" / "e2e"
+
+CODEX_MISSING = (
+    f"the real codex binary is not installed at {CODEX_BIN}; "
+    "run `npm ci --prefix tests/e2e` to install the pinned @openai/codex"
+)
+
+
+def codex_command(base_url: str, *, wire_api: str = "responses", codex: Path = CODEX_BIN) -> str:
+    """The `codex.command` that runs the real app-server against a fake model at `base_url`.
+
+    The result is a shell command line for `bash -lc`; every argument is quoted.
+    """
+    overrides = {
+        "model_provider": '"fake"',
+        "model": '"fake-model"',
+        "model_providers.fake.name": '"fake"',
+        "model_providers.fake.base_url": f'"{base_url}"',
+        "model_providers.fake.wire_api": f'"{wire_api}"',
+        "model_providers.fake.request_max_retries": "0",
+        "model_providers.fake.stream_max_retries": "0",
+        "model_providers.fake.stream_idle_timeout_ms": "60000",
+        "features.plugins": "false",
+    }
+    args = [str(codex), "app-server"]
+    for key, value in overrides.items():
+        args += ["-c", f"{key}={value}"]
+    return shlex.join(args)
+
+
+def codex_environment(codex_home: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The daemon's environment: the machine's, without OpenAI/Codex settings, plus a home."""
+    source = os.environ if base is None else base
+    env = {
+        name: value for name, value in source.items() if not name.startswith(("OPENAI_", "CODEX_"))
+    }
+    env["CODEX_HOME"] = str(codex_home)
+    env["RUST_LOG"] = "warn"
+    return env
+
+
+@dataclass(frozen=True, slots=True)
+class AgentProcess:
+    pid: int
+    pgid: int
+    command: str
+
+
+def processes_using(codex_home: Path) -> list[AgentProcess]:
+    """Live processes whose environment names `codex_home` as CODEX_HOME.
+
+    That is codex itself, and whatever it spawned: shell-snapshot helpers (which codex starts
+    in a session of their own), sandboxed commands.
+    """
+    marker = f"CODEX_HOME={codex_home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if fields[0] != "Z" and marker in environ.split(b"\0"):
+            found.append(AgentProcess(int(entry.name), int(fields[2]), command.strip()))
+    return found
+
+
+@pytest.fixture
+def codex_bin() -> Path:
+    """The real codex binary; skips (or fails under CI) when it is not installed."""
+    if not os.access(CODEX_BIN, os.X_OK):
+        if os.environ.get("CI"):
+            pytest.fail(f"{CODEX_MISSING} (CI is set, so this is a failure, not a skip)")
+        pytest.skip(CODEX_MISSING)
+    return CODEX_BIN
+
+
+@pytest.fixture
+def codex_home(codex_bin: Path) -> Iterator[Path]:
+    """A fresh CODEX_HOME for one test; fails the test if a codex process outlives it."""
+    home = SCRATCH_ROOT / f"codex-home-{uuid.uuid4().hex[:12]}"
+    home.mkdir(parents=True)
+    yield home
+    # Codex's own short-lived helpers may still be finishing; they get a bounded while.
+    leftovers = _wait_for_no_processes(home, timeout_s=10.0)
+    for process in leftovers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+    shutil.rmtree(home, ignore_errors=True)
+    if leftovers:
+        pytest.fail(f"codex processes outlived the test: {leftovers}")
+
+
+@pytest.fixture
+def codex_env(codex_home: Path) -> dict[str, str]:
+    return codex_environment(codex_home)
+
+
+def _wait_for_no_processes(home: Path, timeout_s: float) -> list[AgentProcess]:
+    deadline = time.monotonic() + timeout_s
+    while (pids := processes_using(home)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pids
