@@ -410,3 +410,24 @@ async def test_handed_off_ticket_moved_to_done_later_has_its_workspace_removed(
         assert not run.orchestrator.state.kept_workspaces
     finally:
         await run.stop()
+
+
+@pytest.mark.parametrize(
+    ("scenario", "reason"),
+    [("input", "turn_input_required"), ("fail", "turn_failed"), ("malformed", None)],
+)
+async def test_misbehaving_agent_ends_its_attempt_with_a_clear_reason(
+    board: Board, scenario: str, reason: str | None
+) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow()
+    run = start(board, scenario_env(scenario), watch=False)
+    try:
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.retry_attempts)
+        retry = run.orchestrator.state.retry_attempts["ABC-1"]
+    finally:
+        await run.stop()
+    if reason is None:  # garbage and an 11 MB line are survived: the turn completes
+        assert retry.kind.value == "continuation"
+    else:
+        assert retry.kind.value == "failure" and reason in (retry.error or "")
