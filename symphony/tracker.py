@@ -111,7 +111,7 @@ def available_kinds() -> list[str]:
     import adapters
 
     root = Path(adapters.__file__).parent
-    return sorted(p.parent.name for p in root.glob("*/__init__.py"))
+    return sorted(p.parent.name for p in root.glob("*/__init__.py") if _KIND.match(p.parent.name))
 
 
 def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:

@@ -1,0 +1,303 @@
+"""The HTTP client every tracker adapter uses: timeouts, bounded retries, rate limits, errors.
+
+- Transport failures and 5xx answers are retried a bounded number of times with exponential
+  backoff (tenacity); what still fails becomes `tracker_request` / `tracker_status`.
+- Rate limits are read from the provider's headers. A limited answer (429, or 403 with no
+  remaining quota) blocks the client until the provider's reset time or `Retry-After`: calls made
+  before then fail at once with `tracker_rate_limited` and spend nothing.
+- Conditional GETs (`ETag` / `If-None-Match`) let an unchanged resource cost no quota where the
+  provider supports it; a 304 returns the cached body.
+- Error messages name the provider, the status and the provider's own message, never a
+  request header, so a credential cannot leak through them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from symphony.tracker import (
+    TRACKER_RATE_LIMITED,
+    TRACKER_REQUEST,
+    TRACKER_RESPONSE,
+    TRACKER_STATUS,
+    TrackerError,
+)
+
+DEFAULT_WAIT_S = 60.0
+"""How long to stay away after a limited answer that names no reset time."""
+
+_RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitHeaders:
+    """Where a provider reports its quota. `reset` is epoch seconds unless `reset_is_delta`."""
+
+    remaining: str | None = "x-ratelimit-remaining"
+    reset: str | None = "x-ratelimit-reset"
+    reset_is_delta: bool = False
+    reset_in_ms: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    headers: httpx.Headers
+    body: Any
+    """Decoded JSON (None for an empty body)."""
+    url: str
+
+
+@dataclass(slots=True)
+class Quota:
+    """What the provider last said about the quota, and what this client has spent."""
+
+    remaining: int | None = None
+    reset_at: float | None = None
+    requests: int = 0
+    not_modified: int = 0
+    blocked_until: float = 0.0
+
+
+class _Retryable(Exception):
+    def __init__(self, error: TrackerError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass
+class HttpClient:
+    provider: str
+    """Human name used in messages: `GitHub`, `Linear`, ..."""
+    base_url: str
+    headers: Mapping[str, str]
+    rate_limits: RateLimitHeaders = field(default_factory=RateLimitHeaders)
+    timeout_s: float = 30.0
+    attempts: int = 3
+    backoff_s: float = 0.5
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    transport: httpx.AsyncBaseTransport | None = None
+    quota: Quota = field(default_factory=Quota)
+    _client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
+    _etags: dict[str, tuple[str, Response]] = field(default_factory=dict, init=False, repr=False)
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json_body: Any = None,
+        conditional: bool = False,
+        ok: tuple[int, ...] = (200, 201, 204),
+    ) -> Response:
+        """Send one request (retried while transient) and return its decoded answer."""
+        now = self.clock()
+        if self.quota.blocked_until > now:
+            wait = self.quota.blocked_until - now
+            raise TrackerError(
+                TRACKER_RATE_LIMITED,
+                f"{self.provider} rate limit: waiting {wait:.0f}s more before the next request",
+                retry_after_s=wait,
+            )
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.attempts),
+            wait=wait_exponential(multiplier=self.backoff_s, max=8 * self.backoff_s),
+            retry=retry_if_exception_type(_Retryable),
+            sleep=self.sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return await self._send_once(method, url, params, json_body, conditional, ok)
+        except _Retryable as exc:
+            raise exc.error from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _send_once(
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, Any] | None,
+        json_body: Any,
+        conditional: bool,
+        ok: tuple[int, ...],
+    ) -> Response:
+        client = self._http()
+        cache_key = f"{url}?{sorted((params or {}).items())}"
+        headers: dict[str, str] = {}
+        cached = self._etags.get(cache_key) if conditional else None
+        if cached is not None:
+            headers["If-None-Match"] = cached[0]
+        try:
+            answer = await client.request(
+                method, url, params=params, json=json_body, headers=headers
+            )
+        except httpx.TransportError as exc:
+            raise _Retryable(
+                TrackerError(TRACKER_REQUEST, f"{self.provider} unreachable: {type(exc).__name__}")
+            ) from None
+        self.quota.requests += 1
+        self._note_quota(answer.headers)
+        if answer.status_code == 304 and cached is not None:
+            self.quota.not_modified += 1
+            return cached[1]
+        if self._is_rate_limited(answer):
+            raise self.rate_limited(answer.headers, _provider_message(answer))
+        if answer.status_code in _RETRYABLE_STATUSES:
+            raise _Retryable(self._status_error(answer))
+        if answer.status_code not in ok:
+            raise self._status_error(answer)
+        response = Response(
+            answer.status_code, answer.headers, _decode(answer, self.provider), str(answer.url)
+        )
+        etag = answer.headers.get("etag")
+        if conditional and etag:
+            self._etags[cache_key] = (etag, response)
+        return response
+
+    def rate_limited(self, headers: httpx.Headers, detail: str | None = None) -> TrackerError:
+        """Block the client until the provider's reset and describe it (also for GraphQL
+        errors that report a limit inside a 200 answer)."""
+        wait = self._wait_from(headers)
+        self.quota.blocked_until = max(self.quota.blocked_until, self.clock() + wait)
+        suffix = f": {detail}" if detail else ""
+        return TrackerError(
+            TRACKER_RATE_LIMITED,
+            f"{self.provider} rate limit reached; next request in {wait:.0f}s{suffix}",
+            retry_after_s=wait,
+        )
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    # Helpers
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url,
+                headers=dict(self.headers),
+                timeout=self.timeout_s,
+                transport=self.transport,
+                follow_redirects=True,
+            )
+        return self._client
+
+    def _note_quota(self, headers: httpx.Headers) -> None:
+        names = self.rate_limits
+        remaining = _number(headers.get(names.remaining)) if names.remaining else None
+        if remaining is not None:
+            self.quota.remaining = int(remaining)
+        reset = self._reset_at(headers)
+        if reset is not None:
+            self.quota.reset_at = reset
+
+    def _reset_at(self, headers: httpx.Headers) -> float | None:
+        names = self.rate_limits
+        value = _number(headers.get(names.reset)) if names.reset else None
+        if value is None:
+            return None
+        if names.reset_in_ms:
+            value /= 1000
+        return self.clock() + value if names.reset_is_delta else value
+
+    def _is_rate_limited(self, answer: httpx.Response) -> bool:
+        if answer.status_code == 429:
+            return True
+        if answer.status_code == 403:
+            names = self.rate_limits
+            remaining = _number(answer.headers.get(names.remaining)) if names.remaining else None
+            return remaining == 0 or "retry-after" in answer.headers
+        return False
+
+    def _wait_from(self, headers: httpx.Headers) -> float:
+        retry_after = headers.get("retry-after")
+        if retry_after is not None:
+            seconds = _number(retry_after)
+            if seconds is None:
+                parsed = email.utils.parsedate_to_datetime(retry_after) if retry_after else None
+                seconds = parsed.timestamp() - self.clock() if parsed is not None else None
+            if seconds is not None:
+                return max(seconds, 1.0)
+        reset = self._reset_at(headers)
+        if reset is not None:
+            return max(reset - self.clock(), 1.0)
+        return DEFAULT_WAIT_S
+
+    def _status_error(self, answer: httpx.Response) -> TrackerError:
+        status = answer.status_code
+        detail = _provider_message(answer)
+        if status == 401:
+            text = "authentication failed (401): check the token"
+        elif status == 403:
+            text = "forbidden (403): the token lacks access"
+        elif status == 404:
+            text = f"not found (404): {answer.request.url.path}"
+        else:
+            text = f"answered {status}"
+        suffix = f": {detail}" if detail else ""
+        return TrackerError(TRACKER_STATUS, f"{self.provider} {text}{suffix}")
+
+
+def _decode(answer: httpx.Response, provider: str) -> Any:
+    if not answer.content:
+        return None
+    try:
+        return answer.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise TrackerError(
+            TRACKER_RESPONSE,
+            f"{provider} answered {answer.status_code} with a body that is not JSON",
+        ) from None
+
+
+def _provider_message(answer: httpx.Response) -> str | None:
+    try:
+        body = answer.json()
+    except ValueError:
+        text = answer.text.strip()
+        return text[:200] or None
+    if isinstance(body, dict):
+        for key in ("message", "error_description", "error"):
+            value = body.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()[:200]
+    return None
+
+
+def _number(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value.strip())
+    except ValueError:
+        return None
+
+
+def next_link(headers: httpx.Headers) -> str | None:
+    """The `rel="next"` URL of an RFC 8288 `Link` header (GitHub, GitLab), if any."""
+    for part in headers.get("link", "").split(","):
+        url, _, params = part.partition(";")
+        if 'rel="next"' in params.replace(" ", ""):
+            link: str = url.strip().strip("<>")
+            return link
+    return None

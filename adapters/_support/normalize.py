@@ -1,0 +1,39 @@
+"""Turning provider values into the normalized Issue's field types."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Any
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    """An aware instant from an RFC 3339 string (or a datetime/date); None when unusable."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def as_int(value: Any) -> int | None:
+    """An integer, or None (booleans and non-integral floats are not integers)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
