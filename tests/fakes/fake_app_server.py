@@ -20,6 +20,8 @@ Run it as `python3 fake_app_server.py`. The environment picks the behaviour:
 - `FAKE_AGENT_STREAM_RATE`: lines per second `stream` writes, one write per line;
   0 (the default) writes `FAKE_AGENT_STREAM_LINES` (default 10000) as fast as the pipe takes
   them. Either way the lines are built before the turn starts, so writing costs the fake little.
+- `FAKE_AGENT_STREAM_TICK_MS`: when paced, write at most once per this many ms, batching the
+  lines that fell due meanwhile (default 0: one write per line).
 - `FAKE_AGENT_STDERR_JSON=1`: `complete` also prints a protocol-looking failure to stderr.
 - `FAKE_AGENT_IGNORE_EOF=1`, `FAKE_AGENT_IGNORE_SIGTERM=1`, `FAKE_AGENT_SPAWN_CHILD=1`: make
   `hang` as stubborn as a wedged agent (keeps running after stdin closes, ignores SIGTERM,
@@ -31,6 +33,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -482,24 +485,46 @@ class Turn:
                 "item": {"type": "commandExecution", "id": item_id, "command": "pytest -q"},
             },
         )
-        out = sys.stdout.buffer
         if rate <= 0:
-            out.write(blob)
-            out.flush()
+            sys.stdout.buffer.write(blob)
+            sys.stdout.buffer.flush()
         else:
             ends = list(itertools.accumulate(len(cycle[n % len(cycle)]) for n in range(count)))
-            began = time.monotonic()
-            sent = 0
-            while sent < count:
-                due = min(count, int((time.monotonic() - began) * rate) + 1)
-                if due > sent:
-                    out.write(blob[ends[sent - 1] if sent else 0 : ends[due - 1]])
-                    out.flush()
-                    sent = due
-                time.sleep(max(0.0, began + sent / rate - time.monotonic()))
+            if not self.paced_write(blob, ends, rate):
+                self.finish("interrupted")
+                return
         self.agent_message("streamed")
         self.usage(300, 80)
         self.finish()
+
+    def paced_write(self, blob: bytes, ends: list[int], rate: float) -> bool:
+        """Write the lines of `blob` (line n ends at `ends[n]`) at `rate` per second; False when
+        the client interrupted the turn meanwhile (answered here, as codex does)."""
+        tick_s = int(os.environ.get("FAKE_AGENT_STREAM_TICK_MS", "0")) / 1000
+        out = sys.stdout.buffer
+        began = time.monotonic()
+        sent = 0
+        while sent < len(ends):
+            wrote_at = time.monotonic()
+            due = min(len(ends), int((wrote_at - began) * rate) + 1)
+            if due > sent:
+                out.write(blob[ends[sent - 1] if sent else 0 : ends[due - 1]])
+                out.flush()
+                sent = due
+            wake = max(began + sent / rate, wrote_at + tick_s)
+            # Waiting on stdin rather than sleeping keeps the stream interruptible.
+            readable, _, _ = select.select([sys.stdin], [], [], max(0.0, wake - time.monotonic()))
+            if readable:
+                held, self.io.held = self.io.held, deque()  # what is readable is new input
+                message = self.io.read()
+                self.io.held = held
+                if message is None:
+                    at_eof()
+                if message.get("method") == "turn/interrupt":
+                    self.io.respond(message.get("id"), {})
+                    return False
+                self.io.held.append(message)
+        return True
 
     def stream_cycle(self, item_id: str) -> list[bytes]:
         """A repeating mix of what a busy codex turn streams: message, reasoning and command
