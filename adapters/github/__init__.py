@@ -1,0 +1,44 @@
+"""The `github` tracker kind: repository issues with label states, or a Projects v2 board.
+
+Profile (the full table is in SPEC.md, section "Adapter profile: `github`"):
+- `tracker.provider`: exactly one of `repository: owner/name` (label scope) or
+  `project: {owner, number, owner_type: organization|user}` (Projects v2 scope); `token`
+  (default `$GITHUB_TOKEN`); `api_url` (default `https://api.github.com`; Enterprise Server
+  `https://HOST/api/v3`); `graphql_url` (default derived: `<api_url>/graphql`, or
+  `https://HOST/api/graphql` when `api_url` ends in `/api/v3`); label scope only:
+  `state_labels` (state -> label, default `status:<kebab-case state>`), `state_label_prefix`
+  (default `status:`), `closed_state` (default `Done`), `closed_page_limit` (default 10);
+  both: `priority_labels` (label -> integer).
+- Label scope: `id` is the issue number as text, `identifier` is `owner/name#number`; the state
+  is `closed_state` for a closed issue, else the state whose label it carries; pull requests are
+  skipped; an open `blocked_by` dependency makes an issue not dispatchable. Reads are conditional
+  GETs, so an unchanged board costs no rate-limit quota.
+- Projects v2 scope: `id` is the project item id; the state is the `Status` option name; only
+  open issue items are dispatchable; pull requests, drafts and archived items are skipped.
+- Tools: `github_move_issue`, `github_add_comment`, `github_link_pull_request`,
+  `github_graphql` (read-only).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from adapters.github.config import parse_config
+from adapters.github.tracker import GitHubTracker
+
+if TYPE_CHECKING:
+    from symphony.config import TrackerSettings
+    from symphony.tracker import Tracker, TrackerContext
+
+DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
+DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done",)
+
+__all__ = ["DEFAULT_ACTIVE_STATES", "DEFAULT_TERMINAL_STATES", "GitHubTracker", "create_tracker"]
+
+
+def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
+    """A GitHub tracker; raises `invalid_tracker_config` / `missing_tracker_secret`."""
+    config = parse_config(
+        settings.provider, context.environ, settings.active_states, settings.terminal_states
+    )
+    return GitHubTracker(config)

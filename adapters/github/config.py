@@ -1,0 +1,230 @@
+"""Reading `tracker.provider` for the `github` kind into a validated, frozen `GitHubConfig`.
+
+Two scopes: repository issues whose workflow state is a label (`repository`), or the items of a
+Projects v2 board whose state is its `Status` field (`project`). Exactly one must be given.
+Every error is `invalid_tracker_config` (or `missing_tracker_secret` for the token) and names
+the key, never the token.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from adapters._support.normalize import as_int
+from adapters._support.provider import Secret, provider_secret, provider_str
+from symphony.issue import normalize_state
+from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
+
+DEFAULT_API_URL = "https://api.github.com"
+DEFAULT_TOKEN_ENV = "GITHUB_TOKEN"
+DEFAULT_CLOSED_STATE = "Done"
+DEFAULT_LABEL_PREFIX = "status:"
+STATUS_FIELD = "Status"
+
+_REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+
+
+def default_label(state: str, prefix: str = DEFAULT_LABEL_PREFIX) -> str:
+    """`In Progress` -> `status:in-progress`: lower-cased, runs of blanks become one `-`."""
+    return prefix + "-".join(state.strip().lower().split())
+
+
+def graphql_url_for(api_url: str) -> str:
+    """GitHub.com serves GraphQL at `<api>/graphql`; Enterprise Server serves REST at
+    `https://host/api/v3` and GraphQL at `https://host/api/graphql`."""
+    base = api_url.rstrip("/")
+    if base.endswith("/api/v3"):
+        return base[: -len("/v3")] + "/graphql"
+    return base + "/graphql"
+
+
+@dataclass(frozen=True, slots=True)
+class StateLabels:
+    """The two-way map between workflow state names and the labels that carry them."""
+
+    by_state: Mapping[str, str]
+    """normalized state name -> label (as configured, or derived)."""
+    spelling: Mapping[str, str]
+    """normalized state name -> the state's configured spelling."""
+    precedence: tuple[str, ...]
+    """normalized state names in the order an issue carrying several state labels resolves."""
+    prefix: str
+
+    def label_for(self, state: str) -> str:
+        return self.by_state.get(normalize_state(state)) or default_label(state, self.prefix)
+
+    def state_of(self, labels: Sequence[str]) -> str | None:
+        """The state an open issue's labels give it, or None when it carries no state label.
+
+        Configured states win, in precedence order (terminal before active, so an issue marked
+        both `done` and `todo` is not worked on). A label with the state prefix that no
+        configured state uses is itself the state name (e.g. `status:blocked`), so a ticket an
+        agent moved to an unconfigured hand-off state still has a state.
+        """
+        lowered = {label.strip().lower(): label.strip() for label in labels}
+        for state in self.precedence:
+            if self.by_state[state].lower() in lowered:
+                return self.spelling[state]
+        for key, label in lowered.items():
+            if self.prefix and key.startswith(self.prefix.lower()):
+                return label
+        return None
+
+    def is_state_label(self, label: str) -> bool:
+        key = label.strip().lower()
+        known = {value.lower() for value in self.by_state.values()}
+        return key in known or bool(self.prefix and key.startswith(self.prefix.lower()))
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectRef:
+    owner: str
+    number: int
+    owner_type: Literal["organization", "user"]
+
+
+@dataclass(frozen=True, slots=True)
+class GitHubConfig:
+    api_url: str
+    graphql_url: str
+    token: Secret
+    repository: str | None
+    project: ProjectRef | None
+    closed_state: str
+    state_labels: StateLabels
+    priority_labels: Mapping[str, int]
+    closed_page_limit: int
+
+    @property
+    def web_host(self) -> str:
+        """Host of issue and pull-request pages: github.com, or the Enterprise host itself."""
+        host = urlsplit(self.api_url).hostname or "github.com"
+        return "github.com" if host == "api.github.com" else host
+
+
+def parse_config(
+    provider: Mapping[str, Any],
+    environ: Mapping[str, str],
+    active_states: Sequence[str],
+    terminal_states: Sequence[str],
+) -> GitHubConfig:
+    """Validate `tracker.provider`; raises `TrackerError` with the offending key named."""
+    api_url = (provider_str(provider, "api_url", default=DEFAULT_API_URL) or "").rstrip("/")
+    parts = urlsplit(api_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise _invalid("tracker.provider.api_url must be an http(s) URL such as " + DEFAULT_API_URL)
+    graphql_url = provider_str(provider, "graphql_url") or graphql_url_for(api_url)
+
+    repository = provider_str(provider, "repository")
+    project = _project(provider.get("project"))
+    if (repository is None) == (project is None):
+        raise _invalid(
+            "tracker.provider needs exactly one scope: `repository: owner/name` (label states) "
+            "or `project: {owner, number, owner_type}` (Projects v2 Status field)"
+        )
+    if repository is not None and not _REPOSITORY.match(repository):
+        raise _invalid(f"tracker.provider.repository must look like owner/name, got {repository!r}")
+
+    closed_state = provider_str(provider, "closed_state", default=DEFAULT_CLOSED_STATE)
+    assert closed_state is not None
+    prefix = provider.get("state_label_prefix", DEFAULT_LABEL_PREFIX)
+    if not isinstance(prefix, str):
+        raise _invalid("tracker.provider.state_label_prefix must be a string (may be empty)")
+    state_labels = _state_labels(
+        provider.get("state_labels"), prefix, active_states, terminal_states, closed_state
+    )
+    limit = as_int(provider.get("closed_page_limit", 10))
+    if limit is None or limit < 1:
+        raise _invalid("tracker.provider.closed_page_limit must be a positive integer")
+    return GitHubConfig(
+        api_url=api_url,
+        graphql_url=graphql_url,
+        token=provider_secret(provider, "token", DEFAULT_TOKEN_ENV, environ),
+        repository=repository,
+        project=project,
+        closed_state=closed_state,
+        state_labels=state_labels,
+        priority_labels=_priority_labels(provider.get("priority_labels")),
+        closed_page_limit=limit,
+    )
+
+
+def _project(value: Any) -> ProjectRef | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _invalid("tracker.provider.project must be a map {owner, number, owner_type}")
+    owner = value.get("owner")
+    if not isinstance(owner, str) or not _LOGIN.match(owner.strip()):
+        raise _invalid("tracker.provider.project.owner must be a user or organization login")
+    number = as_int(value.get("number"))
+    if isinstance(value.get("number"), str) and value["number"].strip().isdigit():
+        number = int(value["number"])
+    if number is None or number < 1:
+        raise _invalid("tracker.provider.project.number must be a positive integer")
+    owner_type = value.get("owner_type", "organization")
+    if owner_type not in ("organization", "user"):
+        raise _invalid("tracker.provider.project.owner_type must be `organization` or `user`")
+    return ProjectRef(owner.strip(), number, owner_type)
+
+
+def _state_labels(
+    value: Any,
+    prefix: str,
+    active: Sequence[str],
+    terminal: Sequence[str],
+    closed_state: str,
+) -> StateLabels:
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise _invalid('tracker.provider.state_labels must be a map like {"Todo": "status:todo"}')
+    by_state: dict[str, str] = {}
+    spelling: dict[str, str] = {}
+    for state, label in value.items():
+        if not isinstance(state, str) or not state.strip():
+            raise _invalid("tracker.provider.state_labels keys must be state names")
+        if not isinstance(label, str) or not label.strip() or "," in label:
+            raise _invalid(
+                f"tracker.provider.state_labels.{state} must be a label name without commas"
+            )
+        by_state[normalize_state(state)] = label.strip()
+        spelling[normalize_state(state)] = state.strip()
+    closed = normalize_state(closed_state)
+    order: list[str] = []
+    for state in [*terminal, *value, *active]:
+        key = normalize_state(state)
+        if key in order or (key == closed and key not in by_state):
+            # The closed state is read from the issue's open/closed flag, not from a label,
+            # unless a label was configured for it explicitly.
+            continue
+        by_state.setdefault(key, default_label(state, prefix))
+        spelling.setdefault(key, state.strip())
+        order.append(key)
+    labels = [label.lower() for label in by_state.values()]
+    if len(set(labels)) != len(labels):
+        raise _invalid("tracker.provider.state_labels maps two states to the same label")
+    return StateLabels(by_state, spelling, tuple(order), prefix)
+
+
+def _priority_labels(value: Any) -> Mapping[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _invalid('tracker.provider.priority_labels must be a map like {"p1": 1}')
+    result: dict[str, int] = {}
+    for label, priority in value.items():
+        number = as_int(priority)
+        if not isinstance(label, str) or not label.strip() or number is None:
+            raise _invalid("tracker.provider.priority_labels maps label names to integers")
+        result[label.strip().lower()] = number
+    return result
+
+
+def _invalid(message: str) -> TrackerError:
+    return TrackerError(INVALID_TRACKER_CONFIG, message)

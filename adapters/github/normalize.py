@@ -1,0 +1,176 @@
+"""GitHub issue payloads (REST objects and GraphQL `Issue` nodes) to normalized `Issue`s.
+
+`Malformed` marks a record that cannot become an Issue (no number, title or state): state reads
+skip it, id refreshes fail on it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from adapters._support.normalize import as_int, parse_timestamp, text_or_none
+from adapters.github.config import GitHubConfig
+from symphony.issue import BlockerRef, Issue, normalize_labels
+
+_REPO_IN_URL = re.compile(r"/repos/([^/]+/[^/]+)/?$")
+_REPO_IN_HTML = re.compile(r"^https?://[^/]+/([^/]+/[^/]+)/(?:issues|pull)/\d+")
+
+
+class Malformed(Exception):
+    """A provider record that cannot become an Issue; the message says why."""
+
+
+def identifier(repository: str, number: int) -> str:
+    """GitHub's own cross-repository reference form, unique across repositories."""
+    return f"{repository}#{number}"
+
+
+def repository_of(item: Mapping[str, Any]) -> str | None:
+    """`owner/name` of a REST issue, from `repository_url` or else `html_url`."""
+    for key, pattern in (("repository_url", _REPO_IN_URL), ("html_url", _REPO_IN_HTML)):
+        value = item.get(key)
+        if isinstance(value, str) and (match := pattern.search(value)):
+            return match.group(1)
+    return None
+
+
+def label_names(raw: Any) -> list[str]:
+    """Label names from REST (`[{name}]` or `["name"]`) or GraphQL (`{nodes: [{name}]}`)."""
+    if isinstance(raw, Mapping):
+        raw = raw.get("nodes")
+    if not isinstance(raw, list):
+        return []
+    names = (entry.get("name") if isinstance(entry, Mapping) else entry for entry in raw)
+    return [name for name in names if isinstance(name, str)]
+
+
+def priority_of(labels: Sequence[str], config: GitHubConfig) -> int | None:
+    """The best (lowest) priority among the issue's priority labels."""
+    found = [config.priority_labels[label] for label in labels if label in config.priority_labels]
+    return min(found) if found else None
+
+
+def rest_state(item: Mapping[str, Any], config: GitHubConfig) -> str | None:
+    """The workflow state of a REST issue in the label scope: closed -> `closed_state`;
+    open -> its state label; None when open without one (outside the scope)."""
+    if item.get("state") == "closed":
+        return config.closed_state
+    return config.state_labels.state_of(label_names(item.get("labels")))
+
+
+def required(item: Any) -> tuple[int, str, str]:
+    """number, title and open/closed flag, or `Malformed`."""
+    if not isinstance(item, Mapping):
+        raise Malformed("issue record is not an object")
+    number = as_int(item.get("number"))
+    if number is None or number < 1:
+        raise Malformed("issue has no number")
+    title = item.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise Malformed(f"issue #{number} has no title")
+    flag = item.get("state")
+    if flag not in ("open", "closed"):
+        raise Malformed(f"issue #{number} has no open/closed state")
+    return number, title, flag
+
+
+def rest_issue(
+    item: Mapping[str, Any],
+    config: GitHubConfig,
+    state: str,
+    blockers: Sequence[BlockerRef] = (),
+) -> Issue:
+    """A label-scope Issue. `id` is the issue number as text (stable within the repository)."""
+    number, title, _ = required(item)
+    repository = config.repository or repository_of(item) or ""
+    labels = normalize_labels(label_names(item.get("labels")))
+    assignee = item.get("assignee")
+    node_id = text_or_none(item.get("node_id"))
+    return Issue(
+        id=str(number),
+        identifier=identifier(repository, number),
+        title=title.strip(),
+        state=state,
+        dispatchable=not any(_open_blocker(b, config) for b in blockers),
+        description=text_or_none(item.get("body")),
+        priority=priority_of(labels, config),
+        url=text_or_none(item.get("html_url")),
+        assignee_id=text_or_none(assignee.get("login")) if isinstance(assignee, Mapping) else None,
+        labels=labels,
+        blocked_by=tuple(blockers),
+        created_at=parse_timestamp(item.get("created_at")),
+        updated_at=parse_timestamp(item.get("updated_at")),
+        native_ref={"repository": repository, "number": number, "node_id": node_id},
+    )
+
+
+def rest_blocker(item: Any, config: GitHubConfig) -> BlockerRef | None:
+    """A blocker ref from a `blocked_by` entry; None when unusable (best-effort list)."""
+    try:
+        number, _, flag = required(item)
+    except Malformed:
+        return None
+    repository = repository_of(item)
+    if repository is None:
+        return None
+    same = repository.lower() == (config.repository or "").lower()
+    state = rest_state(item, config) if same else None
+    if state is None:
+        # Outside our label scheme only GitHub's own flag is known; keep it so an open
+        # blocker still blocks.
+        state = config.closed_state if flag == "closed" else "open"
+    return BlockerRef(
+        id=str(number) if same else text_or_none(item.get("node_id")),
+        identifier=identifier(repository, number),
+        state=state,
+    )
+
+
+def _open_blocker(blocker: BlockerRef, config: GitHubConfig) -> bool:
+    return (blocker.state or "").strip().lower() != config.closed_state.strip().lower()
+
+
+def graphql_issue(
+    content: Mapping[str, Any],
+    config: GitHubConfig,
+    *,
+    item_id: str,
+    state: str,
+) -> Issue:
+    """A project-scope Issue from a ProjectV2Item's `content` Issue: `id` is the item id."""
+    number = as_int(content.get("number"))
+    title = content.get("title")
+    repo = content.get("repository")
+    repository = repo.get("nameWithOwner") if isinstance(repo, Mapping) else None
+    if number is None or not isinstance(title, str) or not title.strip():
+        raise Malformed(f"project item {item_id} has an issue without number or title")
+    if not isinstance(repository, str) or "/" not in repository:
+        raise Malformed(f"project item {item_id} has an issue without a repository")
+    labels = normalize_labels(label_names(content.get("labels")))
+    assignees = content.get("assignees")
+    nodes = assignees.get("nodes") if isinstance(assignees, Mapping) else None
+    logins = [n.get("login") for n in nodes or [] if isinstance(n, Mapping)]
+    return Issue(
+        id=item_id,
+        identifier=identifier(repository, number),
+        title=title.strip(),
+        state=state,
+        # Projects v2 carry no blocker data in this schema version; a closed issue whose card
+        # was not moved must not be worked on.
+        dispatchable=content.get("issueState") == "OPEN",
+        description=text_or_none(content.get("body")),
+        priority=priority_of(labels, config),
+        url=text_or_none(content.get("url")),
+        assignee_id=next((x for x in logins if isinstance(x, str)), None),
+        labels=labels,
+        created_at=parse_timestamp(content.get("createdAt")),
+        updated_at=parse_timestamp(content.get("updatedAt")),
+        native_ref={
+            "repository": repository,
+            "number": number,
+            "node_id": text_or_none(content.get("id")),
+            "project_item_id": item_id,
+        },
+    )

@@ -1,0 +1,223 @@
+"""Label scope: the issues of one repository, whose workflow state is a label.
+
+Reads are REST and conditional: the shared client sends `If-None-Match` with the ETag of the
+previous answer to the same URL, and GitHub answers an unchanged page with 304, which does not
+count against the rate limit. That makes one request per active state per poll free while the
+board is still, so the state list is read one label at a time (`labels=<state label>`) rather
+than as all open issues: a change to an unrelated open issue then invalidates no cached page,
+and a large repository does not cost one page per 100 open issues on every change.
+
+Refresh by id uses one conditional `GET /issues/{number}` per id, in sequence: a 304 costs
+nothing, whereas one batched GraphQL `nodes(ids:)` would cost a point on every tick (GraphQL has
+no conditional requests), and GitHub asks clients to send requests serially.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import structlog
+
+from adapters._support.http import HttpClient, next_link
+from adapters._support.normalize import as_int
+from adapters.github.config import GitHubConfig
+from adapters.github.normalize import (
+    Malformed,
+    label_names,
+    repository_of,
+    required,
+    rest_blocker,
+    rest_issue,
+    rest_state,
+)
+from adapters.github.tools import INVALID_ARGUMENTS
+from symphony.issue import BlockerRef, Issue, normalize_state
+from symphony.tools import ToolResult
+from symphony.tracker import TRACKER_PAGINATION, TRACKER_RESPONSE, TrackerError
+
+log = structlog.get_logger(__name__)
+
+PER_PAGE = 100
+MAX_PAGES = 100
+"""Guards against a `next` link that never ends (10,000 issues per state label)."""
+MAX_LABEL_CHARS = 50  # GitHub refuses longer label names
+
+
+class RepositoryScope:
+    def __init__(self, http: HttpClient, config: GitHubConfig) -> None:
+        assert config.repository is not None
+        self.http = http
+        self.config = config
+        self.repository = config.repository
+        self._path = f"/repos/{config.repository}/issues"
+        self._reported: dict[str, str] = {}
+
+    # Reads
+
+    async def by_states(self, states: Sequence[str]) -> list[Issue]:
+        wanted = {normalize_state(s): s for s in states}
+        closed = normalize_state(self.config.closed_state)
+        found: dict[str, Issue] = {}
+        skipped: dict[str, str] = {}
+        for key, state in wanted.items():
+            items: list[Any] = []
+            if key == closed:
+                # Closed issues are many and only matter for startup cleanup: newest first,
+                # up to `closed_page_limit` pages.
+                params = {"state": "closed", "sort": "updated", "direction": "desc"}
+                items += await self._list(params, self.config.closed_page_limit)
+            if key != closed or key in self.config.state_labels.by_state:
+                label = self.config.state_labels.label_for(state)
+                items += await self._list({"state": "open", "labels": label}, MAX_PAGES)
+            for item in items:
+                if isinstance(item, Mapping) and "pull_request" in item:
+                    continue  # the issues endpoint also lists pull requests
+                try:
+                    number, _, _ = required(item)
+                except Malformed as exc:
+                    skipped[_record_key(item)] = str(exc)
+                    continue
+                actual = rest_state(item, self.config)
+                if actual is None or normalize_state(actual) not in wanted:
+                    continue  # e.g. also carries a state label that takes precedence
+                if str(number) not in found:
+                    found[str(number)] = await self._issue(item, actual)
+        self._report(skipped)
+        return list(found.values())
+
+    async def by_ids(self, ids: Sequence[str]) -> list[Issue]:
+        result: list[Issue] = []
+        for issue_id in dict.fromkeys(ids):
+            # Ids are issue numbers; anything else was never an id of this scope.
+            if not issue_id.isdigit():
+                continue
+            response = await self.http.request(
+                "GET", f"{self._path}/{issue_id}", conditional=True, ok=(200, 404, 410)
+            )
+            if response.status != 200:
+                continue  # deleted (410), or gone from the token's view (404)
+            item = response.body
+            try:
+                required(item)
+            except Malformed as exc:
+                raise TrackerError(
+                    TRACKER_RESPONSE, f"GitHub issue {issue_id} in {self.repository}: {exc}"
+                ) from None
+            if "pull_request" in item:
+                continue
+            if (repository_of(item) or "").lower() != self.repository.lower():
+                continue  # transferred: GitHub redirected us to another repository
+            state = rest_state(item, self.config)
+            if state is None:
+                continue  # open without a state label: outside the scope
+            result.append(await self._issue(item, state))
+        return result
+
+    async def _issue(self, item: Mapping[str, Any], state: str) -> Issue:
+        return rest_issue(item, self.config, state, await self._blockers(item))
+
+    async def _blockers(self, item: Mapping[str, Any]) -> list[BlockerRef]:
+        summary = item.get("issue_dependencies_summary")
+        total = as_int(summary.get("total_blocked_by")) if isinstance(summary, Mapping) else None
+        if not total:
+            return []  # no request unless GitHub says there is something to list
+        url = f"{self._path}/{item['number']}/dependencies/blocked_by"
+        entries = await self._pages(url, {"per_page": PER_PAGE}, MAX_PAGES)
+        refs = (rest_blocker(entry, self.config) for entry in entries)
+        return [ref for ref in refs if ref is not None]
+
+    async def _list(self, params: Mapping[str, Any], page_limit: int) -> list[Any]:
+        return await self._pages(self._path, {**params, "per_page": PER_PAGE}, page_limit)
+
+    async def _pages(
+        self, url: str, params: Mapping[str, Any] | None, page_limit: int
+    ) -> list[Any]:
+        items: list[Any] = []
+        seen: set[str] = set()
+        for _ in range(page_limit):
+            response = await self.http.request("GET", url, params=params, conditional=True)
+            if not isinstance(response.body, list):
+                raise TrackerError(TRACKER_RESPONSE, f"GitHub {url} did not answer with a list")
+            items.extend(response.body)
+            following = next_link(response.headers)
+            if following is None:
+                break
+            if following in seen:
+                raise TrackerError(TRACKER_PAGINATION, f"GitHub {url} pagination loops")
+            seen.add(following)
+            # The next link carries every parameter (and may name /repositories/<id>/...).
+            url, params = following, None
+        return items
+
+    def _report(self, skipped: dict[str, str]) -> None:
+        for key, reason in skipped.items():
+            if self._reported.get(key) != reason:
+                log.warning("issue skipped", repository=self.repository, record=key, reason=reason)
+        for key in self._reported.keys() - skipped.keys():
+            log.info("issue readable again", repository=self.repository, record=key)
+        self._reported = skipped
+
+    # Tools
+
+    async def move(self, issue: Issue, number: int, state: str) -> ToolResult:
+        config = self.config
+        closing = normalize_state(state) == normalize_state(config.closed_state)
+        explicit = normalize_state(state) in config.state_labels.by_state
+        target = config.state_labels.label_for(state) if explicit or not closing else None
+        if target is not None and len(target) > MAX_LABEL_CHARS:
+            return ToolResult.failure(
+                INVALID_ARGUMENTS, f"label {target!r} for that state exceeds 50 characters"
+            )
+        path = f"{self._path}/{number}"
+        current = await self.http.request("GET", path, conditional=True)
+        try:
+            required(current.body)
+        except Malformed as exc:
+            raise TrackerError(TRACKER_RESPONSE, f"GitHub issue {number}: {exc}") from None
+        body: dict[str, Any] = current.body
+        previous = rest_state(body, config)
+        labels = label_names(body.get("labels"))
+        changed = False
+        if target is not None and target.lower() not in {n.lower() for n in labels}:
+            await self.http.request("POST", f"{path}/labels", json_body={"labels": [target]})
+            labels.append(target)
+            changed = True
+        # Remove the other state labels one by one rather than replacing the whole set, so a
+        # label a person adds meanwhile is not lost.
+        for name in list(labels):
+            if config.state_labels.is_state_label(name) and name.lower() != (target or "").lower():
+                await self.http.request(
+                    "DELETE", f"{path}/labels/{quote(name, safe='')}", ok=(200, 404)
+                )
+                labels.remove(name)
+                changed = True
+        flag = body["state"]
+        if closing != (flag == "closed"):
+            patch = (
+                {"state": "closed", "state_reason": "completed"} if closing else {"state": "open"}
+            )
+            await self.http.request("PATCH", path, json_body=patch)
+            flag = "closed" if closing else "open"
+            changed = True
+        log.info("issue moved", issue_identifier=issue.identifier, state=state, changed=changed)
+        return ToolResult(
+            True,
+            {
+                "identifier": issue.identifier,
+                "state": state,
+                "previous_state": previous,
+                "changed": changed,
+                "labels": labels,
+                "issue_state": flag,
+            },
+        )
+
+
+def _record_key(item: Any) -> str:
+    if isinstance(item, Mapping):
+        for key in ("html_url", "node_id", "url"):
+            if isinstance(item.get(key), str):
+                return str(item[key])
+    return repr(item)[:80]

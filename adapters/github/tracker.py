@@ -1,0 +1,163 @@
+"""`GitHubTracker`: the `Tracker` for GitHub, over one of two scopes (repository labels or a
+Projects v2 board), sharing one HTTP client, its quota counters and the agent tools.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import httpx
+import structlog
+
+from adapters._support.graphql import graphql
+from adapters._support.http import HttpClient, RateLimitHeaders
+from adapters.github import tools
+from adapters.github.config import GitHubConfig
+from adapters.github.project import ProjectScope, is_rate_limited
+from adapters.github.repository import RepositoryScope
+from symphony.issue import Issue
+from symphony.tools import ToolResult, ToolSpec
+from symphony.tracker import TrackerError
+
+log = structlog.get_logger(__name__)
+
+API_VERSION = "2022-11-28"
+
+
+class GitHubTracker:
+    def __init__(
+        self,
+        config: GitHubConfig,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+    ) -> None:
+        self.config = config
+        extra: dict[str, Any] = {}
+        if clock is not None:
+            extra["clock"] = clock
+        if sleep is not None:
+            extra["sleep"] = sleep
+        self.http = HttpClient(
+            provider="GitHub",
+            base_url=config.api_url,
+            headers={
+                "Authorization": f"Bearer {config.token.value}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": API_VERSION,
+                "User-Agent": "symphony",
+            },
+            rate_limits=RateLimitHeaders(),
+            transport=transport,
+            **extra,
+        )
+        self.scope: RepositoryScope | ProjectScope = (
+            RepositoryScope(self.http, config)
+            if config.repository is not None
+            else ProjectScope(self.http, config)
+        )
+
+    async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
+        if not states:
+            return []
+        return await self.scope.by_states(states)
+
+    async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
+        if not ids:
+            return []
+        return await self.scope.by_ids(ids)
+
+    def agent_tools(self) -> list[ToolSpec]:
+        if isinstance(self.scope, RepositoryScope):
+            scope = f"labels in {self.config.repository}"
+            states = (
+                f"Closing the issue is the state {self.config.closed_state!r}; other states "
+                "are labels (configured, or 'status:<state-name-in-kebab-case>')."
+            )
+        else:
+            project = self.config.project
+            assert project is not None
+            scope = f"the Status field of project {project.owner}/{project.number}"
+            states = "The state must be one of the Status field's options."
+        return tools.tool_specs(scope, states)
+
+    def secret_env_names(self) -> list[str]:
+        name = self.config.token.env_name
+        return [name] if name else []
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def execute_tool(self, name: str, arguments: Any, issue: Issue) -> ToolResult:
+        call = tools.parse_call(name, arguments, self.config.web_host)
+        if isinstance(call, ToolResult):
+            return call
+        try:
+            return await self._execute(call, issue)
+        except TrackerError as exc:
+            return ToolResult.failure(exc.category, exc.message)
+        except Exception as exc:  # a bug must cost one tool call, never the session
+            log.exception("github tool failed", tool=name, issue_identifier=issue.identifier)
+            return ToolResult.failure(tools.INTERNAL_ERROR, f"{name} failed: {type(exc).__name__}")
+
+    async def _execute(self, call: tools.ToolCall, issue: Issue) -> ToolResult:
+        if isinstance(call, tools.ReadQuery):
+            try:
+                data = await graphql(
+                    self.http,
+                    call.query,
+                    call.variables,
+                    path=self.config.graphql_url,
+                    is_rate_limited=is_rate_limited,
+                )
+            except TrackerError as exc:
+                category = tools.GRAPHQL_ERROR if exc.category == "tracker_response" else None
+                return ToolResult.failure(category or exc.category, exc.message)
+            return ToolResult(True, {"data": data})
+        target = self._target(issue)
+        if isinstance(target, ToolResult):
+            return target
+        repository, number = target
+        if isinstance(call, tools.MoveIssue):
+            if isinstance(self.scope, RepositoryScope):
+                return await self.scope.move(issue, number, call.state)
+            return await self.scope.move(issue, call.state)
+        if isinstance(call, tools.AddComment):
+            body, extra = call.body, {}
+        else:
+            body = f"Linked pull request: {call.url}"
+            extra = {"pull_request": call.url}
+        response = await self.http.request(
+            "POST", f"/repos/{repository}/issues/{number}/comments", json_body={"body": body}
+        )
+        answer = response.body if isinstance(response.body, dict) else {}
+        log.info("issue commented", issue_identifier=issue.identifier)
+        return ToolResult(
+            True,
+            {
+                "identifier": issue.identifier,
+                "commented": True,
+                "comment_id": answer.get("id"),
+                "comment_url": answer.get("html_url"),
+                **extra,
+            },
+        )
+
+    def _target(self, issue: Issue) -> tuple[str, int] | ToolResult:
+        """The session's own issue as (repository, number), checked against the scope."""
+        ref = issue.native_ref or {}
+        repository, number = ref.get("repository"), ref.get("number")
+        if not isinstance(repository, str) or not re.fullmatch(r"[^/\s]+/[^/\s]+", repository):
+            return ToolResult.failure(tools.NOT_IN_SCOPE, f"{issue.identifier} has no repository")
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            return ToolResult.failure(tools.NOT_IN_SCOPE, f"{issue.identifier} has no number")
+        if isinstance(self.scope, RepositoryScope) and (
+            repository.lower() != self.scope.repository.lower() or issue.id != str(number)
+        ):
+            return ToolResult.failure(
+                tools.NOT_IN_SCOPE, f"{issue.identifier} is not an issue of {self.scope.repository}"
+            )
+        return repository, number
