@@ -1,0 +1,36 @@
+"""The `linear` tracker kind: issues of one Linear project or team (see `adapters.linear.tracker`).
+
+Default states are the names of the workflow Linear gives a new team: `Todo` and `In Progress`
+are worked on; `Done`, `Canceled` (one L, Linear's spelling) and `Duplicate` end a ticket.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from adapters.linear.api import LinearApi
+from adapters.linear.config import LinearConfig, parse_config
+from adapters.linear.tracker import LinearTracker
+
+if TYPE_CHECKING:
+    from symphony.config import TrackerSettings
+    from symphony.tracker import Tracker, TrackerContext
+
+DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
+DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done", "Canceled", "Duplicate")
+
+__all__ = [
+    "DEFAULT_ACTIVE_STATES",
+    "DEFAULT_TERMINAL_STATES",
+    "LinearConfig",
+    "LinearTracker",
+    "create_tracker",
+]
+
+
+def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
+    """A tracker for `tracker.provider`; raises `invalid_tracker_config` or
+    `missing_tracker_secret` when it cannot be used. Makes no request."""
+    config = parse_config(settings.provider, context.environ)
+    api = LinearApi(config.endpoint, config.api_key.value)
+    return LinearTracker(config, api, settings.terminal_states)

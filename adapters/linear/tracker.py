@@ -1,0 +1,185 @@
+"""The `linear` tracker: issues of one Linear project or team, read over GraphQL.
+
+Profile (SPEC.md has the full table):
+- `tracker.provider`: exactly one of `project_slug` (a project's `slugId`) or `team_key`;
+  `api_key` (default `$LINEAR_API_KEY`, sent as `Authorization: <key>`); `endpoint` (default
+  `https://api.linear.app/graphql`); optional `assignee` (`me` or a user id).
+- Candidate reads filter by scope and exact state names server-side, page with Linear's cursors
+  (`PAGE_SIZE` per page, at most `MAX_PAGES`), keep the server's order (oldest first) and keep
+  the first sighting of an id. A refresh asks for up to `PAGE_SIZE` ids per request and omits
+  ids Linear no longer returns or that left the configured project/team.
+- `id` is Linear's issue UUID; `native_ref` holds team, state and project ids (no secrets).
+  Priority 0 ("no priority") becomes null; labels are lower-cased.
+- `dispatchable` is false while an issue is blocked (an inverse `blocks` relation) by an issue
+  that is neither in a configured terminal state nor of a finished Linear state type, and, when
+  `assignee` is set, unless the issue is assigned to that user.
+- State reads skip nodes lacking id, identifier, title or state name and log each once per
+  problem; a refresh fails with `tracker_response` instead, since omission means "gone".
+- Tools are in `adapters.linear.tools`; they never raise and never show the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from adapters.linear import queries, tools
+from adapters.linear.api import LinearApi
+from adapters.linear.config import ASSIGNEE_ME, LinearConfig
+from adapters.linear.normalize import Malformed, issue_from_node
+from symphony.issue import Issue, normalize_state
+from symphony.tools import ToolResult, ToolSpec
+from symphony.tracker import TRACKER_PAGINATION, TRACKER_RESPONSE, TrackerError
+
+log = structlog.get_logger(__name__)
+
+MAX_PAGES = 100
+"""A listing longer than this many pages (5,000 issues) is treated as a paging fault."""
+
+
+class LinearTracker:
+    """A `Tracker` over one Linear project or team."""
+
+    def __init__(
+        self, config: LinearConfig, api: LinearApi, terminal_states: Sequence[str]
+    ) -> None:
+        self.config = config
+        self.api = api
+        self._terminal = frozenset(normalize_state(s) for s in terminal_states)
+        self._assignee_id: str | None = None if config.assignee == ASSIGNEE_ME else config.assignee
+        # Malformed nodes already reported, with the reason: logged when they appear or their
+        # problem changes, not on every poll.
+        self._reported: dict[str, str] = {}
+
+    async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
+        if not states:
+            return []
+        assignee = await self._assignee()
+        scope: dict[str, Any]
+        if self.config.project_slug is not None:
+            query, scope = queries.PROJECT_ISSUES, {"slug": self.config.project_slug}
+        else:
+            query, scope = queries.TEAM_ISSUES, {"teamKey": self.config.team_key}
+        found: dict[str, Issue] = {}
+        problems: dict[str, str] = {}
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            variables = {**scope, "states": list(states), "first": queries.PAGE_SIZE}
+            data = await self.api.data(query, {**variables, "after": cursor})
+            connection = _connection(data)
+            for node in connection["nodes"]:
+                try:
+                    issue = self._issue(node, assignee)
+                except Malformed as bad:
+                    problems[bad.key] = bad.reason
+                    continue
+                # A page boundary can shift while we read; the first sighting keeps its place.
+                found.setdefault(issue.id, issue)
+            page = connection.get("pageInfo")
+            if not isinstance(page, Mapping) or page.get("hasNextPage") is not True:
+                break
+            following = page.get("endCursor")
+            if not isinstance(following, str) or not following or following == cursor:
+                raise TrackerError(
+                    TRACKER_PAGINATION,
+                    f"Linear said more issues follow in {self.config.scope} but gave no new cursor",
+                )
+            cursor = following
+        else:
+            raise TrackerError(
+                TRACKER_PAGINATION,
+                f"Linear listing of {self.config.scope} did not end within {MAX_PAGES} pages",
+            )
+        self._report(problems)
+        return list(found.values())
+
+    async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return []
+        assignee = await self._assignee()
+        issues: dict[str, Issue] = {}
+        for start in range(0, len(wanted), queries.PAGE_SIZE):
+            chunk = wanted[start : start + queries.PAGE_SIZE]
+            data = await self.api.data(queries.ISSUES_BY_ID, {"ids": chunk, "first": len(chunk)})
+            for node in _connection(data)["nodes"]:
+                try:
+                    issue = self._issue(node, assignee)
+                except Malformed as bad:
+                    raise TrackerError(
+                        TRACKER_RESPONSE, f"Linear issue {bad.key} cannot be read: {bad.reason}"
+                    ) from None
+                if issue.id in chunk and self._in_scope(issue):
+                    issues.setdefault(issue.id, issue)
+        return list(issues.values())
+
+    def agent_tools(self) -> list[ToolSpec]:
+        return tools.tool_specs()
+
+    async def execute_tool(self, name: str, arguments: Any, issue: Issue) -> ToolResult:
+        call = tools.parse_call(name, arguments)
+        if isinstance(call, ToolResult):
+            return call
+        try:
+            result = await tools.run(self.api, call, issue)
+        except TrackerError as exc:
+            output: dict[str, Any] = {"error": exc.category, "message": exc.message}
+            if exc.retry_after_s is not None:
+                output["retry_after_s"] = round(exc.retry_after_s, 1)
+            return ToolResult(False, output)
+        except Exception as exc:
+            # A tool call must never take the agent session down with it.
+            log.error(
+                "linear tool failed", tool=name, issue_identifier=issue.identifier, error=repr(exc)
+            )
+            return ToolResult.failure(
+                "tool_failed", self.api.scrub(f"{name} failed unexpectedly: {type(exc).__name__}")
+            )
+        if result.success:
+            log.info("linear tool succeeded", tool=name, issue_identifier=issue.identifier)
+        return result
+
+    def secret_env_names(self) -> list[str]:
+        name = self.config.api_key.env_name
+        return [name] if name is not None else []
+
+    async def aclose(self) -> None:
+        await self.api.aclose()
+
+    async def _assignee(self) -> str | None:
+        """The user whose issues are dispatchable; `me` is asked of Linear once, then kept."""
+        if self.config.assignee != ASSIGNEE_ME or self._assignee_id is not None:
+            return self._assignee_id
+        viewer = (await self.api.data(queries.VIEWER)).get("viewer")
+        viewer_id = viewer.get("id") if isinstance(viewer, Mapping) else None
+        if not isinstance(viewer_id, str) or not viewer_id:
+            raise TrackerError(TRACKER_RESPONSE, "Linear did not say who the API key belongs to")
+        self._assignee_id = viewer_id
+        return viewer_id
+
+    def _issue(self, node: Any, assignee: str | None) -> Issue:
+        return issue_from_node(node, terminal_states=self._terminal, assignee_id=assignee)
+
+    def _in_scope(self, issue: Issue) -> bool:
+        # A refresh asks by id alone; an issue moved out of the project or team has left scope.
+        ref = issue.native_ref or {}
+        if self.config.project_slug is not None:
+            return ref.get("project_slug_id") == self.config.project_slug
+        return ref.get("team_key") == self.config.team_key
+
+    def _report(self, problems: dict[str, str]) -> None:
+        for key, reason in problems.items():
+            if self._reported.get(key) != reason:
+                log.warning("linear issue skipped", issue_id=key, reason=reason)
+        for key in self._reported.keys() - problems.keys():
+            log.info("linear issue readable again", issue_id=key)
+        self._reported = problems
+
+
+def _connection(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    connection = data.get("issues")
+    if not isinstance(connection, Mapping) or not isinstance(connection.get("nodes"), list):
+        raise TrackerError(TRACKER_RESPONSE, "Linear's answer has no issues.nodes list")
+    return connection
