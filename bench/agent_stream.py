@@ -1,0 +1,307 @@
+"""Agent stream benchmark: how fast the daemon takes in agent output, and what that costs it.
+
+1. Protocol lines per second through one `AppServerSession`. The scripted agent
+   (`tests/fakes/fake_app_server.py`, scenario `stream`) answers the handshake and `turn/start`,
+   then writes 200,000 prebuilt notification lines (message, reasoning and command-output
+   deltas, item boundaries, token usage, rate limits; 240 bytes on average) in one write and
+   completes the turn. The client's real path does the work: reading lines off the pipe, JSON
+   decoding, classifying, building `AgentEvent`s and calling the event sink (a counter). The
+   clock runs from the turn's `turn/started` notification to its `turn_completed` event as the
+   sink sees them; CPU is the daemon process's own (`time.process_time`; the agent is another
+   process), reported per line. Target: 100,000 lines/s.
+2. Orchestrator CPU under load. The real `Orchestrator` runs a local board of 50 tickets with
+   `max_concurrent_agents: 50`; every agent streams 200 notifications/s, paced by its clock from
+   prebuilt lines so that 50 agents stay cheap on a small machine, until the orchestrator stops
+   it (each turn is interrupted at shutdown). Once every session streams, and after a second of
+   warm-up, the daemon's CPU time over a 6 s window divided by the window's wall time is its
+   share of one core (agent processes excluded). The events the sessions' sinks received in the
+   window show the load was real; the daemon's context switches show how often its event loop
+   slept (voluntary) and how often it was preempted (involuntary); the machine's busy share
+   shows whether the agents starved it. Two writers are measured: the lines due every 50 ms in
+   one write (at most 10 lines per pipe read), which measures the per-event cost, and one write
+   per line, as an agent that flushes every notification does (a pipe read per line). 50 Python
+   agents each waking 200 times a second can saturate a 2-core machine; the report says so when
+   it happens, since a starved daemon reads more lines per wake-up and its figure then
+   understates what a free machine would show. Target: under 25% of one core.
+
+Run from the repository root: `python bench/agent_stream.py` (about 90 s, most of it 50 login
+shells starting twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import resource
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from symphony.agents import AgentEvent, AgentLaunch, AgentSession, EventSink, open_session
+from symphony.agents.app_server import AppServerSession
+from symphony.config import CodexSettings, load_settings
+from symphony.orchestrator import Orchestrator
+from tests.test_orchestrator import FAKE_AGENT, Board
+
+FAKE_COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_AGENT))}"
+
+LINES = 200_000
+ROUNDS = 3
+LINES_TARGET = 100_000
+
+SESSIONS = 50
+RATE = 200  # notifications per second per agent
+STREAM_LIMIT_S = 120.0  # agents stream until the orchestrator stops them; this bounds it
+STARTUP_LIMIT_S = 60.0
+WARMUP_S = 1.0  # after the last session starts streaming
+WINDOW_S = 6.0
+BATCH_TICK_MS = 50
+TURN_ENDS = frozenset({"turn_completed", "turn_failed", "turn_cancelled", "turn_ended_with_error"})
+CPU_TARGET = 25.0  # % of one core
+SATURATED_PCT = 90.0  # machine busy share above which the agents starve the daemon
+
+
+class TurnClock:
+    """An event sink that times one turn: from its `turn/started` notification to the
+    `turn_completed` event, counting every event (one per protocol line) in between."""
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.wall: tuple[float, float] = (0.0, 0.0)
+        self.cpu: tuple[float, float] = (0.0, 0.0)
+        self._started = False
+
+    def __call__(self, event: AgentEvent) -> None:
+        if not self._started:
+            if event.message is not None and event.message.startswith("turn/started"):
+                self._started = True
+                self.wall = (time.perf_counter(), 0.0)
+                self.cpu = (time.process_time(), 0.0)
+            return
+        self.events += 1
+        if event.kind == "turn_completed":
+            self.wall = (self.wall[0], time.perf_counter())
+            self.cpu = (self.cpu[0], time.process_time())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamRun:
+    lines: int
+    seconds: float
+    cpu_seconds: float
+
+    @property
+    def lines_per_s(self) -> float:
+        return self.lines / self.seconds
+
+    @property
+    def cpu_us_per_line(self) -> float:
+        return self.cpu_seconds / self.lines * 1e6
+
+
+async def stream_one_session(lines: int) -> StreamRun:
+    """One session, one turn of `lines` notifications written as fast as the pipe takes them."""
+    clock = TurnClock()
+    with tempfile.TemporaryDirectory() as folder:
+        env = dict(os.environ, FAKE_AGENT_SCENARIO="stream", FAKE_AGENT_STREAM_LINES=str(lines))
+        launch = AgentLaunch(
+            workspace=Path(folder),
+            settings=CodexSettings(command=FAKE_COMMAND),
+            env=env,
+            on_event=clock,
+        )
+        session = AppServerSession(launch)
+        try:
+            await session.start()
+            await session.run_turn("stream", title="bench")
+        finally:
+            await session.stop()
+    return StreamRun(clock.events, clock.wall[1] - clock.wall[0], clock.cpu[1] - clock.cpu[0])
+
+
+class EventCounter:
+    """Counts what the orchestrator's sinks receive, by wrapping each session's sink."""
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.ended = 0
+
+    def wrap(self, sink: EventSink) -> EventSink:
+        def counted(event: AgentEvent) -> None:
+            self.events += 1
+            if event.kind in TURN_ENDS:
+                self.ended += 1
+            sink(event)
+
+        return counted
+
+    def session_factory(self) -> Callable[[AgentLaunch], AgentSession]:
+        def factory(launch: AgentLaunch) -> AgentSession:
+            return open_session(dataclasses.replace(launch, on_event=self.wrap(launch.on_event)))
+
+        return factory
+
+
+def machine_busy() -> tuple[float, float] | None:
+    """(busy, total) CPU jiffies of the whole machine so far, or None off Linux."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    ticks = [float(f) for f in fields[:8]]  # guest time is already counted in user time
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0.0)  # idle + iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LoadRun:
+    window_s: float
+    cpu_s: float
+    events: int
+    slept: int  # voluntary context switches: the event loop had nothing to do and waited
+    preempted: int  # involuntary context switches: the daemon was runnable but not running
+    ended_in_window: int
+    machine_busy_pct: float | None
+
+    @property
+    def cpu_pct(self) -> float:
+        return self.cpu_s / self.window_s * 100
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.window_s
+
+
+async def orchestrator_under_load(tick_ms: int) -> LoadRun:
+    """50 streaming sessions under the real orchestrator; `tick_ms` > 0 makes each agent batch
+    the lines due in that time into one write."""
+    counter = EventCounter()
+    with tempfile.TemporaryDirectory() as folder:
+        board = Board(Path(folder))
+        for n in range(SESSIONS):
+            board.ticket(f"STR-{n}")
+        # 50 login shells starting at once on a small machine take more than the default 5 s
+        # to answer `initialize`.
+        board.write_workflow(
+            agent={"max_concurrent_agents": SESSIONS}, codex={"read_timeout_ms": 120_000}
+        )
+        env = dict(
+            os.environ,
+            FAKE_AGENT_SCENARIO="stream",
+            FAKE_AGENT_STREAM_RATE=str(RATE),
+            FAKE_AGENT_STREAM_TICK_MS=str(tick_ms),
+            FAKE_AGENT_DURATION_MS=str(int(STREAM_LIMIT_S * 1000)),
+        )
+        orchestrator = Orchestrator(
+            load_settings(board.workflow, env),
+            environ=env,
+            session_factory=counter.session_factory(),
+            watch=False,
+        )
+        task = asyncio.create_task(orchestrator.run())
+        try:
+            running = orchestrator.state.running
+            async with asyncio.timeout(STARTUP_LIMIT_S):
+                while sum(1 for e in running.values() if e.turn_count >= 1) < SESSIONS:
+                    if task.done():
+                        task.result()
+                        raise RuntimeError("the orchestrator stopped before all sessions streamed")
+                    await asyncio.sleep(0.05)
+            await asyncio.sleep(WARMUP_S)
+            events, ended = counter.events, counter.ended
+            busy = machine_busy()
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            wall, cpu = time.perf_counter(), time.process_time()
+            await asyncio.sleep(WINDOW_S)
+            cpu = time.process_time() - cpu
+            wall = time.perf_counter() - wall
+            usage_after = resource.getrusage(resource.RUSAGE_SELF)
+            busy_after = machine_busy()
+            events, ended = counter.events - events, counter.ended - ended
+        finally:
+            # Stopping interrupts every turn still streaming; the agents answer and exit.
+            orchestrator.stop()
+            await task
+    busy_pct = None
+    if busy is not None and busy_after is not None:
+        busy_pct = (busy_after[0] - busy[0]) / (busy_after[1] - busy[1]) * 100
+    slept = usage_after.ru_nvcsw - usage.ru_nvcsw
+    preempted = usage_after.ru_nivcsw - usage.ru_nivcsw
+    return LoadRun(wall, cpu, events, slept, preempted, ended, busy_pct)
+
+
+def report_load(label: str, load: LoadRun) -> None:
+    asked = SESSIONS * RATE
+    verdict = "met" if load.cpu_pct < CPU_TARGET else f"missed, {load.cpu_pct / CPU_TARGET:.1f}x"
+    achieved = load.events_per_s / asked * 100
+    steady = "all streaming throughout" if load.ended_in_window == 0 else "turns ended inside it"
+    machine = ""
+    if load.machine_busy_pct is not None:
+        machine = f"; machine {load.machine_busy_pct:.0f}% busy over {os.cpu_count()} cores"
+    print(f"  {label}:")
+    print(
+        f"    daemon CPU {load.cpu_pct:.1f}% of one core (target < {CPU_TARGET:.0f}%: {verdict}), "
+        f"{load.cpu_s / max(load.events, 1) * 1e6:.1f} us per event"
+    )
+    print(
+        f"    received {load.events_per_s:,.0f} events/s of {asked:,}/s asked "
+        f"({achieved:.0f}%, {steady})"
+    )
+    print(
+        f"    daemon slept {load.slept / load.window_s:,.0f} times/s, "
+        f"preempted {load.preempted / load.window_s:,.0f} times/s{machine}"
+    )
+    if load.machine_busy_pct is not None and load.machine_busy_pct >= SATURATED_PCT:
+        print(
+            "    the agents saturated the machine and starved the daemon: it read more lines "
+            "per wake-up than it would on a free machine, so this understates its cost"
+        )
+    elif achieved < 98:
+        print("    the target load was not delivered: the figure is for a lighter load")
+
+
+def main() -> None:
+    import io
+
+    from symphony.observability.logging import configure_logging
+
+    configure_logging(level="warning", stream=io.StringIO())
+
+    print(f"protocol lines through one AppServerSession ({LINES:,} per turn, {ROUNDS} rounds)")
+    runs = [asyncio.run(stream_one_session(LINES)) for _ in range(ROUNDS)]
+    rates = [run.lines_per_s for run in runs]
+    cpu = statistics.median(run.cpu_us_per_line for run in runs)
+    median = statistics.median(rates)
+    verdict = (
+        "meets target"
+        if median >= LINES_TARGET
+        else f"{(1 - median / LINES_TARGET) * 100:.0f}% short, needs {LINES_TARGET / median:.2f}x"
+    )
+    busy = statistics.median(run.cpu_seconds / run.seconds * 100 for run in runs)
+    print(
+        f"  median {median:,.0f} lines/s (best {max(rates):,.0f}, worst {min(rates):,.0f}); "
+        f"daemon CPU {cpu:.1f} us/line, so at most {1e6 / cpu:,.0f} lines/s per core; "
+        f"daemon busy {busy:.0f}% of the turn"
+    )
+    print(f"  target {LINES_TARGET:,} lines/s: {verdict}")
+
+    print(
+        f"orchestrator with {SESSIONS} sessions x {RATE} events/s "
+        f"(CPU over {WINDOW_S:.0f} s once all stream)"
+    )
+    report_load(
+        f"lines due every {BATCH_TICK_MS} ms sent in one write",
+        asyncio.run(orchestrator_under_load(BATCH_TICK_MS)),
+    )
+    report_load("one write per line", asyncio.run(orchestrator_under_load(0)))
+
+
+if __name__ == "__main__":
+    main()
