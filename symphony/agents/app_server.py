@@ -60,6 +60,10 @@ from symphony.tools import ToolResult
 MAX_LINE_BYTES = 10 * 1024 * 1024
 """Longest protocol line accepted (spec §10.1); longer lines are skipped, not fatal."""
 
+_READ_CHUNK = 256 * 1024
+_SMALL_READ = 4096
+_BATCH_PAUSE_S = 0.01
+
 _STDERR_TAIL_LINES = 20
 _STDERR_LINES_IN_ERRORS = 5
 _STDERR_LINE_CHARS = 500
@@ -88,6 +92,15 @@ _BACKTRACE_LINE = re.compile(r"^(stack backtrace:|\s*\d+: |\s+at )", re.IGNORECA
 Message = dict[str, Any]
 
 _log = structlog.get_logger(__name__)
+
+# One decoder for every line: `raw_decode` on text skips the encoding sniffing and the
+# whitespace regexes `json.loads` runs per call, a third of the per-line cost.
+_JSON = json.JSONDecoder()
+
+DELTA_INTERVAL_S = 0.25
+"""Streaming deltas (`item/agentMessage/delta`, `item/commandExecution/outputDelta`, ...) come
+by the hundred per second. They matter to the orchestrator only as signs of life, so at most one
+event per interval is passed on; every line still resets the silence timer."""
 
 
 @dataclass(slots=True)
@@ -128,6 +141,9 @@ class AppServerSession:
         self._active_turn_id: str | None = None  # a turn codex has not reported finished
         self._turn: _TurnWaiter | None = None
         self._last_output = 0.0
+        self._last_delta_event = float("-inf")
+        self.lines_read = 0
+        """Protocol lines read from the agent so far (diagnostics and benchmarks)."""
         self._stopping = False
         self._stop_task: asyncio.Task[None] | None = None
         self._logger = _log.bind(workspace=str(launch.workspace))
@@ -397,46 +413,59 @@ class AppServerSession:
     async def _read_stdout(self, proc: asyncio.subprocess.Process) -> None:
         stream = proc.stdout
         assert stream is not None
+        pending = bytearray()  # the start of a line whose newline has not arrived yet
         discarding = False  # inside a line longer than MAX_LINE_BYTES
         try:
-            while True:
-                try:
-                    line = await stream.readuntil(b"\n")
-                except asyncio.IncompleteReadError as exc:  # EOF
-                    if exc.partial and not discarding:
-                        self._touch()
-                        self._handle_line(exc.partial)
-                    break
-                except asyncio.LimitOverrunError as exc:
-                    # readuntil leaves the data buffered; drop what was scanned and keep
-                    # dropping until the newline that ends this line.
-                    self._touch()
-                    if not discarding:
-                        discarding = True
-                        self._emit(
-                            "malformed",
-                            message=f"skipped a protocol line longer than {MAX_LINE_BYTES} bytes",
-                        )
-                    await stream.readexactly(exc.consumed)
-                    continue
+            while chunk := await stream.read(_READ_CHUNK):
                 self._touch()
                 if discarding:
-                    discarding = False
+                    newline = chunk.find(b"\n")
+                    if newline < 0:
+                        continue
+                    chunk, discarding = chunk[newline + 1 :], False
+                newline = chunk.rfind(b"\n")
+                if newline < 0:
+                    pending += chunk
+                    if len(pending) > MAX_LINE_BYTES:
+                        pending.clear()
+                        discarding = True
+                        self._skip_long_line()
                     continue
-                self._handle_line(line)
+                complete = pending + chunk[:newline]
+                pending = bytearray(chunk[newline + 1 :])
+                for line in complete.split(b"\n"):
+                    if len(line) > MAX_LINE_BYTES:
+                        self._skip_long_line()
+                    else:
+                        self._handle_line(line)
+                if len(chunk) < _SMALL_READ:
+                    # An agent that flushes every line would otherwise wake us once per line;
+                    # a short pause lets the pipe gather a batch, at a few ms of latency.
+                    await asyncio.sleep(_BATCH_PAUSE_S)
+            if pending and not discarding:
+                self._handle_line(bytes(pending))
         except Exception as exc:
             self._logger.warning("agent_stdout_read_failed", error=repr(exc))
         await self._on_stdout_closed(proc)
 
+    def _skip_long_line(self) -> None:
+        self._emit(
+            "malformed", message=f"skipped a protocol line longer than {MAX_LINE_BYTES} bytes"
+        )
+
     def _touch(self) -> None:
         self._last_output = asyncio.get_running_loop().time()
 
-    def _handle_line(self, line: bytes) -> None:
+    def _handle_line(self, line: bytes | bytearray) -> None:
+        self.lines_read += 1
         if not line.strip():
             return
         try:
-            message = json.loads(line)
-        except ValueError:
+            text = line.decode("utf-8").strip()
+            message, end = _JSON.raw_decode(text)
+            if end != len(text):
+                raise ValueError("extra data after the JSON value")
+        except ValueError:  # UnicodeDecodeError included
             text = line.decode("utf-8", "replace").strip()
             self._emit("malformed", message=_truncate(f"not JSON: {text}", _SUMMARY_CHARS))
             return
@@ -645,6 +674,12 @@ class AppServerSession:
     # -- notifications -------------------------------------------------------------------------
 
     def _on_notification(self, method: str, params: Message) -> None:
+        if method.endswith(("delta", "Delta")):
+            if self._last_output - self._last_delta_event < DELTA_INTERVAL_S:
+                return
+            self._last_delta_event = self._last_output
+            self._emit("notification", message=method)
+            return
         if method == "thread/tokenUsage/updated":
             usage = _token_usage(params)
             if usage is not None:

@@ -785,3 +785,18 @@ async def test_quickstart_demo_agent_commits_notes_and_moves_its_ticket(harness:
     assert calls == [("local_move_issue", {"state": "Human Review"})]
     assert result.message == "Wrote NOTES/DEMO-7.md, committed it, moved DEMO-7 to Human Review."
     assert harness.of_kind("token_usage")[-1].usage is not None
+
+
+async def test_a_burst_of_streaming_deltas_reaches_the_sink_coalesced(harness: Harness) -> None:
+    env = dict(os.environ, FAKE_AGENT_STREAM_LINES="5000")
+    session = harness.session("stream", env=env)
+    await session.start()
+    await session.run_turn("stream", title="t")
+
+    assert session.lines_read > 5000
+    deltas = [e for e in harness.of_kind("notification") if (e.message or "").endswith("elta")]
+    # Written in one burst, well within a quarter second: a handful of events, not thousands.
+    assert 1 <= len(deltas) <= 10
+    # Everything else still arrives: the turn's outcome, its usage and its last message.
+    assert harness.of_kind("turn_completed")[0].message == "streamed"
+    assert harness.of_kind("token_usage")
