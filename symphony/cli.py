@@ -17,14 +17,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from symphony.config import Settings, load_settings
+from symphony.config import Settings, TrackerSettings, load_settings
 from symphony.errors import SymphonyError
 from symphony.issue import Issue
 from symphony.observability.logging import configure_logging, masker
 from symphony.orchestrator import Orchestrator
 from symphony.prompt import check_template, render_prompt
 from symphony.scheduling import is_routable, sort_for_dispatch
-from symphony.tracker import Tracker, TrackerContext, create_tracker
+from symphony.tracker import Tracker, TrackerContext, create_tracker, resolve_states
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -133,7 +133,7 @@ async def _serve(orchestrator: Orchestrator) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     settings, tracker = _load(args.workflow)
-    t = settings.tracker
+    t, candidates = asyncio.run(_fetch(tracker, settings.tracker))
     print(f"workflow      {settings.workflow_path}")
     print(f"tracker       {t.kind}")
     print(f"active        {', '.join(t.active_states)}")
@@ -144,7 +144,6 @@ def _check(args: argparse.Namespace) -> int:
     print(f"poll every    {settings.polling.interval_ms} ms")
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
     print(f"agent         {settings.codex.command}")
-    candidates = asyncio.run(_fetch(tracker, t.active_states))
     print(f"\n{len(candidates)} ticket(s) in active states:")
     slots = settings.agent.max_concurrent_agents
     for issue in sort_for_dispatch(candidates):
@@ -160,9 +159,12 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _fetch(tracker: Tracker, states: Sequence[str]) -> list[Issue]:
+async def _fetch(
+    tracker: Tracker, settings: TrackerSettings
+) -> tuple[TrackerSettings, list[Issue]]:
     try:
-        return await tracker.fetch_issues_by_states(states)
+        settings = await resolve_states(settings, tracker)
+        return settings, await tracker.fetch_issues_by_states(settings.active_states)
     finally:
         await tracker.aclose()
 
@@ -182,7 +184,8 @@ async def _find(tracker: Tracker, settings: Settings, wanted: str) -> Issue | No
         found = await tracker.fetch_issues_by_ids([wanted])
         if found:
             return found[0]
-        states = settings.tracker.active_states + settings.tracker.terminal_states
+        resolved = await resolve_states(settings.tracker, tracker)
+        states = resolved.active_states + resolved.terminal_states
         for issue in await tracker.fetch_issues_by_states(states):
             if issue.identifier == wanted:
                 return issue

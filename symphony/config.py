@@ -135,6 +135,9 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         raise ConfigError(INVALID_CONFIG, "tracker.kind is required (for example: local)")
     kind = kind.strip()
     module = adapter_module(kind)
+    # Some trackers define their states themselves (Kaiten column types): omitted states are
+    # then asked of the tracker before polling (`symphony.tracker.resolve_states`).
+    from_tracker = bool(getattr(module, "STATES_FROM_TRACKER", False))
     provider = tracker_raw.get("provider", {})
     if provider is None:
         provider = {}
@@ -144,10 +147,18 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         kind=kind,
         provider=MappingProxyType(dict(provider)),
         active_states=_states(
-            tracker_raw, "active_states", getattr(module, "DEFAULT_ACTIVE_STATES", None), kind
+            tracker_raw,
+            "active_states",
+            getattr(module, "DEFAULT_ACTIVE_STATES", None),
+            kind,
+            from_tracker,
         ),
         terminal_states=_states(
-            tracker_raw, "terminal_states", getattr(module, "DEFAULT_TERMINAL_STATES", None), kind
+            tracker_raw,
+            "terminal_states",
+            getattr(module, "DEFAULT_TERMINAL_STATES", None),
+            kind,
+            from_tracker,
         ),
         # Blank labels are kept: a blank required label matches no issue (spec §5.3.1).
         required_labels=tuple(
@@ -316,12 +327,16 @@ def _str_list(
 
 
 def _states(
-    raw: Mapping[str, Any], key: str, default: tuple[str, ...] | None, kind: str
+    raw: Mapping[str, Any],
+    key: str,
+    default: tuple[str, ...] | None,
+    kind: str,
+    from_tracker: bool = False,
 ) -> tuple[str, ...]:
     states = _str_list(raw, "tracker", key, default or ())
     if key == "active_states" and key in raw and not states:
         raise ConfigError(INVALID_CONFIG, "tracker.active_states must name at least one state")
-    if not states and default is None:
+    if not states and default is None and not from_tracker:
         raise ConfigError(
             INVALID_CONFIG, f"tracker.{key} is required: the {kind} tracker has no default"
         )

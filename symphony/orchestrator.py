@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
@@ -25,7 +26,6 @@ from symphony import scheduling as core
 from symphony.agents import AgentEvent, AgentLaunch, AgentSession, open_session
 from symphony.config import Settings, build_settings
 from symphony.errors import SymphonyError
-from symphony.issue import Issue
 from symphony.observability.logging import masker
 from symphony.observability.snapshot import build_snapshot
 from symphony.prompt import check_template
@@ -36,11 +36,14 @@ from symphony.tracker import (
     TrackerContext,
     TrackerError,
     create_tracker,
+    resolve_states,
 )
 from symphony.workflow import read_workflow
 from symphony.workspace import WorkspaceManager
 
 log = structlog.get_logger("symphony.orchestrator")
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -180,6 +183,7 @@ class Orchestrator:
         self._listeners.append(listener)
 
     async def run(self) -> None:
+        await self._resolve_states()
         await self._startup_cleanup()
         async with asyncio.TaskGroup() as tasks:
             self._tasks = tasks
@@ -244,6 +248,8 @@ class Orchestrator:
     async def _tick(self) -> None:
         started = time.perf_counter()
         self._reload()
+        if not await self._resolve_states():
+            return  # without its states nothing can be judged active or terminal
         await self._reconcile()
         if self.health.workflow_error is None:
             await self._dispatch_candidates()
@@ -283,7 +289,7 @@ class Orchestrator:
         self._perform(effects)
 
     async def _process_retries(self) -> None:
-        if self.health.workflow_error is not None:
+        if self.health.workflow_error is not None or not self.settings.tracker.active_states:
             return  # dispatch is paused until WORKFLOW.md is valid again; retries wait
         due = core.due_retries(self.state, self.clock.monotonic())
         refreshed: list[Any] | None
@@ -503,10 +509,30 @@ class Orchestrator:
         except Exception as exc:  # the per-tick check still catches every change
             log.warning("workflow watcher stopped; changes seen at the next tick", reason=str(exc))
 
+    async def _resolve_states(self) -> bool:
+        """Ask the tracker for states the workflow left to it; False while they are unknown."""
+        tracker_settings = self.settings.tracker
+        if tracker_settings.active_states and tracker_settings.terminal_states:
+            return True
+        try:
+            resolved = await self._read(resolve_states(tracker_settings, self.tracker))
+        except TrackerError as exc:
+            if self.health.tracker_error != str(exc):
+                log.error("tracker states unknown, polling paused", reason=str(exc))
+            self.health.tracker_error = str(exc)
+            return bool(tracker_settings.active_states)
+        self.settings = dataclasses.replace(self.settings, tracker=resolved)
+        log.info(
+            "tracker states resolved",
+            active=list(resolved.active_states),
+            terminal=list(resolved.terminal_states),
+        )
+        return True
+
     # Helpers
 
     @staticmethod
-    async def _read(request: Awaitable[list[Issue]]) -> list[Issue]:
+    async def _read(request: Awaitable[T]) -> T:
         """A tracker read; an adapter bug becomes a tracker error that costs one poll."""
         try:
             return await request

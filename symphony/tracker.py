@@ -13,6 +13,7 @@ The core never looks inside provider payloads: it sees `Issue`, `dispatchable` a
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 from collections.abc import Mapping, Sequence
@@ -112,6 +113,27 @@ def available_kinds() -> list[str]:
 
     root = Path(adapters.__file__).parent
     return sorted(p.parent.name for p in root.glob("*/__init__.py") if _KIND.match(p.parent.name))
+
+
+async def resolve_states(settings: TrackerSettings, tracker: Tracker) -> TrackerSettings:
+    """Fill states the workflow left to the tracker (`STATES_FROM_TRACKER` adapters) by asking
+    its `discover_states()`; settings that name their states come back unchanged."""
+    if settings.active_states and settings.terminal_states:
+        return settings
+    discover = getattr(tracker, "discover_states", None)
+    if discover is None:
+        return settings
+    active, terminal = await discover()
+    if not settings.active_states and not active:
+        raise TrackerError(
+            INVALID_TRACKER_CONFIG,
+            f"the {settings.kind} tracker offers no active states; name tracker.active_states",
+        )
+    return dataclasses.replace(
+        settings,
+        active_states=settings.active_states or tuple(active),
+        terminal_states=settings.terminal_states or tuple(terminal),
+    )
 
 
 def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:

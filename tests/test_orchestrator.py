@@ -431,3 +431,49 @@ async def test_misbehaving_agent_ends_its_attempt_with_a_clear_reason(
         assert retry.kind.value == "continuation"
     else:
         assert retry.kind.value == "failure" and reason in (retry.error or "")
+
+
+class DiscoveringTracker(FailingOnce):
+    """A tracker that names its own states, as Kaiten does with column types."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.failed = True  # no injected read failure
+        self.discoveries = 0
+
+    async def discover_states(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        self.discoveries += 1
+        return ("Todo", "In Progress"), ("Done",)
+
+
+async def test_states_left_to_the_tracker_are_discovered_before_polling(
+    board: Board, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import adapters.local
+    from symphony.tracker import TrackerContext, create_tracker
+
+    monkeypatch.setattr(adapters.local, "STATES_FROM_TRACKER", True, raising=False)
+    monkeypatch.setattr(adapters.local, "DEFAULT_ACTIVE_STATES", None)
+    monkeypatch.setattr(adapters.local, "DEFAULT_TERMINAL_STATES", None)
+    board.ticket("ABC-1")
+    board.ticket("ABC-2", state="Done")
+    (board.workspaces / "ABC-2").mkdir(parents=True)
+    board.write_workflow()
+    text = board.workflow.read_text()
+    board.workflow.write_text(
+        text.replace("  active_states:\n  - Todo\n  - In Progress\n", "").replace(
+            "  terminal_states:\n  - Done\n  - Cancelled\n", ""
+        )
+    )
+    env = scenario_env("hang")
+    settings = load_settings(board.workflow, env)
+    assert settings.tracker.active_states == () and settings.tracker.terminal_states == ()
+    tracker = DiscoveringTracker(create_tracker(settings.tracker, TrackerContext(board.root, env)))
+    run = Running(Orchestrator(settings, environ=env, tracker=tracker, watch=False))
+    try:
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.running)
+        assert run.orchestrator.settings.tracker.active_states == ("Todo", "In Progress")
+        assert not (board.workspaces / "ABC-2").exists()  # startup cleanup knew "Done"
+        assert tracker.discoveries == 1
+    finally:
+        await run.stop()
