@@ -1,0 +1,40 @@
+"""The `gitlab` tracker kind: the issues of one GitLab project, whose workflow state is a label.
+
+Profile (the full table is in SPEC.md, section "Adapter profile: `gitlab`"):
+- `tracker.provider`: `project` (required: numeric id or `group/sub/project` path); `token`
+  (default `$GITLAB_TOKEN`, sent as `PRIVATE-TOKEN`); `base_url` (default `https://gitlab.com`;
+  the API is `<base_url>/api/v4`); `state_labels` (state -> label, default
+  `workflow::<state lower-cased>`), `state_label_prefix` (default `workflow::`), `closed_state`
+  (default `Done`), `closed_page_limit` (default 10), `priority_labels` (label -> integer),
+  `blockers` (default true: read issue links).
+- `id` is the issue iid as text, `identifier` is `<project path>#<iid>` (GitLab's full
+  reference); `native_ref` is `{project, iid, id}`. A closed issue is `closed_state`; an opened
+  one takes the state of its state label; an opened issue without one is outside the scope.
+- Blockers: issue links with `link_type == "is_blocked_by"` (a paid feature: elsewhere there
+  are none); a blocker not in a terminal state makes the issue not dispatchable.
+- Tools: `gitlab_move_issue`, `gitlab_add_comment`, `gitlab_link_merge_request`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from adapters.gitlab.config import parse_config
+from adapters.gitlab.tracker import GitLabTracker
+
+if TYPE_CHECKING:
+    from symphony.config import TrackerSettings
+    from symphony.tracker import Tracker, TrackerContext
+
+DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
+DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done",)
+
+__all__ = ["DEFAULT_ACTIVE_STATES", "DEFAULT_TERMINAL_STATES", "GitLabTracker", "create_tracker"]
+
+
+def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
+    """A GitLab tracker; raises `invalid_tracker_config` / `missing_tracker_secret`."""
+    config = parse_config(
+        settings.provider, context.environ, settings.active_states, settings.terminal_states
+    )
+    return GitLabTracker(config)

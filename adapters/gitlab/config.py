@@ -1,0 +1,218 @@
+"""Reading `tracker.provider` for the `gitlab` kind into a validated, frozen `GitLabConfig`.
+
+The scope is one project on one GitLab instance. The workflow state of an open issue is a label
+(by default the scoped label `workflow::<state lower-cased>`); a closed issue is in
+`closed_state`. Every error is `invalid_tracker_config` (or `missing_tracker_secret` for the
+token) and names the key, never the token.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from adapters._support.normalize import as_int
+from adapters._support.provider import Secret, provider_secret, provider_str
+from symphony.issue import normalize_state
+from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
+
+DEFAULT_BASE_URL = "https://gitlab.com"
+DEFAULT_TOKEN_ENV = "GITLAB_TOKEN"
+DEFAULT_CLOSED_STATE = "Done"
+DEFAULT_LABEL_PREFIX = "workflow::"
+MAX_LABEL_CHARS = 255  # GitLab's limit on a label title
+
+# A full project path: namespaces and the project, each GitLab path segment
+# (letters, digits, `_`, `-`, `.`; not starting with `-` or `.`).
+_PATH_SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
+_PROJECT_PATH = re.compile(rf"^{_PATH_SEGMENT}(?:/{_PATH_SEGMENT})+$")
+
+
+def default_label(state: str, prefix: str = DEFAULT_LABEL_PREFIX) -> str:
+    """`In Progress` -> `workflow::in progress`: lower-cased, blank runs become one space
+    (GitLab label titles may contain spaces, and its own examples use them)."""
+    return prefix + " ".join(state.strip().lower().split())
+
+
+@dataclass(frozen=True, slots=True)
+class StateLabels:
+    """The two-way map between workflow state names and the labels that carry them."""
+
+    by_state: Mapping[str, str]
+    """normalized state name -> label (as configured, or derived)."""
+    spelling: Mapping[str, str]
+    """normalized state name -> the state's configured spelling."""
+    precedence: tuple[str, ...]
+    """normalized state names in the order an issue carrying several state labels resolves."""
+    prefix: str
+
+    def label_for(self, state: str) -> str:
+        return self.by_state.get(normalize_state(state)) or default_label(state, self.prefix)
+
+    def state_of(self, labels: Sequence[str]) -> str | None:
+        """The state an open issue's labels give it, or None when it carries no state label.
+
+        Configured states win in precedence order (terminal first, so an issue labelled both
+        done and todo is not worked on). A label with the prefix that no configured state uses
+        is itself the state (e.g. `workflow::human review`), so an issue an agent handed off to
+        an unconfigured state still has one.
+        """
+        lowered = {label.strip().lower(): label.strip() for label in labels}
+        for state in self.precedence:
+            if self.by_state[state].lower() in lowered:
+                return self.spelling[state]
+        for key, label in lowered.items():
+            if self.prefix and key.startswith(self.prefix.lower()):
+                return label
+        return None
+
+    def is_state_label(self, label: str) -> bool:
+        key = label.strip().lower()
+        known = {value.lower() for value in self.by_state.values()}
+        return key in known or bool(self.prefix and key.startswith(self.prefix.lower()))
+
+
+@dataclass(frozen=True, slots=True)
+class GitLabConfig:
+    base_url: str
+    """The instance's web root, e.g. https://gitlab.com (the API is `<base_url>/api/v4`)."""
+    token: Secret
+    project: str
+    """Numeric id or `group/sub/project` path, as configured."""
+    closed_state: str
+    state_labels: StateLabels
+    terminal_states: frozenset[str]
+    """normalized names: a blocker in one of these (or closed) no longer blocks."""
+    priority_labels: Mapping[str, int]
+    closed_page_limit: int
+    blockers: bool
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.base_url}/api/v4"
+
+    @property
+    def project_ref(self) -> str:
+        """The project as one URL path segment: `group%2Fsub%2Fproject` or the id."""
+        return quote(self.project, safe="")
+
+    @property
+    def web_host(self) -> str:
+        return urlsplit(self.base_url).netloc
+
+
+def parse_config(
+    provider: Mapping[str, Any],
+    environ: Mapping[str, str],
+    active_states: Sequence[str],
+    terminal_states: Sequence[str],
+) -> GitLabConfig:
+    """Validate `tracker.provider`; raises `TrackerError` with the offending key named."""
+    base_url = (provider_str(provider, "base_url", default=DEFAULT_BASE_URL) or "").rstrip("/")
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+        raise _invalid(
+            "tracker.provider.base_url must be an http(s) URL such as " + DEFAULT_BASE_URL
+        )
+    if base_url.endswith("/api/v4"):
+        raise _invalid("tracker.provider.base_url is the instance root, without /api/v4")
+
+    project = provider_str(provider, "project", required=True)
+    assert project is not None
+    project = project.strip("/")
+    if not (project.isdigit() and int(project) > 0) and not _PROJECT_PATH.match(project):
+        raise _invalid(
+            "tracker.provider.project must be a numeric project id or a path such as "
+            f"group/project, got {project!r}"
+        )
+
+    closed_state = provider_str(provider, "closed_state", default=DEFAULT_CLOSED_STATE)
+    assert closed_state is not None
+    prefix = provider.get("state_label_prefix", DEFAULT_LABEL_PREFIX)
+    if not isinstance(prefix, str) or "," in prefix:
+        raise _invalid("tracker.provider.state_label_prefix must be a string without commas")
+    state_labels = _state_labels(
+        provider.get("state_labels"), prefix, active_states, terminal_states, closed_state
+    )
+    limit = as_int(provider.get("closed_page_limit", 10))
+    if limit is None or limit < 1:
+        raise _invalid("tracker.provider.closed_page_limit must be a positive integer")
+    blockers = provider.get("blockers", True)
+    if not isinstance(blockers, bool):
+        raise _invalid("tracker.provider.blockers must be true or false")
+    return GitLabConfig(
+        base_url=base_url,
+        token=provider_secret(provider, "token", DEFAULT_TOKEN_ENV, environ),
+        project=project,
+        closed_state=closed_state,
+        state_labels=state_labels,
+        terminal_states=frozenset(normalize_state(s) for s in [*terminal_states, closed_state]),
+        priority_labels=_priority_labels(provider.get("priority_labels")),
+        closed_page_limit=limit,
+        blockers=blockers,
+    )
+
+
+def _state_labels(
+    value: Any,
+    prefix: str,
+    active: Sequence[str],
+    terminal: Sequence[str],
+    closed_state: str,
+) -> StateLabels:
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise _invalid(
+            'tracker.provider.state_labels must be a map like {"Todo": "workflow::todo"}'
+        )
+    by_state: dict[str, str] = {}
+    spelling: dict[str, str] = {}
+    for state, label in value.items():
+        if not isinstance(state, str) or not state.strip():
+            raise _invalid("tracker.provider.state_labels keys must be state names")
+        # add_labels / remove_labels are comma-separated lists, so a comma cannot be sent.
+        if not isinstance(label, str) or not label.strip() or "," in label:
+            raise _invalid(
+                f"tracker.provider.state_labels.{state} must be a label name without commas"
+            )
+        if len(label.strip()) > MAX_LABEL_CHARS:
+            raise _invalid(f"tracker.provider.state_labels.{state} is longer than 255 characters")
+        by_state[normalize_state(state)] = label.strip()
+        spelling[normalize_state(state)] = state.strip()
+    closed = normalize_state(closed_state)
+    order: list[str] = []
+    for state in [*terminal, *value, *active]:
+        key = normalize_state(state)
+        if key in order or (key == closed and key not in by_state):
+            # The closed state is read from the issue's opened/closed flag, not from a label,
+            # unless a label was configured for it explicitly.
+            continue
+        by_state.setdefault(key, default_label(state, prefix))
+        spelling.setdefault(key, state.strip())
+        order.append(key)
+    labels = [label.lower() for label in by_state.values()]
+    if len(set(labels)) != len(labels):
+        raise _invalid("tracker.provider.state_labels maps two states to the same label")
+    return StateLabels(by_state, spelling, tuple(order), prefix)
+
+
+def _priority_labels(value: Any) -> Mapping[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _invalid('tracker.provider.priority_labels must be a map like {"priority::1": 1}')
+    result: dict[str, int] = {}
+    for label, priority in value.items():
+        number = as_int(priority)
+        if not isinstance(label, str) or not label.strip() or number is None:
+            raise _invalid("tracker.provider.priority_labels maps label names to integers")
+        result[label.strip().lower()] = number
+    return result
+
+
+def _invalid(message: str) -> TrackerError:
+    return TrackerError(INVALID_TRACKER_CONFIG, message)

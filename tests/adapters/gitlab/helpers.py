@@ -1,0 +1,54 @@
+"""Building a GitLab tracker against respx mocks, with a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from adapters.gitlab.config import parse_config
+from adapters.gitlab.tracker import GitLabTracker
+from symphony.issue import Issue
+from tests.adapters.gitlab.payloads import BASE, PROJECT
+
+TOKEN = "glpat-secret_token_value_123"
+ENV = {"GITLAB_TOKEN": TOKEN}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def make_tracker(
+    provider: Mapping[str, Any] | None = None,
+    *,
+    clock: FakeClock | None = None,
+    active: Sequence[str] = ("Todo", "In Progress"),
+    terminal: Sequence[str] = ("Done",),
+    environ: Mapping[str, str] = ENV,
+) -> GitLabTracker:
+    clock = clock or FakeClock()
+    merged = {"project": PROJECT, "base_url": BASE, **(provider or {})}
+    config = parse_config(merged, environ, active, terminal)
+    return GitLabTracker(config, clock=clock, sleep=clock.sleep)
+
+
+def session_issue(iid: int = 1, *, state: str = "Todo", labels: tuple[str, ...] = ()) -> Issue:
+    return Issue(
+        id=str(iid),
+        identifier=f"{PROJECT}#{iid}",
+        title="t",
+        state=state,
+        dispatchable=True,
+        url=f"{BASE}/{PROJECT}/-/issues/{iid}",
+        labels=labels,
+        native_ref={"project": PROJECT, "iid": iid, "id": 42000 + iid},
+    )
