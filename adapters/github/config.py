@@ -14,15 +14,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from adapters._support import labels
+from adapters._support.labels import StateLabels
 from adapters._support.normalize import as_int
 from adapters._support.provider import Secret, provider_secret, provider_str
-from symphony.issue import normalize_state
 from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_TOKEN_ENV = "GITHUB_TOKEN"
 DEFAULT_CLOSED_STATE = "Done"
 DEFAULT_LABEL_PREFIX = "status:"
+LABEL_SEPARATOR = "-"  # `In Progress` -> `status:in-progress`, the common GitHub spelling
+MAX_LABEL_CHARS = 50  # GitHub refuses longer label names
 STATUS_FIELD = "Status"
 
 _REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
@@ -30,8 +33,8 @@ _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 
 
 def default_label(state: str, prefix: str = DEFAULT_LABEL_PREFIX) -> str:
-    """`In Progress` -> `status:in-progress`: lower-cased, runs of blanks become one `-`."""
-    return prefix + "-".join(state.strip().lower().split())
+    """The label a state gets when none is configured (see `_support.labels.default_label`)."""
+    return labels.default_label(state, prefix, LABEL_SEPARATOR)
 
 
 def graphql_url_for(api_url: str) -> str:
@@ -41,44 +44,6 @@ def graphql_url_for(api_url: str) -> str:
     if base.endswith("/api/v3"):
         return base[: -len("/v3")] + "/graphql"
     return base + "/graphql"
-
-
-@dataclass(frozen=True, slots=True)
-class StateLabels:
-    """The two-way map between workflow state names and the labels that carry them."""
-
-    by_state: Mapping[str, str]
-    """normalized state name -> label (as configured, or derived)."""
-    spelling: Mapping[str, str]
-    """normalized state name -> the state's configured spelling."""
-    precedence: tuple[str, ...]
-    """normalized state names in the order an issue carrying several state labels resolves."""
-    prefix: str
-
-    def label_for(self, state: str) -> str:
-        return self.by_state.get(normalize_state(state)) or default_label(state, self.prefix)
-
-    def state_of(self, labels: Sequence[str]) -> str | None:
-        """The state an open issue's labels give it, or None when it carries no state label.
-
-        Configured states win, in precedence order (terminal before active, so an issue marked
-        both `done` and `todo` is not worked on). A label with the state prefix that no
-        configured state uses is itself the state name (e.g. `status:blocked`), so a ticket an
-        agent moved to an unconfigured hand-off state still has a state.
-        """
-        lowered = {label.strip().lower(): label.strip() for label in labels}
-        for state in self.precedence:
-            if self.by_state[state].lower() in lowered:
-                return self.spelling[state]
-        for key, label in lowered.items():
-            if self.prefix and key.startswith(self.prefix.lower()):
-                return label
-        return None
-
-    def is_state_label(self, label: str) -> bool:
-        key = label.strip().lower()
-        known = {value.lower() for value in self.by_state.values()}
-        return key in known or bool(self.prefix and key.startswith(self.prefix.lower()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +100,14 @@ def parse_config(
     prefix = provider.get("state_label_prefix", DEFAULT_LABEL_PREFIX)
     if not isinstance(prefix, str):
         raise _invalid("tracker.provider.state_label_prefix must be a string (may be empty)")
-    state_labels = _state_labels(
-        provider.get("state_labels"), prefix, active_states, terminal_states, closed_state
+    state_labels = labels.build_state_labels(
+        provider.get("state_labels"),
+        prefix=prefix,
+        separator=LABEL_SEPARATOR,
+        active=active_states,
+        terminal=terminal_states,
+        closed_state=closed_state,
+        max_chars=MAX_LABEL_CHARS,
     )
     limit = as_int(provider.get("closed_page_limit", 10))
     if limit is None or limit < 1:
@@ -171,45 +142,6 @@ def _project(value: Any) -> ProjectRef | None:
     if owner_type not in ("organization", "user"):
         raise _invalid("tracker.provider.project.owner_type must be `organization` or `user`")
     return ProjectRef(owner.strip(), number, owner_type)
-
-
-def _state_labels(
-    value: Any,
-    prefix: str,
-    active: Sequence[str],
-    terminal: Sequence[str],
-    closed_state: str,
-) -> StateLabels:
-    if value is None:
-        value = {}
-    if not isinstance(value, Mapping):
-        raise _invalid('tracker.provider.state_labels must be a map like {"Todo": "status:todo"}')
-    by_state: dict[str, str] = {}
-    spelling: dict[str, str] = {}
-    for state, label in value.items():
-        if not isinstance(state, str) or not state.strip():
-            raise _invalid("tracker.provider.state_labels keys must be state names")
-        if not isinstance(label, str) or not label.strip() or "," in label:
-            raise _invalid(
-                f"tracker.provider.state_labels.{state} must be a label name without commas"
-            )
-        by_state[normalize_state(state)] = label.strip()
-        spelling[normalize_state(state)] = state.strip()
-    closed = normalize_state(closed_state)
-    order: list[str] = []
-    for state in [*terminal, *value, *active]:
-        key = normalize_state(state)
-        if key in order or (key == closed and key not in by_state):
-            # The closed state is read from the issue's open/closed flag, not from a label,
-            # unless a label was configured for it explicitly.
-            continue
-        by_state.setdefault(key, default_label(state, prefix))
-        spelling.setdefault(key, state.strip())
-        order.append(key)
-    labels = [label.lower() for label in by_state.values()]
-    if len(set(labels)) != len(labels):
-        raise _invalid("tracker.provider.state_labels maps two states to the same label")
-    return StateLabels(by_state, spelling, tuple(order), prefix)
 
 
 def _priority_labels(value: Any) -> Mapping[str, int]:

@@ -22,7 +22,7 @@ import structlog
 
 from adapters._support.http import HttpClient, next_link
 from adapters._support.normalize import as_int
-from adapters.github.config import GitHubConfig
+from adapters.github.config import MAX_LABEL_CHARS, GitHubConfig
 from adapters.github.normalize import (
     Malformed,
     label_names,
@@ -42,7 +42,6 @@ log = structlog.get_logger(__name__)
 PER_PAGE = 100
 MAX_PAGES = 100
 """Guards against a `next` link that never ends (10,000 issues per state label)."""
-MAX_LABEL_CHARS = 50  # GitHub refuses longer label names
 
 
 class RepositoryScope:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from adapters._support import labels
+from adapters._support.labels import StateLabels
 from adapters._support.normalize import as_int
 from adapters._support.provider import Secret, provider_secret, provider_str
 from symphony.issue import normalize_state
@@ -23,6 +25,7 @@ DEFAULT_BASE_URL = "https://gitlab.com"
 DEFAULT_TOKEN_ENV = "GITLAB_TOKEN"
 DEFAULT_CLOSED_STATE = "Done"
 DEFAULT_LABEL_PREFIX = "workflow::"
+LABEL_SEPARATOR = " "  # GitLab label titles may hold spaces, and its own examples use them
 MAX_LABEL_CHARS = 255  # GitLab's limit on a label title
 
 # A full project path: namespaces and the project, each GitLab path segment
@@ -32,47 +35,8 @@ _PROJECT_PATH = re.compile(rf"^{_PATH_SEGMENT}(?:/{_PATH_SEGMENT})+$")
 
 
 def default_label(state: str, prefix: str = DEFAULT_LABEL_PREFIX) -> str:
-    """`In Progress` -> `workflow::in progress`: lower-cased, blank runs become one space
-    (GitLab label titles may contain spaces, and its own examples use them)."""
-    return prefix + " ".join(state.strip().lower().split())
-
-
-@dataclass(frozen=True, slots=True)
-class StateLabels:
-    """The two-way map between workflow state names and the labels that carry them."""
-
-    by_state: Mapping[str, str]
-    """normalized state name -> label (as configured, or derived)."""
-    spelling: Mapping[str, str]
-    """normalized state name -> the state's configured spelling."""
-    precedence: tuple[str, ...]
-    """normalized state names in the order an issue carrying several state labels resolves."""
-    prefix: str
-
-    def label_for(self, state: str) -> str:
-        return self.by_state.get(normalize_state(state)) or default_label(state, self.prefix)
-
-    def state_of(self, labels: Sequence[str]) -> str | None:
-        """The state an open issue's labels give it, or None when it carries no state label.
-
-        Configured states win in precedence order (terminal first, so an issue labelled both
-        done and todo is not worked on). A label with the prefix that no configured state uses
-        is itself the state (e.g. `workflow::human review`), so an issue an agent handed off to
-        an unconfigured state still has one.
-        """
-        lowered = {label.strip().lower(): label.strip() for label in labels}
-        for state in self.precedence:
-            if self.by_state[state].lower() in lowered:
-                return self.spelling[state]
-        for key, label in lowered.items():
-            if self.prefix and key.startswith(self.prefix.lower()):
-                return label
-        return None
-
-    def is_state_label(self, label: str) -> bool:
-        key = label.strip().lower()
-        known = {value.lower() for value in self.by_state.values()}
-        return key in known or bool(self.prefix and key.startswith(self.prefix.lower()))
+    """The label a state gets when none is configured (see `_support.labels.default_label`)."""
+    return labels.default_label(state, prefix, LABEL_SEPARATOR)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +98,14 @@ def parse_config(
     prefix = provider.get("state_label_prefix", DEFAULT_LABEL_PREFIX)
     if not isinstance(prefix, str) or "," in prefix:
         raise _invalid("tracker.provider.state_label_prefix must be a string without commas")
-    state_labels = _state_labels(
-        provider.get("state_labels"), prefix, active_states, terminal_states, closed_state
+    state_labels = labels.build_state_labels(
+        provider.get("state_labels"),
+        prefix=prefix,
+        separator=LABEL_SEPARATOR,
+        active=active_states,
+        terminal=terminal_states,
+        closed_state=closed_state,
+        max_chars=MAX_LABEL_CHARS,
     )
     limit = as_int(provider.get("closed_page_limit", 10))
     if limit is None or limit < 1:
@@ -154,50 +124,6 @@ def parse_config(
         closed_page_limit=limit,
         blockers=blockers,
     )
-
-
-def _state_labels(
-    value: Any,
-    prefix: str,
-    active: Sequence[str],
-    terminal: Sequence[str],
-    closed_state: str,
-) -> StateLabels:
-    if value is None:
-        value = {}
-    if not isinstance(value, Mapping):
-        raise _invalid(
-            'tracker.provider.state_labels must be a map like {"Todo": "workflow::todo"}'
-        )
-    by_state: dict[str, str] = {}
-    spelling: dict[str, str] = {}
-    for state, label in value.items():
-        if not isinstance(state, str) or not state.strip():
-            raise _invalid("tracker.provider.state_labels keys must be state names")
-        # add_labels / remove_labels are comma-separated lists, so a comma cannot be sent.
-        if not isinstance(label, str) or not label.strip() or "," in label:
-            raise _invalid(
-                f"tracker.provider.state_labels.{state} must be a label name without commas"
-            )
-        if len(label.strip()) > MAX_LABEL_CHARS:
-            raise _invalid(f"tracker.provider.state_labels.{state} is longer than 255 characters")
-        by_state[normalize_state(state)] = label.strip()
-        spelling[normalize_state(state)] = state.strip()
-    closed = normalize_state(closed_state)
-    order: list[str] = []
-    for state in [*terminal, *value, *active]:
-        key = normalize_state(state)
-        if key in order or (key == closed and key not in by_state):
-            # The closed state is read from the issue's opened/closed flag, not from a label,
-            # unless a label was configured for it explicitly.
-            continue
-        by_state.setdefault(key, default_label(state, prefix))
-        spelling.setdefault(key, state.strip())
-        order.append(key)
-    labels = [label.lower() for label in by_state.values()]
-    if len(set(labels)) != len(labels):
-        raise _invalid("tracker.provider.state_labels maps two states to the same label")
-    return StateLabels(by_state, spelling, tuple(order), prefix)
 
 
 def _priority_labels(value: Any) -> Mapping[str, int]:
