@@ -1,0 +1,42 @@
+"""The `kaiten` tracker kind: cards of one Kaiten board (see `adapters.kaiten.tracker`).
+
+Kaiten boards have no fixed state names, but every column has a type (1 queue, 2 in progress,
+3 done). A workflow may therefore omit `active_states` / `terminal_states`: the daemon then asks
+`KaitenTracker.discover_states()`, which takes the board's top-level queue and in-progress
+columns as active and its done columns as terminal.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from adapters.kaiten.config import KaitenConfig, parse_config
+from adapters.kaiten.tracker import KaitenTracker
+
+if TYPE_CHECKING:
+    from symphony.config import TrackerSettings
+    from symphony.tracker import Tracker, TrackerContext
+
+STATES_FROM_TRACKER = True
+DEFAULT_ACTIVE_STATES: tuple[str, ...] | None = None
+DEFAULT_TERMINAL_STATES: tuple[str, ...] | None = None
+
+__all__ = [
+    "DEFAULT_ACTIVE_STATES",
+    "DEFAULT_TERMINAL_STATES",
+    "STATES_FROM_TRACKER",
+    "KaitenConfig",
+    "KaitenTracker",
+    "create_tracker",
+]
+
+
+def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
+    """A tracker for `tracker.provider`; raises `invalid_tracker_config` or
+    `missing_tracker_secret` when it cannot be used. Makes no request."""
+    config = parse_config(settings.provider, context.environ)
+    return KaitenTracker(
+        config,
+        workflow_states=(*settings.active_states, *settings.terminal_states),
+        terminal_states=settings.terminal_states,
+    )

@@ -1,0 +1,121 @@
+"""Kaiten card objects turned into normalized Issues.
+
+- `id` is the card id as text; `identifier` is `KT-<id>` (Kaiten shows cards by number only, and
+  a prefix keeps workspace names and logs unambiguous).
+- `priority` is 1 for an `asap` (expedite) card and null otherwise: Kaiten has no other rank.
+- `labels` are the tag names, lower-cased; `assignee_id` is the responsible member (type 2).
+- `url` is `<web>/space/<space_id>/card/<id>` when `provider.space_id` is set, else `<web>/<id>`
+  (Kaiten's short card address).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from adapters._support.normalize import as_int, parse_timestamp, text_or_none
+from symphony.issue import BlockerRef, Issue, normalize_labels
+
+IDENTIFIER_PREFIX = "KT-"
+RESPONSIBLE = 2
+"""Kaiten member type: 1 member, 2 responsible."""
+ON_BOARD = 1
+"""Kaiten card `condition`: 1 on the board, 2 archived (3 deleted on some installations)."""
+CARD_DONE = 3
+"""Kaiten card `state`: 1 queued, 2 in progress, 3 done (follows the column's type)."""
+
+
+class Malformed(Exception):
+    """A card that cannot become an Issue; `key` names it in logs (its id when it has one)."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+def identifier(card_id: int) -> str:
+    return f"{IDENTIFIER_PREFIX}{card_id}"
+
+
+def required(card: Any) -> tuple[int, str, int]:
+    """(id, title, column_id) of a card, or `Malformed`."""
+    if not isinstance(card, Mapping):
+        raise Malformed("?", "card is not an object")
+    card_id = as_int(card.get("id"))
+    key = str(card_id) if card_id is not None else "?"
+    title = text_or_none(card.get("title"))
+    column_id = as_int(card.get("column_id"))
+    missing = [
+        name
+        for name, value in (("id", card_id), ("title", title), ("column_id", column_id))
+        if value is None
+    ]
+    if missing:
+        raise Malformed(key, f"missing or invalid {', '.join(missing)}")
+    assert card_id is not None and title is not None and column_id is not None
+    return card_id, title, column_id
+
+
+def blocker_ids(card: Mapping[str, Any]) -> list[int]:
+    raw = card.get("blocked_by_card_ids")
+    ids = [as_int(x) for x in raw] if isinstance(raw, list) else []
+    return list(dict.fromkeys(x for x in ids if x is not None and x > 0))
+
+
+def card_issue(
+    card: Mapping[str, Any],
+    *,
+    state: str,
+    blockers: tuple[BlockerRef, ...],
+    still_blocked: bool,
+    web_url: str,
+    space_id: int | None,
+) -> Issue:
+    """The Issue for a card already checked with `required`. `still_blocked` is the caller's
+    verdict on `blockers` (it needs other cards' columns)."""
+    card_id, title, column_id = required(card)
+    # `blocked: true` with no blocking card is a block set by hand (with a reason): only a
+    # person releases it, so the card waits.
+    blocked_by_hand = card.get("blocked") is True and not blocker_ids(card)
+    url = (
+        f"{web_url}/space/{space_id}/card/{card_id}"
+        if space_id is not None
+        else f"{web_url}/{card_id}"
+    )
+    return Issue(
+        id=str(card_id),
+        identifier=identifier(card_id),
+        title=title.strip(),
+        state=state,
+        dispatchable=not still_blocked and not blocked_by_hand,
+        description=text_or_none(card.get("description")),
+        priority=1 if card.get("asap") is True else None,
+        url=url,
+        assignee_id=_responsible(card.get("members")),
+        labels=normalize_labels(
+            [t.get("name") for t in _list(card.get("tags")) if isinstance(t, Mapping)]
+        ),
+        blocked_by=blockers,
+        created_at=parse_timestamp(card.get("created")),
+        updated_at=parse_timestamp(card.get("updated")),
+        native_ref={
+            "card_id": card_id,
+            "board_id": as_int(card.get("board_id")),
+            "column_id": column_id,
+            "lane_id": as_int(card.get("lane_id")),
+        },
+    )
+
+
+def _responsible(members: Any) -> str | None:
+    for member in _list(members):
+        if isinstance(member, Mapping) and as_int(member.get("type")) == RESPONSIBLE:
+            member_id = as_int(member.get("id"))
+            if member_id is not None:
+                return str(member_id)
+    return None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

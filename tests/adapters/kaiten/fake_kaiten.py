@@ -1,0 +1,255 @@
+"""A small Kaiten REST server for end-to-end and contract tests (stdlib only).
+
+It holds one company's boards, columns and cards in memory and speaks the endpoints the adapter
+uses, under `/api/latest`: board columns, sub-columns, the card listing (board, condition,
+column_ids, lane, space filters with offset/limit), one card, moving a card (`PATCH`), comments
+and external links. Every request is recorded with the time it arrived; `limit_next()` makes the
+next answer a 429 carrying `X-RateLimit-Reset`, as Kaiten does when the 5 rps budget is spent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.adapters.kaiten import payloads
+
+PREFIX = "/api/latest"
+
+
+@dataclass
+class FakeCard:
+    id: int
+    column_id: int
+    board_id: int = payloads.BOARD
+    lane_id: int | None = 7
+    title: str | None = None
+    condition: int = 1
+    blocked: bool = False
+    blocked_by: list[int] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+    links: list[tuple[str, str | None]] = field(default_factory=list)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    status: int
+    at: float
+    body: Any = None
+    answer: Any = None
+
+
+class FakeKaiten:
+    def __init__(
+        self,
+        token: str,
+        columns: list[dict[str, Any]] | None = None,
+        *,
+        board_lists_subcolumns: bool = True,
+    ) -> None:
+        self.token = token
+        self.columns = payloads.columns() if columns is None else columns
+        # Whether `GET /boards/{id}/columns` includes sub-columns or only `/subcolumns` does.
+        self.board_lists_subcolumns = board_lists_subcolumns
+        self.cards: dict[int, FakeCard] = {}
+        self.requests: list[Request] = []
+        self.lock = threading.Lock()
+        self.base = ""
+        self._limited: float | None = None
+        self.next_id = 1000
+
+    # Board edits (as a person in Kaiten's web app would make them)
+
+    def add(self, card_id: int, column_id: int, **fields: Any) -> FakeCard:
+        with self.lock:
+            card = FakeCard(card_id, column_id, **fields)
+            self.cards[card_id] = card
+            return card
+
+    def move(self, card_id: int, column_id: int) -> None:
+        with self.lock:
+            self.cards[card_id].column_id = column_id
+
+    def column_of(self, card_id: int) -> int:
+        with self.lock:
+            return self.cards[card_id].column_id
+
+    def limit_next(self, reset_in_s: float) -> float:
+        """Answer the next request with 429; returns the reset epoch it announces."""
+        reset = float(int(time.time() + reset_in_s) + 1)
+        with self.lock:
+            self._limited = reset
+        return reset
+
+    # Rendering
+
+    def _type_of(self, column_id: int) -> int:
+        column = next((c for c in self.columns if c["id"] == column_id), None)
+        if column is None:
+            return 1
+        if column["column_id"] is not None:
+            return self._type_of(column["column_id"])
+        return int(column["type"])
+
+    def body_of(self, card: FakeCard) -> dict[str, Any]:
+        return payloads.card(
+            card.id,
+            card.column_id,
+            title=card.title,
+            state=self._type_of(card.column_id),
+            board_id=card.board_id,
+            lane_id=card.lane_id,
+            tags=card.tags,
+            blocked=card.blocked or bool(card.blocked_by),
+            blocked_by=card.blocked_by,
+            condition=card.condition,
+        )
+
+    def handle(
+        self, method: str, target: str, headers: dict[str, str], body: Any
+    ) -> tuple[int, dict[str, str], Any]:
+        parts = urlsplit(target)
+        query = parse_qs(parts.query)
+        with self.lock:
+            limited, self._limited = self._limited, None
+        if limited is not None:
+            status, out, answer = (
+                429,
+                {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(limited))},
+                {"message": "Too many requests"},
+            )
+        else:
+            status, out, answer = self._route(method, parts.path, query, headers, body)
+            out = {
+                **out,
+                "X-RateLimit-Remaining": "4",
+                "X-RateLimit-Reset": str(int(time.time()) + 1),
+            }
+        with self.lock:
+            self.requests.append(
+                Request(method, parts.path, query, status, time.time(), body, answer)
+            )
+        return status, out, answer
+
+    def _route(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        headers: dict[str, str],
+        body: Any,
+    ) -> tuple[int, dict[str, str], Any]:
+        if headers.get("authorization") != f"Bearer {self.token}":
+            return 401, {}, "Invalid token"
+        if not path.startswith(PREFIX):
+            return 404, {}, {"message": "Not found"}
+        rest = path[len(PREFIX) :]
+        with self.lock:
+            if match := re.fullmatch(r"/boards/(\d+)/columns", rest):
+                board = int(match.group(1))
+                listed = [c for c in self.columns if c["board_id"] == board]
+                if not self.board_lists_subcolumns:
+                    listed = [c for c in listed if c["column_id"] is None]
+                return 200, {}, listed
+            if match := re.fullmatch(r"/columns/(\d+)/subcolumns", rest):
+                parent = int(match.group(1))
+                return 200, {}, [c for c in self.columns if c["column_id"] == parent]
+            if rest == "/cards" and method == "GET":
+                return 200, {}, self._list(query)
+            match = re.fullmatch(r"/cards/(\d+)(/[a-z-]+)?", rest)
+            if match is None or int(match.group(1)) not in self.cards:
+                return 404, {}, {"message": "Card not found"}
+            card = self.cards[int(match.group(1))]
+            tail = match.group(2) or ""
+            if tail == "" and method == "GET":
+                return 200, {}, self.body_of(card)
+            if tail == "" and method == "PATCH":
+                if not any(c["id"] == body.get("column_id") for c in self.columns):
+                    return 400, {}, {"message": "Column not found"}
+                card.column_id = body["column_id"]
+                return 200, {}, self.body_of(card)
+            if tail == "/comments" and method == "POST":
+                card.comments.append(body["text"])
+                self.next_id += 1
+                return 200, {}, payloads.comment(self.next_id, card.id, body["text"])
+            if tail == "/external-links" and method == "POST":
+                card.links.append((body["url"], body.get("description")))
+                self.next_id += 1
+                return (
+                    200,
+                    {},
+                    payloads.external_link(
+                        self.next_id, card.id, body["url"], body.get("description")
+                    ),
+                )
+        return 404, {}, {"message": "Not found"}
+
+    def _list(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
+        def number(name: str) -> int | None:
+            values = query.get(name)
+            return int(values[0]) if values else None
+
+        columns = {int(x) for x in query.get("column_ids", [""])[0].split(",") if x}
+        offset, limit = number("offset") or 0, min(number("limit") or 100, 100)
+        matching = [
+            card
+            for card in sorted(self.cards.values(), key=lambda c: c.id)
+            if (number("board_id") is None or card.board_id == number("board_id"))
+            and (number("condition") is None or card.condition == number("condition"))
+            and (not columns or card.column_id in columns)
+            and (number("lane_id") is None or card.lane_id == number("lane_id"))
+        ]
+        return [self.body_of(card) for card in matching[offset : offset + limit]]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeKaiten
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        status, out, answer = self.fake.handle(self.command, self.path, headers, body)
+        data = b"" if answer is None else json.dumps(answer).encode()
+        self.send_response(status)
+        for key, value in out.items():
+            self.send_header(key, value)
+        if data:
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PATCH = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output quiet
+
+
+@contextmanager
+def serve(fake: FakeKaiten) -> Iterator[FakeKaiten]:
+    """Run `fake` on 127.0.0.1 with an ephemeral port; `fake.base` is its API root."""
+    handler = type("Handler", (_Handler,), {"fake": fake})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    fake.base = f"http://127.0.0.1:{server.server_address[1]}{PREFIX}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

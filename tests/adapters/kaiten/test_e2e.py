@@ -1,0 +1,180 @@
+"""The daemon end to end against a local Kaiten fake: the real Orchestrator, the kaiten adapter
+over HTTP under its 5 rps throttle, and the scripted agent in a real subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from symphony.config import load_settings
+from symphony.orchestrator import Orchestrator
+from tests.adapters.kaiten.fake_kaiten import FakeKaiten, serve
+from tests.adapters.kaiten.payloads import BOARD, column
+
+pytestmark = pytest.mark.slow
+
+FAKE_AGENT = Path(__file__).resolve().parents[2] / "fakes" / "fake_app_server.py"
+TOKEN = "kaiten_e2e_token_value_0001"
+QUEUE, PROGRESS, DOING, REVIEW, DONE = 201, 202, 221, 203, 204
+
+
+def board() -> list[dict[str, Any]]:
+    return [
+        column(QUEUE, "Queue", 1, order=1),
+        column(PROGRESS, "In Progress", 2, order=2),
+        column(DOING, "Doing", 2, parent=PROGRESS, order=1),
+        column(REVIEW, "Human Review", 2, order=3),
+        column(DONE, "Done", 3, order=4),
+    ]
+
+
+@pytest.fixture
+def kaiten() -> Iterator[FakeKaiten]:
+    fake = FakeKaiten(token=TOKEN, columns=board())
+    with serve(fake):
+        yield fake
+
+
+def write_workflow(root: Path, base_url: str) -> Path:
+    config: dict[str, Any] = {
+        "tracker": {
+            "kind": "kaiten",
+            "provider": {"base_url": base_url, "board_id": BOARD},
+            "active_states": ["Queue", "In Progress"],
+            "terminal_states": ["Done"],
+        },
+        "polling": {"interval_ms": 500},
+        "workspace": {"root": "workspaces"},
+        "agent": {"max_concurrent_agents": 4},
+        "codex": {
+            "command": f"{sys.executable} {FAKE_AGENT}",
+            "read_timeout_ms": 10_000,
+            "turn_timeout_ms": 60_000,
+        },
+    }
+    path = root / "WORKFLOW.md"
+    path.write_text(f"---\n{yaml.safe_dump(config)}---\nWork on {{{{ issue.identifier }}}}\n")
+    return path
+
+
+class Running:
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.orchestrator = orchestrator
+        self.changed = asyncio.Event()
+        self.dispatched: set[str] = set()
+        orchestrator.add_listener(self._on_change)
+        self.task = asyncio.create_task(orchestrator.run())
+
+    def _on_change(self) -> None:
+        self.dispatched.update(self.orchestrator.state.running)
+        self.changed.set()
+
+    async def until(self, predicate: Callable[[], bool], timeout: float = 90.0) -> None:
+        async def wait() -> None:
+            while not predicate():
+                if self.task.done():
+                    self.task.result()
+                    raise AssertionError("orchestrator stopped early")
+                self.changed.clear()
+                # The fake server changes without telling the orchestrator: look again soon.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), 0.2)
+
+        await asyncio.wait_for(wait(), timeout)
+
+    async def stop(self) -> None:
+        self.orchestrator.stop()
+        await asyncio.wait_for(self.task, 30)
+
+
+def start(tmp_path: Path, kaiten: FakeKaiten, scenario: str, **extra: str) -> Running:
+    env = dict(os.environ)
+    env.update(FAKE_AGENT_SCENARIO=scenario, KAITEN_TOKEN=TOKEN, **extra)
+    settings = load_settings(write_workflow(tmp_path, kaiten.base), env)
+    return Running(Orchestrator(settings, environ=env, watch=False))
+
+
+def within_5_per_second(kaiten: FakeKaiten) -> bool:
+    # Arrival times jitter a little around the client's 0.2 s spacing.
+    times = sorted(r.at for r in kaiten.requests)
+    return all(times[i + 5] - times[i] >= 0.9 for i in range(len(times) - 5))
+
+
+async def test_only_eligible_cards_run_and_the_agent_moves_them_on_kaiten(
+    tmp_path: Path, kaiten: FakeKaiten
+) -> None:
+    kaiten.add(1, QUEUE, tags=["Bug"])
+    kaiten.add(2, DOING)  # a sub-column: its parent's state, In Progress
+    kaiten.add(3, QUEUE, blocked_by=[6])  # blocked by a card still in review
+    kaiten.add(4, QUEUE, blocked=True)  # blocked by hand
+    kaiten.add(5, QUEUE, condition=2)  # archived
+    kaiten.add(6, REVIEW)
+    kaiten.add(7, QUEUE, board_id=99)  # another board
+    kaiten.add(8, QUEUE, blocked_by=[9])  # its blocker is done
+    kaiten.add(9, DONE)
+    run = start(
+        tmp_path,
+        kaiten,
+        "tool,complete",
+        FAKE_AGENT_TOOL="kaiten_move_card",
+        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
+    )
+    try:
+        await run.until(
+            lambda: (
+                all(kaiten.column_of(n) == REVIEW for n in (1, 2, 8))
+                and not run.orchestrator.state.running
+            )
+        )
+        # Let a few more polls pass: nothing else may be dispatched.
+        await asyncio.sleep(2.0)
+    finally:
+        await run.stop()
+    assert run.dispatched == {"1", "2", "8"}
+    assert [kaiten.column_of(n) for n in (3, 4, 5, 7)] == [QUEUE] * 4
+    listings = [r for r in kaiten.requests if r.path.endswith("/cards")]
+    assert listings and all(r.query["condition"] == ["1"] for r in listings)
+    assert within_5_per_second(kaiten)
+
+
+async def test_moving_a_card_to_a_done_column_stops_its_run(
+    tmp_path: Path, kaiten: FakeKaiten
+) -> None:
+    kaiten.add(1, QUEUE)
+    kaiten.add(2, PROGRESS)
+    run = start(tmp_path, kaiten, "hang")
+    try:
+        await run.until(lambda: set(run.orchestrator.state.running) == {"1", "2"})
+        kaiten.move(1, DONE)
+        run.orchestrator.request_refresh()
+        await run.until(lambda: set(run.orchestrator.state.running) == {"2"})
+        assert "1" not in run.orchestrator.state.retry_attempts
+    finally:
+        await run.stop()
+    assert run.dispatched == {"1", "2"}
+
+
+async def test_a_429_is_respected_until_its_reset(tmp_path: Path, kaiten: FakeKaiten) -> None:
+    kaiten.add(1, QUEUE)
+    reset = kaiten.limit_next(reset_in_s=2.0)
+    run = start(tmp_path, kaiten, "hang")
+    try:
+        await run.until(lambda: "1" in run.orchestrator.state.running)
+    finally:
+        await run.stop()
+    limited = [i for i, r in enumerate(kaiten.requests) if r.status == 429]
+    assert len(limited) == 1
+    after = kaiten.requests[limited[0] + 1 :]
+    assert after, "the daemon never tried again"
+    # Nothing was sent before the announced reset (the client's clock is this machine's too).
+    assert min(r.at for r in after) >= reset - 0.05
+    assert within_5_per_second(kaiten)
