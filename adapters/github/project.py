@@ -18,6 +18,7 @@ import structlog
 
 from adapters._support.graphql import graphql
 from adapters._support.http import HttpClient
+from adapters._support.skipped import SkippedRecords
 from adapters.github import queries
 from adapters.github.config import STATUS_FIELD, GitHubConfig
 from adapters.github.normalize import Malformed, graphql_issue
@@ -53,7 +54,7 @@ class ProjectScope:
         self.config = config
         self.project = config.project
         self._board: Board | None = None
-        self._reported: dict[str, str] = {}
+        self._skipped = SkippedRecords(log, "project item", "item")
 
     async def _query(self, document: str, variables: Mapping[str, Any]) -> dict[str, Any]:
         return await graphql(
@@ -132,7 +133,7 @@ class ProjectScope:
             if not isinstance(following, str) or following == cursor:
                 raise TrackerError(TRACKER_PAGINATION, "GitHub project items: bad page cursor")
             cursor = following
-        self._report(skipped)
+        self._skipped.update(skipped)
         return list(found.values())
 
     async def by_ids(self, ids: Sequence[str]) -> list[Issue]:
@@ -179,14 +180,6 @@ class ProjectScope:
         if not isinstance(state, str) or not state.strip():
             return None  # no Status: on no column of the board
         return graphql_issue(content, self.config, item_id=item_id, state=state)
-
-    def _report(self, skipped: dict[str, str]) -> None:
-        for key, reason in skipped.items():
-            if self._reported.get(key) != reason:
-                log.warning("project item skipped", item=key, reason=reason)
-        for key in self._reported.keys() - skipped.keys():
-            log.info("project item readable again", item=key)
-        self._reported = skipped
 
     # Tools
 

@@ -22,6 +22,7 @@ import structlog
 
 from adapters._support.http import HttpClient, next_link
 from adapters._support.normalize import as_int
+from adapters._support.skipped import SkippedRecords
 from adapters.github.config import MAX_LABEL_CHARS, GitHubConfig
 from adapters.github.normalize import (
     Malformed,
@@ -51,7 +52,7 @@ class RepositoryScope:
         self.config = config
         self.repository = config.repository
         self._path = f"/repos/{config.repository}/issues"
-        self._reported: dict[str, str] = {}
+        self._skipped = SkippedRecords(log, "issue", "record", repository=self.repository)
 
     # Reads
 
@@ -83,7 +84,7 @@ class RepositoryScope:
                     continue  # e.g. also carries a state label that takes precedence
                 if str(number) not in found:
                     found[str(number)] = await self._issue(item, actual)
-        self._report(skipped)
+        self._skipped.update(skipped)
         return list(found.values())
 
     async def by_ids(self, ids: Sequence[str]) -> list[Issue]:
@@ -149,14 +150,6 @@ class RepositoryScope:
             # The next link carries every parameter (and may name /repositories/<id>/...).
             url, params = following, None
         return items
-
-    def _report(self, skipped: dict[str, str]) -> None:
-        for key, reason in skipped.items():
-            if self._reported.get(key) != reason:
-                log.warning("issue skipped", repository=self.repository, record=key, reason=reason)
-        for key in self._reported.keys() - skipped.keys():
-            log.info("issue readable again", repository=self.repository, record=key)
-        self._reported = skipped
 
     # Tools
 

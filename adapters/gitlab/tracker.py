@@ -20,6 +20,7 @@ import structlog
 
 from adapters._support.http import HttpClient, RateLimitHeaders, next_link
 from adapters._support.normalize import as_int
+from adapters._support.skipped import SkippedRecords
 from adapters.gitlab import tools
 from adapters.gitlab.config import MAX_LABEL_CHARS, GitLabConfig
 from adapters.gitlab.normalize import (
@@ -75,7 +76,7 @@ class GitLabTracker:
             **extra,
         )
         self._issues = f"/projects/{config.project_ref}/issues"
-        self._reported: dict[str, str] = {}
+        self._skipped = SkippedRecords(log, "issue", "record", project=self.config.project)
 
     # Reads
 
@@ -107,7 +108,7 @@ class GitLabTracker:
                     continue  # e.g. also carries a state label that takes precedence
                 if str(iid) not in found:
                     found[str(iid)] = await self._issue(item, actual)
-        self._report(skipped)
+        self._skipped.update(skipped)
         return list(found.values())
 
     async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
@@ -189,14 +190,6 @@ class GitLabTracker:
         link = next_link(headers)
         # The next link carries every parameter.
         return (link, None) if link else None
-
-    def _report(self, skipped: dict[str, str]) -> None:
-        for key, reason in skipped.items():
-            if self._reported.get(key) != reason:
-                log.warning("issue skipped", project=self.config.project, record=key, reason=reason)
-        for key in self._reported.keys() - skipped.keys():
-            log.info("issue readable again", project=self.config.project, record=key)
-        self._reported = skipped
 
     # Tools
 

@@ -34,6 +34,7 @@ import structlog
 
 from adapters._support.http import HttpClient, RateLimitHeaders
 from adapters._support.normalize import as_int
+from adapters._support.skipped import SkippedRecords
 from adapters.kaiten import tools
 from adapters.kaiten.columns import Layout, column_from
 from adapters.kaiten.config import KaitenConfig
@@ -110,7 +111,7 @@ class KaitenTracker:
         self._layout_reread = False
         # Malformed cards already reported, with the reason: logged when they appear or their
         # problem changes, not on every poll.
-        self._reported: dict[str, str] = {}
+        self._skipped = SkippedRecords(log, "kaiten card", "card_id")
 
     # Tracker protocol
 
@@ -151,7 +152,7 @@ class KaitenTracker:
                 continue
             if normalize_state(state) in wanted:
                 found.setdefault(card_id, (card, state))
-        self._report(problems)
+        self._skipped.update(problems)
         return await self._issues(found.values())
 
     async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
@@ -401,11 +402,3 @@ class KaitenTracker:
             state is not None and normalize_state(state) in self._terminal
         )
         return BlockerRef(id=str(card_id), identifier=identifier(card_id), state=state), done
-
-    def _report(self, problems: dict[str, str]) -> None:
-        for key, reason in problems.items():
-            if self._reported.get(key) != reason:
-                log.warning("kaiten card skipped", card_id=key, reason=reason)
-        for key in self._reported.keys() - problems.keys():
-            log.info("kaiten card readable again", card_id=key)
-        self._reported = problems

@@ -25,6 +25,7 @@ from typing import Any
 
 import structlog
 
+from adapters._support.skipped import SkippedRecords
 from adapters.linear import queries, tools
 from adapters.linear.api import LinearApi
 from adapters.linear.config import ASSIGNEE_ME, LinearConfig
@@ -51,7 +52,7 @@ class LinearTracker:
         self._assignee_id: str | None = None if config.assignee == ASSIGNEE_ME else config.assignee
         # Malformed nodes already reported, with the reason: logged when they appear or their
         # problem changes, not on every poll.
-        self._reported: dict[str, str] = {}
+        self._skipped = SkippedRecords(log, "linear issue", "issue_id")
 
     async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
         if not states:
@@ -92,7 +93,7 @@ class LinearTracker:
                 TRACKER_PAGINATION,
                 f"Linear listing of {self.config.scope} did not end within {MAX_PAGES} pages",
             )
-        self._report(problems)
+        self._skipped.update(problems)
         return list(found.values())
 
     async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
@@ -168,14 +169,6 @@ class LinearTracker:
         if self.config.project_slug is not None:
             return ref.get("project_slug_id") == self.config.project_slug
         return ref.get("team_key") == self.config.team_key
-
-    def _report(self, problems: dict[str, str]) -> None:
-        for key, reason in problems.items():
-            if self._reported.get(key) != reason:
-                log.warning("linear issue skipped", issue_id=key, reason=reason)
-        for key in self._reported.keys() - problems.keys():
-            log.info("linear issue readable again", issue_id=key)
-        self._reported = problems
 
 
 def _connection(data: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -37,6 +37,7 @@ from typing import Any
 
 import structlog
 
+from adapters._support.skipped import SkippedRecords
 from adapters.local.atomic import WriteConflict, rewrite_file
 from adapters.local.snapshot import BoardReader, Snapshot
 from adapters.local.ticket import FrontMatterError, is_ticket_name
@@ -101,21 +102,14 @@ class LocalBoard:
         self._known_states = (*active_states, *terminal_states)
         self._terminal = frozenset(normalize_state(s) for s in terminal_states)
         self._tools = tool_specs(active_states, terminal_states)
-        # Malformed files already reported, with the reason: a broken file is reported when it
-        # breaks or its problem changes, not on every poll.
-        self._reported: dict[str, str] = {}
+        self._skipped = SkippedRecords(log, "ticket", "file")
 
     async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
         if not states:
             return []
         wanted = frozenset(normalize_state(s) for s in states)
         issues, skipped = await asyncio.to_thread(self._issues_in_states, wanted)
-        for file_name, reason in skipped.items():
-            if self._reported.get(file_name) != reason:
-                log.warning("ticket skipped", file=file_name, reason=reason)
-        for file_name in self._reported.keys() - skipped.keys():
-            log.info("ticket readable again", file=file_name)
-        self._reported = dict(skipped)
+        self._skipped.update(skipped)
         return issues
 
     async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
