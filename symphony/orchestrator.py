@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -357,7 +358,15 @@ class Orchestrator:
         log.info(
             "dispatching", issue_id=issue.id, issue_identifier=issue.identifier, attempt=attempt
         )
-        self._workers[issue.id] = self._tasks.create_task(self._worker(issue, attempt, ctx))
+        task = self._tasks.create_task(self._worker(issue, attempt, ctx))
+        self._workers[issue.id] = task
+        task.add_done_callback(functools.partial(self._worker_done, issue.id))
+
+    def _worker_done(self, issue_id: str, task: asyncio.Task[None]) -> None:
+        # A worker cancelled before it ever ran never reaches its `finally`, so nothing would
+        # report its exit and shutdown would wait for it forever: report it here.
+        if task.cancelled() and self._workers.get(issue_id) is task:
+            self._queue.put_nowait(WorkerExited(issue_id, core.WorkerExit(False, "stopped")))
 
     async def _worker(self, issue: Any, attempt: int | None, ctx: AttemptContext) -> None:
         def on_event(event: AgentEvent) -> None:

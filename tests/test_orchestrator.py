@@ -477,3 +477,21 @@ async def test_states_left_to_the_tracker_are_discovered_before_polling(
         assert tracker.discoveries == 1
     finally:
         await run.stop()
+
+
+class CancelsBeforeStart(Orchestrator):
+    """Stops the daemon in the instant between creating a worker task and its first step."""
+
+    def _start_worker(self, issue: Any, attempt: int | None) -> None:
+        super()._start_worker(issue, attempt)
+        self._workers[issue.id].cancel()
+        self.stop()
+
+
+async def test_shutdown_does_not_wait_for_a_worker_cancelled_before_it_ran(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow()
+    env = scenario_env("hang")
+    orchestrator = CancelsBeforeStart(load_settings(board.workflow, env), environ=env, watch=False)
+    await asyncio.wait_for(orchestrator.run(), 10)
+    assert not orchestrator.state.running and not orchestrator.state.claimed
