@@ -1,6 +1,6 @@
 """The `symphony` command: run the daemon, check a workflow, or render a ticket's prompt.
 
-    symphony [WORKFLOW.md]              run (default ./WORKFLOW.md) until SIGINT/SIGTERM
+    symphony [WORKFLOW.md] [--port N]   run (default ./WORKFLOW.md) until SIGINT/SIGTERM
     symphony check [WORKFLOW.md]        validate and show what the next poll would dispatch
     symphony render ID [WORKFLOW.md]    print the prompt a ticket would get
 
@@ -75,7 +75,23 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", choices=("debug", "info", "warning", "error"), default="info"
     )
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="serve the HTTP API on this port (0 = any free port; overrides server.port)",
+    )
     return parser
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 65535, got {value!r}")
+    return port
 
 
 def _check_parser() -> argparse.ArgumentParser:
@@ -108,10 +124,11 @@ def _run(args: argparse.Namespace) -> int:
     configure_logging(fmt=args.log_format, level=args.log_level, logs_root=args.logs_root)
     settings, tracker = _load(args.workflow)
     orchestrator = Orchestrator(settings, tracker=tracker)
-    return asyncio.run(_serve(orchestrator))
+    port = args.port if args.port is not None else settings.server.port
+    return asyncio.run(_serve(orchestrator, port))
 
 
-async def _serve(orchestrator: Orchestrator) -> int:
+async def _serve(orchestrator: Orchestrator, port: int | None = None) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, orchestrator.stop)
@@ -126,7 +143,18 @@ async def _serve(orchestrator: Orchestrator) -> int:
         poll_interval_ms=settings.polling.interval_ms,
         max_concurrent_agents=settings.agent.max_concurrent_agents,
     )
-    await orchestrator.run()
+    http = None
+    if port is not None:
+        # Imported here so a daemon without the HTTP server never loads uvicorn.
+        from symphony.observability.server import create_app, serve
+
+        http = await serve(create_app(orchestrator), settings.server.host, port)
+        structlog.get_logger("symphony").info("http server listening", url=http.url)
+    try:
+        await orchestrator.run()
+    finally:
+        if http is not None:
+            await http.stop()
     structlog.get_logger("symphony").info("stopped")
     return EXIT_OK
 

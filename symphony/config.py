@@ -95,6 +95,14 @@ class CodexSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """The HTTP server extension (spec §13.7): off while `port` is None; 0 = any free port."""
+
+    port: int | None = None
+    host: str = "127.0.0.1"
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     workflow_path: Path
     tracker: TrackerSettings
@@ -105,6 +113,7 @@ class Settings:
     codex: CodexSettings
     prompt_template: str
     fingerprint: str
+    server: ServerSettings = field(default_factory=ServerSettings)
 
     @property
     def workflow_dir(self) -> Path:
@@ -232,6 +241,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         codex=codex,
         prompt_template=workflow.prompt_template or DEFAULT_PROMPT,
         fingerprint=workflow.fingerprint,
+        server=_server(_section(raw, "server")),
     )
 
 
@@ -297,6 +307,18 @@ def _int(raw: Mapping[str, Any], dotted: str, default: int, minimum: int | None)
     if minimum is not None and value < minimum:
         raise ConfigError(INVALID_CONFIG, f"{dotted} must be at least {minimum}, got {value}")
     return value
+
+
+def _server(raw: Mapping[str, Any]) -> ServerSettings:
+    port: int | None = None
+    if raw.get("port") is not None:
+        port = _int(raw, "server.port", 0, 0)
+        if port > 65535:
+            raise ConfigError(INVALID_CONFIG, f"server.port must be at most 65535, got {port}")
+    host = raw.get("host", ServerSettings().host)
+    if not isinstance(host, str) or not host.strip():
+        raise ConfigError(INVALID_CONFIG, "server.host must be a non-empty host name or address")
+    return ServerSettings(port=port, host=host.strip())
 
 
 def _script(raw: Mapping[str, Any], key: str) -> str | None:

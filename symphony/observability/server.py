@@ -1,0 +1,343 @@
+"""The optional HTTP server (spec §13.7): a JSON API, Prometheus metrics and a live event stream.
+
+Every endpoint reads the orchestrator's snapshot and health; the only thing a client can ask of
+the orchestrator is an early poll (`POST /api/v1/refresh`). Errors are always the JSON envelope
+`{"error": {"code", "message"}}`. `serve` runs the app with uvicorn inside the daemon's event
+loop, on a socket bound here so a busy port is a readable error and `0` yields the real port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import socket
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from symphony.errors import SymphonyError
+from symphony.workspace import workspace_key
+
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+SERVER_BIND_FAILED = "server_bind_failed"
+
+
+class Observed(Protocol):
+    """What the server needs of the orchestrator."""
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def request_refresh(self) -> None: ...
+
+    def add_listener(self, listener: Any) -> None: ...
+
+
+class _Changes:
+    """Fans the orchestrator's one change callback out to every open event stream.
+
+    The orchestrator offers no way to remove a listener, so the app registers once and streams
+    subscribe here. Closing wakes every stream so it can end before the server stops.
+    """
+
+    def __init__(self) -> None:
+        self._subscribers: set[asyncio.Event] = set()
+        self.closed = False
+        self.refresh_pending = False
+
+    def notify(self) -> None:
+        # The orchestrator calls this after a loop pass, so any queued refresh has been handled.
+        self.refresh_pending = False
+        for event in self._subscribers:
+            event.set()
+
+    def close(self) -> None:
+        self.closed = True
+        for event in self._subscribers:
+            event.set()
+
+    @contextlib.contextmanager
+    def subscribe(self) -> Iterator[asyncio.Event]:
+        event = asyncio.Event()
+        self._subscribers.add(event)
+        try:
+            yield event
+        finally:
+            self._subscribers.discard(event)
+
+
+def create_app(
+    orchestrator: Observed,
+    *,
+    keepalive_s: float = 15.0,
+    min_event_interval_s: float = 0.25,
+) -> Starlette:
+    """The API app; `app.state.changes.close()` ends open event streams (done by `serve`)."""
+    changes = _Changes()
+    orchestrator.add_listener(changes.notify)
+
+    async def state(request: Request) -> Response:
+        return JSONResponse(orchestrator.snapshot())
+
+    async def issue(request: Request) -> Response:
+        wanted = request.path_params["issue_identifier"]
+        if wanted == "refresh":
+            raise HTTPException(405, headers={"Allow": "POST"})
+        return JSONResponse(_issue_detail(orchestrator.snapshot(), wanted))
+
+    async def refresh(request: Request) -> Response:
+        coalesced = changes.refresh_pending
+        if not coalesced:
+            changes.refresh_pending = True
+            orchestrator.request_refresh()
+        return JSONResponse({"queued": True, "coalesced": coalesced}, status_code=202)
+
+    async def metrics(request: Request) -> Response:
+        text = render_metrics(orchestrator.snapshot())
+        return PlainTextResponse(text, headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+    async def events(request: Request) -> Response:
+        return StreamingResponse(
+            _event_stream(orchestrator, changes, keepalive_s, min_event_interval_s),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    app = Starlette(
+        routes=[
+            Route("/api/v1/state", state, methods=["GET"]),
+            Route("/api/v1/refresh", refresh, methods=["POST"]),
+            Route("/api/v1/events", events, methods=["GET"]),
+            Route("/api/v1/{issue_identifier}", issue, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+    )
+    app.state.changes = changes
+    return app
+
+
+class IssueNotFound(HTTPException):
+    def __init__(self, identifier: str) -> None:
+        super().__init__(404, f"no running or retrying issue {identifier!r}")
+
+
+_ERROR_CODES = {404: "not_found", 405: "method_not_allowed"}
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if isinstance(exc, IssueNotFound):
+        code = "issue_not_found"
+    else:
+        code = _ERROR_CODES.get(exc.status_code, "http_error")
+    message = exc.detail
+    if code == "not_found":
+        message = f"no such endpoint: {request.url.path}"
+    elif code == "method_not_allowed":
+        message = f"{request.method} is not allowed on {request.url.path}"
+    return JSONResponse(
+        {"error": {"code": code, "message": message}},
+        status_code=exc.status_code,
+        headers=exc.headers,
+    )
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    return JSONResponse(
+        {"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}},
+        status_code=500,
+    )
+
+
+def _issue_detail(snapshot: dict[str, Any], wanted: str) -> dict[str, Any]:
+    def matches(row: dict[str, Any]) -> bool:
+        return wanted in (row["issue_identifier"], row["issue_id"])
+
+    running = next((row for row in snapshot["running"] if matches(row)), None)
+    retry = next((row for row in snapshot["retrying"] if matches(row)), None)
+    found = running or retry
+    if found is None:
+        raise IssueNotFound(wanted)
+    identifier = found["issue_identifier"]
+    return {
+        "issue_identifier": identifier,
+        "issue_id": found["issue_id"],
+        "status": "running" if running is not None else "retrying",
+        "workspace_key": workspace_key(identifier),
+        "running": running,
+        "retry": retry,
+    }
+
+
+# Metrics
+
+
+def render_metrics(snapshot: dict[str, Any]) -> str:
+    """The snapshot in Prometheus text exposition format 0.0.4."""
+    health = snapshot.get("health", {})
+    totals = snapshot["codex_totals"]
+    tick_ms = health.get("last_tick_ms")
+    lines: list[str] = []
+
+    def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        lines.extend(f"{name}{labels} {_number(value)}" for labels, value in samples)
+
+    metric(
+        "symphony_running",
+        "gauge",
+        "Issues with a live agent run.",
+        [("", snapshot["counts"]["running"])],
+    )
+    metric(
+        "symphony_retrying",
+        "gauge",
+        "Issues waiting in the retry queue.",
+        [("", snapshot["counts"]["retrying"])],
+    )
+    metric(
+        "symphony_dispatches_total",
+        "counter",
+        "Agent runs started.",
+        [("", health.get("dispatched", 0))],
+    )
+    metric(
+        "symphony_failures_total",
+        "counter",
+        "Failed agent runs by failing step.",
+        [
+            (f'{{reason="{_label(reason)}"}}', count)
+            for reason, count in sorted(health.get("failures", {}).items())
+        ],
+    )
+    metric(
+        "symphony_tokens_total",
+        "counter",
+        "Agent tokens used, by kind.",
+        [(f'{{kind="{kind}"}}', totals[f"{kind}_tokens"]) for kind in ("input", "output", "total")],
+    )
+    metric(
+        "symphony_tick_duration_ms",
+        "gauge",
+        "Duration of the last poll tick in milliseconds (NaN before the first).",
+        [("", math.nan if tick_ms is None else tick_ms)],
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _number(value: float) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, float) and not value.is_integer():
+        return repr(round(value, 3))
+    return str(int(value))
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+# Event stream
+
+
+async def _event_stream(
+    orchestrator: Observed, changes: _Changes, keepalive_s: float, min_interval_s: float
+) -> AsyncIterator[str]:
+    loop = asyncio.get_running_loop()
+    with changes.subscribe() as changed:
+        yield _sse(orchestrator.snapshot())
+        sent_at = loop.time()
+        while not changes.closed:
+            try:
+                await asyncio.wait_for(changed.wait(), keepalive_s)
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            if changes.closed:
+                break
+            # Throttle: changes arriving in the wait are folded into the next snapshot.
+            await asyncio.sleep(max(sent_at + min_interval_s - loop.time(), 0.0))
+            changed.clear()
+            if changes.closed:
+                break
+            yield _sse(orchestrator.snapshot())
+            sent_at = loop.time()
+
+
+def _sse(snapshot: dict[str, Any]) -> str:
+    return f"data: {json.dumps(snapshot, separators=(',', ':'))}\n\n"
+
+
+# Serving
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn without its own signal handling: the daemon owns SIGINT/SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass(slots=True)
+class RunningServer:
+    server: uvicorn.Server
+    task: asyncio.Task[None]
+    url: str
+    app: Starlette
+
+    async def stop(self) -> None:
+        """End open event streams, then stop accepting and wait for the server task."""
+        self.app.state.changes.close()
+        self.server.should_exit = True
+        await self.task
+
+
+async def serve(app: Starlette, host: str, port: int) -> RunningServer:
+    """Bind `host:port` (0 = any free port) and serve `app` in the running loop."""
+    sock = _bind(host, port)
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=5,
+    )
+    server = _EmbeddedServer(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]), name="http-server")
+    while not server.started:
+        if task.done():
+            task.result()
+            raise SymphonyError(SERVER_BIND_FAILED, "http server stopped during startup")
+        await asyncio.sleep(0.01)
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    return RunningServer(server, task, f"http://{shown}:{bound_port}/", app)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise SymphonyError(SERVER_BIND_FAILED, f"cannot resolve {host}:{port}: {exc}") from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise SymphonyError(SERVER_BIND_FAILED, f"cannot listen on {host}:{port}: {exc}") from exc
+    return sock
