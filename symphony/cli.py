@@ -16,11 +16,13 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from symphony.config import Settings, TrackerSettings, load_settings
 from symphony.errors import SymphonyError
 from symphony.issue import Issue
 from symphony.observability.logging import configure_logging, masker
+from symphony.observability.terminal import ConsoleLogStream, TerminalStatus
 from symphony.orchestrator import Orchestrator
 from symphony.prompt import check_template, render_prompt
 from symphony.scheduling import is_routable, sort_for_dispatch
@@ -71,6 +73,11 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     _workflow_arg(parser)
     parser.add_argument("--logs-root", type=Path, help="write one log file per ticket here")
+    parser.add_argument(
+        "--no-tui",
+        action="store_true",
+        help="no live status table (it is shown only when stderr is a terminal)",
+    )
     parser.add_argument("--log-format", choices=("console", "json"), default="console")
     parser.add_argument(
         "--log-level", choices=("debug", "info", "warning", "error"), default="info"
@@ -121,14 +128,25 @@ def _load(path: Path) -> tuple[Settings, Tracker]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    configure_logging(fmt=args.log_format, level=args.log_level, logs_root=args.logs_root)
+    # The live table is for a person at a terminal: off when stderr is piped or logged to JSON.
+    console = None
+    if not args.no_tui and args.log_format == "console" and sys.stderr.isatty():
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    configure_logging(
+        fmt=args.log_format,
+        level=args.log_level,
+        logs_root=args.logs_root,
+        stream=ConsoleLogStream(console) if console is not None else None,
+    )
     settings, tracker = _load(args.workflow)
     orchestrator = Orchestrator(settings, tracker=tracker)
     port = args.port if args.port is not None else settings.server.port
-    return asyncio.run(_serve(orchestrator, port))
+    return asyncio.run(_serve(orchestrator, port, console))
 
 
-async def _serve(orchestrator: Orchestrator, port: int | None = None) -> int:
+async def _serve(orchestrator: Orchestrator, port: int | None = None, console: Any = None) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, orchestrator.stop)
@@ -150,9 +168,15 @@ async def _serve(orchestrator: Orchestrator, port: int | None = None) -> int:
 
         http = await serve(create_app(orchestrator), settings.server.host, port)
         structlog.get_logger("symphony").info("http server listening", url=http.url)
+    status = None
+    if console is not None:
+        status = asyncio.create_task(TerminalStatus(orchestrator.snapshot, console).run())
     try:
         await orchestrator.run()
     finally:
+        if status is not None:
+            status.cancel()
+            await status
         if http is not None:
             await http.stop()
     structlog.get_logger("symphony").info("stopped")

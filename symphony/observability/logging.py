@@ -13,13 +13,23 @@ import logging
 import sys
 from collections.abc import Iterable, MutableMapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO, cast
 
 import structlog
 
 from symphony.workspace import workspace_key
 
 REDACTED = "[redacted]"
+
+
+class LineSink(Protocol):
+    """Where console log lines go: a text stream, or the live terminal display's printer."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
 _FIRST_KEYS = ("ts", "level", "event")
 
 
@@ -80,7 +90,7 @@ class SecretMasker:
 class IssueLogFiles:
     """Appends each ticket's records to `<logs_root>/<workspace_key>.log`."""
 
-    def __init__(self, root: Path, stream: TextIO) -> None:
+    def __init__(self, root: Path, stream: LineSink) -> None:
         self.root = root
         self._stream = stream
         self._failed = False
@@ -115,7 +125,7 @@ def configure_logging(
     fmt: str = "console",
     level: str = "info",
     logs_root: Path | None = None,
-    stream: TextIO | None = None,
+    stream: LineSink | None = None,
 ) -> IssueLogFiles | None:
     """Set up structlog for the process; returns the per-issue file sink when one is used."""
     out = stream or sys.stderr
@@ -138,7 +148,7 @@ def configure_logging(
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]
         ),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, out)),
         cache_logger_on_first_use=False,
     )
     return files

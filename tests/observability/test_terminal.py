@@ -1,0 +1,76 @@
+"""The live terminal table: drawn from the snapshot only, with logs printed above it."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from rich.console import Console
+
+from symphony import scheduling as core
+from symphony.agents import AgentEvent, TokenUsage
+from symphony.observability import terminal
+from symphony.observability.snapshot import build_snapshot
+from symphony.observability.terminal import ConsoleLogStream, TerminalStatus, render_status
+from tests.factories import WALL, make_issue, make_settings
+
+
+def snapshot_with_one_run_and_one_retry(health: dict[str, Any]) -> dict[str, Any]:
+    state = core.SchedulerState()
+    settings = make_settings()
+    core.select_dispatches(state, [make_issue("ABC-1"), make_issue("ABC-2")], settings, 0.0, WALL)
+    event = AgentEvent("notification", message="item/completed commandExecution: pytest -q")
+    core.on_agent_event(state, "id-ABC-1", event, 5.0, WALL + timedelta(seconds=5))
+    usage = AgentEvent("token_usage", usage=TokenUsage(1200, 34, 1234))
+    core.on_agent_event(state, "id-ABC-1", usage, 5.0, WALL + timedelta(seconds=5))
+    core.on_worker_exit(
+        state, "id-ABC-2", core.WorkerExit(False, "turn 1: turn_failed"), settings, 6
+    )
+    return build_snapshot(state, 65.0, WALL + timedelta(seconds=65), health)
+
+
+def text_of(renderable: Any) -> str:
+    console = Console(record=True, width=140)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_table_shows_running_tickets_retries_and_totals() -> None:
+    text = text_of(render_status(snapshot_with_one_run_and_one_retry({})))
+    assert "ABC-1" in text and "pytest -q" in text and "1,234" in text
+    assert "1m00s" in text  # the age of the last event
+    assert "ABC-2" in text and "turn_failed" in text  # the retry queue
+    assert "1 running, 1 retrying" in text
+
+
+def test_a_rejected_workflow_or_failing_tracker_shows_as_a_banner() -> None:
+    health = {"workflow_error": "workflow_parse_error: bad YAML", "tracker_error": None}
+    text = text_of(render_status(snapshot_with_one_run_and_one_retry(health)))
+    assert "WORKFLOW.md rejected: workflow_parse_error: bad YAML" in text
+    assert "tracker:" not in text
+
+
+def test_log_lines_are_printed_once_each_above_the_display() -> None:
+    console = Console(record=True, width=200)
+    stream = ConsoleLogStream(console)
+    print("level=info event=one", file=stream)  # type: ignore[arg-type]
+    print("level=info event=two", file=stream)  # type: ignore[arg-type]
+    assert console.export_text().splitlines() == ["level=info event=one", "level=info event=two"]
+
+
+async def test_status_redraws_from_the_snapshot_until_cancelled(monkeypatch: Any) -> None:
+    monkeypatch.setattr(terminal, "REFRESH_S", 0.01)
+    calls = 0
+
+    def snapshot() -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        return snapshot_with_one_run_and_one_retry({})
+
+    task = asyncio.create_task(TerminalStatus(snapshot, Console(width=100)).run())
+    while calls < 3:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    await task
+    assert calls >= 3
