@@ -153,8 +153,9 @@ def test_metrics_label_values_are_escaped_and_missing_tick_is_nan() -> None:
 
 async def test_failed_run_shows_as_retry_row_and_failure_metric(board: Board) -> None:
     board.ticket("ABC-1")
-    board.write_workflow(codex={"read_timeout_ms": 200})
-    run = start(board, scenario_env("hang"), watch=False)
+    board.write_workflow()
+    # The scripted agent exits mid-turn: a deterministic failure, whatever the machine's load.
+    run = start(board, scenario_env("crash"), watch=False)
     try:
         await run.until(lambda: "ABC-1" in run.orchestrator.state.retry_attempts)
         async with client_for(run) as client:
