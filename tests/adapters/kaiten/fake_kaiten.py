@@ -9,17 +9,15 @@ next answer a 429 carrying `X-RateLimit-Reset`, as Kaiten does when the 5 rps bu
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.adapters import fake_http
 from tests.adapters.kaiten import payloads
 
 PREFIX = "/api/latest"
@@ -214,42 +212,6 @@ class FakeKaiten:
         return [self.body_of(card) for card in matching[offset : offset + limit]]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    fake: FakeKaiten
-
-    def _serve(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        body = json.loads(raw) if raw else None
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        status, out, answer = self.fake.handle(self.command, self.path, headers, body)
-        data = b"" if answer is None else json.dumps(answer).encode()
-        self.send_response(status)
-        for key, value in out.items():
-            self.send_header(key, value)
-        if data:
-            self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_GET = do_POST = do_PATCH = _serve
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # keep test output quiet
-
-
-@contextmanager
-def serve(fake: FakeKaiten) -> Iterator[FakeKaiten]:
-    """Run `fake` on 127.0.0.1 with an ephemeral port; `fake.base` is its API root."""
-    handler = type("Handler", (_Handler,), {"fake": fake})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    fake.base = f"http://127.0.0.1:{server.server_address[1]}{PREFIX}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+def serve(fake: FakeKaiten) -> AbstractContextManager[FakeKaiten]:
+    """Run `fake` on 127.0.0.1 with an ephemeral port; `fake.base` is its URL."""
+    return fake_http.serve(fake, PREFIX)
