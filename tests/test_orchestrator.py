@@ -4,6 +4,7 @@ speaking the app-server protocol in a real subprocess (spec §7, §8, §16, §17
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -86,33 +87,45 @@ def scenario_env(scenario: str, **extra: str) -> dict[str, str]:
 
 
 class Running:
-    """An orchestrator running in the background, with a way to wait for its state."""
+    """An orchestrator running in the background, with a way to wait for its state.
 
-    def __init__(self, orchestrator: Orchestrator) -> None:
+    `dispatched` remembers every issue id it ever ran. A fake tracker that changes behind the
+    orchestrator's back tells it nothing: `poll_s` makes `until` look again that often.
+    """
+
+    def __init__(
+        self, orchestrator: Orchestrator, *, timeout: float = 15.0, poll_s: float | None = None
+    ) -> None:
         self.orchestrator = orchestrator
         self.changed = asyncio.Event()
         self.max_running = 0
+        self.dispatched: set[str] = set()
+        self.timeout = timeout
+        self.poll_s = poll_s
         orchestrator.add_listener(self._on_change)
         self.task = asyncio.create_task(orchestrator.run())
 
     def _on_change(self) -> None:
-        self.max_running = max(self.max_running, len(self.orchestrator.state.running))
+        running = self.orchestrator.state.running
+        self.max_running = max(self.max_running, len(running))
+        self.dispatched.update(running)
         self.changed.set()
 
-    async def until(self, predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    async def until(self, predicate: Callable[[], bool], timeout: float | None = None) -> None:
         async def wait() -> None:
             while not predicate():
                 if self.task.done():
                     self.task.result()
                     raise AssertionError("orchestrator stopped early")
                 self.changed.clear()
-                await self.changed.wait()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), self.poll_s)
 
-        await asyncio.wait_for(wait(), timeout)
+        await asyncio.wait_for(wait(), timeout or self.timeout)
 
     async def stop(self) -> None:
         self.orchestrator.stop()
-        await asyncio.wait_for(self.task, 15)
+        await asyncio.wait_for(self.task, 30)
 
 
 def start(board: Board, env: dict[str, str], **kw: Any) -> Running:

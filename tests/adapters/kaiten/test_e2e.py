@@ -4,11 +4,10 @@ over HTTP under its 5 rps throttle, and the scripted agent in a real subprocess.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from symphony.config import load_settings
 from symphony.orchestrator import Orchestrator
 from tests.adapters.kaiten.fake_kaiten import FakeKaiten, serve
 from tests.adapters.kaiten.payloads import BOARD, column
+from tests.test_orchestrator import Running
 
 pytestmark = pytest.mark.slow
 
@@ -66,41 +66,11 @@ def write_workflow(root: Path, base_url: str) -> Path:
     return path
 
 
-class Running:
-    def __init__(self, orchestrator: Orchestrator) -> None:
-        self.orchestrator = orchestrator
-        self.changed = asyncio.Event()
-        self.dispatched: set[str] = set()
-        orchestrator.add_listener(self._on_change)
-        self.task = asyncio.create_task(orchestrator.run())
-
-    def _on_change(self) -> None:
-        self.dispatched.update(self.orchestrator.state.running)
-        self.changed.set()
-
-    async def until(self, predicate: Callable[[], bool], timeout: float = 90.0) -> None:
-        async def wait() -> None:
-            while not predicate():
-                if self.task.done():
-                    self.task.result()
-                    raise AssertionError("orchestrator stopped early")
-                self.changed.clear()
-                # The fake server changes without telling the orchestrator: look again soon.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.changed.wait(), 0.2)
-
-        await asyncio.wait_for(wait(), timeout)
-
-    async def stop(self) -> None:
-        self.orchestrator.stop()
-        await asyncio.wait_for(self.task, 30)
-
-
 def start(tmp_path: Path, kaiten: FakeKaiten, scenario: str, **extra: str) -> Running:
     env = dict(os.environ)
     env.update(FAKE_AGENT_SCENARIO=scenario, KAITEN_TOKEN=TOKEN, **extra)
     settings = load_settings(write_workflow(tmp_path, kaiten.base), env)
-    return Running(Orchestrator(settings, environ=env, watch=False))
+    return Running(Orchestrator(settings, environ=env, watch=False), timeout=90, poll_s=0.2)
 
 
 def within_5_per_second(kaiten: FakeKaiten) -> bool:

@@ -4,11 +4,10 @@ calls `linear_move_issue`, which changes the issue on that server."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import yaml
 from symphony.config import load_settings
 from symphony.orchestrator import Orchestrator
 from tests.adapters.linear.fake_linear import API_KEY, FakeLinear, FakeLinearServer
+from tests.test_orchestrator import Running
 
 pytestmark = pytest.mark.slow
 
@@ -47,40 +47,10 @@ def write_workflow(root: Path, endpoint: str) -> Path:
     return workflow
 
 
-class Running:
-    """An orchestrator in the background; remembers every issue id it ever ran."""
-
-    def __init__(self, orchestrator: Orchestrator) -> None:
-        self.orchestrator = orchestrator
-        self.changed = asyncio.Event()
-        self.dispatched: set[str] = set()
-        orchestrator.add_listener(self._on_change)
-        self.task = asyncio.create_task(orchestrator.run())
-
-    def _on_change(self) -> None:
-        self.dispatched.update(self.orchestrator.state.running)
-        self.changed.set()
-
-    async def until(self, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-        async def wait() -> None:
-            while not predicate():
-                if self.task.done():
-                    self.task.result()
-                    raise AssertionError("orchestrator stopped early")
-                self.changed.clear()
-                await self.changed.wait()
-
-        await asyncio.wait_for(wait(), timeout)
-
-    async def stop(self) -> None:
-        self.orchestrator.stop()
-        await asyncio.wait_for(self.task, 30)
-
-
 def start(workflow: Path, **env: str) -> Running:
     environ = {**os.environ, "LINEAR_API_KEY": API_KEY, **env}
     settings = load_settings(workflow, environ)
-    return Running(Orchestrator(settings, environ=environ, watch=False))
+    return Running(Orchestrator(settings, environ=environ, watch=False), timeout=60)
 
 
 def state_of(fake: FakeLinear, identifier: str) -> str:
