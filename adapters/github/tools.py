@@ -30,7 +30,6 @@ INVALID_ARGUMENTS = "invalid_arguments"
 UNKNOWN_STATE = "unknown_state"
 NOT_IN_SCOPE = "not_in_scope"
 GRAPHQL_ERROR = "graphql_error"
-INTERNAL_ERROR = "internal_error"
 
 MAX_STATE_CHARS = 100
 MAX_COMMENT_CHARS = 65_536  # GitHub's limit on an issue comment body

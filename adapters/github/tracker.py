@@ -13,6 +13,7 @@ import structlog
 
 from adapters._support.graphql import graphql
 from adapters._support.http import HttpClient, RateLimitHeaders
+from adapters._support.tool_calls import guarded
 from adapters.github import tools
 from adapters.github.config import GitHubConfig
 from adapters.github.project import ProjectScope, is_rate_limited
@@ -95,13 +96,7 @@ class GitHubTracker:
         call = tools.parse_call(name, arguments, self.config.web_host)
         if isinstance(call, ToolResult):
             return call
-        try:
-            return await self._execute(call, issue)
-        except TrackerError as exc:
-            return ToolResult.failure(exc.category, exc.message)
-        except Exception as exc:  # a bug must cost one tool call, never the session
-            log.exception("github tool failed", tool=name, issue_identifier=issue.identifier)
-            return ToolResult.failure(tools.INTERNAL_ERROR, f"{name} failed: {type(exc).__name__}")
+        return await guarded("github", name, issue, self._execute(call, issue))
 
     async def _execute(self, call: tools.ToolCall, issue: Issue) -> ToolResult:
         if isinstance(call, tools.ReadQuery):

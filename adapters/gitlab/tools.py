@@ -22,7 +22,6 @@ NAMES = (MOVE_ISSUE, ADD_COMMENT, LINK_MERGE_REQUEST)
 UNKNOWN_TOOL = "unknown_tool"
 INVALID_ARGUMENTS = "invalid_arguments"
 NOT_IN_SCOPE = "not_in_scope"
-INTERNAL_ERROR = "internal_error"
 
 MAX_STATE_CHARS = 100
 MAX_COMMENT_CHARS = 1_000_000  # GitLab's limit on a note body

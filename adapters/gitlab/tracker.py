@@ -21,6 +21,7 @@ import structlog
 from adapters._support.http import HttpClient, RateLimitHeaders, next_link
 from adapters._support.normalize import as_int
 from adapters._support.skipped import SkippedRecords
+from adapters._support.tool_calls import guarded
 from adapters.gitlab import tools
 from adapters.gitlab.config import MAX_LABEL_CHARS, GitLabConfig
 from adapters.gitlab.normalize import (
@@ -214,13 +215,7 @@ class GitLabTracker:
         call = tools.parse_call(name, arguments, self.config.base_url)
         if isinstance(call, ToolResult):
             return call
-        try:
-            return await self._execute(call, issue)
-        except TrackerError as exc:
-            return ToolResult.failure(exc.category, exc.message)
-        except Exception as exc:  # a bug must cost one tool call, never the session
-            log.exception("gitlab tool failed", tool=name, issue_identifier=issue.identifier)
-            return ToolResult.failure(tools.INTERNAL_ERROR, f"{name} failed: {type(exc).__name__}")
+        return await guarded("gitlab", name, issue, self._execute(call, issue))
 
     async def _execute(self, call: tools.ToolCall, issue: Issue) -> ToolResult:
         iid = self._target(issue)

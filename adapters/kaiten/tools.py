@@ -26,7 +26,6 @@ UNKNOWN_TOOL = "unknown_tool"
 INVALID_ARGUMENTS = "invalid_arguments"
 UNKNOWN_STATE = "unknown_state"
 NOT_IN_SCOPE = "not_in_scope"
-INTERNAL_ERROR = "internal_error"
 
 MAX_STATE_CHARS = 100
 MAX_COMMENT_CHARS = 65_536

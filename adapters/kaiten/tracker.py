@@ -35,6 +35,7 @@ import structlog
 from adapters._support.http import HttpClient, RateLimitHeaders
 from adapters._support.normalize import as_int
 from adapters._support.skipped import SkippedRecords
+from adapters._support.tool_calls import guarded
 from adapters.kaiten import tools
 from adapters.kaiten.columns import Layout, column_from
 from adapters.kaiten.config import KaitenConfig
@@ -191,16 +192,7 @@ class KaitenTracker:
             return ToolResult.failure(
                 tools.NOT_IN_SCOPE, f"{issue.identifier} is not a card of {self.config.scope}"
             )
-        try:
-            return await self._execute(call, card_id, issue)
-        except TrackerError as exc:
-            output: dict[str, Any] = {"error": exc.category, "message": exc.message}
-            if exc.retry_after_s is not None:
-                output["retry_after_s"] = round(exc.retry_after_s, 1)
-            return ToolResult(False, output)
-        except Exception as exc:  # a bug must cost one tool call, never the session
-            log.exception("kaiten tool failed", tool=name, issue_identifier=issue.identifier)
-            return ToolResult.failure(tools.INTERNAL_ERROR, f"{name} failed: {type(exc).__name__}")
+        return await guarded("kaiten", name, issue, self._execute(call, card_id, issue))
 
     def secret_env_names(self) -> list[str]:
         name = self.config.token.env_name

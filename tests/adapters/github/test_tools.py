@@ -9,6 +9,7 @@ import httpx
 import pytest
 import respx
 
+from adapters._support.tool_calls import INTERNAL_ERROR
 from adapters.github import tools
 from adapters.github.tracker import GitHubTracker
 from symphony.issue import Issue
@@ -240,6 +241,6 @@ async def test_an_unexpected_bug_is_a_failure_result_not_an_exception(
     monkeypatch.setattr(tracker.http, "request", broken)
     result = await tracker.execute_tool("github_add_comment", {"body": "x"}, session_issue())
     assert result.output == {
-        "error": tools.INTERNAL_ERROR,
+        "error": INTERNAL_ERROR,
         "message": "github_add_comment failed: KeyError",
     }

@@ -9,6 +9,7 @@ import httpx
 import pytest
 import respx
 
+from adapters._support.tool_calls import INTERNAL_ERROR
 from adapters.gitlab import tools
 from symphony.tracker import TRACKER_RATE_LIMITED
 from tests.adapters.gitlab.helpers import TOKEN, FakeClock, make_tracker, session_issue
@@ -208,4 +209,4 @@ async def test_an_unexpected_fault_costs_one_call_not_the_session() -> None:
     result = await make_tracker().execute_tool(
         "gitlab_move_issue", {"state": "Todo"}, session_issue()
     )
-    assert not result.success and result.output["error"] == tools.INTERNAL_ERROR
+    assert not result.success and result.output["error"] == INTERNAL_ERROR

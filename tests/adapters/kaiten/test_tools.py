@@ -10,6 +10,7 @@ import httpx
 import pytest
 import respx
 
+from adapters._support.tool_calls import INTERNAL_ERROR
 from adapters.kaiten import tools
 from symphony.issue import Issue
 from tests.adapters.kaiten import payloads
@@ -192,4 +193,4 @@ async def test_a_rate_limited_tool_call_says_when_to_retry() -> None:
 async def test_an_unexpected_exception_costs_one_call_not_the_session() -> None:
     respx.post(f"{CARD}/comments").mock(side_effect=RuntimeError("boom"))
     result = await make_tracker().execute_tool(tools.ADD_COMMENT, {"body": "x"}, issue())
-    assert not result.success and result.output["error"] == tools.INTERNAL_ERROR
+    assert not result.success and result.output["error"] == INTERNAL_ERROR
