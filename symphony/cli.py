@@ -143,10 +143,15 @@ def _run(args: argparse.Namespace) -> int:
     settings, tracker = _load(args.workflow)
     orchestrator = Orchestrator(settings, tracker=tracker)
     port = args.port if args.port is not None else settings.server.port
-    return asyncio.run(_serve(orchestrator, port, console))
+    return asyncio.run(_serve(orchestrator, port, console, args.logs_root))
 
 
-async def _serve(orchestrator: Orchestrator, port: int | None = None, console: Any = None) -> int:
+async def _serve(
+    orchestrator: Orchestrator,
+    port: int | None = None,
+    console: Any = None,
+    logs_root: Path | None = None,
+) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, orchestrator.stop)
@@ -166,7 +171,9 @@ async def _serve(orchestrator: Orchestrator, port: int | None = None, console: A
         # Imported here so a daemon without the HTTP server never loads uvicorn.
         from symphony.observability.server import create_app, serve
 
-        http = await serve(create_app(orchestrator), settings.server.host, port)
+        http = await serve(
+            create_app(orchestrator, logs_root=logs_root), settings.server.host, port
+        )
         structlog.get_logger("symphony").info("http server listening", url=http.url)
     status = None
     if console is not None:

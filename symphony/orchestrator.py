@@ -27,7 +27,9 @@ from symphony import scheduling as core
 from symphony.agents import AgentEvent, AgentLaunch, AgentSession, open_session
 from symphony.config import Settings, build_settings
 from symphony.errors import SymphonyError
+from symphony.observability.activity import Activity
 from symphony.observability.logging import masker
+from symphony.observability.metrics import TrackerRequests
 from symphony.observability.snapshot import build_snapshot
 from symphony.prompt import check_template
 from symphony.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
@@ -138,6 +140,8 @@ class Orchestrator:
         self.clock: Clock = clock or SystemClock()
         self.state = core.SchedulerState()
         self.health = Health()
+        self.activity = Activity()
+        self.tracker_requests = TrackerRequests()
         self._session_factory = session_factory
         self.tracker: Tracker = tracker or self._new_tracker(settings)
         self._mask_tracker_secrets()
@@ -176,8 +180,14 @@ class Orchestrator:
                 "last_tick_ms": health.last_tick_ms,
                 "dispatched": health.dispatched,
                 "failures": dict(health.failures),
+                "tracker_requests": self.tracker_requests.as_json(),
             },
+            self.activity.as_json(),
         )
+
+    def workspace_path(self, identifier: str) -> Path:
+        """Where the issue's workspace is (or would be) under the current settings."""
+        return self._workspaces.path_for(identifier)
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Called after every state change (observability surfaces; must not block)."""
@@ -264,7 +274,7 @@ class Orchestrator:
         if not ids and not kept:
             return
         try:
-            refreshed = await self._read(self.tracker.fetch_issues_by_ids(ids + kept))
+            refreshed = await self._read("reconcile", self.tracker.fetch_issues_by_ids(ids + kept))
         except TrackerError as exc:
             log.warning("reconcile skipped, runs kept", reason=str(exc))
             return
@@ -274,15 +284,15 @@ class Orchestrator:
     async def _dispatch_candidates(self) -> None:
         try:
             candidates = await self._read(
-                self.tracker.fetch_issues_by_states(self.settings.tracker.active_states)
+                "candidates",
+                self.tracker.fetch_issues_by_states(self.settings.tracker.active_states),
             )
         except TrackerError as exc:
-            if self.health.tracker_error != str(exc):
-                log.error("candidate fetch failed, dispatch skipped", reason=str(exc))
-            self.health.tracker_error = str(exc)
+            self._tracker_failed(exc, "candidate fetch failed, dispatch skipped")
             return
         if self.health.tracker_error is not None:
             log.info("tracker recovered")
+            self.activity.add(self.clock.wall(), "tracker_recovered", "tracker reads work again")
             self.health.tracker_error = None
         effects = core.select_dispatches(
             self.state, candidates, self.settings, self.clock.monotonic(), self.clock.wall()
@@ -296,7 +306,7 @@ class Orchestrator:
         refreshed: list[Any] | None
         try:
             refreshed = await self._read(
-                self.tracker.fetch_issues_by_ids([r.issue_id for r in due])
+                "retries", self.tracker.fetch_issues_by_ids([r.issue_id for r in due])
             )
         except TrackerError as exc:
             log.warning("retry refresh failed", reason=str(exc))
@@ -309,7 +319,10 @@ class Orchestrator:
     # Effects
 
     def _perform(self, effects: Sequence[core.Effect]) -> None:
+        wall = self.clock.wall() if effects else None
         for effect in effects:
+            assert wall is not None
+            self.activity.add_effect(wall, effect)
             if isinstance(effect, core.StartWorker):
                 self._start_worker(effect.issue, effect.attempt)
             elif isinstance(effect, core.StopWorker):
@@ -419,7 +432,8 @@ class Orchestrator:
     async def _startup_cleanup(self) -> None:
         try:
             terminal = await self._read(
-                self.tracker.fetch_issues_by_states(self.settings.tracker.terminal_states)
+                "startup_cleanup",
+                self.tracker.fetch_issues_by_states(self.settings.tracker.terminal_states),
             )
         except TrackerError as exc:
             log.warning("startup cleanup skipped", reason=str(exc))
@@ -488,11 +502,15 @@ class Orchestrator:
             )
         self._accept_current()
         log.info("workflow reloaded", path=str(path))
+        self.activity.add(self.clock.wall(), "workflow_reloaded", f"{path.name} applied")
 
     def _accept_current(self) -> None:
         if self.health.workflow_error is not None:
             log.info(
                 "workflow valid again, dispatch resumed", path=str(self.settings.workflow_path)
+            )
+            self.activity.add(
+                self.clock.wall(), "workflow_valid", "WORKFLOW.md is valid again, dispatch resumed"
             )
         self.health.workflow_error = None
         self.health.workflow_error_fingerprint = None
@@ -504,6 +522,7 @@ class Orchestrator:
                 path=str(self.settings.workflow_path),
                 reason=message,
             )
+            self.activity.add(self.clock.wall(), "workflow_rejected", message, level="error")
         self.health.workflow_error = message
         self.health.workflow_error_fingerprint = fingerprint
 
@@ -524,11 +543,9 @@ class Orchestrator:
         if tracker_settings.active_states and tracker_settings.terminal_states:
             return True
         try:
-            resolved = await self._read(resolve_states(tracker_settings, self.tracker))
+            resolved = await self._read("states", resolve_states(tracker_settings, self.tracker))
         except TrackerError as exc:
-            if self.health.tracker_error != str(exc):
-                log.error("tracker states unknown, polling paused", reason=str(exc))
-            self.health.tracker_error = str(exc)
+            self._tracker_failed(exc, "tracker states unknown, polling paused")
             return bool(tracker_settings.active_states)
         self.settings = dataclasses.replace(self.settings, tracker=resolved)
         log.info(
@@ -540,16 +557,27 @@ class Orchestrator:
 
     # Helpers
 
-    @staticmethod
-    async def _read(request: Awaitable[T]) -> T:
-        """A tracker read; an adapter bug becomes a tracker error that costs one poll."""
+    def _tracker_failed(self, exc: TrackerError, consequence: str) -> None:
+        """Report a failing tracker once per distinct error; health shows it until it recovers."""
+        if self.health.tracker_error != str(exc):
+            log.error(consequence, reason=str(exc))
+            self.activity.add(self.clock.wall(), "tracker_failed", str(exc), level="error")
+        self.health.tracker_error = str(exc)
+
+    async def _read(self, operation: str, request: Awaitable[T]) -> T:
+        """A timed tracker read; an adapter bug becomes a tracker error that costs one poll."""
+        started = time.perf_counter()
         try:
-            return await request
-        except TrackerError:
+            result = await request
+        except TrackerError as exc:
+            self.tracker_requests.record(operation, time.perf_counter() - started, exc.category)
             raise
         except Exception as exc:
+            self.tracker_requests.record(operation, time.perf_counter() - started, TRACKER_INTERNAL)
             log.exception("tracker adapter failed unexpectedly")
             raise TrackerError(TRACKER_INTERNAL, f"adapter failed: {exc!r}") from exc
+        self.tracker_requests.record(operation, time.perf_counter() - started)
+        return result
 
     def _new_tracker(self, settings: Settings) -> Tracker:
         return create_tracker(settings.tracker, TrackerContext(settings.workflow_dir, self.environ))

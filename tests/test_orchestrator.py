@@ -289,6 +289,10 @@ async def test_invalid_reload_keeps_last_good_settings_and_pauses_dispatch_until
         board.write_workflow(polling_ms=100)
         await run.until(lambda: "ABC-1" in run.orchestrator.state.running)
         assert run.orchestrator.health.workflow_error is None
+        events = [row["event"] for row in reversed(run.orchestrator.snapshot()["activity"])]
+        assert events[:2] == ["workflow_rejected", "workflow_valid"]
+        rejected = run.orchestrator.snapshot()["activity"][-1]
+        assert "workflow_parse_error" in rejected["message"] and rejected["level"] == "error"
     finally:
         await run.stop()
 
@@ -400,6 +404,15 @@ async def test_an_adapter_bug_costs_one_poll_not_the_daemon(board: Board) -> Non
         assert "KeyError" in (run.orchestrator.health.tracker_error or "")
         await run.until(lambda: "ABC-1" in run.orchestrator.state.running)
         assert run.orchestrator.health.tracker_error is None
+        snapshot = run.orchestrator.snapshot()
+        candidates = snapshot["health"]["tracker_requests"]["candidates"]
+        assert candidates["errors"] == {"tracker_internal": 1} and candidates["count"] >= 2
+        events = [(row["event"], row["level"]) for row in reversed(snapshot["activity"])]
+        assert events[:3] == [
+            ("tracker_failed", "error"),
+            ("tracker_recovered", "info"),
+            ("dispatched", "info"),
+        ]
     finally:
         await run.stop()
 

@@ -87,6 +87,11 @@ class SecretMasker:
         return event
 
 
+def issue_log_path(logs_root: Path, identifier: str) -> Path:
+    """Where a ticket's own log file is under `--logs-root`."""
+    return logs_root / f"{workspace_key(identifier)}.log"
+
+
 class IssueLogFiles:
     """Appends each ticket's records to `<logs_root>/<workspace_key>.log`."""
 
@@ -96,7 +101,7 @@ class IssueLogFiles:
         self._failed = False
 
     def path_for(self, identifier: str) -> Path:
-        return self.root / f"{workspace_key(identifier)}.log"
+        return issue_log_path(self.root, identifier)
 
     def __call__(
         self, _: Any, __: str, event: MutableMapping[str, Any]

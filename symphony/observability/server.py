@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 from typing import Any, Protocol
 
 import uvicorn
@@ -25,6 +26,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from symphony.errors import SymphonyError
+from symphony.observability.logging import issue_log_path
+from symphony.observability.metrics import render_metrics
 from symphony.workspace import workspace_key
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -39,6 +42,8 @@ class Observed(Protocol):
     def request_refresh(self) -> None: ...
 
     def add_listener(self, listener: Any) -> None: ...
+
+    def workspace_path(self, identifier: str) -> Path: ...
 
 
 class _Changes:
@@ -79,10 +84,16 @@ def create_app(
     *,
     keepalive_s: float = 15.0,
     min_event_interval_s: float = 0.25,
+    logs_root: Path | None = None,
 ) -> Starlette:
     """The API app; `app.state.changes.close()` ends open event streams (done by `serve`)."""
     changes = _Changes()
     orchestrator.add_listener(changes.notify)
+    logs_root = logs_root.resolve() if logs_root is not None else None
+    page = resources.files(__package__).joinpath("dashboard.html").read_bytes()
+
+    async def dashboard(request: Request) -> Response:
+        return Response(page, media_type="text/html; charset=utf-8")
 
     async def state(request: Request) -> Response:
         return JSONResponse(orchestrator.snapshot())
@@ -91,7 +102,11 @@ def create_app(
         wanted = request.path_params["issue_identifier"]
         if wanted == "refresh":
             raise HTTPException(405, headers={"Allow": "POST"})
-        return JSONResponse(_issue_detail(orchestrator.snapshot(), wanted))
+        detail = _issue_detail(orchestrator.snapshot(), wanted)
+        identifier = detail["issue_identifier"]
+        detail["workspace_path"] = str(orchestrator.workspace_path(identifier))
+        detail["log_file"] = str(issue_log_path(logs_root, identifier)) if logs_root else None
+        return JSONResponse(detail)
 
     async def refresh(request: Request) -> Response:
         coalesced = changes.refresh_pending
@@ -113,6 +128,7 @@ def create_app(
 
     app = Starlette(
         routes=[
+            Route("/", dashboard, methods=["GET"]),
             Route("/api/v1/state", state, methods=["GET"]),
             Route("/api/v1/refresh", refresh, methods=["POST"]),
             Route("/api/v1/events", events, methods=["GET"]),
@@ -175,76 +191,8 @@ def _issue_detail(snapshot: dict[str, Any], wanted: str) -> dict[str, Any]:
         "workspace_key": workspace_key(identifier),
         "running": running,
         "retry": retry,
+        "activity": [row for row in snapshot["activity"] if row["issue_identifier"] == identifier],
     }
-
-
-# Metrics
-
-
-def render_metrics(snapshot: dict[str, Any]) -> str:
-    """The snapshot in Prometheus text exposition format 0.0.4."""
-    health = snapshot.get("health", {})
-    totals = snapshot["codex_totals"]
-    tick_ms = health.get("last_tick_ms")
-    lines: list[str] = []
-
-    def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
-        lines.append(f"# HELP {name} {help_text}")
-        lines.append(f"# TYPE {name} {kind}")
-        lines.extend(f"{name}{labels} {_number(value)}" for labels, value in samples)
-
-    metric(
-        "symphony_running",
-        "gauge",
-        "Issues with a live agent run.",
-        [("", snapshot["counts"]["running"])],
-    )
-    metric(
-        "symphony_retrying",
-        "gauge",
-        "Issues waiting in the retry queue.",
-        [("", snapshot["counts"]["retrying"])],
-    )
-    metric(
-        "symphony_dispatches_total",
-        "counter",
-        "Agent runs started.",
-        [("", health.get("dispatched", 0))],
-    )
-    metric(
-        "symphony_failures_total",
-        "counter",
-        "Failed agent runs by failing step.",
-        [
-            (f'{{reason="{_label(reason)}"}}', count)
-            for reason, count in sorted(health.get("failures", {}).items())
-        ],
-    )
-    metric(
-        "symphony_tokens_total",
-        "counter",
-        "Agent tokens used, by kind.",
-        [(f'{{kind="{kind}"}}', totals[f"{kind}_tokens"]) for kind in ("input", "output", "total")],
-    )
-    metric(
-        "symphony_tick_duration_ms",
-        "gauge",
-        "Duration of the last poll tick in milliseconds (NaN before the first).",
-        [("", math.nan if tick_ms is None else tick_ms)],
-    )
-    return "\n".join(lines) + "\n"
-
-
-def _number(value: float) -> str:
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
-    if isinstance(value, float) and not value.is_integer():
-        return repr(round(value, 3))
-    return str(int(value))
-
-
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 # Event stream

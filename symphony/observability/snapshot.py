@@ -13,7 +13,11 @@ from symphony.scheduling import RetryEntry, RunningEntry, SchedulerState
 
 
 def build_snapshot(
-    state: SchedulerState, now: float, wall: datetime, health: dict[str, Any] | None = None
+    state: SchedulerState,
+    now: float,
+    wall: datetime,
+    health: dict[str, Any] | None = None,
+    activity: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     live_seconds = sum(max(now - entry.started_at, 0.0) for entry in state.running.values())
     totals = state.totals
@@ -36,6 +40,7 @@ def build_snapshot(
         },
         "rate_limits": dict(state.rate_limits) if state.rate_limits is not None else None,
         "health": health or {},
+        "activity": activity or [],
     }
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from symphony.config import ConfigError, ServerSettings, load_settings
-from symphony.observability.server import create_app, render_metrics, serve
+from symphony.observability.server import create_app, serve
 from tests.test_cli import _read_until, _start_daemon
 from tests.test_orchestrator import Board, Running, scenario_env, start
 
@@ -65,6 +65,38 @@ async def test_issue_detail_shows_the_running_row(hanging: Running) -> None:
     assert body["issue_identifier"] == "ABC-1" and body["status"] == "running"
     assert body["running"]["issue_identifier"] == "ABC-1" and body["retry"] is None
     assert body["workspace_key"] == "ABC-1"
+
+
+async def test_issue_detail_names_its_workspace_log_file_and_decisions(
+    hanging: Running, board: Board
+) -> None:
+    app = create_app(hanging.orchestrator, logs_root=board.root / "logs")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://symphony") as client:
+        body = (await client.get("/api/v1/ABC-1")).json()
+    assert body["workspace_path"] == str(board.workspaces / "ABC-1")
+    assert body["log_file"] == str((board.root / "logs" / "ABC-1.log").resolve())
+    assert [row["event"] for row in body["activity"]] == ["dispatched"]
+    assert body["activity"][0]["issue_identifier"] == "ABC-1"
+
+
+async def test_issue_detail_without_logs_root_has_no_log_file(hanging: Running) -> None:
+    async with client_for(hanging) as client:
+        body = (await client.get("/api/v1/ABC-1")).json()
+    assert body["log_file"] is None
+
+
+async def test_dashboard_page_is_served_at_the_root(hanging: Running) -> None:
+    async with client_for(hanging) as client:
+        response = await client.get("/")
+        wrong_method = await client.post("/")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/html; charset=utf-8"
+    # The page draws from the API rather than carrying state of its own.
+    assert 'new EventSource("/api/v1/events")' in response.text
+    assert "fetch(`/api/v1/${encodeURIComponent(identifier)}`)" in response.text
+    assert wrong_method.status_code == 405
+    assert wrong_method.json()["error"]["code"] == "method_not_allowed"
 
 
 async def test_unknown_issue_and_path_are_json_404s(hanging: Running) -> None:
@@ -138,17 +170,6 @@ async def test_metrics_are_prometheus_text(hanging: Running) -> None:
         samples
     )
     assert float(samples["symphony_tick_duration_ms"]) >= 0
-
-
-def test_metrics_label_values_are_escaped_and_missing_tick_is_nan() -> None:
-    snapshot: dict[str, Any] = {
-        "counts": {"running": 0, "retrying": 0},
-        "codex_totals": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
-        "health": {"dispatched": 2, "failures": {'turn "1"\\x\n': 2}, "last_tick_ms": None},
-    }
-    text = render_metrics(snapshot)
-    assert 'symphony_failures_total{reason="turn \\"1\\"\\\\x\\n"} 2\n' in text
-    assert "symphony_tick_duration_ms NaN\n" in text
 
 
 async def test_failed_run_shows_as_retry_row_and_failure_metric(board: Board) -> None:

@@ -1,0 +1,152 @@
+"""Counters the status surfaces read, and their Prometheus text rendering.
+
+`TrackerRequests` times every tracker read the orchestrator makes, by what the read is for
+(candidates, reconcile, ...), and counts failures by error category. It is plain data the
+orchestrator owns; `render_metrics` turns a snapshot, which carries it, into exposition format.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""Upper bounds of the tracker latency histogram; a poll read takes tens of ms to seconds."""
+
+
+@dataclass(slots=True)
+class RequestStats:
+    count: int = 0
+    seconds_sum: float = 0.0
+    last_seconds: float = 0.0
+    bucket_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))
+    """Per-bucket (not cumulative) counts; the last one is above every bound."""
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+class TrackerRequests:
+    def __init__(self) -> None:
+        self.by_operation: dict[str, RequestStats] = {}
+
+    def record(self, operation: str, seconds: float, error_category: str | None = None) -> None:
+        stats = self.by_operation.setdefault(operation, RequestStats())
+        stats.count += 1
+        stats.seconds_sum += seconds
+        stats.last_seconds = seconds
+        stats.bucket_counts[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+        if error_category is not None:
+            stats.errors[error_category] = stats.errors.get(error_category, 0) + 1
+
+    def as_json(self) -> dict[str, Any]:
+        """Per operation: count, errors by category, total and last seconds, cumulative buckets."""
+        result: dict[str, Any] = {}
+        for operation, stats in sorted(self.by_operation.items()):
+            bounds = [repr(bound) for bound in LATENCY_BUCKETS_S] + ["+Inf"]
+            cumulative = dict(zip(bounds, itertools.accumulate(stats.bucket_counts), strict=True))
+            result[operation] = {
+                "count": stats.count,
+                "errors": dict(stats.errors),
+                "seconds_sum": round(stats.seconds_sum, 6),
+                "last_seconds": round(stats.last_seconds, 6),
+                "buckets": cumulative,
+            }
+        return result
+
+
+# Prometheus text exposition format 0.0.4
+
+
+def render_metrics(snapshot: dict[str, Any]) -> str:
+    """The snapshot in Prometheus text exposition format 0.0.4."""
+    health = snapshot.get("health", {})
+    totals = snapshot["codex_totals"]
+    tick_ms = health.get("last_tick_ms")
+    tracker = health.get("tracker_requests", {})
+    lines: list[str] = []
+
+    def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        lines.extend(f"{name}{labels} {_number(value)}" for labels, value in samples)
+
+    metric(
+        "symphony_running",
+        "gauge",
+        "Issues with a live agent run.",
+        [("", snapshot["counts"]["running"])],
+    )
+    metric(
+        "symphony_retrying",
+        "gauge",
+        "Issues waiting in the retry queue.",
+        [("", snapshot["counts"]["retrying"])],
+    )
+    metric(
+        "symphony_dispatches_total",
+        "counter",
+        "Agent runs started.",
+        [("", health.get("dispatched", 0))],
+    )
+    metric(
+        "symphony_failures_total",
+        "counter",
+        "Failed agent runs by failing step.",
+        [
+            (_labels(reason=reason), count)
+            for reason, count in sorted(health.get("failures", {}).items())
+        ],
+    )
+    metric(
+        "symphony_tokens_total",
+        "counter",
+        "Agent tokens used, by kind.",
+        [(_labels(kind=kind), totals[f"{kind}_tokens"]) for kind in ("input", "output", "total")],
+    )
+    metric(
+        "symphony_tick_duration_ms",
+        "gauge",
+        "Duration of the last poll tick in milliseconds (NaN before the first).",
+        [("", math.nan if tick_ms is None else tick_ms)],
+    )
+    lines.append("# HELP symphony_tracker_request_seconds Tracker read latency, by purpose.")
+    lines.append("# TYPE symphony_tracker_request_seconds histogram")
+    for operation, stats in tracker.items():
+        by_operation = _labels(operation=operation)
+        lines.extend(
+            f"symphony_tracker_request_seconds_bucket{_labels(operation=operation, le=le)} {count}"
+            for le, count in stats["buckets"].items()
+        )
+        lines.append(
+            f"symphony_tracker_request_seconds_sum{by_operation} {_number(stats['seconds_sum'])}"
+        )
+        lines.append(f"symphony_tracker_request_seconds_count{by_operation} {stats['count']}")
+    metric(
+        "symphony_tracker_errors_total",
+        "counter",
+        "Failed tracker reads, by purpose and error category.",
+        [
+            (_labels(operation=operation, category=category), count)
+            for operation, stats in tracker.items()
+            for category, count in sorted(stats["errors"].items())
+        ],
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _number(value: float) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, float) and not value.is_integer():
+        return repr(round(value, 6))
+    return str(int(value))
+
+
+def _labels(**labels: str) -> str:
+    return "{" + ",".join(f'{name}="{_escape(value)}"' for name, value in labels.items()) + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -1,0 +1,62 @@
+"""Tracker read statistics and the Prometheus text rendering of a snapshot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from symphony.observability.metrics import TrackerRequests, render_metrics
+
+
+def _snapshot(**health: Any) -> dict[str, Any]:
+    return {
+        "counts": {"running": 0, "retrying": 0},
+        "codex_totals": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+        "health": {"dispatched": 0, "failures": {}, "last_tick_ms": 1.5, **health},
+    }
+
+
+def _samples(text: str) -> dict[str, str]:
+    return dict(line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+
+
+def test_tracker_reads_are_counted_with_cumulative_latency_buckets_and_error_categories() -> None:
+    requests = TrackerRequests()
+    requests.record("candidates", 0.02)
+    requests.record("candidates", 0.3)
+    requests.record("candidates", 45.0, "tracker_status")
+    requests.record("reconcile", 0.1, "tracker_rate_limited")
+
+    stats = requests.as_json()
+    candidates = stats["candidates"]
+    assert candidates["count"] == 3
+    assert candidates["errors"] == {"tracker_status": 1}
+    assert candidates["seconds_sum"] == 45.32 and candidates["last_seconds"] == 45.0
+    assert candidates["buckets"]["0.05"] == 1
+    assert candidates["buckets"]["0.25"] == 1 and candidates["buckets"]["0.5"] == 2
+    assert candidates["buckets"]["30.0"] == 2 and candidates["buckets"]["+Inf"] == 3
+    # A bound is inclusive ("le"): a read of exactly 0.1 s is in the 0.1 bucket.
+    assert stats["reconcile"]["buckets"]["0.05"] == 0 and stats["reconcile"]["buckets"]["0.1"] == 1
+
+
+def test_tracker_reads_render_as_a_prometheus_histogram_and_error_counter() -> None:
+    requests = TrackerRequests()
+    requests.record("candidates", 0.2)
+    requests.record("candidates", 2.0, "tracker_status")
+    text = render_metrics(_snapshot(tracker_requests=requests.as_json()))
+
+    assert "# TYPE symphony_tracker_request_seconds histogram\n" in text
+    assert "# TYPE symphony_tracker_errors_total counter\n" in text
+    samples = _samples(text)
+    bucket = "symphony_tracker_request_seconds_bucket"
+    assert samples[f'{bucket}{{operation="candidates",le="0.25"}}'] == "1"
+    assert samples[f'{bucket}{{operation="candidates",le="+Inf"}}'] == "2"
+    assert samples['symphony_tracker_request_seconds_count{operation="candidates"}'] == "2"
+    assert samples['symphony_tracker_request_seconds_sum{operation="candidates"}'] == "2.2"
+    errors = 'symphony_tracker_errors_total{operation="candidates",category="tracker_status"}'
+    assert samples[errors] == "1"
+
+
+def test_metrics_label_values_are_escaped_and_missing_tick_is_nan() -> None:
+    text = render_metrics(_snapshot(failures={'turn "1"\\x\n': 2}, last_tick_ms=None))
+    assert 'symphony_failures_total{reason="turn \\"1\\"\\\\x\\n"} 2\n' in text
+    assert "symphony_tick_duration_ms NaN\n" in text
