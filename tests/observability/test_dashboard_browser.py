@@ -1,0 +1,176 @@
+"""The dashboard in a real headless Chromium, against the daemon running the quickstart board.
+
+What a person watching the page would see: the tickets being worked appear by themselves, a
+ticket moved to Done leaves the running table (and its blocked successor takes the slot), a
+broken WORKFLOW.md raises the banner and fixing it clears it, and a ticket's detail panel opens.
+The browser is Debian's `chromium` (`SYMPHONY_CHROMIUM` overrides the path); without it the test
+is skipped, unless `SYMPHONY_REQUIRE_BROWSER=1` (set by CI) makes that a failure. A screenshot of
+each step is saved under `test-artifacts/` (`SYMPHONY_TEST_ARTIFACTS` overrides).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 20_000
+
+
+def _chromium() -> str:
+    path = os.environ.get("SYMPHONY_CHROMIUM") or shutil.which("chromium")
+    if path is None:
+        reason = "no chromium on PATH (apt-get install chromium, or set SYMPHONY_CHROMIUM)"
+        if os.environ.get("SYMPHONY_REQUIRE_BROWSER") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return path
+
+
+def _artifacts() -> Path:
+    folder = Path(os.environ.get("SYMPHONY_TEST_ARTIFACTS", REPO / "test-artifacts"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _quickstart(root: Path) -> Path:
+    """The layout `scripts/quickstart` prepares, in `root`: workflow, demo agent, board, repo."""
+    shutil.copy(REPO / "WORKFLOW.md", root / "WORKFLOW.md")
+    (root / "examples").mkdir()
+    shutil.copytree(REPO / "examples" / "quickstart", root / "examples" / "quickstart")
+    state = root / ".symphony"
+    shutil.copytree(root / "examples" / "quickstart" / "board", state / "board")
+    repo = state / "sample-repo"
+    shutil.copytree(root / "examples" / "quickstart" / "sample-repo", repo)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@localhost"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "sample"], check=True)
+    return root / "WORKFLOW.md"
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The CLI daemon on the quickstart board with `--port 0`; yields (url, workdir)."""
+    workflow = _quickstart(tmp_path)
+    # The demo agent holds each turn open, so the tickets stay running while the page is read.
+    env = dict(os.environ, DEMO_AGENT_DELAY_MS="600000")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "symphony", str(workflow), "--port", "0", "--no-tui"],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    stderr = proc.stderr
+    try:
+        url = None
+        for line in stderr:
+            match = re.search(r'event="http server listening" url=(\S+)', line)
+            if match:
+                url = match.group(1)
+                break
+        assert url is not None, "the daemon exited before serving"
+        # Keep reading its log so the daemon never blocks on a full pipe.
+        threading.Thread(target=lambda: sum(1 for _ in stderr), daemon=True).start()
+        yield url, tmp_path
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            proc.kill()
+
+
+def _set_state(ticket: Path, state: str) -> None:
+    text = ticket.read_text()
+    ticket.write_text(re.sub(r"(?m)^state: .*$", f"state: {state}", text, count=1))
+
+
+def test_dashboard_shows_the_fleet_and_updates_by_itself(daemon: tuple[str, Path]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    url, workdir = daemon
+    board = workdir / ".symphony" / "board"
+    artifacts = _artifacts()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=_chromium(), args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page_errors: list[str] = []
+        page.on("pageerror", lambda error: page_errors.append(str(error)))
+        page.set_default_timeout(TIMEOUT_MS)
+        expect.set_options(timeout=TIMEOUT_MS)
+        try:
+            page.goto(url)
+            running = page.locator("#running tbody tr")
+
+            # Three slots: the two Todo tickets and the one In Progress; DEMO-3 waits for DEMO-2.
+            expect(running).to_have_count(3)
+            shown = sorted(running.evaluate_all("rows => rows.map(r => r.dataset.issue)"))
+            api = httpx.get(f"{url}api/v1/state").json()
+            assert shown == sorted(row["issue_identifier"] for row in api["running"])
+            assert shown == ["DEMO-1", "DEMO-2", "DEMO-4"]
+            expect(page.locator("#connection")).to_have_text("live")
+            expect(page.locator('[data-card="running"] .value')).to_have_text("3")
+            title = page.locator('#running tr[data-issue="DEMO-1"] td').nth(1)
+            expect(title).to_have_text("Add a usage example to the README")
+            page.screenshot(path=artifacts / "dashboard-running.png", full_page=True)
+
+            # The detail panel shows the session and where its workspace is.
+            page.locator('#running tr[data-issue="DEMO-1"]').click()
+            detail = page.locator("#detail")
+            expect(detail).to_be_visible()
+            expect(detail.locator("h2")).to_have_text("DEMO-1")
+            expect(detail).to_contain_text(str(workdir / ".symphony" / "workspaces" / "DEMO-1"))
+            expect(detail).to_contain_text("turn_started")
+            page.screenshot(path=artifacts / "dashboard-detail.png", full_page=True)
+            page.keyboard.press("Escape")
+            expect(detail).to_be_hidden()
+
+            # A ticket moved to Done leaves the table without a reload; its successor starts.
+            _set_state(board / "DEMO-2.md", "Done")
+            httpx.post(f"{url}api/v1/refresh")
+            expect(page.locator('#running tr[data-issue="DEMO-2"]')).to_have_count(0)
+            expect(page.locator('#running tr[data-issue="DEMO-3"]')).to_have_count(1)
+            stopped = page.locator("#activity li", has_text="DEMO-2").filter(has_text="stopping")
+            expect(stopped.first).to_contain_text("terminal")
+
+            # A broken WORKFLOW.md raises the banner with its error; a fix clears it.
+            workflow = workdir / "WORKFLOW.md"
+            good = workflow.read_text()
+            workflow.write_text(good.replace("interval_ms: 5000", "interval_ms: soon"))
+            banner = page.locator("#banner-workflow")
+            expect(banner).to_be_visible()
+            expect(banner).to_contain_text("polling.interval_ms must be an integer")
+            page.screenshot(path=artifacts / "dashboard-broken-workflow.png", full_page=True)
+            workflow.write_text(good)
+            expect(banner).to_have_count(0)
+            assert page_errors == []
+        except Exception:
+            page.screenshot(path=artifacts / "dashboard-failure.png", full_page=True)
+            raise
+        finally:
+            browser.close()
