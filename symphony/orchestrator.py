@@ -30,7 +30,7 @@ from symphony.errors import SymphonyError
 from symphony.observability.activity import Activity
 from symphony.observability.logging import masker
 from symphony.observability.metrics import TrackerRequests
-from symphony.observability.snapshot import build_snapshot
+from symphony.observability.snapshot import build_issue_snapshot, build_snapshot
 from symphony.prompt import check_template
 from symphony.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
 from symphony.tracker import (
@@ -182,8 +182,15 @@ class Orchestrator:
                 "failures": dict(health.failures),
                 "tracker_requests": self.tracker_requests.as_json(),
             },
-            self.activity.as_json(),
+            self.activity.newest(),
         )
+
+    def issue_snapshot(self, wanted: str) -> dict[str, Any] | None:
+        """One running or retrying issue (by identifier or id) in detail; None when neither."""
+        detail = build_issue_snapshot(self.state, wanted, self.clock.monotonic(), self.clock.wall())
+        if detail is not None:
+            detail["activity"] = self.activity.for_issue(detail["issue_identifier"])
+        return detail
 
     def workspace_path(self, identifier: str) -> Path:
         """Where the issue's workspace is (or would be) under the current settings."""

@@ -7,8 +7,8 @@ list outlives the sessions, so a ticket that finished or was stopped still shows
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -16,29 +16,16 @@ from symphony import scheduling as core
 
 Level = Literal["info", "warning", "error"]
 ACTIVITY_SIZE = 200
-
-
-@dataclass(frozen=True, slots=True)
-class FleetEvent:
-    at: datetime
-    event: str
-    message: str
-    issue_identifier: str | None = None
-    level: Level = "info"
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "at": self.at.isoformat(),
-            "event": self.event,
-            "message": self.message,
-            "issue_identifier": self.issue_identifier,
-            "level": self.level,
-        }
+"""How many decisions are kept; one ticket's view filters all of them."""
+SNAPSHOT_ACTIVITY = 50
+"""How many of the newest the fleet snapshot carries: a screenful, and a small snapshot."""
 
 
 class Activity:
+    """Entries are stored as their JSON rows: they never change, and snapshots read them often."""
+
     def __init__(self, size: int = ACTIVITY_SIZE) -> None:
-        self._events: deque[FleetEvent] = deque(maxlen=size)
+        self._rows: deque[dict[str, Any]] = deque(maxlen=size)
 
     def add(
         self,
@@ -49,7 +36,15 @@ class Activity:
         issue_identifier: str | None = None,
         level: Level = "info",
     ) -> None:
-        self._events.append(FleetEvent(at, event, message, issue_identifier, level))
+        self._rows.append(
+            {
+                "at": at.isoformat(),
+                "event": event,
+                "message": message,
+                "issue_identifier": issue_identifier,
+                "level": level,
+            }
+        )
 
     def add_effect(self, at: datetime, effect: core.Effect) -> None:
         """Record a scheduling decision; workspace removals are not worth a line."""
@@ -58,13 +53,13 @@ class Activity:
             event, identifier, message, level = described
             self.add(at, event, message, issue_identifier=identifier, level=level)
 
-    def as_json(self, issue_identifier: str | None = None) -> list[dict[str, Any]]:
-        """Newest first; only one ticket's when `issue_identifier` is given."""
-        return [
-            event.as_json()
-            for event in reversed(self._events)
-            if issue_identifier is None or event.issue_identifier == issue_identifier
-        ]
+    def newest(self, count: int = SNAPSHOT_ACTIVITY) -> list[dict[str, Any]]:
+        """The newest `count` rows, newest first (shared rows: callers must not change them)."""
+        return list(itertools.islice(reversed(self._rows), count))
+
+    def for_issue(self, issue_identifier: str) -> list[dict[str, Any]]:
+        """Every kept row about one ticket, newest first."""
+        return [row for row in reversed(self._rows) if row["issue_identifier"] == issue_identifier]
 
 
 def describe(effect: core.Effect) -> tuple[str, str, str, Level] | None:

@@ -19,7 +19,7 @@ def test_a_failed_run_reads_as_dispatch_then_retry_with_its_error() -> None:
     for effect in exit_effects:
         activity.add_effect(WALL + timedelta(seconds=5), effect)
 
-    retried, dispatched = activity.as_json()
+    retried, dispatched = activity.newest()
     assert dispatched["event"] == "dispatched" and dispatched["issue_identifier"] == "A-1"
     assert dispatched["message"] == "first run (Todo)" and dispatched["level"] == "info"
     assert retried["event"] == "retrying" and retried["level"] == "warning"
@@ -37,18 +37,19 @@ def test_a_clean_exit_reads_as_continuing_and_a_terminal_move_as_stopping() -> N
     for effect in core.apply_refresh(state, [done], ["id-A-2"], settings):
         activity.add_effect(WALL, effect)
 
-    events = [(row["issue_identifier"], row["event"]) for row in activity.as_json()]
+    events = [(row["issue_identifier"], row["event"]) for row in activity.newest()]
     assert ("A-1", "continuing") in events
     assert ("A-2", "stopping") in events
-    stopping = next(row for row in activity.as_json() if row["event"] == "stopping")
+    stopping = next(row for row in activity.newest() if row["event"] == "stopping")
     assert stopping["message"].startswith("terminal: ")
     # A workspace removal is bookkeeping, not something a person needs to read about.
-    assert all(row["event"] != "remove_workspace" for row in activity.as_json())
+    assert all(row["event"] != "remove_workspace" for row in activity.newest())
 
 
 def test_activity_is_bounded_and_filters_by_ticket() -> None:
     activity = Activity(size=3)
     for n in range(5):
         activity.add(WALL, "dispatched", f"run {n}", issue_identifier=f"A-{n % 2}")
-    assert [row["message"] for row in activity.as_json()] == ["run 4", "run 3", "run 2"]
-    assert [row["message"] for row in activity.as_json("A-1")] == ["run 3"]
+    assert [row["message"] for row in activity.newest()] == ["run 4", "run 3", "run 2"]
+    assert [row["message"] for row in activity.newest(2)] == ["run 4", "run 3"]
+    assert [row["message"] for row in activity.for_issue("A-1")] == ["run 3"]

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from symphony import scheduling as core
 from symphony.agents import AgentEvent, TokenUsage
-from symphony.observability.snapshot import build_snapshot
+from symphony.observability.snapshot import build_issue_snapshot, build_snapshot
 from tests.factories import WALL, make_issue, make_settings
 
 
@@ -39,7 +39,7 @@ def test_snapshot_has_running_rows_retry_rows_token_totals_and_rate_limits() -> 
     assert row["turn_count"] == 1 and row["session_id"] == "th-tu"
     assert row["tokens"] == {"input_tokens": 80, "output_tokens": 20, "total_tokens": 100}
     assert row["runtime_seconds"] == 15.0
-    assert [e["event"] for e in row["recent_events"]] == ["turn_started"]
+    assert "recent_events" not in row  # only the one-issue view carries them
     (retry,) = snapshot["retrying"]
     assert retry["issue_identifier"] == "A-2" and retry["attempt"] == 1
     assert retry["error"] == "boom" and retry["due_in_seconds"] == 5.0
@@ -49,3 +49,27 @@ def test_snapshot_has_running_rows_retry_rows_token_totals_and_rate_limits() -> 
     assert totals["seconds_running"] == 25.0  # A-2 ran 10 s and ended; A-1 has run 15 s
     assert snapshot["rate_limits"] == {"primary": None}
     assert snapshot["counts"] == {"running": 1, "retrying": 1}
+
+
+def test_issue_snapshot_finds_by_identifier_or_id_and_carries_recent_events() -> None:
+    state, settings = core.SchedulerState(), make_settings()
+    core.select_dispatches(state, [make_issue("A-1"), make_issue("A-2")], settings, 100.0, WALL)
+    event = AgentEvent("turn_started", session_id="th-tu", message="A-1: go")
+    core.on_agent_event(state, "id-A-1", event, 101.0, WALL + timedelta(seconds=1))
+    core.on_worker_exit(state, "id-A-2", core.WorkerExit(False, "boom"), settings, 110.0)
+
+    by_identifier = build_issue_snapshot(state, "A-1", 115.0, WALL)
+    assert by_identifier is not None and by_identifier == build_issue_snapshot(
+        state, "id-A-1", 115.0, WALL
+    )
+    assert by_identifier["status"] == "running" and by_identifier["retry"] is None
+    (recent,) = by_identifier["running"]["recent_events"]
+    assert recent == {
+        "at": (WALL + timedelta(seconds=1)).isoformat(),
+        "event": "turn_started",
+        "message": "A-1: go",
+    }
+    retrying = build_issue_snapshot(state, "A-2", 115.0, WALL)
+    assert retrying is not None and retrying["status"] == "retrying"
+    assert retrying["running"] is None and retrying["retry"]["error"] == "boom"
+    assert build_issue_snapshot(state, "A-3", 115.0, WALL) is None
