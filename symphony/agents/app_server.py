@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+import orjson
 import structlog
 
 from symphony.agents import (
@@ -93,9 +94,6 @@ Message = dict[str, Any]
 
 _log = structlog.get_logger(__name__)
 
-# One decoder for every line: `raw_decode` on text skips the encoding sniffing and the
-# whitespace regexes `json.loads` runs per call, a third of the per-line cost.
-_JSON = json.JSONDecoder()
 
 DELTA_INTERVAL_S = 0.25
 """Streaming deltas (`item/agentMessage/delta`, `item/commandExecution/outputDelta`, ...) come
@@ -461,11 +459,10 @@ class AppServerSession:
         if not line.strip():
             return
         try:
-            text = line.decode("utf-8").strip()
-            message, end = _JSON.raw_decode(text)
-            if end != len(text):
-                raise ValueError("extra data after the JSON value")
-        except ValueError:  # UnicodeDecodeError included
+            # orjson decodes the bytes directly (invalid UTF-8 and trailing data are errors),
+            # several times faster than the json module: decoding is most of a line's cost.
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
             text = line.decode("utf-8", "replace").strip()
             self._emit("malformed", message=_truncate(f"not JSON: {text}", _SUMMARY_CHARS))
             return
