@@ -138,6 +138,12 @@ def test_dashboard_shows_the_fleet_and_updates_by_itself(daemon: tuple[str, Path
             title = page.locator('#running tr[data-issue="DEMO-1"] td').nth(1)
             expect(title).to_have_text("Add a usage example to the README")
             page.screenshot(path=artifacts / "dashboard-running.png", full_page=True)
+            # A tracker URL only becomes a link when it is a web or file address.
+            linkable = page.evaluate(
+                "[linkable('https://t/1'), linkable('file:///b/1.md'),"
+                " linkable('javascript:alert(1)'), linkable(' javascript:x'), linkable(null)]"
+            )
+            assert linkable == [True, True, False, False, False]
 
             # The detail panel shows the session and where its workspace is.
             page.locator('#running tr[data-issue="DEMO-1"]').click()
