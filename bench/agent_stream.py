@@ -43,6 +43,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import uvloop
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentEvent, AgentLaunch, AgentSession, EventSink
@@ -293,7 +295,7 @@ def main() -> None:
     configure_logging(level="warning", stream=io.StringIO())
 
     print(f"protocol lines through one AppServerSession ({LINES:,} per turn, {ROUNDS} rounds)")
-    runs = [asyncio.run(stream_one_session(LINES)) for _ in range(ROUNDS)]
+    runs = [uvloop.run(stream_one_session(LINES)) for _ in range(ROUNDS)]
     rates = [run.lines_per_s for run in runs]
     cpu = statistics.median(run.cpu_us_per_line for run in runs)
     median = statistics.median(rates)
@@ -316,9 +318,9 @@ def main() -> None:
     )
     report_load(
         f"lines due every {BATCH_TICK_MS} ms sent in one write",
-        asyncio.run(orchestrator_under_load(BATCH_TICK_MS)),
+        uvloop.run(orchestrator_under_load(BATCH_TICK_MS)),
     )
-    report_load("one write per line", asyncio.run(orchestrator_under_load(0)))
+    report_load("one write per line", uvloop.run(orchestrator_under_load(0)))
 
 
 if __name__ == "__main__":

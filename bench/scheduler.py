@@ -146,6 +146,8 @@ def report(name: str, samples: list[float]) -> None:
 def main() -> None:
     import io
 
+    import uvloop
+
     from symphony.observability.logging import configure_logging
 
     configure_logging(level="warning", stream=io.StringIO())
@@ -154,9 +156,8 @@ def main() -> None:
     report("  all slots busy      ", tick_cpu_ms(candidates, RUNNING))
     report("  100 slots to fill   ", tick_cpu_ms(candidates, RUNNING * 2))
     print(f"scheduler state per busy session: {memory_per_session_kib():.1f} KiB")
-    import asyncio
 
-    live = asyncio.run(live_memory_per_session_kib())
+    live = uvloop.run(live_memory_per_session_kib())
     print(f"daemon heap per live session (50 real agent subprocesses): {live:.1f} KiB")
 
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import uvloop
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentError, AgentEvent, AgentLaunch, TokenUsage, TurnResult
@@ -271,7 +273,7 @@ def main() -> None:
         read_stream(sys.argv[2], float(sys.argv[3]))
     else:
         configure_logging(level="warning", stream=io.StringIO())
-        report(asyncio.run(run()))
+        report(uvloop.run(run()))
 
 
 if __name__ == "__main__":

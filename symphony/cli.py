@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import uvloop
+
 from symphony.config import Settings, TrackerSettings, load_settings
 from symphony.errors import SymphonyError
 from symphony.issue import Issue
@@ -143,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
     settings, tracker = _load(args.workflow)
     orchestrator = Orchestrator(settings, tracker=tracker)
     port = args.port if args.port is not None else settings.server.port
-    return asyncio.run(_serve(orchestrator, port, console, args.logs_root))
+    return uvloop.run(_serve(orchestrator, port, console, args.logs_root))
 
 
 async def _serve(
@@ -192,7 +194,7 @@ async def _serve(
 
 def _check(args: argparse.Namespace) -> int:
     settings, tracker = _load(args.workflow)
-    t, candidates = asyncio.run(_fetch(tracker, settings.tracker))
+    t, candidates = uvloop.run(_fetch(tracker, settings.tracker))
     print(f"workflow      {settings.workflow_path}")
     print(f"tracker       {t.kind}")
     print(f"active        {', '.join(t.active_states)}")
@@ -230,7 +232,7 @@ async def _fetch(
 
 def _render(args: argparse.Namespace) -> int:
     settings, tracker = _load(args.workflow)
-    issue = asyncio.run(_find(tracker, settings, args.issue))
+    issue = uvloop.run(_find(tracker, settings, args.issue))
     if issue is None:
         print(f"symphony: no ticket {args.issue!r} in {settings.tracker.kind}", file=sys.stderr)
         return EXIT_FAILED
