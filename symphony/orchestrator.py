@@ -326,10 +326,8 @@ class Orchestrator:
     # Effects
 
     def _perform(self, effects: Sequence[core.Effect]) -> None:
-        wall = self.clock.wall() if effects else None
         for effect in effects:
-            assert wall is not None
-            self.activity.add_effect(wall, effect)
+            self.activity.add_effect(self.clock.wall(), effect)
             if isinstance(effect, core.StartWorker):
                 self._start_worker(effect.issue, effect.attempt)
             elif isinstance(effect, core.StopWorker):
