@@ -171,12 +171,18 @@ async def _serve(
     http = None
     if port is not None:
         # Imported here so a daemon without the HTTP server never loads uvicorn.
-        from symphony.observability.server import create_app, serve
+        from symphony.observability.server import create_app, is_loopback, serve
 
         http = await serve(
             create_app(orchestrator, logs_root=logs_root), settings.server.host, port
         )
         structlog.get_logger("symphony").info("http server listening", url=http.url)
+        if not is_loopback(settings.server.host):
+            structlog.get_logger("symphony").warning(
+                "http server reachable from other hosts: it has no authentication; "
+                "bind it to 127.0.0.1 or put an authenticating proxy in front",
+                host=settings.server.host,
+            )
     status = None
     if console is not None:
         status = asyncio.create_task(TerminalStatus(orchestrator.snapshot, console).run())

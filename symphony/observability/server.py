@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -265,6 +266,16 @@ async def serve(app: Starlette, host: str, port: int) -> RunningServer:
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     return RunningServer(server, task, f"http://{shown}:{bound_port}/", app)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only (`localhost` or a loopback address)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from symphony.config import ConfigError, ServerSettings, load_settings
-from symphony.observability.server import create_app, serve
+from symphony.observability.server import create_app, is_loopback, serve
 from tests.test_cli import _read_until, _start_daemon
 from tests.test_orchestrator import Board, Running, scenario_env, start
 
@@ -273,3 +273,36 @@ def test_cli_port_serves_the_api_and_sigterm_exits_zero(board: Board) -> None:
     finally:
         proc.kill()
     assert proc.returncode == 0, rest
+    assert "no authentication" not in "".join(lines) + rest
+
+
+def test_cli_warns_when_the_server_is_reachable_from_other_hosts(board: Board) -> None:
+    board.write_workflow()
+    _with_server(board, {"host": "0.0.0.0"})
+    proc = _start_daemon(board, "--port", "0")
+    try:
+        lines = _read_until(proc, "no authentication")
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    warning = lines[-1]
+    assert "level=warning" in warning and "host=0.0.0.0" in warning
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.5", False),
+        ("symphony.example", False),
+    ],
+)
+def test_only_loopback_hosts_count_as_private(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
