@@ -15,11 +15,13 @@ from collections.abc import Iterable, MutableMapping
 from pathlib import Path
 from typing import Any, Protocol, TextIO, cast
 
+import orjson
 import structlog
 
 from symphony.workspace import workspace_key
 
 REDACTED = "[redacted]"
+_REDACTED_BYTES = REDACTED.encode()
 
 
 class LineSink(Protocol):
@@ -51,11 +53,26 @@ class SecretMasker:
 
     def __init__(self) -> None:
         self._secrets: tuple[str, ...] = ()
+        self._encoded: tuple[bytes, ...] = ()
 
     def set(self, values: Iterable[str]) -> None:
         # Longest first so a secret containing another is masked whole; short values are skipped
         # because masking them would garble ordinary text.
         self._secrets = tuple(sorted({v for v in values if len(v) >= 6}, key=len, reverse=True))
+        # In a JSON document a secret appears as written or, if it has characters JSON escapes,
+        # in its escaped form.
+        self._encoded = tuple(
+            dict.fromkeys(
+                form for v in self._secrets for form in (v.encode(), orjson.dumps(v)[1:-1])
+            )
+        )
+
+    def mask_json(self, document: bytes) -> bytes:
+        """A JSON document with secrets masked inside its strings."""
+        for form in self._encoded:
+            if form in document:
+                document = document.replace(form, _REDACTED_BYTES)
+        return document
 
     def mask(self, text: str) -> str:
         for secret in self._secrets:

@@ -28,7 +28,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from symphony.errors import SymphonyError
-from symphony.observability.logging import issue_log_path
+from symphony.observability.logging import issue_log_path, masker
 from symphony.observability.metrics import render_metrics
 from symphony.workspace import workspace_key
 
@@ -36,12 +36,18 @@ METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 SERVER_BIND_FAILED = "server_bind_failed"
 
 
-class JSONResponse(_StarletteJSON):
-    """JSON encoded with orjson: the state snapshot is tens of KiB, and the standard encoder
-    took about as long to write it as the snapshot took to build."""
+def encode(content: Any) -> bytes:
+    """JSON for a client, with the tracker's secrets masked as in the logs.
 
+    orjson: the state snapshot is tens of KiB, and the standard encoder took about as long to
+    write it as the snapshot took to build.
+    """
+    return masker.mask_json(orjson.dumps(content))
+
+
+class JSONResponse(_StarletteJSON):
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
+        return encode(content)
 
 
 class Observed(Protocol):
@@ -131,7 +137,7 @@ def create_app(
         return JSONResponse({"queued": True, "coalesced": coalesced}, status_code=202)
 
     async def metrics(request: Request) -> Response:
-        text = render_metrics(orchestrator.snapshot())
+        text = masker.mask(render_metrics(orchestrator.snapshot()))
         return PlainTextResponse(text, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
     async def events(request: Request) -> Response:
@@ -217,7 +223,7 @@ async def _event_stream(
 
 
 def _sse(snapshot: dict[str, Any]) -> str:
-    return f"data: {orjson.dumps(snapshot).decode()}\n\n"
+    return f"data: {encode(snapshot).decode()}\n\n"
 
 
 # Serving

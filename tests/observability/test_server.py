@@ -99,6 +99,34 @@ async def test_dashboard_page_is_served_at_the_root(hanging: Running) -> None:
     assert wrong_method.json()["error"]["code"] == "method_not_allowed"
 
 
+async def test_secrets_are_masked_in_every_json_answer(board: Board) -> None:
+    from symphony.observability.logging import masker
+
+    plain, escaped = "tok_plain_12345", 'tok_"quoted\\secret'
+    board.ticket("ABC-1", title=f"Rotate {plain} and {escaped}")
+    board.write_workflow()
+    run = start(board, scenario_env("hang"), watch=False)
+    try:
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.running)
+        masker.set([plain, escaped])
+        http = await serve(create_app(run.orchestrator), "127.0.0.1", 0)
+        try:
+            async with httpx.AsyncClient(base_url=http.url, timeout=5) as client:
+                state = (await client.get("/api/v1/state")).text
+                detail = (await client.get("/api/v1/ABC-1")).text
+                async with client.stream("GET", "/api/v1/events") as stream:
+                    frame = await asyncio.wait_for(anext(stream.aiter_lines()), 5)
+        finally:
+            await http.stop()
+    finally:
+        masker.set(())
+        await run.stop()
+    assert json.loads(state)["running"][0]["title"] == "Rotate [redacted] and [redacted]"
+    for body in (state, detail, frame):
+        assert "[redacted]" in body
+        assert "tok_plain" not in body and "quoted" not in body
+
+
 async def test_unknown_issue_and_path_are_json_404s(hanging: Running) -> None:
     async with client_for(hanging) as client:
         unknown_issue = await client.get("/api/v1/ABC-2")
