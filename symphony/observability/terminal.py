@@ -18,6 +18,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from symphony.observability.logging import masker
+
 REFRESH_S = 1.0
 
 
@@ -39,7 +41,11 @@ class ConsoleLogStream:
 
 
 def render_status(snapshot: Mapping[str, Any]) -> RenderableType:
-    """The table for one snapshot: health banner, running sessions, retry queue, totals."""
+    """The table for one snapshot: health banner, running sessions, retry queue, totals.
+
+    Tracker secrets are masked first: the table shares the terminal with the (masked) logs.
+    """
+    snapshot = masker.mask_value(snapshot)
     parts: list[RenderableType] = []
     health = snapshot.get("health") or {}
     for key, label in (("workflow_error", "WORKFLOW.md rejected"), ("tracker_error", "tracker")):

@@ -51,6 +51,20 @@ def test_a_rejected_workflow_or_failing_tracker_shows_as_a_banner() -> None:
     assert "tracker:" not in text
 
 
+def test_tracker_secrets_are_masked_in_the_table() -> None:
+    from symphony.observability.logging import masker
+
+    health = {"tracker_error": "tracker_status: token tok_s3cret_abc rejected"}
+    snapshot = snapshot_with_one_run_and_one_retry(health)
+    masker.set(["tok_s3cret_abc"])
+    try:
+        text = text_of(render_status(snapshot))
+    finally:
+        masker.set(())
+    assert "tracker: tracker_status: token [redacted] rejected" in text
+    assert "s3cret" not in text
+
+
 def test_log_lines_are_printed_once_each_above_the_display() -> None:
     console = Console(record=True, width=200)
     stream = ConsoleLogStream(console)
