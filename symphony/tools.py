@@ -6,9 +6,17 @@ them and relay calls), so neither has to know the other.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+INVALID_ARGUMENTS = "invalid_arguments"
+"""The failure code of a call whose arguments break the tool's schema or rules."""
+
+# Control and surrogate characters, and the line and paragraph separators some parsers (YAML)
+# break lines at: none of them belongs in a one-line value such as a state name.
+_NOT_INLINE = frozenset({"Cc", "Cs", "Zl", "Zp"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,3 +38,27 @@ class ToolResult:
     @classmethod
     def failure(cls, error: str, message: str) -> ToolResult:
         return cls(False, {"error": error, "message": message})
+
+
+def invalid_arguments(message: str) -> ToolResult:
+    return ToolResult.failure(INVALID_ARGUMENTS, message)
+
+
+def is_inline(text: str) -> bool:
+    """Whether `text` can stand on one line: no control characters or line separators."""
+    return not any(unicodedata.category(c) in _NOT_INLINE for c in text)
+
+
+def string_schema(max_chars: int, description: str) -> dict[str, Any]:
+    """JSON schema of a non-empty string argument of at most `max_chars` characters."""
+    return {"type": "string", "minLength": 1, "maxLength": max_chars, "description": description}
+
+
+def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """JSON schema of a tool's arguments object; unknown arguments are refused."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }

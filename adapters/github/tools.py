@@ -10,14 +10,19 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from graphql import GraphQLError, OperationDefinitionNode, OperationType, parse
 
-from symphony.tools import ToolResult, ToolSpec
+from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
+from symphony.tools import (
+    ToolResult,
+    ToolSpec,
+    invalid_arguments,
+    is_inline,
+)
 
 MOVE_ISSUE = "github_move_issue"
 ADD_COMMENT = "github_add_comment"
@@ -26,7 +31,6 @@ GRAPHQL = "github_graphql"
 NAMES = (MOVE_ISSUE, ADD_COMMENT, LINK_PULL_REQUEST, GRAPHQL)
 
 UNKNOWN_TOOL = "unknown_tool"
-INVALID_ARGUMENTS = "invalid_arguments"
 UNKNOWN_STATE = "unknown_state"
 NOT_IN_SCOPE = "not_in_scope"
 GRAPHQL_ERROR = "graphql_error"
@@ -34,7 +38,6 @@ GRAPHQL_ERROR = "graphql_error"
 MAX_STATE_CHARS = 100
 MAX_COMMENT_CHARS = 65_536  # GitHub's limit on an issue comment body
 MAX_QUERY_CHARS = 20_000
-_NOT_INLINE = frozenset({"Cc", "Cs", "Zl", "Zp"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,25 +150,25 @@ def parse_call(name: str, arguments: Any, web_host: str) -> ToolCall | ToolResul
             arguments = json.loads(arguments)
     required, allowed = _FIELDS[name]
     if not isinstance(arguments, Mapping):
-        return _invalid(f"{name} takes an object with {', '.join(sorted(allowed))}")
+        return invalid_arguments(f"{name} takes an object with {', '.join(sorted(allowed))}")
     extra = sorted(str(key) for key in arguments if key not in allowed)
     if extra:
-        return _invalid(f"unexpected argument(s) {', '.join(extra)} for {name}")
+        return invalid_arguments(f"unexpected argument(s) {', '.join(extra)} for {name}")
     for key in sorted(required):
         value = arguments.get(key)
         if not isinstance(value, str) or not value.strip():
-            return _invalid(f"{key!r} must be a non-empty string")
+            return invalid_arguments(f"{key!r} must be a non-empty string")
     if name == MOVE_ISSUE:
         state = str(arguments["state"]).strip()
-        if len(state) > MAX_STATE_CHARS or any(
-            unicodedata.category(c) in _NOT_INLINE for c in state
-        ):
-            return _invalid(f"'state' must be one line of at most {MAX_STATE_CHARS} characters")
+        if len(state) > MAX_STATE_CHARS or not is_inline(state):
+            return invalid_arguments(
+                f"'state' must be one line of at most {MAX_STATE_CHARS} characters"
+            )
         return MoveIssue(state)
     if name == ADD_COMMENT:
         body = str(arguments["body"])
         if len(body) > MAX_COMMENT_CHARS:
-            return _invalid(f"'body' is longer than {MAX_COMMENT_CHARS} characters")
+            return invalid_arguments(f"'body' is longer than {MAX_COMMENT_CHARS} characters")
         return AddComment(body)
     if name == LINK_PULL_REQUEST:
         return _pull_request(str(arguments["url"]).strip(), web_host)
@@ -175,7 +178,7 @@ def parse_call(name: str, arguments: Any, web_host: str) -> ToolCall | ToolResul
 def _pull_request(url: str, web_host: str) -> ToolCall | ToolResult:
     pattern = rf"^https://{re.escape(web_host)}/[A-Za-z0-9-]+/[A-Za-z0-9._-]+/pull/[1-9][0-9]*/?$"
     if not re.match(pattern, url, flags=re.IGNORECASE):
-        return _invalid(
+        return invalid_arguments(
             f"'url' must be a pull request URL: https://{web_host}/<owner>/<repo>/pull/<number>"
         )
     return LinkPullRequest(url.rstrip("/"))
@@ -184,19 +187,19 @@ def _pull_request(url: str, web_host: str) -> ToolCall | ToolResult:
 def _read_query(arguments: Mapping[str, Any]) -> ToolCall | ToolResult:
     query = str(arguments["query"])
     if len(query) > MAX_QUERY_CHARS:
-        return _invalid(f"'query' is longer than {MAX_QUERY_CHARS} characters")
+        return invalid_arguments(f"'query' is longer than {MAX_QUERY_CHARS} characters")
     variables = arguments.get("variables", {})
     if variables is None:
         variables = {}
     if not isinstance(variables, Mapping):
-        return _invalid("'variables' must be an object")
+        return invalid_arguments("'variables' must be an object")
     try:
         document = parse(query)
     except GraphQLError as exc:
-        return _invalid(f"'query' is not valid GraphQL: {exc.message}")
+        return invalid_arguments(f"'query' is not valid GraphQL: {exc.message}")
     operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
     if not operations:
-        return _invalid("'query' contains no operation")
+        return invalid_arguments("'query' contains no operation")
     # Checked on the parsed document, so no spelling (aliases, comments, several operations
     # with an operationName chosen later) can smuggle a write past the check.
     writes = [op for op in operations if op.operation is not OperationType.QUERY]
@@ -207,7 +210,3 @@ def _read_query(arguments: Mapping[str, Any]) -> ToolCall | ToolResult:
             f"{MOVE_ISSUE}, {ADD_COMMENT} or {LINK_PULL_REQUEST} to change the issue",
         )
     return ReadQuery(query, dict(variables))
-
-
-def _invalid(message: str) -> ToolResult:
-    return ToolResult.failure(INVALID_ARGUMENTS, message)

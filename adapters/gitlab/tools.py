@@ -7,12 +7,17 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.tools import ToolResult, ToolSpec
+from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
+from symphony.tools import (
+    ToolResult,
+    ToolSpec,
+    invalid_arguments,
+    is_inline,
+)
 
 MOVE_ISSUE = "gitlab_move_issue"
 ADD_COMMENT = "gitlab_add_comment"
@@ -20,13 +25,11 @@ LINK_MERGE_REQUEST = "gitlab_link_merge_request"
 NAMES = (MOVE_ISSUE, ADD_COMMENT, LINK_MERGE_REQUEST)
 
 UNKNOWN_TOOL = "unknown_tool"
-INVALID_ARGUMENTS = "invalid_arguments"
 NOT_IN_SCOPE = "not_in_scope"
 
 MAX_STATE_CHARS = 100
 MAX_COMMENT_CHARS = 1_000_000  # GitLab's limit on a note body
 MAX_URL_CHARS = 2048
-_NOT_INLINE = frozenset({"Cc", "Cs", "Zl", "Zp"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,28 +120,28 @@ def parse_call(name: str, arguments: Any, base_url: str) -> ToolCall | ToolResul
             arguments = json.loads(arguments)
     fields = _FIELDS[name]
     if not isinstance(arguments, Mapping):
-        return _invalid(f"{name} takes an object with {', '.join(sorted(fields))}")
+        return invalid_arguments(f"{name} takes an object with {', '.join(sorted(fields))}")
     extra = sorted(str(key) for key in arguments if key not in fields)
     if extra:
-        return _invalid(f"unexpected argument(s) {', '.join(extra)} for {name}")
+        return invalid_arguments(f"unexpected argument(s) {', '.join(extra)} for {name}")
     for key in sorted(fields):
         value = arguments.get(key)
         if not isinstance(value, str) or not value.strip():
-            return _invalid(f"{key!r} must be a non-empty string")
+            return invalid_arguments(f"{key!r} must be a non-empty string")
     if name == MOVE_ISSUE:
         state = str(arguments["state"]).strip()
-        if len(state) > MAX_STATE_CHARS or any(
-            unicodedata.category(c) in _NOT_INLINE for c in state
-        ):
-            return _invalid(f"'state' must be one line of at most {MAX_STATE_CHARS} characters")
+        if len(state) > MAX_STATE_CHARS or not is_inline(state):
+            return invalid_arguments(
+                f"'state' must be one line of at most {MAX_STATE_CHARS} characters"
+            )
         if "," in state:
             # Labels travel as a comma-separated list.
-            return _invalid("'state' must not contain a comma")
+            return invalid_arguments("'state' must not contain a comma")
         return MoveIssue(state)
     if name == ADD_COMMENT:
         body = str(arguments["body"])
         if len(body) > MAX_COMMENT_CHARS:
-            return _invalid(f"'body' is longer than {MAX_COMMENT_CHARS} characters")
+            return invalid_arguments(f"'body' is longer than {MAX_COMMENT_CHARS} characters")
         return AddComment(body)
     return _merge_request(str(arguments["url"]).strip(), base_url)
 
@@ -155,12 +158,8 @@ def merge_request_pattern(base_url: str) -> re.Pattern[str]:
 
 def _merge_request(url: str, base_url: str) -> ToolCall | ToolResult:
     if len(url) > MAX_URL_CHARS or not merge_request_pattern(base_url).match(url):
-        return _invalid(
+        return invalid_arguments(
             f"'url' must be a merge request of this GitLab instance: "
             f"{base_url}/<group>/<project>/-/merge_requests/<iid>"
         )
     return LinkMergeRequest(url)
-
-
-def _invalid(message: str) -> ToolResult:
-    return ToolResult.failure(INVALID_ARGUMENTS, message)

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from symphony.tools import ToolResult, ToolSpec
+from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
+from symphony.tools import (
+    ToolResult,
+    ToolSpec,
+    invalid_arguments,
+    is_inline,
+    object_schema,
+    string_schema,
+)
 
 MOVE_CARD = "kaiten_move_card"
 ADD_COMMENT = "kaiten_add_comment"
@@ -23,7 +30,6 @@ ADD_LINK = "kaiten_add_link"
 NAMES = (MOVE_CARD, ADD_COMMENT, ADD_LINK)
 
 UNKNOWN_TOOL = "unknown_tool"
-INVALID_ARGUMENTS = "invalid_arguments"
 UNKNOWN_STATE = "unknown_state"
 NOT_IN_SCOPE = "not_in_scope"
 
@@ -31,7 +37,6 @@ MAX_STATE_CHARS = 100
 MAX_COMMENT_CHARS = 65_536
 MAX_URL_CHARS = 2_048
 MAX_DESCRIPTION_CHARS = 250
-_NOT_INLINE = frozenset({"Cc", "Cs", "Zl", "Zp"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,19 +58,6 @@ class AddLink:
 ToolCall = MoveCard | AddComment | AddLink
 
 
-def _string(max_chars: int, description: str) -> dict[str, Any]:
-    return {"type": "string", "minLength": 1, "maxLength": max_chars, "description": description}
-
-
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
 def tool_specs(columns_note: str) -> list[ToolSpec]:
     return [
         ToolSpec(
@@ -75,16 +67,21 @@ def tool_specs(columns_note: str) -> list[ToolSpec]:
                 f"column title (case-insensitive). {columns_note} An unknown title fails and "
                 "lists the board's columns."
             ),
-            input_schema=_object(
-                {"state": _string(MAX_STATE_CHARS, "The target column's title, e.g. 'Review'.")},
+            input_schema=object_schema(
+                {
+                    "state": string_schema(
+                        MAX_STATE_CHARS, "The target column's title, e.g. 'Review'."
+                    )
+                },
                 ["state"],
             ),
         ),
         ToolSpec(
             name=ADD_COMMENT,
             description="Add a Markdown comment to the Kaiten card you are working on.",
-            input_schema=_object(
-                {"body": _string(MAX_COMMENT_CHARS, "The comment text, in Markdown.")}, ["body"]
+            input_schema=object_schema(
+                {"body": string_schema(MAX_COMMENT_CHARS, "The comment text, in Markdown.")},
+                ["body"],
             ),
         ),
         ToolSpec(
@@ -93,10 +90,10 @@ def tool_specs(columns_note: str) -> list[ToolSpec]:
                 "Attach an external link (for example your pull request) to the Kaiten card "
                 "you are working on."
             ),
-            input_schema=_object(
+            input_schema=object_schema(
                 {
-                    "url": {**_string(MAX_URL_CHARS, "An http(s) URL."), "format": "uri"},
-                    "description": _string(
+                    "url": {**string_schema(MAX_URL_CHARS, "An http(s) URL."), "format": "uri"},
+                    "description": string_schema(
                         MAX_DESCRIPTION_CHARS, "The link's text on the card (optional)."
                     ),
                 },
@@ -125,43 +122,43 @@ def parse_call(name: str, arguments: Any) -> ToolCall | ToolResult:
             arguments = json.loads(arguments)
     required, allowed = _FIELDS[name]
     if not isinstance(arguments, Mapping):
-        return _invalid(f"{name} takes an object with {', '.join(sorted(allowed))}")
+        return invalid_arguments(f"{name} takes an object with {', '.join(sorted(allowed))}")
     extra = sorted(str(key) for key in arguments if key not in allowed)
     if extra:
-        return _invalid(f"unexpected argument(s) {', '.join(extra)} for {name}")
+        return invalid_arguments(f"unexpected argument(s) {', '.join(extra)} for {name}")
     for key in sorted(allowed):
         value = arguments.get(key)
         if (key in required or value is not None) and (
             not isinstance(value, str) or not value.strip()
         ):
-            return _invalid(f"{key!r} must be a non-empty string")
+            return invalid_arguments(f"{key!r} must be a non-empty string")
     if name == MOVE_CARD:
         state = str(arguments["state"]).strip()
         if not _one_line(state, MAX_STATE_CHARS):
-            return _invalid(f"'state' must be one line of at most {MAX_STATE_CHARS} characters")
+            return invalid_arguments(
+                f"'state' must be one line of at most {MAX_STATE_CHARS} characters"
+            )
         return MoveCard(state)
     if name == ADD_COMMENT:
         body = str(arguments["body"])
         if len(body) > MAX_COMMENT_CHARS:
-            return _invalid(f"'body' is longer than {MAX_COMMENT_CHARS} characters")
+            return invalid_arguments(f"'body' is longer than {MAX_COMMENT_CHARS} characters")
         return AddComment(body)
     url = str(arguments["url"]).strip()
     parts = urlsplit(url)
     if len(url) > MAX_URL_CHARS or parts.scheme not in ("http", "https") or not parts.netloc:
-        return _invalid(f"'url' must be an http(s) URL of at most {MAX_URL_CHARS} characters")
+        return invalid_arguments(
+            f"'url' must be an http(s) URL of at most {MAX_URL_CHARS} characters"
+        )
     description = arguments.get("description")
     if description is not None:
         description = str(description).strip()
         if not _one_line(description, MAX_DESCRIPTION_CHARS):
-            return _invalid(
+            return invalid_arguments(
                 f"'description' must be one line of at most {MAX_DESCRIPTION_CHARS} characters"
             )
     return AddLink(url, description)
 
 
 def _one_line(text: str, max_chars: int) -> bool:
-    return len(text) <= max_chars and not any(unicodedata.category(c) in _NOT_INLINE for c in text)
-
-
-def _invalid(message: str) -> ToolResult:
-    return ToolResult.failure(INVALID_ARGUMENTS, message)
+    return len(text) <= max_chars and bool(is_inline(text))

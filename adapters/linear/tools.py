@@ -22,7 +22,14 @@ from urllib.parse import urlsplit
 from adapters.linear import queries
 from adapters.linear.api import LinearApi
 from symphony.issue import Issue, normalize_state
-from symphony.tools import ToolResult, ToolSpec
+from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
+from symphony.tools import (
+    ToolResult,
+    ToolSpec,
+    invalid_arguments,
+    object_schema,
+    string_schema,
+)
 
 MOVE_ISSUE = "linear_move_issue"
 ADD_COMMENT = "linear_add_comment"
@@ -31,7 +38,6 @@ GRAPHQL = "linear_graphql"
 TOOL_NAMES = (MOVE_ISSUE, ADD_COMMENT, ATTACH_URL, GRAPHQL)
 
 UNKNOWN_TOOL = "unknown_tool"
-INVALID_ARGUMENTS = "invalid_arguments"
 UNKNOWN_STATE = "unknown_state"
 ISSUE_NOT_FOUND = "issue_not_found"
 MUTATION_FAILED = "mutation_failed"
@@ -69,19 +75,6 @@ class RunGraphql:
 ToolCall = MoveIssue | AddComment | AttachUrl | RunGraphql
 
 
-def _string(max_chars: int, description: str) -> dict[str, Any]:
-    return {"type": "string", "minLength": 1, "maxLength": max_chars, "description": description}
-
-
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
 def tool_specs() -> list[ToolSpec]:
     return [
         ToolSpec(
@@ -91,16 +84,16 @@ def tool_specs() -> list[ToolSpec]:
                 "team, by name (case-insensitive), e.g. 'In Progress' or 'Human Review'. An "
                 "unknown name fails and lists the team's states."
             ),
-            input_schema=_object(
-                {"state": _string(MAX_STATE_CHARS, "The target workflow state's name.")},
+            input_schema=object_schema(
+                {"state": string_schema(MAX_STATE_CHARS, "The target workflow state's name.")},
                 ["state"],
             ),
         ),
         ToolSpec(
             name=ADD_COMMENT,
             description="Add a Markdown comment to the Linear issue you are working on.",
-            input_schema=_object(
-                {"body": _string(MAX_COMMENT_CHARS, "The comment text, in Markdown.")},
+            input_schema=object_schema(
+                {"body": string_schema(MAX_COMMENT_CHARS, "The comment text, in Markdown.")},
                 ["body"],
             ),
         ),
@@ -110,10 +103,10 @@ def tool_specs() -> list[ToolSpec]:
                 "Attach a link (for example your pull request) to the Linear issue you are "
                 "working on. Linking the same URL again updates the existing attachment."
             ),
-            input_schema=_object(
+            input_schema=object_schema(
                 {
-                    "url": {**_string(MAX_URL_CHARS, "An http(s) URL."), "format": "uri"},
-                    "title": _string(MAX_TITLE_CHARS, "The attachment's title (optional)."),
+                    "url": {**string_schema(MAX_URL_CHARS, "An http(s) URL."), "format": "uri"},
+                    "title": string_schema(MAX_TITLE_CHARS, "The attachment's title (optional)."),
                 },
                 ["url"],
             ),
@@ -126,9 +119,11 @@ def tool_specs() -> list[ToolSpec]:
                 "what the other linear_ tools do not cover). Returns {data} or the GraphQL "
                 "errors with any partial data."
             ),
-            input_schema=_object(
+            input_schema=object_schema(
                 {
-                    "query": _string(MAX_QUERY_CHARS, "A GraphQL document with one operation."),
+                    "query": string_schema(
+                        MAX_QUERY_CHARS, "A GraphQL document with one operation."
+                    ),
                     "variables": {"type": "object", "description": "Variables, if any."},
                 },
                 ["query"],
@@ -148,7 +143,7 @@ def parse_call(name: str, arguments: Any) -> ToolCall | ToolResult:
         with contextlib.suppress(ValueError):
             arguments = json.loads(arguments)
     if not isinstance(arguments, Mapping):
-        return _invalid(f"{name} takes a JSON object of arguments")
+        return invalid_arguments(f"{name} takes a JSON object of arguments")
     if name == MOVE_ISSUE:
         fields = _fields(name, arguments, {"state": MAX_STATE_CHARS}, required=("state",))
         return fields if isinstance(fields, ToolResult) else MoveIssue(fields["state"].strip())
@@ -164,7 +159,7 @@ def parse_call(name: str, arguments: Any) -> ToolCall | ToolResult:
         url = fields["url"].strip()
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            return _invalid(f"'url' must be an http(s) URL, got {url[:100]!r}")
+            return invalid_arguments(f"'url' must be an http(s) URL, got {url[:100]!r}")
         title = fields.get("title")
         return AttachUrl(url, title.strip() if title is not None else None)
     variables = arguments.get("variables")
@@ -173,7 +168,7 @@ def parse_call(name: str, arguments: Any) -> ToolCall | ToolResult:
     if isinstance(fields, ToolResult):
         return fields
     if variables is not None and not isinstance(variables, Mapping):
-        return _invalid(f"'variables' must be an object, got {type(variables).__name__}")
+        return invalid_arguments(f"'variables' must be an object, got {type(variables).__name__}")
     return RunGraphql(fields["query"], dict(variables or {}))
 
 
@@ -279,20 +274,22 @@ def _fields(
     extra = sorted(str(key) for key in arguments if key not in limits)
     if extra:
         allowed = ", ".join(repr(key) for key in limits)
-        return _invalid(f"unexpected argument(s) {', '.join(extra)}; {name} takes {allowed}")
+        return invalid_arguments(
+            f"unexpected argument(s) {', '.join(extra)}; {name} takes {allowed}"
+        )
     values: dict[str, str] = {}
     for key, limit in limits.items():
         value = arguments.get(key)
         if value is None:
             if key in required:
-                return _invalid(f"missing required argument {key!r}")
+                return invalid_arguments(f"missing required argument {key!r}")
             continue
         if not isinstance(value, str):
-            return _invalid(f"{key!r} must be a string, got {type(value).__name__}")
+            return invalid_arguments(f"{key!r} must be a string, got {type(value).__name__}")
         if not value.strip():
-            return _invalid(f"{key!r} must not be empty")
+            return invalid_arguments(f"{key!r} must not be empty")
         if len(value) > limit:
-            return _invalid(f"{key!r} is longer than {limit} characters")
+            return invalid_arguments(f"{key!r} is longer than {limit} characters")
         values[key] = value
     return values
 
@@ -306,7 +303,3 @@ def _rejected(tool: str, issue: Issue) -> ToolResult:
     return ToolResult.failure(
         MUTATION_FAILED, f"Linear did not accept {tool} for {issue.identifier} (success: false)"
     )
-
-
-def _invalid(message: str) -> ToolResult:
-    return ToolResult.failure(INVALID_ARGUMENTS, message)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,18 +24,21 @@ from adapters.local.ticket import (
     split_document,
     ticket_id,
 )
-from symphony.tools import ToolResult, ToolSpec
+from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
+from symphony.tools import (
+    ToolResult,
+    ToolSpec,
+    invalid_arguments,
+    is_inline,
+)
 
 MOVE_ISSUE = "local_move_issue"
 ADD_COMMENT = "local_add_comment"
 
 UNKNOWN_TOOL = "unknown_tool"
-INVALID_ARGUMENTS = "invalid_arguments"
 
 MAX_STATE_CHARS = 100
 MAX_COMMENT_CHARS = 64 * 1024
-
-_NOT_INLINE = frozenset({"Cc", "Cs", "Zl", "Zp"})
 
 
 class NotThisTicket(Exception):
@@ -149,29 +151,31 @@ def parse_call(name: str, arguments: Any) -> ToolCall | ToolResult:
         with contextlib.suppress(ValueError):
             arguments = json.loads(arguments)
     if not isinstance(arguments, Mapping):
-        return _invalid(f'{name} takes an object like {{{json.dumps(field)}: "..."}}')
+        return invalid_arguments(f'{name} takes an object like {{{json.dumps(field)}: "..."}}')
     extra = sorted(str(key) for key in arguments if key != field)
     if extra:
-        return _invalid(f"unexpected argument(s) {', '.join(extra)}; {name} takes only {field!r}")
+        return invalid_arguments(
+            f"unexpected argument(s) {', '.join(extra)}; {name} takes only {field!r}"
+        )
     if field not in arguments:
-        return _invalid(f"missing required argument {field!r}")
+        return invalid_arguments(f"missing required argument {field!r}")
     value = arguments[field]
     if not isinstance(value, str):
-        return _invalid(f"{field!r} must be a string, got {type(value).__name__}")
+        return invalid_arguments(f"{field!r} must be a string, got {type(value).__name__}")
     if not value.strip():
-        return _invalid(f"{field!r} must not be empty")
+        return invalid_arguments(f"{field!r} must not be empty")
     if name == MOVE_ISSUE:
         state = value.strip()
         if len(state) > MAX_STATE_CHARS:
-            return _invalid(f"'state' is longer than {MAX_STATE_CHARS} characters")
+            return invalid_arguments(f"'state' is longer than {MAX_STATE_CHARS} characters")
         # YAML also breaks lines at U+2028/U+2029, so those would split the `state:` line.
-        if any(unicodedata.category(char) in _NOT_INLINE for char in state):
-            return _invalid("'state' must be one line of text without control characters")
+        if not is_inline(state):
+            return invalid_arguments("'state' must be one line of text without control characters")
         return MoveIssue(state)
     if len(value) > MAX_COMMENT_CHARS:
-        return _invalid(f"'body' is longer than {MAX_COMMENT_CHARS} characters")
+        return invalid_arguments(f"'body' is longer than {MAX_COMMENT_CHARS} characters")
     if "\x00" in value:
-        return _invalid("'body' must not contain NUL characters")
+        return invalid_arguments("'body' must not contain NUL characters")
     return AddComment(value)
 
 
@@ -181,7 +185,3 @@ def _open(raw: bytes, file_name: str, issue_id: str) -> tuple[Document, dict[str
     if ticket_id(front, identifier_of(file_name)) != issue_id:
         raise NotThisTicket(file_name)
     return document, front
-
-
-def _invalid(message: str) -> ToolResult:
-    return ToolResult.failure(INVALID_ARGUMENTS, message)
