@@ -4,7 +4,9 @@ Projects v2 board), sharing one HTTP client, its quota counters and the agent to
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -33,15 +35,10 @@ class GitHubTracker:
         config: GitHubConfig,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
-        clock: Callable[[], float] | None = None,
-        sleep: Callable[[float], Awaitable[None]] | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.config = config
-        extra: dict[str, Any] = {}
-        if clock is not None:
-            extra["clock"] = clock
-        if sleep is not None:
-            extra["sleep"] = sleep
         self.http = HttpClient(
             provider="GitHub",
             base_url=config.api_url,
@@ -53,7 +50,8 @@ class GitHubTracker:
             },
             rate_limits=RateLimitHeaders(),
             transport=transport,
-            **extra,
+            clock=clock,
+            sleep=sleep,
         )
         self.scope: RepositoryScope | ProjectScope = (
             RepositoryScope(self.http, config)

@@ -12,6 +12,8 @@ cannot spare that request.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -55,15 +57,10 @@ class GitLabTracker:
         config: GitLabConfig,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
-        clock: Callable[[], float] | None = None,
-        sleep: Callable[[float], Awaitable[None]] | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.config = config
-        extra: dict[str, Any] = {}
-        if clock is not None:
-            extra["clock"] = clock
-        if sleep is not None:
-            extra["sleep"] = sleep
         self.http = HttpClient(
             provider="GitLab",
             base_url=config.api_url,
@@ -74,7 +71,8 @@ class GitLabTracker:
             },
             rate_limits=RATE_LIMIT_HEADERS,
             transport=transport,
-            **extra,
+            clock=clock,
+            sleep=sleep,
         )
         self._issues = f"/projects/{config.project_ref}/issues"
         self._skipped = SkippedRecords(log, "issue", "record", project=self.config.project)

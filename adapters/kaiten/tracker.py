@@ -26,6 +26,8 @@ Profile (SPEC.md has the full table):
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -79,16 +81,11 @@ class KaitenTracker:
         workflow_states: Sequence[str] = (),
         terminal_states: Sequence[str] = (),
         transport: httpx.AsyncBaseTransport | None = None,
-        clock: Callable[[], float] | None = None,
-        sleep: Callable[[float], Awaitable[None]] | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         min_interval_s: float = MIN_INTERVAL_S,
     ) -> None:
         self.config = config
-        extra: dict[str, Any] = {}
-        if clock is not None:
-            extra["clock"] = clock
-        if sleep is not None:
-            extra["sleep"] = sleep
         # One client per tracker: the throttle and the 429 block cover every request it sends.
         self.http = HttpClient(
             provider="Kaiten",
@@ -103,7 +100,8 @@ class KaitenTracker:
             ),
             transport=transport,
             min_interval_s=min_interval_s,
-            **extra,
+            clock=clock,
+            sleep=sleep,
         )
         # Sub-columns named here keep their own title as state (see `adapters.kaiten.columns`).
         self._named = frozenset(normalize_state(s) for s in workflow_states)

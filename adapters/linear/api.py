@@ -10,6 +10,8 @@ and classifies errors the Linear way, while every byte still goes through `HttpC
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,17 +77,11 @@ class LinearApi:
         api_key: str,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
-        clock: Callable[[], float] | None = None,
-        sleep: Callable[[float], Awaitable[None]] | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.endpoint = endpoint
         self._key = api_key
-        # Tests drive time; the daemon uses the client's wall clock and asyncio.sleep.
-        extra: dict[str, Any] = {}
-        if clock is not None:
-            extra["clock"] = clock
-        if sleep is not None:
-            extra["sleep"] = sleep
         self.http = HttpClient(
             provider="Linear",
             base_url=endpoint,
@@ -93,7 +89,8 @@ class LinearApi:
             headers={"Authorization": api_key},
             rate_limits=RATE_LIMIT_HEADERS,
             transport=transport,
-            **extra,
+            clock=clock,
+            sleep=sleep,
         )
 
     async def send(self, query: str, variables: Mapping[str, Any] | None = None) -> Answer:
