@@ -5,23 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from symphony.config import load_settings
-from symphony.orchestrator import Orchestrator
+from tests.adapters.daemon import start_daemon, write_workflow
 from tests.adapters.gitlab.fake_gitlab import FakeGitLab, serve
 from tests.test_orchestrator import Running
 
 pytestmark = pytest.mark.slow
 
-FAKE_AGENT = Path(__file__).resolve().parents[2] / "fakes" / "fake_app_server.py"
 TOKEN = "glpat-e2e_token_value_0001"
 
 
@@ -32,33 +26,15 @@ def gitlab() -> Iterator[FakeGitLab]:
         yield fake
 
 
-def write_workflow(root: Path, base_url: str) -> Path:
-    config: dict[str, Any] = {
-        "tracker": {
-            "kind": "gitlab",
-            "provider": {"project": "acme/platform/widgets", "base_url": base_url},
-            "active_states": ["Todo", "In Progress"],
-            "terminal_states": ["Done", "Cancelled"],
-        },
-        "polling": {"interval_ms": 500},
-        "workspace": {"root": "workspaces"},
-        "agent": {"max_concurrent_agents": 4},
-        "codex": {
-            "command": f"{sys.executable} {FAKE_AGENT}",
-            "read_timeout_ms": 10_000,
-            "turn_timeout_ms": 60_000,
-        },
-    }
-    path = root / "WORKFLOW.md"
-    path.write_text(f"---\n{yaml.safe_dump(config)}---\nWork on {{{{ issue.identifier }}}}\n")
-    return path
-
-
 def start(tmp_path: Path, gitlab: FakeGitLab, scenario: str, **extra: str) -> Running:
-    env = dict(os.environ)
-    env.update(FAKE_AGENT_SCENARIO=scenario, GITLAB_TOKEN=TOKEN, **extra)
-    settings = load_settings(write_workflow(tmp_path, gitlab.base), env)
-    return Running(Orchestrator(settings, environ=env, watch=False), timeout=60, poll_s=0.2)
+    tracker = {
+        "kind": "gitlab",
+        "provider": {"project": "acme/platform/widgets", "base_url": gitlab.base},
+        "active_states": ["Todo", "In Progress"],
+        "terminal_states": ["Done", "Cancelled"],
+    }
+    env = {"FAKE_AGENT_SCENARIO": scenario, "GITLAB_TOKEN": TOKEN, **extra}
+    return start_daemon(write_workflow(tmp_path, tracker), env, poll_s=0.2)
 
 
 async def test_only_eligible_issues_run_and_the_agent_moves_them_on_gitlab(

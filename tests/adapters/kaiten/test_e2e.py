@@ -5,24 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from symphony.config import load_settings
-from symphony.orchestrator import Orchestrator
+from tests.adapters.daemon import start_daemon, write_workflow
 from tests.adapters.kaiten.fake_kaiten import FakeKaiten, serve
 from tests.adapters.kaiten.payloads import BOARD, column
 from tests.test_orchestrator import Running
 
 pytestmark = pytest.mark.slow
 
-FAKE_AGENT = Path(__file__).resolve().parents[2] / "fakes" / "fake_app_server.py"
 TOKEN = "kaiten_e2e_token_value_0001"
 QUEUE, PROGRESS, DOING, REVIEW, DONE = 201, 202, 221, 203, 204
 
@@ -44,33 +39,15 @@ def kaiten() -> Iterator[FakeKaiten]:
         yield fake
 
 
-def write_workflow(root: Path, base_url: str) -> Path:
-    config: dict[str, Any] = {
-        "tracker": {
-            "kind": "kaiten",
-            "provider": {"base_url": base_url, "board_id": BOARD},
-            "active_states": ["Queue", "In Progress"],
-            "terminal_states": ["Done"],
-        },
-        "polling": {"interval_ms": 500},
-        "workspace": {"root": "workspaces"},
-        "agent": {"max_concurrent_agents": 4},
-        "codex": {
-            "command": f"{sys.executable} {FAKE_AGENT}",
-            "read_timeout_ms": 10_000,
-            "turn_timeout_ms": 60_000,
-        },
-    }
-    path = root / "WORKFLOW.md"
-    path.write_text(f"---\n{yaml.safe_dump(config)}---\nWork on {{{{ issue.identifier }}}}\n")
-    return path
-
-
 def start(tmp_path: Path, kaiten: FakeKaiten, scenario: str, **extra: str) -> Running:
-    env = dict(os.environ)
-    env.update(FAKE_AGENT_SCENARIO=scenario, KAITEN_TOKEN=TOKEN, **extra)
-    settings = load_settings(write_workflow(tmp_path, kaiten.base), env)
-    return Running(Orchestrator(settings, environ=env, watch=False), timeout=90, poll_s=0.2)
+    tracker = {
+        "kind": "kaiten",
+        "provider": {"base_url": kaiten.base, "board_id": BOARD},
+        "active_states": ["Queue", "In Progress"],
+        "terminal_states": ["Done"],
+    }
+    env = {"FAKE_AGENT_SCENARIO": scenario, "KAITEN_TOKEN": TOKEN, **extra}
+    return start_daemon(write_workflow(tmp_path, tracker), env, timeout=90, poll_s=0.2)
 
 
 def within_5_per_second(kaiten: FakeKaiten) -> bool:

@@ -5,22 +5,16 @@ calls `linear_move_issue`, which changes the issue on that server."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from symphony.config import load_settings
-from symphony.orchestrator import Orchestrator
+from tests.adapters.daemon import start_daemon, write_workflow
 from tests.adapters.linear.fake_linear import API_KEY, FakeLinear, FakeLinearServer
 from tests.test_orchestrator import Running
 
 pytestmark = pytest.mark.slow
-
-FAKE_AGENT = Path(__file__).resolve().parents[2] / "fakes" / "fake_app_server.py"
 
 
 @pytest.fixture
@@ -29,28 +23,14 @@ def server(fake: FakeLinear) -> Iterator[FakeLinearServer]:
         yield running
 
 
-def write_workflow(root: Path, endpoint: str) -> Path:
-    config = {
-        # States are left to the adapter's defaults: Todo, In Progress / Done, Canceled, ...
-        "tracker": {"kind": "linear", "provider": {"team_key": "ENG", "endpoint": endpoint}},
-        "polling": {"interval_ms": 60_000},
-        "workspace": {"root": "workspaces"},
-        "agent": {"max_concurrent_agents": 4},
-        "codex": {
-            "command": f"{sys.executable} {FAKE_AGENT}",
-            "read_timeout_ms": 10_000,
-            "turn_timeout_ms": 60_000,
-        },
-    }
-    workflow = root / "WORKFLOW.md"
-    workflow.write_text(f"---\n{yaml.safe_dump(config)}---\nWork on {{{{ issue.identifier }}}}\n")
-    return workflow
+def linear_workflow(root: Path, endpoint: str) -> Path:
+    # States are left to the adapter's defaults: Todo, In Progress / Done, Canceled, ...
+    tracker = {"kind": "linear", "provider": {"team_key": "ENG", "endpoint": endpoint}}
+    return write_workflow(root, tracker, polling_ms=60_000)
 
 
 def start(workflow: Path, **env: str) -> Running:
-    environ = {**os.environ, "LINEAR_API_KEY": API_KEY, **env}
-    settings = load_settings(workflow, environ)
-    return Running(Orchestrator(settings, environ=environ, watch=False), timeout=60)
+    return start_daemon(workflow, {"LINEAR_API_KEY": API_KEY, **env})
 
 
 def state_of(fake: FakeLinear, identifier: str) -> str:
@@ -69,7 +49,7 @@ async def test_eligible_issues_run_and_the_agent_moves_them_on_the_server(
     fake.add("OPS-1")  # another team: out of scope
     record = tmp_path / "agent.jsonl"
     run = start(
-        write_workflow(tmp_path, server.endpoint),
+        linear_workflow(tmp_path, server.endpoint),
         FAKE_AGENT_SCENARIO="tool",
         FAKE_AGENT_TOOL="linear_move_issue",
         FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
@@ -101,7 +81,7 @@ async def test_an_issue_moved_to_a_terminal_state_on_the_server_stops_its_run(
     fake: FakeLinear, server: FakeLinearServer, tmp_path: Path
 ) -> None:
     fake.add("ENG-1")
-    run = start(write_workflow(tmp_path, server.endpoint), FAKE_AGENT_SCENARIO="hang")
+    run = start(linear_workflow(tmp_path, server.endpoint), FAKE_AGENT_SCENARIO="hang")
     workspace = tmp_path / "workspaces" / "ENG-1"
     try:
         await run.until(
