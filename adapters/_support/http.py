@@ -32,6 +32,7 @@ from tenacity import (
 )
 
 from symphony.tracker import (
+    TRACKER_PAGINATION,
     TRACKER_RATE_LIMITED,
     TRACKER_REQUEST,
     TRACKER_RESPONSE,
@@ -309,6 +310,48 @@ def _number(value: str | None) -> float | None:
         return float(value.strip())
     except ValueError:
         return None
+
+
+Params = Mapping[str, Any] | None
+NextPage = Callable[[httpx.Headers, str, Params], tuple[str, Params] | None]
+"""Where the page after (url, params) is, from that page's headers; None on the last page."""
+
+
+def follow_link(headers: httpx.Headers, url: str, params: Params) -> tuple[str, Params] | None:
+    """The next page from the `Link` header; its URL carries every parameter."""
+    link = next_link(headers)
+    return (link, None) if link else None
+
+
+async def get_pages(
+    client: HttpClient,
+    url: str,
+    params: Params,
+    page_limit: int,
+    next_page: NextPage = follow_link,
+) -> list[Any]:
+    """Every item of a paginated REST list, at most `page_limit` pages, each a conditional GET.
+
+    A page that is not a list fails the read, and so does a next page already visited.
+    """
+    items: list[Any] = []
+    seen: set[str] = set()
+    for _ in range(page_limit):
+        response = await client.request("GET", url, params=params, conditional=True)
+        if not isinstance(response.body, list):
+            raise TrackerError(
+                TRACKER_RESPONSE, f"{client.provider} {url} did not answer with a list"
+            )
+        items.extend(response.body)
+        following = next_page(response.headers, url, params)
+        if following is None:
+            break
+        key = f"{following[0]}?{sorted((following[1] or {}).items())}"
+        if key in seen:
+            raise TrackerError(TRACKER_PAGINATION, f"{client.provider} {url} pagination loops")
+        seen.add(key)
+        url, params = following
+    return items
 
 
 def next_link(headers: httpx.Headers) -> str | None:

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import structlog
 
-from adapters._support.http import HttpClient, next_link
+from adapters._support.http import HttpClient, get_pages
 from adapters._support.normalize import as_int
 from adapters._support.skipped import SkippedRecords
 from adapters.github.config import MAX_LABEL_CHARS, GitHubConfig
@@ -36,7 +36,7 @@ from adapters.github.normalize import (
 from adapters.github.tools import INVALID_ARGUMENTS
 from symphony.issue import BlockerRef, Issue, normalize_state
 from symphony.tools import ToolResult
-from symphony.tracker import TRACKER_PAGINATION, TRACKER_RESPONSE, TrackerError
+from symphony.tracker import TRACKER_RESPONSE, TrackerError
 
 log = structlog.get_logger(__name__)
 
@@ -124,32 +124,14 @@ class RepositoryScope:
         if not total:
             return []  # no request unless GitHub says there is something to list
         url = f"{self._path}/{item['number']}/dependencies/blocked_by"
-        entries = await self._pages(url, {"per_page": PER_PAGE}, MAX_PAGES)
+        entries = await get_pages(self.http, url, {"per_page": PER_PAGE}, MAX_PAGES)
         refs = (rest_blocker(entry, self.config) for entry in entries)
         return [ref for ref in refs if ref is not None]
 
     async def _list(self, params: Mapping[str, Any], page_limit: int) -> list[Any]:
-        return await self._pages(self._path, {**params, "per_page": PER_PAGE}, page_limit)
-
-    async def _pages(
-        self, url: str, params: Mapping[str, Any] | None, page_limit: int
-    ) -> list[Any]:
-        items: list[Any] = []
-        seen: set[str] = set()
-        for _ in range(page_limit):
-            response = await self.http.request("GET", url, params=params, conditional=True)
-            if not isinstance(response.body, list):
-                raise TrackerError(TRACKER_RESPONSE, f"GitHub {url} did not answer with a list")
-            items.extend(response.body)
-            following = next_link(response.headers)
-            if following is None:
-                break
-            if following in seen:
-                raise TrackerError(TRACKER_PAGINATION, f"GitHub {url} pagination loops")
-            seen.add(following)
-            # The next link carries every parameter (and may name /repositories/<id>/...).
-            url, params = following, None
-        return items
+        # A next link carries every parameter (and may name /repositories/<id>/...).
+        params = {**params, "per_page": PER_PAGE}
+        return await get_pages(self.http, self._path, params, page_limit)
 
     # Tools
 

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import structlog
 
-from adapters._support.http import HttpClient, RateLimitHeaders, next_link
+from adapters._support.http import HttpClient, RateLimitHeaders, follow_link, get_pages
 from adapters._support.normalize import as_int
 from adapters._support.skipped import SkippedRecords
 from adapters._support.tool_calls import guarded
@@ -117,7 +117,7 @@ class GitLabTracker:
         for start in range(0, len(iids), IIDS_PER_REQUEST):
             chunk = iids[start : start + IIDS_PER_REQUEST]
             params = {"iids[]": chunk, "state": "all", "per_page": PER_PAGE}
-            for item in await self._pages(self._issues, params, MAX_PAGES):
+            for item in await get_pages(self.http, self._issues, params, MAX_PAGES, self._next):
                 try:
                     iid, _, _ = required(item)
                 except Malformed as exc:
@@ -151,27 +151,8 @@ class GitLabTracker:
         return [ref for ref in refs if ref is not None]
 
     async def _list(self, params: Mapping[str, Any], page_limit: int) -> list[Any]:
-        return await self._pages(self._issues, {**params, "per_page": PER_PAGE}, page_limit)
-
-    async def _pages(
-        self, url: str, params: Mapping[str, Any] | None, page_limit: int
-    ) -> list[Any]:
-        items: list[Any] = []
-        seen: set[str] = set()
-        for _ in range(page_limit):
-            response = await self.http.request("GET", url, params=params, conditional=True)
-            if not isinstance(response.body, list):
-                raise TrackerError(TRACKER_RESPONSE, f"GitLab {url} did not answer with a list")
-            items.extend(response.body)
-            following = self._next(response.headers, url, params)
-            if following is None:
-                break
-            key = f"{following[0]}?{sorted((following[1] or {}).items())}"
-            if key in seen:
-                raise TrackerError(TRACKER_PAGINATION, f"GitLab {url} pagination loops")
-            seen.add(key)
-            url, params = following
-        return items
+        params = {**params, "per_page": PER_PAGE}
+        return await get_pages(self.http, self._issues, params, page_limit, self._next)
 
     @staticmethod
     def _next(
@@ -186,9 +167,7 @@ class GitLabTracker:
             if not page.isdigit():
                 raise TrackerError(TRACKER_PAGINATION, f"GitLab sent x-next-page {page[:20]!r}")
             return url, {**(params or {}), "page": page}
-        link = next_link(headers)
-        # The next link carries every parameter.
-        return (link, None) if link else None
+        return follow_link(headers, url, params)
 
     # Tools
 
