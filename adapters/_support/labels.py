@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from adapters._support.normalize import as_int
 from symphony.issue import normalize_state
 from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
 
@@ -105,6 +106,24 @@ def build_state_labels(
     if len(set(labels)) != len(labels):
         raise _invalid("tracker.provider.state_labels maps two states to the same label")
     return StateLabels(by_state, spelling, tuple(order), prefix, separator)
+
+
+def priority_labels(value: Any, example: str) -> Mapping[str, int]:
+    """`tracker.provider.priority_labels`: lower-cased label name -> priority (none when unset).
+
+    `example` is a label of the provider's usual spelling, quoted in the error message.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _invalid(f'tracker.provider.priority_labels must be a map like {{"{example}": 1}}')
+    result: dict[str, int] = {}
+    for label, priority in value.items():
+        number = as_int(priority)
+        if not isinstance(label, str) or not label.strip() or number is None:
+            raise _invalid("tracker.provider.priority_labels maps label names to integers")
+        result[label.strip().lower()] = number
+    return result
 
 
 def _invalid(message: str) -> TrackerError:

@@ -120,7 +120,7 @@ def parse_config(
         project=project,
         closed_state=closed_state,
         state_labels=state_labels,
-        priority_labels=_priority_labels(provider.get("priority_labels")),
+        priority_labels=labels.priority_labels(provider.get("priority_labels"), "p1"),
         closed_page_limit=limit,
     )
 
@@ -142,20 +142,6 @@ def _project(value: Any) -> ProjectRef | None:
     if owner_type not in ("organization", "user"):
         raise _invalid("tracker.provider.project.owner_type must be `organization` or `user`")
     return ProjectRef(owner.strip(), number, owner_type)
-
-
-def _priority_labels(value: Any) -> Mapping[str, int]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _invalid('tracker.provider.priority_labels must be a map like {"p1": 1}')
-    result: dict[str, int] = {}
-    for label, priority in value.items():
-        number = as_int(priority)
-        if not isinstance(label, str) or not label.strip() or number is None:
-            raise _invalid("tracker.provider.priority_labels maps label names to integers")
-        result[label.strip().lower()] = number
-    return result
 
 
 def _invalid(message: str) -> TrackerError:

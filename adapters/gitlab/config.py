@@ -120,24 +120,10 @@ def parse_config(
         closed_state=closed_state,
         state_labels=state_labels,
         terminal_states=frozenset(normalize_state(s) for s in [*terminal_states, closed_state]),
-        priority_labels=_priority_labels(provider.get("priority_labels")),
+        priority_labels=labels.priority_labels(provider.get("priority_labels"), "priority::1"),
         closed_page_limit=limit,
         blockers=blockers,
     )
-
-
-def _priority_labels(value: Any) -> Mapping[str, int]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _invalid('tracker.provider.priority_labels must be a map like {"priority::1": 1}')
-    result: dict[str, int] = {}
-    for label, priority in value.items():
-        number = as_int(priority)
-        if not isinstance(label, str) or not label.strip() or number is None:
-            raise _invalid("tracker.provider.priority_labels maps label names to integers")
-        result[label.strip().lower()] = number
-    return result
 
 
 def _invalid(message: str) -> TrackerError:
