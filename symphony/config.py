@@ -189,6 +189,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         root = resolve_path(root_value.strip(), workflow.path.parent, environ, "workspace.root")
     else:
         raise ConfigError(INVALID_CONFIG, "workspace.root must be a path string")
+    check_workspace_root(root, workflow.path.parent, environ)
 
     hooks_raw = _section(raw, "hooks")
     hooks = HooksSettings(
@@ -242,6 +243,31 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         prompt_template=workflow.prompt_template or DEFAULT_PROMPT,
         fingerprint=workflow.fingerprint,
         server=_server(_section(raw, "server")),
+    )
+
+
+def check_workspace_root(root: Path, workflow_dir: Path, environ: Mapping[str, str]) -> None:
+    """Refuse a root whose ticket folders could be a person's own: `/`, the home folder, or the
+    WORKFLOW.md folder or any folder above it (symlinks resolved on every side)."""
+    real = Path(os.path.realpath(root))
+    homes = {Path(os.path.realpath(Path.home()))}
+    if environ.get("HOME"):
+        homes.add(Path(os.path.realpath(environ["HOME"])))
+    if real == Path(real.anchor):
+        why = "the file system root"
+    elif real in homes:
+        why = "your home folder"
+    elif real == Path(os.path.realpath(workflow_dir)):
+        why = "the folder of WORKFLOW.md"
+    elif Path(os.path.realpath(workflow_dir)).is_relative_to(real):
+        why = "a folder above WORKFLOW.md"
+    else:
+        return
+    raise ConfigError(
+        INVALID_CONFIG,
+        f"workspace.root {root} is {why}; workspaces must live in a folder of their own "
+        "(for example workspace.root: .symphony/workspaces), since every ticket gets a folder "
+        "there that symphony may later delete",
     )
 
 

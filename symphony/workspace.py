@@ -11,11 +11,11 @@ Policies this module chooses where the spec leaves room:
 - An empty identifier is rejected (`invalid_workspace_path`): it names nothing and two such
   tickets would share one directory. The identifiers `.` and `..` are treated as changed by
   sanitization (`_-<hash>`, `__-<hash>`), so no key ever names the root or its parent.
-- An existing non-directory at a workspace path is never deleted or replaced; preparing fails
-  with `workspace_create_failed` and `remove` fails with `workspace_remove_failed`.
-- A workspace entry that is a symlink is allowed only when it resolves to a directory strictly
-  inside the root. `remove` deletes just the link (no hook runs through it); a link that escapes
-  the root is rejected with `invalid_workspace_path` and left alone.
+- Symphony works only in directories it created itself, proven by an ownership mark
+  (`symphony.workspace_marks`). Anything else found at a workspace path (a user's folder, a
+  file, a symlink, a directory that replaced ours) is never used, changed or deleted: preparing
+  fails with `workspace_not_owned` (or `invalid_workspace_path` for a link escaping the root),
+  and `remove` leaves it in place and logs that once.
 - If `after_create` fails, times out or is cancelled, the directory it was given is deleted (it was
   created by the same call, so nothing is lost) and the next attempt starts fresh. Reused
   workspaces are never reset.
@@ -45,6 +45,7 @@ import structlog
 
 from symphony.config import HooksSettings
 from symphony.errors import SymphonyError
+from symphony.workspace_marks import MARKS_DIR, OwnershipMarks
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +54,7 @@ WORKSPACE_CREATE_FAILED = "workspace_create_failed"
 HOOK_FAILED = "hook_failed"
 HOOK_TIMEOUT = "hook_timeout"
 WORKSPACE_REMOVE_FAILED = "workspace_remove_failed"
+WORKSPACE_NOT_OWNED = "workspace_not_owned"
 
 # Hook output kept for the log: the end of the output is where the error usually is.
 OUTPUT_TAIL_BYTES = 2048
@@ -79,14 +81,15 @@ def workspace_key(identifier: str) -> str:
     sanitize alike (`A/1`, `A:1`) still get distinct keys; identifiers already made of allowed
     characters are returned unchanged. `.` and `..` count as changed (every dot becomes `_`) so a
     key never names the root or its parent. An empty identifier raises
-    `WorkspaceError(invalid_workspace_path)`.
+    `WorkspaceError(invalid_workspace_path)`. The name of the ownership marks folder is reserved
+    the same way (any letter case), so no ticket's workspace can be that folder.
     """
     if not identifier:
         raise WorkspaceError(INVALID_WORKSPACE_PATH, "an empty issue identifier names no workspace")
     sanitized = _DISALLOWED.sub("_", identifier)
     if sanitized in (".", ".."):
         sanitized = "_" * len(sanitized)
-    if sanitized == identifier:
+    if sanitized == identifier and identifier.casefold() != MARKS_DIR:
         return identifier
     # surrogatepass: identifiers decoded from JSON may hold lone surrogates; hashing must not fail.
     digest = hashlib.sha256(identifier.encode("utf-8", "surrogatepass")).hexdigest()
@@ -130,6 +133,9 @@ class WorkspaceManager:
         self._root = Path(os.path.normpath(os.path.abspath(root)))
         self._hooks = hooks
         self._env = dict(env)
+        self._marks = OwnershipMarks(self._root)
+        # Paths already reported as not ours: a terminal ticket is looked at every sweep.
+        self._reported_foreign: set[Path] = set()
         # Resolved once from the host PATH: `env` may lack PATH or point it somewhere odd.
         self._shell = shutil.which("sh") or "/bin/sh"
 
@@ -148,30 +154,19 @@ class WorkspaceManager:
         """Ensure the workspace directory exists; run `after_create` only if it was made now.
 
         Raises `WorkspaceError` with `invalid_workspace_path`, `workspace_create_failed`,
-        `hook_failed` or `hook_timeout`. A failed `after_create` leaves no directory behind.
+        `workspace_not_owned`, `hook_failed` or `hook_timeout`. A failed `after_create` leaves no
+        directory behind.
         """
         try:
             self._root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise WorkspaceError(
                 WORKSPACE_CREATE_FAILED, f"cannot create workspace root {self._root}: {exc}"
-            ) from exc
+            ) from None
         path = self.path_for(identifier)
-        try:
-            # mkdir, not exists-then-mkdir: whether this call created it decides after_create.
-            path.mkdir()
-            created_now = True
-        except FileExistsError:
-            created_now = False
-        except OSError as exc:
-            raise WorkspaceError(
-                WORKSPACE_CREATE_FAILED, f"cannot create workspace {path}: {exc}"
-            ) from exc
-        if not created_now and not path.is_dir():
-            raise WorkspaceError(
-                WORKSPACE_CREATE_FAILED,
-                f"{path} exists and is not a directory; it was left untouched",
-            )
+        # Synchronous on purpose: a cancellation between creating the directory and returning
+        # would otherwise leave a marked workspace whose after_create never ran.
+        created_now = self._claim(identifier, path)
         workspace = Workspace(
             path=path, key=path.name, created_now=created_now, identifier=identifier
         )
@@ -181,10 +176,10 @@ class WorkspaceManager:
             except BaseException:
                 # Cancelled mid-hook: a half-populated directory would be reused without
                 # after_create next time, so it goes (synchronously: we are being torn down).
-                _remove_tree(path)
+                self._discard_new(path)
                 raise
             if result is not None:
-                leftovers = await asyncio.to_thread(_remove_tree, path)
+                leftovers = await asyncio.to_thread(self._discard_new, path)
                 if leftovers:
                     # Reused later without after_create; the operator should know why.
                     log.warning(
@@ -193,7 +188,67 @@ class WorkspaceManager:
                         reason=leftovers[0],
                     )
                 raise result.error()
+            # The hook may have replaced the directory (`rm -rf` then `git clone`): whatever
+            # real directory our own hook left at the path is ours.
+            with contextlib.suppress(OSError):
+                if path.is_dir() and not path.is_symlink():
+                    self._marks.stamp(path.name, identifier, path)
         return workspace
+
+    def _claim(self, identifier: str, path: Path) -> bool:
+        """Create the directory with its mark (True), or check an existing one is ours (False)."""
+        key = path.name
+        mark = self._marks.read(key)
+        if os.path.lexists(path):
+            if self._marks.owns(key, path):
+                return False
+            if (
+                mark is not None
+                and mark.pending
+                and not path.is_symlink()
+                and path.is_dir()
+                and not any(path.iterdir())
+            ):
+                # A creation interrupted between mkdir and the stamp: ours, and still empty.
+                self._stamp(identifier, path)
+                return True
+            raise WorkspaceError(WORKSPACE_NOT_OWNED, _foreign(path))
+        try:
+            self._marks.write_pending(key, identifier)
+        except OSError as exc:
+            raise WorkspaceError(
+                WORKSPACE_CREATE_FAILED, f"cannot write the ownership mark for {path}: {exc}"
+            ) from None
+        try:
+            # mkdir, not exists-then-mkdir: whether this call created it decides after_create.
+            path.mkdir()
+        except FileExistsError:
+            # Someone else made it in between: not ours.
+            raise WorkspaceError(WORKSPACE_NOT_OWNED, _foreign(path)) from None
+        except OSError as exc:
+            self._marks.discard(key)
+            raise WorkspaceError(
+                WORKSPACE_CREATE_FAILED, f"cannot create workspace {path}: {exc}"
+            ) from None
+        self._stamp(identifier, path)
+        return True
+
+    def _stamp(self, identifier: str, path: Path) -> None:
+        try:
+            self._marks.stamp(path.name, identifier, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                path.rmdir()  # just made and empty; without a mark it could never be removed
+            raise WorkspaceError(
+                WORKSPACE_CREATE_FAILED, f"cannot write the ownership mark for {path}: {exc}"
+            ) from None
+
+    def _discard_new(self, path: Path) -> list[str]:
+        """Delete a directory this manager just created, and its mark once it is gone."""
+        leftovers = _remove_tree(path)
+        if not leftovers:
+            self._marks.discard(path.name)
+        return leftovers
 
     async def before_run(self, workspace: Workspace) -> None:
         """Run `before_run`; any failure or timeout aborts the attempt with `WorkspaceError`."""
@@ -220,29 +275,25 @@ class WorkspaceManager:
     async def remove(self, identifier: str) -> bool:
         """Run `before_remove` (best effort) and delete the workspace; False if there was none.
 
-        Raises `WorkspaceError`: `invalid_workspace_path` when the entry resolves outside the root
-        (nothing is touched), `workspace_remove_failed` when it is not a directory or deletion
-        fails.
+        Only a directory symphony created (its ownership mark matches) is deleted. Anything else
+        at the path is left in place, logged once, and counts as nothing removed. Raises
+        `WorkspaceError`: `invalid_workspace_path` when the entry resolves outside the root
+        (nothing is touched), `workspace_remove_failed` when deletion fails.
         """
         path = self.path_for(identifier)
+        key = path.name
         if not os.path.lexists(path):
+            self._marks.discard(key)  # deleted by hand: the mark names nothing any more
             return False
-        if path.is_symlink():
-            # Only the link is ours; whatever it points at (inside the root) is not deleted.
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                return False
-            except OSError as exc:
-                raise WorkspaceError(
-                    WORKSPACE_REMOVE_FAILED, f"cannot remove link {path}: {exc}"
-                ) from exc
-            return True
-        if not path.is_dir():
-            raise WorkspaceError(
-                WORKSPACE_REMOVE_FAILED,
-                f"{path} is not a directory; it was left untouched",
-            )
+        if not self._marks.owns(key, path):
+            if path not in self._reported_foreign:
+                self._reported_foreign.add(path)
+                log.warning(
+                    "workspace left in place: symphony did not create it",
+                    issue_identifier=identifier,
+                    workspace=str(path),
+                )
+            return False
         if self._hooks.before_remove is not None:
             workspace = Workspace(
                 path=path, key=path.name, created_now=False, identifier=identifier
@@ -262,6 +313,7 @@ class WorkspaceManager:
                 f"cannot fully remove {path}: {failures[0]}"
                 + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""),
             )
+        self._marks.discard(key)
         return True
 
     def check_agent_cwd(self, workspace: Workspace) -> None:
@@ -362,6 +414,20 @@ class WorkspaceManager:
             tail, total = _read_tail(output)
         _log_result(bound, result, started, tail, total)
         return None if result.outcome == "completed" else result
+
+
+def _foreign(path: Path) -> str:
+    if path.is_symlink():
+        what = "a symlink"
+    elif path.is_dir():
+        what = "a directory"
+    else:
+        what = "a file"
+    return (
+        f"{path} is {what} symphony did not create; it is never used or deleted as a "
+        "workspace. Move it out of the workspace root (or choose another workspace.root) and "
+        "the next attempt creates a fresh workspace there"
+    )
 
 
 async def _terminate_group(proc: asyncio.subprocess.Process) -> None:

@@ -55,15 +55,18 @@ def test_nonexistent_explicit_workflow_path_is_a_clean_error(tmp_path: Path) -> 
         ("- a\n- list", "workflow_front_matter_not_a_map"),
         ("tracker:\n  kind: jira", "unsupported_tracker_kind"),
         ("tracker:\n  kind: local\n  provider:\n    path: missing-board", "invalid_tracker_config"),
+        ("tracker:\n  kind: local\nworkspace:\n  root: /", "is the file system root"),
+        ("tracker:\n  kind: local\nworkspace:\n  root: .", "is the folder of WORKFLOW.md"),
     ],
 )
 def test_invalid_workflow_fails_startup_with_a_readable_reason(
     tmp_path: Path, front: str, expected: str
 ) -> None:
     (tmp_path / "WORKFLOW.md").write_text(f"---\n{front}\n---\nprompt\n")
-    result = run_cli(cwd=tmp_path)
-    assert result.returncode == 1
-    assert expected in result.stderr and "Traceback" not in result.stderr
+    for args in ((), ("check",)):
+        result = run_cli(*args, cwd=tmp_path)
+        assert result.returncode == 1
+        assert expected in result.stderr and "Traceback" not in result.stderr
 
 
 def test_default_workflow_in_cwd_is_used_by_check(board: Board) -> None:

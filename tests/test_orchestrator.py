@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from symphony.config import load_settings
+from symphony.config import HooksSettings, load_settings
 from symphony.orchestrator import Orchestrator, agent_environment
+from symphony.workspace import WorkspaceManager
 from tests.factories import make_settings
 
 pytestmark = pytest.mark.slow
@@ -297,6 +298,23 @@ async def test_invalid_reload_keeps_last_good_settings_and_pauses_dispatch_until
         await run.stop()
 
 
+async def test_reload_to_a_workspace_root_of_slash_is_refused_and_last_good_kept(
+    board: Board,
+) -> None:
+    board.write_workflow(polling_ms=100)
+    run = start(board, scenario_env("hang"), watch=False)
+    try:
+        good = run.orchestrator.settings
+        board.workflow.write_text(board.workflow.read_text().replace("root: workspaces", "root: /"))
+        await run.until(lambda: run.orchestrator.health.workflow_error is not None)
+        assert "workspace.root / is the file system root" in (
+            run.orchestrator.health.workflow_error or ""
+        )
+        assert run.orchestrator.settings is good
+    finally:
+        await run.stop()
+
+
 async def test_workflow_edit_is_applied_without_restart(board: Board) -> None:
     board.ticket("ABC-1")
     board.ticket("ABC-2")
@@ -333,8 +351,13 @@ async def test_shutdown_stops_agents_and_runs_after_run_hooks(board: Board) -> N
 async def test_startup_cleanup_removes_workspaces_of_terminal_tickets(board: Board) -> None:
     board.ticket("ABC-1", state="Done")
     board.ticket("ABC-2", state="Backlog")
+    board.ticket("victim", state="Done")
+    workspaces = WorkspaceManager(board.workspaces, HooksSettings(), env={})
     for key in ("ABC-1", "ABC-2"):
-        (board.workspaces / key).mkdir(parents=True)
+        await workspaces.prepare(key)
+    # A folder of the same name as a Done ticket that symphony never made.
+    (board.workspaces / "victim").mkdir()
+    (board.workspaces / "victim" / "notes.txt").write_text("mine")
     board.write_workflow()
     run = start(board, scenario_env("hang"), watch=False)
     try:
@@ -343,6 +366,25 @@ async def test_startup_cleanup_removes_workspaces_of_terminal_tickets(board: Boa
         await run.stop()
     assert not (board.workspaces / "ABC-1").exists()
     assert (board.workspaces / "ABC-2").is_dir()
+    assert (board.workspaces / "victim" / "notes.txt").read_text() == "mine"
+
+
+async def test_terminal_ticket_keeps_a_folder_symphony_did_not_create(board: Board) -> None:
+    board.ticket("victim")
+    (board.workspaces / "victim").mkdir(parents=True)
+    (board.workspaces / "victim" / "notes.txt").write_text("mine")
+    board.write_workflow(polling_ms=100)
+    run = start(board, scenario_env("hang"), watch=False)
+    try:
+        # The dispatch fails without touching the folder, and retries.
+        await run.until(lambda: "victim" in run.orchestrator.state.retry_attempts)
+        error = run.orchestrator.state.retry_attempts["victim"].error or ""
+        assert "workspace_not_owned" in error
+        board.ticket("victim", state="Done")
+        await run.until(lambda: "victim" not in run.orchestrator.state.claimed, timeout=30)
+    finally:
+        await run.stop()
+    assert (board.workspaces / "victim" / "notes.txt").read_text() == "mine"
 
 
 async def test_continuation_turns_run_on_one_session_up_to_max_turns(board: Board) -> None:
@@ -483,7 +525,7 @@ async def test_states_left_to_the_tracker_are_discovered_before_polling(
     monkeypatch.setattr(adapters.local, "DEFAULT_TERMINAL_STATES", None)
     board.ticket("ABC-1")
     board.ticket("ABC-2", state="Done")
-    (board.workspaces / "ABC-2").mkdir(parents=True)
+    await WorkspaceManager(board.workspaces, HooksSettings(), env={}).prepare("ABC-2")
     board.write_workflow()
     text = board.workflow.read_text()
     board.workflow.write_text(

@@ -253,3 +253,34 @@ def test_explicitly_empty_active_states_is_an_error(tmp_path: Path) -> None:
     text = MINIMAL.replace("  provider:", "  active_states: []\n  provider:")
     with pytest.raises(ConfigError, match="at least one state"):
         load_settings(write(tmp_path, text), {})
+
+
+@pytest.mark.parametrize(
+    ("root", "why"),
+    [
+        ("/", "the file system root"),
+        (".", "the folder of WORKFLOW.md"),
+        ("..", "a folder above WORKFLOW.md"),
+        ("$HOME", "your home folder"),
+        ('"~"', "your home folder"),
+        ("linked", "the folder of WORKFLOW.md"),
+    ],
+)
+def test_workspace_root_that_could_hold_a_persons_folders_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, root: str, why: str
+) -> None:
+    home = tmp_path / "home"
+    project = home / "src" / "project"
+    project.mkdir(parents=True)
+    (project / "linked").symlink_to(project)
+    monkeypatch.setenv("HOME", str(home))
+    text = MINIMAL.replace("---\nDo", f"workspace:\n  root: {root}\n---\nDo")
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(project, text), {"HOME": str(home)})
+    assert why in err.value.message and "workspace.root" in err.value.message
+
+
+def test_workspace_root_inside_the_workflow_folder_is_accepted(tmp_path: Path) -> None:
+    text = MINIMAL.replace("---\nDo", "workspace:\n  root: .symphony/workspaces\n---\nDo")
+    settings = load_settings(write(tmp_path, text), {})
+    assert settings.workspace.root == tmp_path / ".symphony" / "workspaces"

@@ -173,8 +173,109 @@ async def test_existing_file_at_workspace_path_fails_and_is_kept(tmp_path: Path)
     (tmp_path / "root" / "ABC-1").write_text("user data")
     with pytest.raises(WorkspaceError) as err:
         await manager(tmp_path).prepare("ABC-1")
-    assert err.value.category == "workspace_create_failed"
+    assert err.value.category == "workspace_not_owned"
     assert (tmp_path / "root" / "ABC-1").read_text() == "user data"
+
+
+# Ownership: only directories symphony created are used or deleted
+
+
+async def test_folder_symphony_did_not_create_is_never_used_as_a_workspace(
+    tmp_path: Path,
+) -> None:
+    victim = tmp_path / "root" / "victim"
+    victim.mkdir(parents=True)
+    (victim / "thesis.tex").write_text("years of work")
+    workspaces = manager(tmp_path, after_create='echo ran > "$OUT"')
+    with pytest.raises(WorkspaceError) as err:
+        await workspaces.prepare("victim")
+    assert err.value.category == "workspace_not_owned"
+    assert "did not create" in err.value.message and "Move it out" in err.value.message
+    assert (victim / "thesis.tex").read_text() == "years of work"
+    assert not (tmp_path / "out").exists()
+
+
+async def test_folder_symphony_did_not_create_is_left_in_place_and_logged_once(
+    tmp_path: Path,
+) -> None:
+    victim = tmp_path / "root" / "victim"
+    victim.mkdir(parents=True)
+    (victim / "thesis.tex").write_text("years of work")
+    workspaces = manager(tmp_path, before_remove='echo ran > "$OUT"')
+    with capture_logs() as logs:
+        assert not await workspaces.remove("victim")
+        assert not await workspaces.remove("victim")
+    assert (victim / "thesis.tex").read_text() == "years of work"
+    assert not (tmp_path / "out").exists()
+    warnings = [e for e in logs if "did not create" in e["event"]]
+    assert len(warnings) == 1 and warnings[0]["workspace"] == str(victim)
+
+
+async def test_folder_put_where_a_removed_workspace_was_is_not_mistaken_for_it(
+    tmp_path: Path,
+) -> None:
+    workspaces = manager(tmp_path)
+    ws = await workspaces.prepare("ABC-1")
+    os.rename(ws.path, tmp_path / "moved-away")
+    ws.path.mkdir()  # a person's folder at the same path: a different directory
+    (ws.path / "mine.txt").write_text("keep")
+    assert not await workspaces.remove("ABC-1")
+    assert (ws.path / "mine.txt").read_text() == "keep"
+    with pytest.raises(WorkspaceError) as err:
+        await workspaces.prepare("ABC-1")
+    assert err.value.category == "workspace_not_owned"
+
+
+async def test_workspace_replaced_by_its_own_after_create_hook_stays_ours(tmp_path: Path) -> None:
+    # A hook that deletes the directory and clones into its path, as `git clone` setups do.
+    script = 'cd .. && rm -rf "$SYMPHONY_WORKSPACE" && mkdir "$SYMPHONY_WORKSPACE"'
+    workspaces = manager(tmp_path, after_create=script)
+    ws = await workspaces.prepare("ABC-1")
+    assert not (await workspaces.prepare("ABC-1")).created_now
+    assert await workspaces.remove("ABC-1")
+    assert not ws.path.exists()
+
+
+async def test_marks_live_beside_the_workspace_so_an_empty_directory_is_handed_to_hooks(
+    tmp_path: Path,
+) -> None:
+    workspaces = manager(tmp_path, after_create='ls -A > "$OUT"')
+    ws = await workspaces.prepare("ABC-1")
+    assert (tmp_path / "out").read_text() == ""
+    # A clean of the working tree by the agent cannot remove the proof of ownership.
+    for entry in ws.path.iterdir():
+        entry.unlink()
+    assert await workspaces.remove("ABC-1")
+
+
+async def test_creation_interrupted_before_its_mark_was_stamped_is_recovered(
+    tmp_path: Path,
+) -> None:
+    from symphony.workspace_marks import OwnershipMarks
+
+    root = tmp_path / "root"
+    root.mkdir()
+    OwnershipMarks(root).write_pending("ABC-1", "ABC-1")
+    (root / "ABC-1").mkdir()  # then the daemon died
+    workspaces = manager(tmp_path, after_create='echo ran > "$OUT"')
+    ws = await workspaces.prepare("ABC-1")
+    assert ws.created_now and (tmp_path / "out").read_text().strip() == "ran"
+    assert await workspaces.remove("ABC-1")
+
+
+async def test_removal_of_a_workspace_deleted_by_hand_forgets_its_mark(tmp_path: Path) -> None:
+    workspaces = manager(tmp_path)
+    ws = await workspaces.prepare("ABC-1")
+    ws.path.rmdir()
+    assert not await workspaces.remove("ABC-1")
+    assert not (tmp_path / "root" / ".symphony-owned" / "ABC-1").exists()
+    assert (await workspaces.prepare("ABC-1")).created_now
+
+
+def test_the_marks_folder_name_is_never_a_workspace_key() -> None:
+    for name in (".symphony-owned", ".SYMPHONY-OWNED"):
+        key = workspace_key(name)
+        assert key.casefold() != ".symphony-owned" and key.startswith(name + "-")
 
 
 async def test_root_that_is_a_file_fails_creation(tmp_path: Path) -> None:
@@ -228,13 +329,13 @@ async def test_symlink_to_the_root_itself_is_rejected(tmp_path: Path) -> None:
     assert err.value.category == "invalid_workspace_path"
 
 
-async def test_symlink_to_a_directory_inside_root_is_reused(tmp_path: Path) -> None:
+async def test_symlink_to_a_directory_inside_root_is_not_used(tmp_path: Path) -> None:
+    # Symphony never makes links, so a link at a workspace path is someone else's.
     (tmp_path / "root" / "shared").mkdir(parents=True)
     (tmp_path / "root" / "ABC-1").symlink_to(tmp_path / "root" / "shared")
-    workspaces = manager(tmp_path)
-    ws = await workspaces.prepare("ABC-1")
-    assert not ws.created_now
-    workspaces.check_agent_cwd(ws)
+    with pytest.raises(WorkspaceError) as err:
+        await manager(tmp_path).prepare("ABC-1")
+    assert err.value.category == "workspace_not_owned"
 
 
 async def test_agent_cwd_check_accepts_the_prepared_workspace(tmp_path: Path) -> None:
@@ -617,23 +718,21 @@ async def test_remove_never_follows_a_symlink_escaping_root(tmp_path: Path) -> N
     assert not (tmp_path / "out").exists()
 
 
-async def test_remove_of_a_symlink_inside_root_deletes_only_the_link(tmp_path: Path) -> None:
+async def test_remove_leaves_a_symlink_inside_root_and_its_target_alone(tmp_path: Path) -> None:
     shared = tmp_path / "root" / "shared"
     shared.mkdir(parents=True)
     (shared / "precious").write_text("keep")
     link = tmp_path / "root" / "ABC-1"
     link.symlink_to(shared)
-    assert await manager(tmp_path).remove("ABC-1")
-    assert not os.path.lexists(link)
+    assert not await manager(tmp_path).remove("ABC-1")
+    assert link.is_symlink()
     assert (shared / "precious").read_text() == "keep"
 
 
-async def test_remove_refuses_to_delete_a_file_at_the_workspace_path(tmp_path: Path) -> None:
+async def test_remove_leaves_a_file_at_the_workspace_path_alone(tmp_path: Path) -> None:
     (tmp_path / "root").mkdir()
     (tmp_path / "root" / "ABC-1").write_text("user data")
-    with pytest.raises(WorkspaceError) as err:
-        await manager(tmp_path).remove("ABC-1")
-    assert err.value.category == "workspace_remove_failed"
+    assert not await manager(tmp_path).remove("ABC-1")
     assert (tmp_path / "root" / "ABC-1").read_text() == "user data"
 
 
