@@ -1,6 +1,6 @@
 """The `symphony` command: run the daemon, check a workflow, or render a ticket's prompt.
 
-    symphony [WORKFLOW.md] [--port N]   run (default ./WORKFLOW.md) until SIGINT/SIGTERM
+    symphony [WORKFLOW.md] [--port N]   run (default ./WORKFLOW.md) until SIGINT/SIGTERM/SIGHUP
     symphony check [WORKFLOW.md]        validate and show what the next poll would dispatch
     symphony render ID [WORKFLOW.md]    print the prompt a ticket would get
 
@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import uvloop
 
+from symphony import process
 from symphony.config import Settings, TrackerSettings, load_settings
 from symphony.errors import SymphonyError
 from symphony.issue import Issue
@@ -154,12 +156,20 @@ async def _serve(
     console: Any = None,
     logs_root: Path | None = None,
 ) -> int:
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, orchestrator.stop)
-    settings = orchestrator.settings
     import structlog
 
+    loop = asyncio.get_running_loop()
+    status: asyncio.Task[None] | None = None
+
+    def hang_up() -> None:
+        # The terminal is gone: stop drawing on it (log lines to it are dropped quietly).
+        if status is not None:
+            status.cancel()
+
+    stop = StopSignals(orchestrator.stop, on_hangup=hang_up)
+    for signum in stop_signals():
+        loop.add_signal_handler(signum, stop, signum)
+    settings = orchestrator.settings
     structlog.get_logger("symphony").info(
         "started",
         workflow=str(settings.workflow_path),
@@ -183,7 +193,6 @@ async def _serve(
                 "bind it to 127.0.0.1 or put an authenticating proxy in front",
                 host=settings.server.host,
             )
-    status = None
     if console is not None:
         status = asyncio.create_task(TerminalStatus(orchestrator.snapshot, console).run())
     try:
@@ -191,11 +200,66 @@ async def _serve(
     finally:
         if status is not None:
             status.cancel()
-            await status
+            with contextlib.suppress(Exception):  # a vanished terminal must not fail the stop
+                await status
         if http is not None:
             await http.stop()
     structlog.get_logger("symphony").info("stopped")
     return EXIT_OK
+
+
+def stop_signals() -> list[signal.Signals]:
+    """SIGINT, SIGTERM and SIGHUP, except a SIGHUP that was ignored when we started: `nohup`
+    asks for exactly that, so a detached daemon outlives the terminal it was started from."""
+    signals = [signal.SIGINT, signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signals.append(signal.SIGHUP)
+    return signals
+
+
+class StopSignals:
+    """What each stop signal does: the first stops gracefully (agents stopped, `after_run`
+    hooks run), the second says the daemon is still stopping, the third kills every agent and
+    hook process group at once and exits. No signal ever leaves an agent behind."""
+
+    def __init__(
+        self,
+        stop: Callable[[], None],
+        *,
+        on_hangup: Callable[[], None] = lambda: None,
+        exit_now: Callable[[int], None] = os._exit,
+    ) -> None:
+        self._stop = stop
+        self._on_hangup = on_hangup
+        self._exit_now = exit_now
+        self.received = 0
+
+    def __call__(self, signum: int) -> None:
+        import structlog
+
+        log = structlog.get_logger("symphony")
+        name = signal.Signals(signum).name
+        self.received += 1
+        if signum == signal.SIGHUP:
+            self._on_hangup()
+        if self.received == 1:
+            log.info("stopping: agents are being stopped and after_run hooks run", signal=name)
+            self._stop()
+        elif self.received == 2:
+            log.warning(
+                "still stopping: waiting for agents to exit and after_run hooks to finish; "
+                "signal once more to kill them now",
+                signal=name,
+                process_groups=len(process.live_groups()),
+            )
+        else:
+            killed = process.kill_all()
+            log.error(
+                "forced stop: killed every agent and hook", signal=name, process_groups=killed
+            )
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            self._exit_now(EXIT_FAILED)
 
 
 def _check(args: argparse.Namespace) -> int:

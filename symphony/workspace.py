@@ -43,6 +43,7 @@ from typing import IO, Any, Literal
 
 import structlog
 
+from symphony import process
 from symphony.config import HooksSettings
 from symphony.errors import SymphonyError
 from symphony.workspace_marks import MARKS_DIR, OwnershipMarks
@@ -394,6 +395,7 @@ class WorkspaceManager:
                 result = _HookResult(name, "failed", None, f"could not start: {exc}")
                 _log_result(bound, result, started, b"", 0)
                 return result
+            process.track(proc.pid)
             try:
                 await asyncio.wait_for(proc.wait(), timeout_ms / 1000)
             except TimeoutError:
@@ -411,6 +413,8 @@ class WorkspaceManager:
                     result = _HookResult(name, "completed", 0, "completed")
                 else:
                     result = _HookResult(name, "failed", code, f"exited with status {code}")
+            finally:
+                process.untrack(proc.pid)
             tail, total = _read_tail(output)
         _log_result(bound, result, started, tail, total)
         return None if result.outcome == "completed" else result

@@ -8,11 +8,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from symphony.cli import StopSignals
 from tests.test_orchestrator import Board
+from tests.test_workspace import is_alive, wait_until
 
 SYMPHONY = [sys.executable, "-m", "symphony"]
 
@@ -101,14 +105,19 @@ def test_render_with_unknown_variable_reports_the_template_error(board: Board) -
     assert result.returncode == 1 and "template_render_error" in result.stderr
 
 
-def _start_daemon(board: Board, *args: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, FAKE_AGENT_SCENARIO="hang")
+def _start_daemon(
+    board: Board,
+    *args: str,
+    env: dict[str, str] | None = None,
+    preexec_fn: Callable[[], Any] | None = None,
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*SYMPHONY, str(board.workflow), *args],
         cwd=board.root,
-        env=env,
+        env=dict(os.environ, FAKE_AGENT_SCENARIO="hang", **(env or {})),
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=preexec_fn,
     )
 
 
@@ -161,3 +170,117 @@ def test_json_log_format_emits_one_object_per_line(board: Board) -> None:
     dispatch = next(r for r in records if r["event"] == "dispatching")
     assert dispatch["issue_identifier"] == "ABC-1" and dispatch["level"] == "info"
     assert proc.returncode == 0
+
+
+def _record(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _agent_pids(record: Path) -> list[int]:
+    """The fake agent's own pid and its child's, from its record file."""
+    rows = _record(record)
+    pids = [rows[0]["pid"]]
+    pids += [row["pid"] for row in rows if row.get("_fake") == "child"]
+    return pids
+
+
+def _read_until_all(proc: subprocess.Popen[str], *needles: str) -> list[str]:
+    lines: list[str] = []
+    for needle in needles:
+        lines += _read_until(proc, needle)
+    return lines
+
+
+@pytest.mark.slow
+def test_sighup_stops_like_sigterm_and_leaves_no_process_behind(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow(hooks={"after_run": "echo ran > ../after_run.marker"})
+    record = board.root / "agent.jsonl"
+    proc = _start_daemon(
+        board, env={"FAKE_AGENT_RECORD": str(record), "FAKE_AGENT_SPAWN_CHILD": "1"}
+    )
+    try:
+        _read_until(proc, "turn_started")
+        assert wait_until(lambda: len(_agent_pids(record)) == 2)
+        pids = _agent_pids(record)
+        proc.send_signal(signal.SIGHUP)
+        _, rest = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, rest
+    assert "signal=SIGHUP" in rest and "event=stopped" in rest
+    assert (board.workspaces / "after_run.marker").read_text().strip() == "ran"
+    assert not [pid for pid in pids if is_alive(pid)]
+
+
+@pytest.mark.slow
+def test_sighup_is_ignored_when_the_daemon_was_started_detached(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow()
+    proc = _start_daemon(board, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        _read_until(proc, "turn_started")
+        # Pending together, SIGHUP (1) is delivered before SIGTERM (15): had it been handled,
+        # it would be the signal named in the stop.
+        proc.send_signal(signal.SIGHUP)
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert "signal=SIGTERM" in rest and "signal=SIGHUP" not in rest
+
+
+@pytest.mark.slow
+def test_second_sigint_says_still_stopping_and_third_kills_everything(board: Board) -> None:
+    board.ticket("ABC-1")
+    # The after_run hook holds the graceful stop up; its sleep must not outlive a forced stop.
+    board.write_workflow(
+        hooks={"after_run": "sleep 60 & echo $! > ../hook-sleep.pid; wait"},
+    )
+    record = board.root / "agent.jsonl"
+    proc = _start_daemon(
+        board,
+        "--log-level",
+        "debug",
+        env={
+            "FAKE_AGENT_RECORD": str(record),
+            "FAKE_AGENT_SPAWN_CHILD": "1",
+            "FAKE_AGENT_IGNORE_EOF": "1",
+        },
+    )
+    try:
+        _read_until(proc, "turn_started")
+        assert wait_until(lambda: len(_agent_pids(record)) == 2)
+        pids = _agent_pids(record)
+        proc.send_signal(signal.SIGINT)
+        _read_until_all(proc, "stopping: agents are being stopped", "hook=after_run")
+        assert wait_until(lambda: (board.workspaces / "hook-sleep.pid").exists())
+        proc.send_signal(signal.SIGINT)
+        _read_until(proc, "still stopping")
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert "forced stop" in rest
+    pids.append(int((board.workspaces / "hook-sleep.pid").read_text()))
+    assert wait_until(lambda: not [pid for pid in pids if is_alive(pid)])
+
+
+def test_stop_signals_stop_once_then_warn_then_force() -> None:
+    stops: list[str] = []
+    exits: list[int] = []
+    hangups: list[str] = []
+    handler = StopSignals(
+        lambda: stops.append("stop"),
+        on_hangup=lambda: hangups.append("hup"),
+        exit_now=exits.append,
+    )
+    handler(signal.SIGHUP)
+    assert (stops, hangups, exits) == (["stop"], ["hup"], [])
+    handler(signal.SIGINT)
+    assert (stops, exits) == (["stop"], [])
+    handler(signal.SIGTERM)
+    assert (stops, exits) == (["stop"], [1])

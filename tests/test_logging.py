@@ -53,3 +53,36 @@ def test_failing_per_issue_sink_warns_once_and_logging_goes_on(tmp_path: Path) -
     text = out.getvalue()
     assert text.count("per-issue log failed") == 1
     assert text.count("event=tick") == 3
+
+
+def test_every_free_text_field_is_bounded_so_a_huge_title_stays_small(tmp_path: Path) -> None:
+    out = io.StringIO()
+    configure_logging(logs_root=tmp_path / "logs", stream=out)
+    huge = "x" * 1_000_000
+    structlog.get_logger("t").info(
+        "agent turn starting", title=huge, reason=huge, issue_identifier="ABC-1"
+    )
+    for text in (out.getvalue(), (tmp_path / "logs" / "ABC-1.log").read_text()):
+        assert len(text) < 2_000
+        assert "x" * 200 + "...[+999800 chars]" in text
+        assert "x" * 1000 + "...[+999000 chars]" in text
+
+
+def test_a_secret_is_masked_before_a_long_field_is_cut() -> None:
+    out = io.StringIO()
+    configure_logging(stream=out)
+    masker.set(["tok_abcdef123"])
+    structlog.get_logger("t").info("x", title="y" * 195 + "tok_abcdef123" + "z" * 50)
+    assert "tok_a" not in out.getvalue() and "y" * 195 + "[reda..." in out.getvalue()
+
+
+def test_logging_to_a_terminal_that_went_away_never_fails_the_caller() -> None:
+    class Gone:
+        def write(self, text: str, /) -> int:
+            raise OSError(5, "Input/output error")
+
+        def flush(self) -> None:
+            raise OSError(5, "Input/output error")
+
+    configure_logging(stream=Gone())
+    structlog.get_logger("t").warning("still stopping")  # must not raise

@@ -39,6 +39,7 @@ from typing import Any
 import orjson
 import structlog
 
+from symphony import process
 from symphony.agents import (
     CODEX_NOT_FOUND,
     INVALID_WORKSPACE_CWD,
@@ -268,6 +269,7 @@ class AppServerSession:
         except OSError as exc:
             raise AgentError(STARTUP_FAILED, f"cannot launch {command!r}: {exc}") from None
         self._proc = proc
+        process.track(proc.pid)
         self._logger = self._logger.bind(pid=proc.pid)
         self._last_output = asyncio.get_running_loop().time()
         self._reader = asyncio.create_task(self._read_stdout(proc), name="app-server-stdout")
@@ -786,11 +788,13 @@ class AppServerSession:
                         await _wait_exit(proc, 5.0)
                 # Whatever is left in the group is an orphan of this session's agent.
                 _signal_group(proc, signal.SIGKILL)
+                process.untrack(proc.pid)
                 self._logger.debug("agent_stopped", returncode=proc.returncode)
         except asyncio.CancelledError:
             # Only the event loop shutting down cancels this task: kill rather than orphan.
             if proc is not None:
                 _signal_group(proc, signal.SIGKILL)
+                process.untrack(proc.pid)
             raise
         except Exception:
             self._logger.exception("agent_stop_failed")

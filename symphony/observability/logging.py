@@ -8,6 +8,7 @@ the daemon.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -104,6 +105,32 @@ class SecretMasker:
         return event
 
 
+MAX_FIELD_CHARS = 1000
+"""The longest any string field of a log record may be; longer ones are cut with a marker."""
+FIELD_LIMITS = {
+    # Free text from trackers and agents (spec §10.4 bounds agent messages at 200 characters).
+    "title": 200,
+    "detail": 200,
+    "message": 200,
+    # A hook's output tail and a traceback are worth more room, but still a bound.
+    "output": 4096,
+    "exception": 20_000,
+}
+
+
+def bound_fields(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Cut every string field to its limit, so a 1 MB ticket title cannot make 1 MB log lines.
+
+    Runs after the masker: a secret is replaced whole before any cut could split it.
+    """
+    for key, value in event.items():
+        if isinstance(value, str):
+            limit = FIELD_LIMITS.get(key, MAX_FIELD_CHARS)
+            if len(value) > limit:
+                event[key] = f"{value[:limit]}...[+{len(value) - limit} chars]"
+    return event
+
+
 def issue_log_path(logs_root: Path, identifier: str) -> Path:
     """Where a ticket's own log file is under `--logs-root`."""
     return logs_root / f"{workspace_key(identifier)}.log"
@@ -139,6 +166,24 @@ class IssueLogFiles:
         return event
 
 
+class TolerantSink:
+    """A line sink that drops what it cannot write: once the terminal that started the daemon
+    is closed, writing to it fails (EIO), and a log line must never fail the code logging it."""
+
+    def __init__(self, stream: LineSink) -> None:
+        self._stream = stream
+
+    def write(self, text: str, /) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._stream.flush()
+
+
 masker = SecretMasker()
 
 
@@ -150,7 +195,7 @@ def configure_logging(
     stream: LineSink | None = None,
 ) -> IssueLogFiles | None:
     """Set up structlog for the process; returns the per-issue file sink when one is used."""
-    out = stream or sys.stderr
+    out = TolerantSink(stream or sys.stderr)
     files = IssueLogFiles(logs_root, out) if logs_root is not None else None
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -158,6 +203,7 @@ def configure_logging(
         structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
         structlog.processors.format_exc_info,
         masker,
+        bound_fields,
     ]
     if files is not None:
         processors.append(files)
