@@ -28,17 +28,30 @@ class WriteConflict(Exception):
     """The file kept changing under us; nothing was written."""
 
 
+class OutsideFolder(Exception):
+    """The path is a symlink to a file outside the folder it may be edited in; nothing was read
+    or written."""
+
+
 def rewrite_file(
-    path: Path, edit: Callable[[bytes], tuple[bytes, T]], *, attempts: int = DEFAULT_ATTEMPTS
+    path: Path,
+    edit: Callable[[bytes], tuple[bytes, T]],
+    *,
+    within: Path,
+    attempts: int = DEFAULT_ATTEMPTS,
 ) -> T:
     """Apply `edit` (old bytes -> new bytes and a result) and return the result.
 
-    Raises FileNotFoundError when the file is gone, WriteConflict when it changed on every
-    attempt, and whatever `edit` raises. When `edit` returns the bytes unchanged, nothing is
-    written.
+    Raises FileNotFoundError when the file is gone, OutsideFolder when it resolves outside
+    `within`, WriteConflict when it changed on every attempt, and whatever `edit` raises. When
+    `edit` returns the bytes unchanged, nothing is written.
     """
-    # Replacing a symlink would turn it into a copy; edit the file it points to instead.
+    # Replacing a symlink would turn it into a copy; edit the file it points to instead, but
+    # only inside the folder: a link must never let an edit reach a file elsewhere.
     target = path.resolve()
+    real_folder = within.resolve()
+    if not target.is_relative_to(real_folder):
+        raise OutsideFolder(f"{path.name} is a symbolic link to {target}, outside {real_folder}")
     for attempt in range(attempts):
         before = target.read_bytes()
         after, result = edit(before)

@@ -13,7 +13,8 @@ Profile:
 - `dispatchable` is false while any blocker is on the board and not in a terminal state. A
   blocker that is not on the board (deleted, or never existed) does not block; one whose file is
   unreadable does, since it may still be open. Blockers are matched by identifier, ignoring case.
-- Only `*.md` files count; hidden files (editor swap files, our temp files) are ignored.
+- Only `*.md` files count; hidden files (editor swap files, our temp files) are ignored. A
+  ticket file that is a symlink resolving outside the folder is never read and is skipped.
 - State reads skip, and log, files that cannot become an Issue: broken or non-map front matter,
   missing title or state, unreadable or over-4-MiB files, an id claimed by two files, identifiers
   differing only in case. A refresh by id instead fails with `tracker_response` when a requested
@@ -23,7 +24,8 @@ Profile:
 - Tools `local_move_issue {"state"}` and `local_add_comment {"body"}` edit only the session's own
   ticket file, atomically, keeping the rest of the file byte for byte where possible. A state
   matching a configured one in another letter case is written in the workflow's spelling. They
-  never raise; failures carry `unknown_tool`, `invalid_arguments`, `ticket_not_found`,
+  never raise and never write through a link leading outside the folder (`write_refused`);
+  failures carry `unknown_tool`, `invalid_arguments`, `ticket_not_found`,
   `ticket_malformed`, `write_conflict`, `write_failed` or `board_unavailable`.
 """
 
@@ -38,7 +40,7 @@ from typing import Any
 import structlog
 
 from adapters._support.skipped import SkippedRecords
-from adapters.local.atomic import WriteConflict, rewrite_file
+from adapters.local.atomic import OutsideFolder, WriteConflict, rewrite_file
 from adapters.local.snapshot import BoardReader, Snapshot
 from adapters.local.ticket import FrontMatterError, is_ticket_name
 from adapters.local.tools import MoveIssue, NotThisTicket, ToolCall, parse_call, tool_specs
@@ -185,9 +187,13 @@ class LocalBoard:
                     return call.apply(raw, file_name=file_name, issue_id=issue.id, now=now)
 
                 try:
-                    output = rewrite_file(path, edit)
+                    output = rewrite_file(path, edit, within=self.folder)
                 except (FileNotFoundError, NotThisTicket):
                     continue  # moved, deleted or reused: look for the ticket elsewhere
+                except OutsideFolder as exc:
+                    return ToolResult.failure(
+                        "write_refused", f"{exc}; symphony never writes through such a link"
+                    )
                 except FrontMatterError as exc:
                     return ToolResult.failure(
                         "ticket_malformed",

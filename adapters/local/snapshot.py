@@ -42,6 +42,12 @@ class BoardReader:
         parsed: dict[str, tuple[bytes, Entry]] = {}
         entries: list[Entry] = []
         for name, path in self._ticket_files():
+            outside = self._escapes(path)
+            if outside is not None:
+                # Never read: its content would reach a prompt, and tools would write through it.
+                reason = f"is a symbolic link to {outside}, outside the board folder; skipped"
+                entries.append(Malformed(name, identifier_of(name), identifier_of(name), reason))
+                continue
             try:
                 raw = _read_limited(path)
             except FileNotFoundError:
@@ -67,6 +73,12 @@ class BoardReader:
         # Swapping the whole map keeps concurrent readers consistent and drops deleted files.
         self._parsed = parsed
         return Snapshot(self.folder, entries)
+
+    def _escapes(self, path: str) -> str | None:
+        """Where a ticket file that is a symlink leads, when that is outside the board."""
+        if not os.path.islink(path):
+            return None
+        return escapes(self.folder, path)
 
     def _ticket_files(self) -> list[tuple[str, str]]:
         try:
@@ -181,6 +193,13 @@ class Snapshot:
 
     def files_claiming(self, id_: str) -> list[Entry]:
         return self.claimed_ids.get(id_, [])
+
+
+def escapes(folder: Path, path: str | Path) -> str | None:
+    """The real path of `path` when it resolves outside `folder` (symlinks followed), else None."""
+    real_folder = os.path.realpath(folder)
+    real = os.path.realpath(path)
+    return None if os.path.commonpath([real_folder, real]) == real_folder else real
 
 
 def _read_limited(path: str) -> bytes | None:

@@ -907,6 +907,54 @@ async def test_tool_ignores_a_native_ref_pointing_outside_the_board(
     assert "state: Todo" in outside.read_text()
 
 
+async def test_ticket_file_linking_outside_the_board_is_skipped_and_never_read(
+    board: LocalBoard, folder: Path
+) -> None:
+    outside = folder.parent / "secret.md"
+    outside.write_text("---\ntitle: private notes\nstate: Todo\n---\npassword\n")
+    (folder / "A-1.md").symlink_to(outside)
+    ticket(folder, "A-2")
+    with capture_logs() as logs:
+        issues = await board.fetch_issues_by_states(ACTIVE)
+    assert [i.identifier for i in issues] == ["A-2"]
+    skipped = [e for e in logs if e.get("file") == "A-1.md"]
+    assert skipped and "outside the board folder" in str(skipped[0])
+    with pytest.raises(TrackerError) as err:
+        await board.fetch_issues_by_ids(["A-1"])
+    assert err.value.category == TRACKER_RESPONSE and "outside the board" in err.value.message
+
+
+async def test_ticket_file_linking_inside_the_board_is_still_read(
+    board: LocalBoard, folder: Path
+) -> None:
+    (folder / "cards").mkdir()
+    ticket(folder / "cards", "A-1")
+    (folder / "A-1.md").symlink_to(folder / "cards" / "A-1.md")
+    assert [i.identifier for i in await board.fetch_issues_by_states(ACTIVE)] == ["A-1"]
+    result = await board.execute_tool(
+        "local_move_issue", {"state": "Done"}, await issue_of(board, "A-1")
+    )
+    assert result.success is True
+    assert "state: Done" in (folder / "cards" / "A-1.md").read_text()
+
+
+async def test_tool_never_writes_through_a_ticket_replaced_by_a_link_leading_outside(
+    board: LocalBoard, folder: Path
+) -> None:
+    ticket(folder, "A-1")
+    issue = await issue_of(board, "A-1")  # dispatched while it was a plain file
+    outside = folder.parent / "elsewhere.md"
+    outside.write_text("---\ntitle: not a ticket\nstate: Todo\n---\n")
+    (folder / "A-1.md").unlink()
+    (folder / "A-1.md").symlink_to(outside)
+    before = outside.read_bytes()
+    move = await board.execute_tool("local_move_issue", {"state": "Done"}, issue)
+    comment = await board.execute_tool("local_add_comment", {"body": "hello"}, issue)
+    assert not move.success and move.output["error"] == "write_refused"
+    assert not comment.success and comment.output["error"] == "write_refused"
+    assert outside.read_bytes() == before
+
+
 async def test_tool_on_a_ticket_with_broken_front_matter_fails_with_ticket_malformed(
     board: LocalBoard, folder: Path
 ) -> None:
