@@ -22,7 +22,7 @@ from symphony.observability.logging import masker
 from symphony.prompt import continuation_prompt, render_prompt
 from symphony.scheduling import is_routable
 from symphony.tools import ToolResult
-from symphony.tracker import Tracker
+from symphony.tracker import TRACKER_RATE_LIMITED, Tracker, TrackerError
 from symphony.workspace import Workspace, WorkspaceManager
 
 log = structlog.get_logger("symphony.runner")
@@ -31,6 +31,9 @@ T = TypeVar("T")
 
 # A tool call blocks the agent's turn; a hung tracker must not hold it for the turn timeout.
 TOOL_TIMEOUT_S = 120.0
+# A rate-limited refresh after a turn waits for the provider's reset when it is this close,
+# rather than failing an attempt that did nothing wrong.
+RATE_LIMIT_WAIT_MAX_S = 30.0
 
 
 class AttemptFailed(Exception):
@@ -95,9 +98,7 @@ async def run_attempt(
                 title = f"{current.identifier}: {current.title}"
                 result = await _step(f"turn {turn}", session.run_turn(prompt, title=title))
                 bound.info("turn completed", session_id=result.session_id, turn=turn)
-                refreshed = await _step(
-                    "issue refresh", ctx.tracker.fetch_issues_by_ids([issue.id])
-                )
+                refreshed = await _step("issue refresh", _refresh(ctx.tracker, issue.id))
                 match = next((i for i in refreshed if i.id == issue.id), None)
                 if match is None:
                     bound.info("worker done", reason="issue no longer visible")
@@ -117,6 +118,18 @@ async def run_attempt(
             await session.stop()
     finally:
         await ctx.workspaces.after_run(workspace)
+
+
+async def _refresh(tracker: Tracker, issue_id: str) -> list[Issue]:
+    try:
+        return await tracker.fetch_issues_by_ids([issue_id])
+    except TrackerError as exc:
+        wait = exc.retry_after_s
+        if exc.category != TRACKER_RATE_LIMITED or wait is None or wait > RATE_LIMIT_WAIT_MAX_S:
+            raise
+        log.info("issue refresh rate limited; waiting for the reset", wait_s=round(wait, 1))
+        await asyncio.sleep(wait)
+        return await tracker.fetch_issues_by_ids([issue_id])
 
 
 def _render(template: str, issue: Issue, attempt: int | None) -> str:

@@ -18,6 +18,7 @@ from symphony.config import CodexSettings, HooksSettings
 from symphony.issue import Issue
 from symphony.runner import AttemptContext, AttemptFailed, run_attempt
 from symphony.tools import ToolResult, ToolSpec
+from symphony.tracker import TRACKER_RATE_LIMITED, TrackerError
 from symphony.workspace import WorkspaceManager
 from tests.factories import make_issue, make_settings
 from tests.test_orchestrator import FAKE_AGENT
@@ -140,3 +141,23 @@ async def test_tool_results_never_carry_a_known_secret_to_the_agent(tmp_path: Pa
     completed = next(e for e in events if e.kind == "turn_completed")
     assert "tok_s3cr3t_value" not in (completed.message or "")
     assert "[redacted]" in (completed.message or "")
+
+
+class RateLimitedOnceTracker(ScriptedTracker):
+    """Its first refresh is refused with a short reset, as a provider's 429 would be."""
+
+    async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
+        if self.refreshes == 0:
+            self.refreshes += 1
+            raise TrackerError(TRACKER_RATE_LIMITED, "limited", retry_after_s=0.05)
+        return await super().fetch_issues_by_ids(ids)
+
+
+async def test_a_rate_limited_refresh_waits_for_the_reset_instead_of_failing(
+    tmp_path: Path,
+) -> None:
+    issue = make_issue("ABC-1")
+    tracker = RateLimitedOnceTracker(issue, ["Done"])
+    ctx = context(tmp_path, tracker, FAKE_AGENT_SCENARIO="complete")
+    await run_attempt(issue, None, ctx, lambda event: None)  # a normal exit, not AttemptFailed
+    assert tracker.refreshes == 2

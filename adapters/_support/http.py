@@ -7,8 +7,9 @@
   before then fail at once with `tracker_rate_limited` and spend nothing.
 - Conditional GETs (`ETag` / `If-None-Match`) let an unchanged resource cost no quota where the
   provider supports it; a 304 returns the cached body.
-- An optional throttle (`min_interval_s`) spaces requests at least that far apart across every
-  caller of one client, for providers that publish a per-second limit (Kaiten: 5 per second).
+- An optional `limiter` (`adapters._support.ratelimit`) keeps every request of the client, each
+  retry included, within a provider's published per-window limit as the provider counts it
+  (Kaiten: 5 per second).
 - Error messages name the provider, the status and the provider's own message, never a
   request header, so a credential cannot leak through them.
 """
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import time
@@ -31,6 +33,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from adapters._support.ratelimit import SlidingWindowLimiter
 from symphony.tracker import (
     TRACKER_PAGINATION,
     TRACKER_RATE_LIMITED,
@@ -96,10 +99,8 @@ class HttpClient:
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     transport: httpx.AsyncBaseTransport | None = None
     quota: Quota = field(default_factory=Quota)
-    min_interval_s: float = 0.0
-    """When > 0, the least time between two requests sent by this client (every caller and
-    retry included); 0 sends at once."""
-    _next_send_at: float = field(default=0.0, init=False, repr=False)
+    limiter: SlidingWindowLimiter | None = None
+    """When set, every request waits for room in it and holds it until answered."""
     _client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
     _etags: dict[str, tuple[str, Response]] = field(default_factory=dict, init=False, repr=False)
 
@@ -146,7 +147,6 @@ class HttpClient:
         conditional: bool,
         ok: tuple[int, ...],
     ) -> Response:
-        await self._pace()
         client = self._http()
         cache_key = f"{url}?{sorted((params or {}).items())}"
         headers: dict[str, str] = {}
@@ -154,9 +154,10 @@ class HttpClient:
         if cached is not None:
             headers["If-None-Match"] = cached[0]
         try:
-            answer = await client.request(
-                method, url, params=params, json=json_body, headers=headers
-            )
+            async with self.limiter.slot() if self.limiter else contextlib.nullcontext():
+                answer = await client.request(
+                    method, url, params=params, json=json_body, headers=headers
+                )
         except httpx.TransportError as exc:
             raise _Retryable(
                 TrackerError(TRACKER_REQUEST, f"{self.provider} unreachable: {type(exc).__name__}")
@@ -198,17 +199,6 @@ class HttpClient:
             self._client = None
 
     # Helpers
-
-    async def _pace(self) -> None:
-        if self.min_interval_s <= 0:
-            return
-        # The slot is reserved before sleeping, with no await in between, so concurrent callers
-        # queue up one interval apart instead of all waking together.
-        now = self.clock()
-        slot = max(now, self._next_send_at)
-        self._next_send_at = slot + self.min_interval_s
-        if slot > now:
-            await self.sleep(slot - now)
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:

@@ -7,18 +7,20 @@ Profile (SPEC.md has the full table):
 - States are column titles (see `adapters.kaiten.columns`). The board's columns and sub-columns
   are read together (`GET /boards/{id}/columns`, plus `GET /columns/{id}/subcolumns` per
   top-level column when the first answer lists no sub-column) at most once per
-  `LAYOUT_MAX_AGE_S`, and again whenever a card names a column the layout does not know.
+  `LAYOUT_MAX_AGE_S` (minutes: the layout costs a request per column and rarely changes), and
+  again, once per read, whenever a card names a column the layout does not know.
 - Candidates: `GET /cards?board_id&condition=1&column_ids=<columns of the states>` (plus
   `lane_id` / `space_id` when configured), oldest first, `PAGE_SIZE` per page with `offset`
   until a short page; the first sighting of an id wins.
 - Refresh: Kaiten has no ids filter, so one `GET /cards/{id}` per id. A card that is gone (404),
   archived, or moved to another board or lane is omitted.
-- Every request goes through one client that spaces them `MIN_INTERVAL_S` apart: Kaiten allows
-  5 requests per second for everything a token sends. A 429 blocks the client until
-  `X-RateLimit-Reset` (epoch seconds).
+- Every request a token sends (polls, refreshes, blocker reads, agent tool calls, and those of
+  a tracker rebuilt by a reload) shares one sliding-window limiter: Kaiten allows
+  `REQUESTS_PER_WINDOW` requests per `WINDOW_S`, counted as they arrive. A 429 blocks the
+  client until `X-RateLimit-Reset` (epoch seconds).
 - A card is not dispatchable while `blocked` is set by hand (no blocking card) or while a card
   in `blocked_by_card_ids` is not done: not in a terminal state and not of Kaiten's done state.
-  Blocker cards that are not in the same listing are read one by one (throttled); a blocker
+  Blocker cards that are not in the same listing are read one by one (limited); a blocker
   that no longer exists (404) does not block.
 - State reads skip malformed cards and log each once per problem; a refresh fails with
   `tracker_response` instead, since omission means "gone".
@@ -36,6 +38,7 @@ import structlog
 
 from adapters._support.http import HttpClient, RateLimitHeaders
 from adapters._support.normalize import as_int
+from adapters._support.ratelimit import SlidingWindowLimiter, shared_limiter
 from adapters._support.skipped import SkippedRecords
 from adapters._support.tool_calls import guarded
 from adapters.kaiten import tools
@@ -65,10 +68,13 @@ PAGE_SIZE = 100
 """Kaiten documents 100 as the largest page of comparable listings; /cards states none."""
 MAX_PAGES = 100
 """A listing longer than this many pages (10,000 cards) is treated as a paging fault."""
-MIN_INTERVAL_S = 0.2
-"""Kaiten's documented limit is 5 requests per second per token."""
-LAYOUT_MAX_AGE_S = 5.0
-"""Columns read for one poll serve its refresh and tool calls too, but not the next poll."""
+REQUESTS_PER_WINDOW = 5
+WINDOW_S = 1.0
+"""Kaiten's documented limit: 5 requests per second per token."""
+WINDOW_MARGIN_S = 0.1
+"""Slack for the server's own clock and window edges (see `adapters._support.ratelimit`)."""
+LAYOUT_MAX_AGE_S = 300.0
+"""How long the board's columns are trusted; an unknown column forces a re-read sooner."""
 
 
 class KaitenTracker:
@@ -82,11 +88,22 @@ class KaitenTracker:
         terminal_states: Sequence[str] = (),
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        min_interval_s: float = MIN_INTERVAL_S,
+        limiter: SlidingWindowLimiter | None = None,
     ) -> None:
         self.config = config
-        # One client per tracker: the throttle and the 429 block cover every request it sends.
+        # One client per tracker, one limiter per token: the limit covers every request sent
+        # with it, and the 429 block every request of this tracker.
+        self.limiter = limiter or shared_limiter(
+            config.api_url,
+            config.token.value,
+            REQUESTS_PER_WINDOW,
+            WINDOW_S,
+            margin_s=WINDOW_MARGIN_S,
+            clock=monotonic,
+            sleep=sleep,
+        )
         self.http = HttpClient(
             provider="Kaiten",
             base_url=config.api_url,
@@ -99,7 +116,7 @@ class KaitenTracker:
                 remaining="x-ratelimit-remaining", reset="x-ratelimit-reset"
             ),
             transport=transport,
-            min_interval_s=min_interval_s,
+            limiter=self.limiter,
             clock=clock,
             sleep=sleep,
         )
@@ -133,8 +150,8 @@ class KaitenTracker:
     async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
         if not states:
             return []
-        layout = await self._fresh_layout(force=True)
-        self._layout_reread = True  # just read: an unknown column is not on the board
+        self._layout_reread = False
+        layout = await self._fresh_layout()
         wanted = {normalize_state(s) for s in states}
         column_ids = layout.column_ids_for(states, self._named)
         if not column_ids:
@@ -259,8 +276,9 @@ class KaitenTracker:
     async def _fresh_layout(self, *, force: bool = False) -> Layout:
         now = self.http.clock()
         layout = self._layout
-        if force or layout is None or now - layout.read_at > LAYOUT_MAX_AGE_S:
+        if force or layout is None or not 0 <= now - layout.read_at <= LAYOUT_MAX_AGE_S:
             layout = await self._read_layout()
+            self._layout_reread = True  # just read: an unknown column is not on the board
         return layout
 
     async def _read_layout(self) -> Layout:

@@ -16,12 +16,18 @@ from symphony.orchestrator import Orchestrator
 from tests.test_orchestrator import FAKE_AGENT, Running
 
 
-def write_workflow(root: Path, tracker: Mapping[str, Any], *, polling_ms: int = 500) -> Path:
+def write_workflow(
+    root: Path,
+    tracker: Mapping[str, Any],
+    *,
+    polling_ms: int = 500,
+    agent: Mapping[str, Any] | None = None,
+) -> Path:
     config: dict[str, Any] = {
         "tracker": dict(tracker),
         "polling": {"interval_ms": polling_ms},
         "workspace": {"root": "workspaces"},
-        "agent": {"max_concurrent_agents": 4},
+        "agent": {"max_concurrent_agents": 4, **(agent or {})},
         "codex": {
             "command": f"{sys.executable} {FAKE_AGENT}",
             "read_timeout_ms": 10_000,

@@ -1,15 +1,19 @@
 """Serving an in-memory fake tracker API over real HTTP on 127.0.0.1, for end-to-end tests.
 
 A fake answers `handle(method, path, headers, body) -> (status, headers, json_or_None)`; this
-module does the socket side once for every tracker's fake.
+module does the socket side once for every tracker's fake, and records the traffic as the
+provider would see it (arrival times, requests in flight at once) in `fake.traffic`, so a test
+can hold the daemon to a provider's documented limits.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol, TypeVar
 
@@ -25,10 +29,46 @@ class FakeApi(Protocol):
 F = TypeVar("F", bound=FakeApi)
 
 
+@dataclass
+class Traffic:
+    """What arrived when: `(monotonic arrival time, method, path)`, and the most in flight."""
+
+    arrivals: list[tuple[float, str, str]] = field(default_factory=list)
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def most_in_window(self, window_s: float, weight: Callable[[str, str], int]) -> int:
+        """The largest total `weight(method, path)` of arrivals in any `window_s` seconds."""
+        arrivals = sorted(self.arrivals)
+        most = total = 0
+        first = 0
+        for at, method, path in arrivals:
+            total += weight(method, path)
+            while arrivals[first][0] <= at - window_s:
+                total -= weight(arrivals[first][1], arrivals[first][2])
+                first += 1
+            most = max(most, total)
+        return most
+
+
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeApi
+    traffic: Traffic
 
     def _serve(self) -> None:
+        traffic = self.traffic
+        with traffic.lock:
+            traffic.arrivals.append((time.monotonic(), self.command, self.path))
+            traffic.in_flight += 1
+            traffic.peak_in_flight = max(traffic.peak_in_flight, traffic.in_flight)
+        try:
+            self._answer()
+        finally:
+            with traffic.lock:
+                traffic.in_flight -= 1
+
+    def _answer(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         body = json.loads(raw) if raw else None
@@ -53,7 +93,9 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def serve(fake: F, prefix: str = "") -> Iterator[F]:
     """Run `fake` on 127.0.0.1 with an ephemeral port; `fake.base` becomes its URL + `prefix`."""
-    handler = type("Handler", (_Handler,), {"fake": fake})
+    traffic = Traffic()
+    fake.traffic = traffic  # type: ignore[attr-defined]
+    handler = type("Handler", (_Handler,), {"fake": fake, "traffic": traffic})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     fake.base = f"http://127.0.0.1:{server.server_address[1]}{prefix}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -75,6 +75,22 @@ async def test_only_eligible_issues_run_and_the_agent_moves_them_on_github(
     conditional = [r for r in github.requests if r.method == "GET" and r.if_none_match]
     assert conditional and all(r.status in (200, 304) for r in conditional)
     assert any(r.status == 304 for r in github.requests)
+    assert_within_secondary_limits(github)
+
+
+def rest_points(method: str, path: str) -> int:
+    # GitHub's secondary limits: a REST read costs 1 point, a write 5; GraphQL has its own.
+    if path.endswith("/graphql"):
+        return 0
+    return 1 if method in ("GET", "HEAD", "OPTIONS") else 5
+
+
+def assert_within_secondary_limits(github: FakeGitHub) -> None:
+    """GitHub documents at most 100 concurrent requests and 900 REST points per minute."""
+    traffic = github.traffic  # type: ignore[attr-defined]
+    assert traffic.arrivals, "no request reached the fake"
+    assert traffic.peak_in_flight <= 100
+    assert traffic.most_in_window(60.0, rest_points) <= 900
 
 
 async def test_closing_or_relabelling_terminal_on_github_stops_the_run(

@@ -3,8 +3,10 @@
 It holds one company's boards, columns and cards in memory and speaks the endpoints the adapter
 uses, under `/api/latest`: board columns, sub-columns, the card listing (board, condition,
 column_ids, lane, space filters with offset/limit), one card, moving a card (`PATCH`), comments
-and external links. Every request is recorded with the time it arrived; `limit_next()` makes the
-next answer a 429 carrying `X-RateLimit-Reset`, as Kaiten does when the 5 rps budget is spent.
+and external links. Every request is recorded with the time it arrived. Like Kaiten, the fake
+counts arrivals in a sliding one-second window: a request arriving while the last second already
+holds 5 is answered 429 and recorded in `over_limit`, so a test can fail on any excess.
+`limit_next()` makes the next answer a 429 carrying `X-RateLimit-Reset` on purpose.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections import deque
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +70,11 @@ class FakeKaiten:
         self.base = ""
         self._limited: float | None = None
         self.next_id = 1000
+        self.window_s = 1.0
+        self.window_limit = 5
+        self._window: deque[float] = deque()
+        self.over_limit: list[Request] = []
+        """Requests that arrived when the sliding window was already full."""
 
     # Board edits (as a person in Kaiten's web app would make them)
 
@@ -118,11 +126,22 @@ class FakeKaiten:
     def handle(
         self, method: str, target: str, headers: dict[str, str], body: Any
     ) -> tuple[int, dict[str, str], Any]:
+        arrived = time.time()
         parts = urlsplit(target)
         query = parse_qs(parts.query)
         with self.lock:
             limited, self._limited = self._limited, None
-        if limited is not None:
+            while self._window and self._window[0] <= arrived - self.window_s:
+                self._window.popleft()
+            over = len(self._window) >= self.window_limit
+            self._window.append(arrived)
+        if over:
+            status, out, answer = (
+                429,
+                {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(arrived) + 1)},
+                {"message": "Too many requests"},
+            )
+        elif limited is not None:
             status, out, answer = (
                 429,
                 {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(limited))},
@@ -135,10 +154,11 @@ class FakeKaiten:
                 "X-RateLimit-Remaining": "4",
                 "X-RateLimit-Reset": str(int(time.time()) + 1),
             }
+        request = Request(method, parts.path, query, status, arrived, body, answer)
         with self.lock:
-            self.requests.append(
-                Request(method, parts.path, query, status, time.time(), body, answer)
-            )
+            self.requests.append(request)
+            if over:
+                self.over_limit.append(request)
         return status, out, answer
 
     def _route(

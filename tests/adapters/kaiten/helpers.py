@@ -43,5 +43,6 @@ def make_tracker(
         workflow_states=(*active, *terminal, *extra_states),
         terminal_states=terminal,
         clock=clock,
+        monotonic=clock,
         sleep=clock.sleep,
     )

@@ -114,7 +114,11 @@ def test_create_tracker_validates_and_makes_no_request(tmp_path: Path) -> None:
     tracker = kaiten.create_tracker(settings, TrackerContext(tmp_path, ENV))
     assert isinstance(tracker, KaitenTracker)
     assert tracker.http.quota.requests == 0
-    assert tracker.http.min_interval_s == pytest.approx(0.2)
+    assert tracker.http.limiter is tracker.limiter
+    assert (tracker.limiter.limit, tracker.limiter.window_s) == (5, 1.0)
+    # A tracker rebuilt for the same token (a reload) draws on the same budget.
+    again = kaiten.create_tracker(settings, TrackerContext(tmp_path, ENV))
+    assert isinstance(again, KaitenTracker) and again.limiter is tracker.limiter
 
 
 def test_the_example_workflow_loads() -> None:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from openapi_schema_validator import OAS31Validator
 
+from adapters._support.ratelimit import SlidingWindowLimiter
 from adapters.kaiten.config import parse_config
 from adapters.kaiten.tracker import KaitenTracker
 from symphony.issue import Issue
@@ -93,6 +94,7 @@ async def test_requests_the_adapter_sends_and_fake_answers_follow_the_descriptio
     spec = openapi(tracker_schemas)
     # Only top-level columns in the board listing: the adapter then asks for sub-columns too.
     fake = FakeKaiten(TOKEN, board_lists_subcolumns=False)
+    fake.window_limit = 1_000  # the contract, not the pace, is tested
     fake.add(1, BACKLOG, tags=["Bug"], blocked_by=[2])
     fake.add(2, DOING)
     fake.add(3, DONE)
@@ -105,7 +107,7 @@ async def test_requests_the_adapter_sends_and_fake_answers_follow_the_descriptio
             config,
             workflow_states=("Backlog", "In Progress", "Done"),
             terminal_states=("Done",),
-            min_interval_s=0.0,
+            limiter=SlidingWindowLimiter(1_000, 1.0),
         )
         try:
             await tracker.discover_states()

@@ -1,10 +1,14 @@
 """The daemon end to end against a local Kaiten fake: the real Orchestrator, the kaiten adapter
-over HTTP under its 5 rps throttle, and the scripted agent in a real subprocess."""
+over HTTP under its 5 rps limit, and the scripted agent in a real subprocess. The fake counts
+arrivals in a sliding one-second window, as Kaiten does, and records every excess."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +43,15 @@ def kaiten() -> Iterator[FakeKaiten]:
         yield fake
 
 
-def start(tmp_path: Path, kaiten: FakeKaiten, scenario: str, **extra: str) -> Running:
+def start(
+    tmp_path: Path,
+    kaiten: FakeKaiten,
+    scenario: str,
+    *,
+    polling_ms: int = 500,
+    agent: dict[str, Any] | None = None,
+    **extra: str,
+) -> Running:
     tracker = {
         "kind": "kaiten",
         "provider": {"base_url": kaiten.base, "board_id": BOARD},
@@ -47,13 +59,15 @@ def start(tmp_path: Path, kaiten: FakeKaiten, scenario: str, **extra: str) -> Ru
         "terminal_states": ["Done"],
     }
     env = {"FAKE_AGENT_SCENARIO": scenario, "KAITEN_TOKEN": TOKEN, **extra}
-    return start_daemon(write_workflow(tmp_path, tracker), env, timeout=90, poll_s=0.2)
+    workflow = write_workflow(tmp_path, tracker, polling_ms=polling_ms, agent=agent)
+    return start_daemon(workflow, env, timeout=90, poll_s=0.2)
 
 
 def within_5_per_second(kaiten: FakeKaiten) -> bool:
-    # Arrival times jitter a little around the client's 0.2 s spacing.
+    """No request arrived while the last second already held 5 (the fake answered none 429)."""
     times = sorted(r.at for r in kaiten.requests)
-    return all(times[i + 5] - times[i] >= 0.9 for i in range(len(times) - 5))
+    strict = all(times[i + 5] - times[i] >= 1.0 for i in range(len(times) - 5))
+    return strict and not kaiten.over_limit
 
 
 async def test_only_eligible_cards_run_and_the_agent_moves_them_on_kaiten(
@@ -125,3 +139,65 @@ async def test_a_429_is_respected_until_its_reset(tmp_path: Path, kaiten: FakeKa
     # Nothing was sent before the announced reset (the client's clock is this machine's too).
     assert min(r.at for r in after) >= reset - 0.05
     assert within_5_per_second(kaiten)
+
+
+SOAK_S = float(os.environ.get("SYMPHONY_KAITEN_SOAK_S", "4"))
+"""How long the rate test keeps the agents busy after its scripted steps (longer by hand)."""
+
+
+@pytest.mark.parametrize("polling_ms", [300, 30_000])
+async def test_daemon_stays_within_5_requests_per_second_as_kaiten_counts_them(
+    tmp_path: Path, kaiten: FakeKaiten, polling_ms: int
+) -> None:
+    kaiten.add(1, QUEUE)  # agents on these two comment on every turn
+    kaiten.add(2, DOING)
+    kaiten.add(3, QUEUE, blocked_by=[6])  # its blocker is read on every poll
+    kaiten.add(6, REVIEW)
+    run = start(
+        tmp_path,
+        kaiten,
+        "tool,tool,complete",
+        polling_ms=polling_ms,
+        agent={"max_turns": 3},
+        FAKE_AGENT_TOOL="kaiten_add_comment",
+        FAKE_AGENT_TOOL_ARGS=json.dumps({"body": "progress note"}),
+    )
+    loop = asyncio.get_running_loop()
+
+    def refresh() -> None:
+        # At a 30 s poll nothing would look again within the test; a person's refresh does.
+        if polling_ms > 1000:
+            run.orchestrator.request_refresh()
+
+    async def dispatched(card: str) -> None:
+        while card not in run.dispatched:
+            refresh()
+            with contextlib.suppress(TimeoutError):
+                await run.until(lambda: card in run.dispatched, timeout=1.0)
+
+    try:
+        await run.until(lambda: {"1", "2"} <= run.dispatched)
+        await run.until(lambda: sum(len(c.comments) for c in kaiten.cards.values()) >= 4)
+        # A 429 arrives, and a new card is added while the client waits for its reset.
+        reset = kaiten.limit_next(reset_in_s=1.0)
+        kaiten.add(10, QUEUE)
+        refresh()
+        await run.until(lambda: any(r.status == 429 for r in kaiten.requests))
+        await dispatched("10")
+        dispatched_after_reset = time.time() - reset
+        kaiten.move(6, DONE)
+        await dispatched("3")
+        soak_until = loop.time() + SOAK_S
+        while loop.time() < soak_until:
+            refresh()
+            await asyncio.sleep(0.5)
+    finally:
+        await run.stop()
+    assert not kaiten.over_limit, [(r.method, r.path, r.at) for r in kaiten.over_limit]
+    assert within_5_per_second(kaiten)
+    assert dispatched_after_reset < 3.0  # one poll and one window after the reset, not more
+    assert sum(1 for r in kaiten.requests if r.path.endswith("/comments")) >= 4
+    assert any(r.path.endswith("/cards/6") for r in kaiten.requests)  # blocker reads
+    listings = [r for r in kaiten.requests if r.path.endswith("/cards")]
+    columns = [r for r in kaiten.requests if r.path.endswith("/columns")]
+    assert len(listings) > len(columns)  # the board layout is not re-read on every poll
