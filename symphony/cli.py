@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +30,9 @@ from symphony.issue import Issue
 from symphony.observability.logging import configure_logging, masker
 from symphony.observability.terminal import ConsoleLogStream, TerminalStatus
 from symphony.orchestrator import Orchestrator
+from symphony.preflight import agent_command_problem
 from symphony.prompt import check_template, render_prompt
-from symphony.scheduling import is_routable, sort_for_dispatch
+from symphony.scheduling import SchedulerState, explain_dispatch
 from symphony.tracker import Tracker, TrackerContext, create_tracker, resolve_states
 
 EXIT_OK = 0
@@ -40,11 +43,12 @@ EXIT_USAGE = 2
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
+        # Intermixed: `render DEMO-1 --attempt 2 WORKFLOW.md` puts an option between positionals.
         if args and args[0] == "check":
-            return _check(_check_parser().parse_args(args[1:]))
+            return _check(_check_parser().parse_intermixed_args(args[1:]))
         if args and args[0] == "render":
-            return _render(_render_parser().parse_args(args[1:]))
-        return _run(_run_parser().parse_args(args))
+            return _render(_render_parser().parse_intermixed_args(args[1:]))
+        return _run(_run_parser().parse_intermixed_args(args))
     except SymphonyError as exc:
         print(f"symphony: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -75,6 +79,7 @@ def _run_parser() -> argparse.ArgumentParser:
         prog="symphony",
         description="Run coding agents on tracker tickets. Subcommands: check, render.",
     )
+    parser.add_argument("--version", action="version", version=f"symphony {version()}")
     _workflow_arg(parser)
     parser.add_argument("--logs-root", type=Path, help="write one log file per ticket here")
     parser.add_argument(
@@ -123,12 +128,31 @@ def _render_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def version() -> str:
+    try:
+        return metadata.version("symphony")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _load(path: Path) -> tuple[Settings, Tracker]:
     settings = load_settings(path)
-    check_template(settings.prompt_template)
+    check_template(settings.prompt_template, first_line=settings.prompt_line)
     tracker = create_tracker(settings.tracker, TrackerContext(settings.workflow_dir, os.environ))
     masker.set(os.environ.get(name, "") for name in tracker.secret_env_names())  # check, render
     return settings, tracker
+
+
+def _preflight_warnings(settings: Settings) -> list[str]:
+    """What `check` warns about and the daemon logs at start: unknown keys, a missing agent."""
+    warnings = list(settings.warnings)
+    problem = agent_command_problem(
+        settings.codex.command,
+        {**os.environ, "SYMPHONY_WORKFLOW_DIR": str(settings.workflow_dir)},
+    )
+    if problem is not None:
+        warnings.append(problem)
+    return warnings
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -170,6 +194,8 @@ async def _serve(
     for signum in stop_signals():
         loop.add_signal_handler(signum, stop, signum)
     settings = orchestrator.settings
+    for warning in _preflight_warnings(settings):
+        structlog.get_logger("symphony").warning(warning)
     structlog.get_logger("symphony").info(
         "started",
         workflow=str(settings.workflow_path),
@@ -275,18 +301,25 @@ def _check(args: argparse.Namespace) -> int:
     print(f"poll every    {settings.polling.interval_ms} ms")
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
     print(f"agent         {settings.codex.command}")
+    warnings = _preflight_warnings(settings)
+    for warning in warnings:
+        print(f"warning: {warning}")
     print(f"\n{len(candidates)} ticket(s) in active states:")
-    slots = settings.agent.max_concurrent_agents
-    for issue in sort_for_dispatch(candidates):
-        if not is_routable(issue, t):
-            verdict = "waits (blocked or not routable)"
-        elif slots > 0:
-            verdict = "would dispatch"
-            slots -= 1
-        else:
-            verdict = "waits for a slot"
+    resolved = dataclasses.replace(settings, tracker=t)
+    failures: list[str] = []
+    for issue, wait in explain_dispatch(SchedulerState(), candidates, resolved):
+        verdict = "would dispatch" if wait is None else f"waits: {wait}"
         priority = issue.priority if issue.priority is not None else "-"
         print(f"  {issue.identifier:<16} {issue.state:<14} p{priority:<3} {verdict}  {issue.title}")
+        try:
+            render_prompt(settings.prompt_template, issue, None)
+        except SymphonyError as exc:
+            failures.append(f"prompt of {issue.identifier} cannot be rendered: {exc}")
+    for failure in failures:
+        print(f"error: {failure}")
+    if failures:
+        print(f"\n{len(failures)} ticket(s) would fail at dispatch: fix the prompt template.")
+        return EXIT_FAILED
     return EXIT_OK
 
 

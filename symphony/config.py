@@ -7,10 +7,11 @@ block. It returns complete settings or raises; there is never a half-applied mix
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -114,10 +115,71 @@ class Settings:
     prompt_template: str
     fingerprint: str
     server: ServerSettings = field(default_factory=ServerSettings)
+    warnings: tuple[str, ...] = ()
+    """Problems that do not stop the workflow (unknown keys); shown by `check`, logged at start."""
+    prompt_line: int = 1
+    """The line of WORKFLOW.md where the prompt template starts, for error messages."""
 
     @property
     def workflow_dir(self) -> Path:
         return self.workflow_path.parent
+
+
+# Every key symphony reads, by section. Unknown keys stay allowed (spec §5.3: other tools may
+# share the file), but each one is reported with the nearest known key, so a typo is not lost.
+KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "": ("tracker", "polling", "workspace", "hooks", "agent", "codex", "server"),
+        "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
+        "polling": ("interval_ms",),
+        "workspace": ("root",),
+        "hooks": ("after_create", "before_run", "after_run", "before_remove", "timeout_ms"),
+        "agent": (
+            "max_concurrent_agents",
+            "max_turns",
+            "max_retry_backoff_ms",
+            "max_concurrent_agents_by_state",
+        ),
+        "codex": (
+            "command",
+            "approval_policy",
+            "thread_sandbox",
+            "turn_sandbox_policy",
+            "turn_timeout_ms",
+            "read_timeout_ms",
+            "stall_timeout_ms",
+        ),
+        "server": ("port", "host"),
+    }
+)
+
+
+def unknown_keys(raw: Mapping[str, Any], provider_keys: Sequence[str] | None) -> list[str]:
+    """One warning per key of a known section that symphony does not read, with a suggestion.
+
+    `provider_keys` are the adapter's own keys (None when the adapter does not declare them).
+    """
+    warnings: list[str] = []
+
+    def check(section: str, values: Any, known: Sequence[str]) -> None:
+        if not isinstance(values, Mapping):
+            return
+        for key in values:
+            if not isinstance(key, str) or key in known:
+                continue
+            where = f"{section}.{key}" if section else key
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            warnings.append(f"{where} is not a setting symphony knows, so it is ignored{hint}")
+
+    check("", raw, KNOWN_KEYS[""])
+    for section, known in KNOWN_KEYS.items():
+        if section:
+            check(section, raw.get(section), known)
+    tracker = raw.get("tracker")
+    if provider_keys is not None and isinstance(tracker, Mapping):
+        check("tracker.provider", tracker.get("provider"), provider_keys)
+    return warnings
 
 
 # Defaults read from instances: slotted dataclasses do not expose them on the class.
@@ -243,6 +305,8 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         prompt_template=workflow.prompt_template or DEFAULT_PROMPT,
         fingerprint=workflow.fingerprint,
         server=_server(_section(raw, "server")),
+        warnings=tuple(unknown_keys(raw, getattr(module, "PROVIDER_KEYS", None))),
+        prompt_line=workflow.prompt_line,
     )
 
 

@@ -7,6 +7,31 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+TemplateShape = str | Mapping[str, "TemplateShape"] | tuple["TemplateShape"]
+"""What a template may read below a value: `VALUE` (text, a number or null), `ANYTHING` (data
+the adapter owns), a map of named fields, or a one-item tuple for a list of that shape."""
+VALUE = "value"
+ANYTHING = "anything"
+
+ISSUE_TEMPLATE_SHAPE: Mapping[str, TemplateShape] = {
+    "id": VALUE,
+    "identifier": VALUE,
+    "title": VALUE,
+    "description": VALUE,
+    "priority": VALUE,
+    "state": VALUE,
+    "branch_name": VALUE,
+    "url": VALUE,
+    "assignee_id": VALUE,
+    "labels": (VALUE,),
+    "blocked_by": ({"id": VALUE, "identifier": VALUE, "state": VALUE},),
+    "dispatchable": VALUE,
+    "created_at": VALUE,
+    "updated_at": VALUE,
+    "native_ref": ANYTHING,
+}
+"""The shape of `Issue.to_template()`, which prompt templates are checked against."""
+
 
 def normalize_state(state: str) -> str:
     """States are compared after trimming and lower-casing; their spelling is kept for display."""

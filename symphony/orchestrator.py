@@ -480,7 +480,7 @@ class Orchestrator:
             return  # already rejected, already said so
         try:
             settings = build_settings(workflow, self.environ)
-            check_template(settings.prompt_template)
+            check_template(settings.prompt_template, first_line=settings.prompt_line)
             tracker = (
                 self.tracker
                 if settings.tracker == self.settings.tracker
@@ -507,6 +507,9 @@ class Orchestrator:
             )
         self._accept_current()
         log.info("workflow reloaded", path=str(path))
+        for warning in settings.warnings:
+            if warning not in old.warnings:
+                log.warning(warning, path=str(path))
         self.activity.add(self.clock.wall(), "workflow_reloaded", f"{path.name} applied")
 
     def _accept_current(self) -> None:

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from symphony.agents import AgentEvent
 from symphony.config import AgentSettings, Settings, TrackerSettings
-from symphony.issue import Issue, normalize_state
+from symphony.issue import BlockerRef, Issue, normalize_state
 
 CONTINUATION_DELAY_S = 1.0
 FAILURE_BASE_DELAY_S = 10.0
@@ -223,6 +223,62 @@ def has_slot(state: SchedulerState, agent: AgentSettings, issue_state: str) -> b
 # Decisions
 
 
+class Wait(enum.Enum):
+    """Why a candidate is not dispatched now (see `describe_wait` for the words)."""
+
+    INCOMPLETE = "incomplete"
+    NOT_ACTIVE = "not_active"
+    BLOCKED = "blocked"
+    NOT_DISPATCHABLE = "not_dispatchable"
+    MISSING_LABELS = "missing_labels"
+    RUNNING = "running"
+    CLAIMED = "claimed"
+    STATE_LIMIT = "state_limit"
+    NO_SLOT = "no_slot"
+
+
+def _plan(
+    state: SchedulerState, candidates: Iterable[Issue], settings: Settings
+) -> Iterator[tuple[Issue, Wait | None]]:
+    """Each candidate in dispatch order with why it waits, or None when it would be dispatched.
+
+    The plan counts the dispatches it proposes itself, so a caller may dispatch each proposal as
+    it comes (`select_dispatches`) or only look (`explain_dispatch`); both see the same plan.
+    Reasons are codes, not text: this runs for every candidate on every tick.
+    """
+    tracker, agent = settings.tracker, settings.agent
+    free = agent.max_concurrent_agents - len(state.running)
+    # Per-state counts kept incrementally: one pass over `running` per tick, not per candidate.
+    per_state: dict[str, int] = {}
+    for entry in state.running.values():
+        key = normalize_state(entry.issue.state)
+        per_state[key] = per_state.get(key, 0) + 1
+    for issue in sort_for_dispatch(candidates):
+        if not has_required_fields(issue):
+            yield issue, Wait.INCOMPLETE
+        elif not tracker.is_active(issue.state):
+            yield issue, Wait.NOT_ACTIVE
+        elif not issue.dispatchable:
+            yield issue, Wait.BLOCKED if open_blockers(issue, tracker) else Wait.NOT_DISPATCHABLE
+        elif not is_routable(issue, tracker):
+            yield issue, Wait.MISSING_LABELS
+        elif issue.id in state.running:
+            yield issue, Wait.RUNNING
+        elif issue.id in state.claimed:
+            yield issue, Wait.CLAIMED
+        elif free <= 0:
+            yield issue, Wait.NO_SLOT
+        else:
+            key = normalize_state(issue.state)
+            limit = agent.max_concurrent_agents_by_state.get(key)
+            if limit is not None and per_state.get(key, 0) >= limit:
+                yield issue, Wait.STATE_LIMIT
+                continue
+            per_state[key] = per_state.get(key, 0) + 1
+            free -= 1
+            yield issue, None
+
+
 def select_dispatches(
     state: SchedulerState,
     candidates: Iterable[Issue],
@@ -232,30 +288,64 @@ def select_dispatches(
 ) -> list[Effect]:
     """Claim and start eligible candidates in dispatch order while slots remain."""
     effects: list[Effect] = []
-    tracker, agent = settings.tracker, settings.agent
-    if len(state.running) >= agent.max_concurrent_agents:
+    if len(state.running) >= settings.agent.max_concurrent_agents:
         return effects  # no slot: skip the sort, the common case of a busy fleet
-    # Per-state counts kept incrementally: one pass over `running` per tick, not per candidate.
-    per_state: dict[str, int] = {}
-    for entry in state.running.values():
-        key = normalize_state(entry.issue.state)
-        per_state[key] = per_state.get(key, 0) + 1
-    for issue in sort_for_dispatch(candidates):
-        if len(state.running) >= agent.max_concurrent_agents:
-            break
-        if not has_required_fields(issue) or not tracker.is_active(issue.state):
-            continue
-        if not is_routable(issue, tracker):
-            continue
-        if issue.id in state.running or issue.id in state.claimed:
-            continue
+    for issue, wait in _plan(state, candidates, settings):
+        if wait is None:
+            effects.append(_dispatch(state, issue, None, now, wall))
+        elif wait is Wait.NO_SLOT:
+            break  # every later candidate would wait for a slot too
+    return effects
+
+
+def explain_dispatch(
+    state: SchedulerState, candidates: Iterable[Issue], settings: Settings
+) -> list[tuple[Issue, str | None]]:
+    """What the next dispatch would do with each candidate, in order, without doing it: None
+    for a dispatch, else why it waits, in words."""
+    return [
+        (issue, None if wait is None else describe_wait(issue, wait, state, settings))
+        for issue, wait in _plan(state, candidates, settings)
+    ]
+
+
+def open_blockers(issue: Issue, tracker: TrackerSettings) -> list[BlockerRef]:
+    """The issue's blockers that are not in a terminal state (state unknown counts as open)."""
+    return [b for b in issue.blocked_by if b.state is None or not tracker.is_terminal(b.state)]
+
+
+def describe_wait(issue: Issue, wait: Wait, state: SchedulerState, settings: Settings) -> str:
+    tracker, agent = settings.tracker, settings.agent
+    if wait is Wait.BLOCKED:
+        names = ", ".join(
+            f"{b.identifier or b.id or '?'} ({b.state or 'state unknown'})"
+            for b in open_blockers(issue, tracker)
+        )
+        return f"blocked by {names}"
+    if wait is Wait.MISSING_LABELS:
+        missing = [label for label in tracker.required_labels if label not in issue.labels]
+        return "lacks required label " + ", ".join(repr(label) for label in missing)
+    if wait is Wait.STATE_LIMIT:
         key = normalize_state(issue.state)
         limit = agent.max_concurrent_agents_by_state.get(key)
-        if limit is not None and per_state.get(key, 0) >= limit:
-            continue
-        per_state[key] = per_state.get(key, 0) + 1
-        effects.append(_dispatch(state, issue, None, now, wall))
-    return effects
+        return (
+            f"waits for a slot: at most {limit} at once in {issue.state!r} "
+            "(agent.max_concurrent_agents_by_state)"
+        )
+    if wait is Wait.NO_SLOT:
+        return (
+            f"waits for a slot: all {agent.max_concurrent_agents} agents busy "
+            "(agent.max_concurrent_agents)"
+        )
+    if wait is Wait.CLAIMED:
+        retry = state.retry_attempts.get(issue.id)
+        return "waits for its retry" if retry is not None else "claimed"
+    return {
+        Wait.INCOMPLETE: "lacks an id, identifier, title or state",
+        Wait.NOT_ACTIVE: f"state {issue.state!r} is not active",
+        Wait.NOT_DISPATCHABLE: "the tracker marks it not dispatchable (blocked there)",
+        Wait.RUNNING: "already running",
+    }[wait]
 
 
 def _dispatch(

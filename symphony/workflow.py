@@ -27,6 +27,8 @@ class Workflow:
     prompt_template: str
     fingerprint: str
     """Digest of the file's bytes: a reload is a change only when this differs."""
+    prompt_line: int = 1
+    """The file's line (1-based) where the trimmed prompt template starts."""
 
 
 def read_workflow(path: Path) -> Workflow:
@@ -65,7 +67,10 @@ def parse_workflow(raw: bytes, path: Path) -> Workflow:
             f"{path}: front matter must be a map of settings (key: value), "
             f"got a {type(config).__name__}",
         )
-    return Workflow(path, config, body.strip(), fingerprint)
+    body_line = 1 if front is None else front.count("\n") + 3  # both fences
+    stripped = body.lstrip()
+    prompt_line = body_line + body[: len(body) - len(stripped)].count("\n")
+    return Workflow(path, config, body.strip(), fingerprint, prompt_line)
 
 
 def _split_front_matter(text: str, path: Path) -> tuple[str | None, str]:

@@ -86,6 +86,64 @@ def test_default_workflow_in_cwd_is_used_by_check(board: Board) -> None:
     assert "ABC-3" not in result.stdout
 
 
+def test_check_names_why_each_ticket_waits(board: Board) -> None:
+    board.ticket("ABC-1", priority=1)
+    board.ticket("ABC-2", blocked_by=["ABC-1"])
+    board.ticket("ABC-3", state="In Progress")
+    board.ticket("ABC-4", priority=2)
+    board.write_workflow(
+        agent={"max_concurrent_agents": 2, "max_concurrent_agents_by_state": {"in progress": 0}}
+    )
+    result = run_cli("check", cwd=board.root)
+    assert result.returncode == 0, result.stderr
+    lines = {line.split()[0]: line for line in result.stdout.splitlines() if "ABC-" in line}
+    assert "waits: blocked by ABC-1 (Todo)" in lines["ABC-2"]
+    assert "would dispatch" in lines["ABC-1"] and "would dispatch" in lines["ABC-4"]
+    assert "waits for a slot: all 2 agents busy (agent.max_concurrent_agents)" in lines["ABC-3"]
+
+
+def test_check_warns_about_unknown_keys_and_a_missing_agent_program(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow(codex={"command": "no-such-agent-xyz app-server"})
+    board.workflow.write_text(
+        board.workflow.read_text().replace("polling:\n  interval_ms:", "polling:\n  intervl_ms:")
+    )
+    result = run_cli("check", cwd=board.root)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "warning: polling.intervl_ms is not a setting" in out
+    assert "did you mean `interval_ms`?" in out
+    assert "warning: the agent program `no-such-agent-xyz` (codex.command) was not found" in out
+
+
+def test_check_renders_every_active_tickets_prompt_and_fails_on_any(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.ticket("ABC-2", priority=1)
+    # Valid for every ticket but ABC-1, whose blocker list is empty.
+    board.write_workflow(prompt="{{ issue.blocked_by.first.identifier | upcase }}")
+    (board.tickets / "ABC-2.md").write_text(
+        "---\ntitle: T\nstate: Todo\npriority: 1\nblocked_by: [ABC-9]\n---\n"
+    )
+    result = run_cli("check", cwd=board.root)
+    assert result.returncode == 1
+    assert "error: prompt of ABC-1 cannot be rendered: template_render_error" in result.stdout
+    assert "prompt of ABC-2" not in result.stdout
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_version_is_printed() -> None:
+    result = run_cli("--version", cwd=Path.cwd())
+    assert result.returncode == 0 and result.stdout.startswith("symphony ")
+
+
+def test_render_accepts_options_between_its_arguments(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow(prompt="{{ issue.identifier }} attempt={{ attempt }}")
+    result = run_cli("render", "ABC-1", "--attempt", "2", str(board.workflow), cwd=board.root)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ABC-1 attempt=2"
+
+
 def test_render_prints_the_prompt_a_ticket_would_get(board: Board) -> None:
     board.ticket("ABC-1")
     board.write_workflow(
@@ -98,11 +156,16 @@ def test_render_prints_the_prompt_a_ticket_would_get(board: Board) -> None:
     assert missing.returncode == 1 and "ABC-9" in missing.stderr
 
 
-def test_render_with_unknown_variable_reports_the_template_error(board: Board) -> None:
+def test_a_prompt_reading_an_unknown_field_stops_render_check_and_the_daemon(board: Board) -> None:
     board.ticket("ABC-1")
-    board.write_workflow(prompt="{{ issue.nope }}")
-    result = run_cli("render", "ABC-1", cwd=board.root)
-    assert result.returncode == 1 and "template_render_error" in result.stderr
+    board.write_workflow(prompt="Fix it.\n{{ issue.titel }}")
+    for args in (("render", "ABC-1"), ("check",), ()):
+        result = run_cli(*args, cwd=board.root)
+        assert result.returncode == 1, args
+        assert "template_unknown_variable" in result.stderr and "did you mean `title`?" in (
+            result.stderr
+        )
+        assert "Traceback" not in result.stderr
 
 
 def _start_daemon(

@@ -249,7 +249,8 @@ async def test_stalled_agent_is_killed_and_retried(board: Board) -> None:
 
 async def test_template_error_fails_only_the_attempt(board: Board) -> None:
     board.ticket("ABC-1")
-    board.write_workflow(prompt="Work on {{ issue.no_such_field }}")
+    # It passes the load-time check; the local board gives native_ref no such key.
+    board.write_workflow(prompt="Work on {{ issue.native_ref.no_such_key }}")
     run = start(board, scenario_env("complete"), watch=False)
     try:
         await run.until(lambda: "ABC-1" in run.orchestrator.state.retry_attempts)
@@ -311,6 +312,23 @@ async def test_reload_to_a_workspace_root_of_slash_is_refused_and_last_good_kept
             run.orchestrator.health.workflow_error or ""
         )
         assert run.orchestrator.settings is good
+    finally:
+        await run.stop()
+
+
+async def test_reload_to_a_prompt_reading_an_unknown_field_is_refused_and_last_good_kept(
+    board: Board,
+) -> None:
+    board.write_workflow(polling_ms=100)
+    run = start(board, scenario_env("hang"), watch=False)
+    try:
+        good = run.orchestrator.settings
+        board.write_workflow(polling_ms=100, prompt="Work on {{ issue.titel }}")
+        await run.until(lambda: run.orchestrator.health.workflow_error is not None)
+        error = run.orchestrator.health.workflow_error or ""
+        assert "template_unknown_variable" in error and "did you mean `title`?" in error
+        assert run.orchestrator.settings is good
+        assert run.orchestrator.snapshot()["health"]["workflow_error"] == error  # the banner
     finally:
         await run.stop()
 

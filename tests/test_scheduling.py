@@ -27,6 +27,73 @@ def running(*issues: Issue, now: float = 0.0) -> core.SchedulerState:
     return state
 
 
+# Explaining the next dispatch (what `symphony check` prints)
+
+
+def test_explanation_names_each_reason_a_ticket_waits() -> None:
+    from symphony.issue import BlockerRef
+
+    state = running(make_issue("R-1", state="In Progress"))
+    issues = [
+        make_issue("R-1", state="In Progress"),
+        make_issue("A-1", priority=1),
+        make_issue(
+            "A-2",
+            dispatchable=False,
+            blocked_by=(
+                BlockerRef("b1", "B-1", "In Progress"),
+                BlockerRef("b2", "B-2", "Done"),
+                BlockerRef(None, "B-3", None),
+            ),
+        ),
+        make_issue("A-3", dispatchable=False),
+        make_issue("A-4", labels=("frontend",)),
+        make_issue("A-5", state="In Progress"),
+        make_issue("A-6"),
+        make_issue("A-7"),
+    ]
+    settings = make_settings(max_concurrent=4, per_state={"in progress": 1})
+    verdicts = dict(
+        (i.identifier, why) for i, why in core.explain_dispatch(state, issues, settings)
+    )
+    assert verdicts["R-1"] == "already running"
+    assert verdicts["A-1"] is None
+    assert verdicts["A-2"] == "blocked by B-1 (In Progress), B-3 (state unknown)"
+    assert verdicts["A-3"] == "the tracker marks it not dispatchable (blocked there)"
+    assert verdicts["A-4"] is None
+    assert verdicts["A-5"] == (
+        "waits for a slot: at most 1 at once in 'In Progress' "
+        "(agent.max_concurrent_agents_by_state)"
+    )
+    assert verdicts["A-6"] is None  # the last free slot
+    assert verdicts["A-7"] == "waits for a slot: all 4 agents busy (agent.max_concurrent_agents)"
+    assert state.running.keys() == {"id-R-1"}  # explaining changed nothing
+
+
+def test_explanation_names_the_missing_required_labels() -> None:
+    settings = make_settings(required_labels=("backend", "ready"))
+    issues = [
+        make_issue("A-1", labels=("backend",)),
+        make_issue("A-2", labels=("backend", "ready")),
+    ]
+    verdicts = core.explain_dispatch(core.SchedulerState(), issues, settings)
+    assert {i.identifier: why for i, why in verdicts} == {
+        "A-1": "lacks required label 'ready'",
+        "A-2": None,
+    }
+
+
+def test_explanation_and_dispatch_agree() -> None:
+    issues = [make_issue(f"A-{n}", priority=n % 4 + 1) for n in range(12)]
+    settings = make_settings(max_concurrent=5)
+    explained = [
+        i.identifier
+        for i, why in core.explain_dispatch(core.SchedulerState(), issues, settings)
+        if why is None
+    ]
+    assert explained == dispatch(core.SchedulerState(), *issues, max_concurrent=5)
+
+
 # Dispatch eligibility and order
 
 

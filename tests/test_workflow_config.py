@@ -8,11 +8,14 @@ from pathlib import Path
 import pytest
 
 from symphony.config import ConfigError, load_settings, resolve_secret
-from symphony.issue import BlockerRef
+from symphony.issue import ISSUE_TEMPLATE_SHAPE, BlockerRef
 from symphony.prompt import (
     TEMPLATE_PARSE_ERROR,
     TEMPLATE_RENDER_ERROR,
+    TEMPLATE_UNKNOWN_FILTER,
+    TEMPLATE_UNKNOWN_VARIABLE,
     PromptError,
+    check_template,
     continuation_prompt,
     render_prompt,
 )
@@ -225,17 +228,83 @@ def test_prompt_renders_issue_fields_and_attempt() -> None:
     assert render_prompt(template, issue, 3).endswith(" retry 3")
 
 
+def test_prompt_reading_a_field_the_daemon_does_not_provide_is_refused_before_rendering() -> None:
+    with pytest.raises(PromptError) as err:
+        check_template("Fix it.\n\n{{ issue.titel }}", first_line=12)
+    assert err.value.category == TEMPLATE_UNKNOWN_VARIABLE
+    message = err.value.message
+    assert "prompt line 14" in message and "`issue.titel`" in message
+    assert "did you mean `title`?" in message and "issue.identifier" in message
+
+
+@pytest.mark.parametrize(
+    ("template", "shown"),
+    [
+        ("{{ tracker }}", "`tracker`"),
+        ("{{ issue.blocked_by[0].identifer }}", "`issue.blocked_by[0].identifer`"),
+        ("{{ issue.labels.names }}", "`issue.labels` is a list"),
+        ("{{ issue.title.text }}", "`issue.title` is a plain value"),
+        ("{% if attempt %}{{ attempt.count }}{% endif %}", "`attempt` is a plain value"),
+    ],
+)
+def test_every_unknown_variable_path_is_refused(template: str, shown: str) -> None:
+    with pytest.raises(PromptError) as err:
+        check_template(template)
+    assert err.value.category == TEMPLATE_UNKNOWN_VARIABLE and shown in err.value.message
+
+
+def test_prompt_reading_only_what_the_daemon_provides_passes_the_check() -> None:
+    check_template(
+        "{{ issue.title | upcase }} {{ issue.labels.first }} {{ issue.labels.size }}"
+        "{% for b in issue.blocked_by %}{{ b.identifier }}{{ forloop.index }}"
+        "{{ issue.labels[forloop.index0] }}{% endfor %}"
+        "{{ issue.blocked_by[0].state }} {{ issue.native_ref.number }} {{ issue.url.size }}"
+        "{% assign n = attempt | plus: 1 %}{{ n }}"
+    )
+
+
 def test_prompt_rendering_fails_on_unknown_variable() -> None:
     with pytest.raises(PromptError) as err:
         render_prompt("{{ issue.nope }}", make_issue(), None)
+    assert err.value.category == TEMPLATE_UNKNOWN_VARIABLE
+
+
+def test_a_provided_value_that_is_null_at_render_time_is_still_a_render_error() -> None:
+    with pytest.raises(PromptError) as err:
+        render_prompt("{{ issue.native_ref.number }}", make_issue(), None)
     assert err.value.category == TEMPLATE_RENDER_ERROR
 
 
 def test_prompt_rendering_fails_on_unknown_filter() -> None:
     with pytest.raises(PromptError) as err:
-        render_prompt("{{ issue.title | shout }}", make_issue(), None)
-    assert err.value.category in (TEMPLATE_RENDER_ERROR, TEMPLATE_PARSE_ERROR)
-    assert "shout" in err.value.message
+        render_prompt("{{ issue.title | upcse }}", make_issue(), None)
+    assert err.value.category == TEMPLATE_UNKNOWN_FILTER
+    assert "upcse" in err.value.message and "did you mean `upcase`?" in err.value.message
+
+
+def test_template_shape_matches_what_issues_hand_to_templates() -> None:
+    assert set(ISSUE_TEMPLATE_SHAPE) == set(make_issue().to_template())
+
+
+def test_unknown_keys_of_known_sections_are_reported_with_the_nearest_key(
+    tmp_path: Path,
+) -> None:
+    text = MINIMAL.replace(
+        "---\nDo", "polling: {intervl_ms: 1000}\npollng: 3\nx-other-tool: {a: 1}\n---\nDo"
+    ).replace("path: board", "path: board\n    pth: x")
+    settings = load_settings(write(tmp_path, text), {})
+    assert settings.polling.interval_ms == 30_000  # ignored, as the spec says, but reported
+    warnings = "\n".join(settings.warnings)
+    assert "polling.intervl_ms is not a setting" in warnings
+    assert "did you mean `interval_ms`?" in warnings
+    assert "pollng" in warnings and "did you mean `polling`?" in warnings
+    assert "tracker.provider.pth" in warnings and "did you mean `path`?" in warnings
+    assert "x-other-tool" in warnings and len(settings.warnings) == 4
+
+
+def test_prompt_line_is_where_the_template_starts_in_the_file(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, MINIMAL.replace("---\nDo", "---\n\n\nDo")), {})
+    assert settings.prompt_line == 9
 
 
 def test_prompt_with_broken_syntax_is_a_parse_error() -> None:

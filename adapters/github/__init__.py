@@ -32,6 +32,19 @@ if TYPE_CHECKING:
 
 DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
 DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done",)
+PROVIDER_KEYS: tuple[str, ...] = (
+    "repository",
+    "project",
+    "token",
+    "api_url",
+    "graphql_url",
+    "priority_labels",
+    "state_labels",
+    "state_label_prefix",
+    "closed_state",
+    "closed_page_limit",
+)
+"""Every `tracker.provider` key this adapter reads; others are reported as unknown."""
 
 __all__ = ["DEFAULT_ACTIVE_STATES", "DEFAULT_TERMINAL_STATES", "GitHubTracker", "create_tracker"]
 

@@ -28,6 +28,18 @@ if TYPE_CHECKING:
 
 DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
 DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done",)
+PROVIDER_KEYS: tuple[str, ...] = (
+    "project",
+    "base_url",
+    "token",
+    "state_labels",
+    "state_label_prefix",
+    "closed_state",
+    "closed_page_limit",
+    "priority_labels",
+    "blockers",
+)
+"""Every `tracker.provider` key this adapter reads; others are reported as unknown."""
 
 __all__ = ["DEFAULT_ACTIVE_STATES", "DEFAULT_TERMINAL_STATES", "GitLabTracker", "create_tracker"]
 

@@ -20,10 +20,13 @@ if TYPE_CHECKING:
 STATES_FROM_TRACKER = True
 DEFAULT_ACTIVE_STATES: tuple[str, ...] | None = None
 DEFAULT_TERMINAL_STATES: tuple[str, ...] | None = None
+PROVIDER_KEYS: tuple[str, ...] = ("domain", "base_url", "board_id", "space_id", "lane_id", "token")
+"""Every `tracker.provider` key this adapter reads; others are reported as unknown."""
 
 __all__ = [
     "DEFAULT_ACTIVE_STATES",
     "DEFAULT_TERMINAL_STATES",
+    "PROVIDER_KEYS",
     "STATES_FROM_TRACKER",
     "KaitenConfig",
     "KaitenTracker",

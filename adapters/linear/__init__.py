@@ -18,10 +18,13 @@ if TYPE_CHECKING:
 
 DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
 DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done", "Canceled", "Duplicate")
+PROVIDER_KEYS: tuple[str, ...] = ("endpoint", "project_slug", "team_key", "assignee", "api_key")
+"""Every `tracker.provider` key this adapter reads; others are reported as unknown."""
 
 __all__ = [
     "DEFAULT_ACTIVE_STATES",
     "DEFAULT_TERMINAL_STATES",
+    "PROVIDER_KEYS",
     "LinearConfig",
     "LinearTracker",
     "create_tracker",

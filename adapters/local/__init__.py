@@ -12,10 +12,13 @@ if TYPE_CHECKING:
 
 DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
 DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done", "Cancelled", "Closed")
+PROVIDER_KEYS: tuple[str, ...] = ("path",)
+"""Every `tracker.provider` key this adapter reads; others are reported as unknown."""
 
 __all__ = [
     "DEFAULT_ACTIVE_STATES",
     "DEFAULT_TERMINAL_STATES",
+    "PROVIDER_KEYS",
     "LocalBoard",
     "create_tracker",
 ]
