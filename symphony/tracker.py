@@ -1,7 +1,8 @@
 """The tracker boundary: two reads for scheduling, optional host-side agent tools.
 
-Adapters live in `adapters/<kind>/` and are found by the `tracker.kind` name. Each adapter
-package exposes:
+Adapters live in `adapters/<kind>/` and are found by the `tracker.kind` name; installed, that
+folder is the `symphony_adapters` package (`ADAPTERS_PACKAGE`), a name no other distribution is
+likely to use. Each adapter package exposes:
 
 - `DEFAULT_ACTIVE_STATES` / `DEFAULT_TERMINAL_STATES`: tuples, or None when the workflow must
   name them;
@@ -87,6 +88,9 @@ class Tracker(Protocol):
 
 _KIND = re.compile(r"^[a-z][a-z0-9_]*$")
 
+ADAPTERS_PACKAGE = "symphony_adapters"
+"""The import name of the repository's `adapters/` folder (see pyproject.toml)."""
+
 
 def adapter_module(kind: str) -> ModuleType:
     """The adapter package for `kind`, or `unsupported_tracker_kind`."""
@@ -95,24 +99,27 @@ def adapter_module(kind: str) -> ModuleType:
             UNSUPPORTED_TRACKER_KIND, f"tracker.kind {kind!r} is not a known tracker"
         )
     try:
-        module = importlib.import_module(f"adapters.{kind}")
+        module = importlib.import_module(f"{ADAPTERS_PACKAGE}.{kind}")
     except ModuleNotFoundError as exc:
-        if exc.name not in (f"adapters.{kind}", "adapters"):
+        if exc.name not in (f"{ADAPTERS_PACKAGE}.{kind}", ADAPTERS_PACKAGE):
             raise
         raise TrackerError(
             UNSUPPORTED_TRACKER_KIND,
             f"tracker.kind {kind!r} is not supported (available: {', '.join(available_kinds())})",
         ) from None
     if not hasattr(module, "create_tracker"):
-        raise TrackerError(UNSUPPORTED_TRACKER_KIND, f"adapters.{kind} has no create_tracker")
+        raise TrackerError(UNSUPPORTED_TRACKER_KIND, f"adapters/{kind} has no create_tracker")
     return module
 
 
 def available_kinds() -> list[str]:
-    import adapters
-
-    root = Path(adapters.__file__).parent
-    return sorted(p.parent.name for p in root.glob("*/__init__.py") if _KIND.match(p.parent.name))
+    package = importlib.import_module(ADAPTERS_PACKAGE)
+    return sorted(
+        path.parent.name
+        for folder in package.__path__
+        for path in Path(folder).glob("*/__init__.py")
+        if _KIND.match(path.parent.name)
+    )
 
 
 async def resolve_states(settings: TrackerSettings, tracker: Tracker) -> TrackerSettings:

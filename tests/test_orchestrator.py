@@ -535,12 +535,13 @@ class DiscoveringTracker(FailingOnce):
 async def test_states_left_to_the_tracker_are_discovered_before_polling(
     board: Board, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import adapters.local
+    import symphony_adapters.local
+
     from symphony.tracker import TrackerContext, create_tracker
 
-    monkeypatch.setattr(adapters.local, "STATES_FROM_TRACKER", True, raising=False)
-    monkeypatch.setattr(adapters.local, "DEFAULT_ACTIVE_STATES", None)
-    monkeypatch.setattr(adapters.local, "DEFAULT_TERMINAL_STATES", None)
+    monkeypatch.setattr(symphony_adapters.local, "STATES_FROM_TRACKER", True, raising=False)
+    monkeypatch.setattr(symphony_adapters.local, "DEFAULT_ACTIVE_STATES", None)
+    monkeypatch.setattr(symphony_adapters.local, "DEFAULT_TERMINAL_STATES", None)
     board.ticket("ABC-1")
     board.ticket("ABC-2", state="Done")
     await WorkspaceManager(board.workspaces, HooksSettings(), env={}).prepare("ABC-2")

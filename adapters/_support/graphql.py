@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from adapters._support.http import HttpClient
 from symphony.tracker import TRACKER_RESPONSE, TrackerError
+
+from .http import HttpClient
 
 
 def _never_limited(error: Mapping[str, Any]) -> bool:

@@ -33,7 +33,6 @@ from tenacity import (
     wait_exponential,
 )
 
-from adapters._support.ratelimit import SlidingWindowLimiter
 from symphony.tracker import (
     TRACKER_PAGINATION,
     TRACKER_RATE_LIMITED,
@@ -42,6 +41,8 @@ from symphony.tracker import (
     TRACKER_STATUS,
     TrackerError,
 )
+
+from .ratelimit import SlidingWindowLimiter
 
 DEFAULT_WAIT_S = 60.0
 """How long to stay away after a limited answer that names no reset time."""

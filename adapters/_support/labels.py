@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapters._support.normalize import as_int
 from symphony.issue import normalize_state
 from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
+
+from .normalize import as_int
 
 
 def default_label(state: str, prefix: str, separator: str) -> str:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from adapters.github.config import parse_config
-from adapters.github.tracker import GitHubTracker
+from .config import parse_config
+from .tracker import GitHubTracker
 
 if TYPE_CHECKING:
     from symphony.config import TrackerSettings

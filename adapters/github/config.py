@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from adapters._support import labels
-from adapters._support.labels import StateLabels
-from adapters._support.normalize import as_int
-from adapters._support.provider import Secret, provider_secret, provider_str
 from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
+
+from .._support import labels
+from .._support.labels import StateLabels
+from .._support.normalize import as_int
+from .._support.provider import Secret, provider_secret, provider_str
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_TOKEN_ENV = "GITHUB_TOKEN"

@@ -10,9 +10,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adapters._support.normalize import as_int, parse_timestamp, text_or_none
-from adapters.github.config import GitHubConfig
 from symphony.issue import BlockerRef, Issue, normalize_labels
+
+from .._support.normalize import as_int, parse_timestamp, text_or_none
+from .config import GitHubConfig
 
 _REPO_IN_URL = re.compile(r"/repos/([^/]+/[^/]+)/?$")
 _REPO_IN_HTML = re.compile(r"^https?://[^/]+/([^/]+/[^/]+)/(?:issues|pull)/\d+")

@@ -16,16 +16,17 @@ from typing import Any
 
 import structlog
 
-from adapters._support.graphql import graphql
-from adapters._support.http import HttpClient
-from adapters._support.skipped import SkippedRecords
-from adapters.github import queries
-from adapters.github.config import STATUS_FIELD, GitHubConfig
-from adapters.github.normalize import Malformed, graphql_issue
-from adapters.github.tools import NOT_IN_SCOPE, UNKNOWN_STATE
 from symphony.issue import Issue, normalize_state
 from symphony.tools import ToolResult
 from symphony.tracker import TRACKER_PAGINATION, TRACKER_RESPONSE, TrackerError
+
+from .._support.graphql import graphql
+from .._support.http import HttpClient
+from .._support.skipped import SkippedRecords
+from . import queries
+from .config import STATUS_FIELD, GitHubConfig
+from .normalize import Malformed, graphql_issue
+from .tools import NOT_IN_SCOPE, UNKNOWN_STATE
 
 log = structlog.get_logger(__name__)
 

@@ -20,11 +20,15 @@ from urllib.parse import quote
 
 import structlog
 
-from adapters._support.http import HttpClient, get_pages
-from adapters._support.normalize import as_int
-from adapters._support.skipped import SkippedRecords
-from adapters.github.config import MAX_LABEL_CHARS, GitHubConfig
-from adapters.github.normalize import (
+from symphony.issue import BlockerRef, Issue, normalize_state
+from symphony.tools import ToolResult
+from symphony.tracker import TRACKER_RESPONSE, TrackerError
+
+from .._support.http import HttpClient, get_pages
+from .._support.normalize import as_int
+from .._support.skipped import SkippedRecords
+from .config import MAX_LABEL_CHARS, GitHubConfig
+from .normalize import (
     Malformed,
     label_names,
     repository_of,
@@ -33,10 +37,7 @@ from adapters.github.normalize import (
     rest_issue,
     rest_state,
 )
-from adapters.github.tools import INVALID_ARGUMENTS
-from symphony.issue import BlockerRef, Issue, normalize_state
-from symphony.tools import ToolResult
-from symphony.tracker import TRACKER_RESPONSE, TrackerError
+from .tools import INVALID_ARGUMENTS
 
 log = structlog.get_logger(__name__)
 

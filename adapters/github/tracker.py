@@ -13,16 +13,17 @@ from typing import Any
 import httpx
 import structlog
 
-from adapters._support.graphql import graphql
-from adapters._support.http import HttpClient, RateLimitHeaders
-from adapters._support.tool_calls import guarded
-from adapters.github import tools
-from adapters.github.config import GitHubConfig
-from adapters.github.project import ProjectScope, is_rate_limited
-from adapters.github.repository import RepositoryScope
 from symphony.issue import Issue
 from symphony.tools import ToolResult, ToolSpec
 from symphony.tracker import TrackerError
+
+from .._support.graphql import graphql
+from .._support.http import HttpClient, RateLimitHeaders
+from .._support.tool_calls import guarded
+from . import tools
+from .config import GitHubConfig
+from .project import ProjectScope, is_rate_limited
+from .repository import RepositoryScope
 
 log = structlog.get_logger(__name__)
 

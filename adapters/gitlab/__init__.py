@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from adapters.gitlab.config import parse_config
-from adapters.gitlab.tracker import GitLabTracker
+from .config import parse_config
+from .tracker import GitLabTracker
 
 if TYPE_CHECKING:
     from symphony.config import TrackerSettings

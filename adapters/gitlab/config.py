@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from adapters._support import labels
-from adapters._support.labels import StateLabels
-from adapters._support.normalize import as_int
-from adapters._support.provider import Secret, provider_secret, provider_str
 from symphony.issue import normalize_state
 from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
+
+from .._support import labels
+from .._support.labels import StateLabels
+from .._support.normalize import as_int
+from .._support.provider import Secret, provider_secret, provider_str
 
 DEFAULT_BASE_URL = "https://gitlab.com"
 DEFAULT_TOKEN_ENV = "GITLAB_TOKEN"

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adapters._support.normalize import as_int, parse_timestamp, text_or_none
-from adapters.gitlab.config import GitLabConfig
 from symphony.issue import BlockerRef, Issue, normalize_labels, normalize_state
+
+from .._support.normalize import as_int, parse_timestamp, text_or_none
+from .config import GitLabConfig
 
 OPENED = "opened"
 CLOSED = "closed"

@@ -20,13 +20,17 @@ from typing import Any
 import httpx
 import structlog
 
-from adapters._support.http import HttpClient, RateLimitHeaders, follow_link, get_pages
-from adapters._support.normalize import as_int
-from adapters._support.skipped import SkippedRecords
-from adapters._support.tool_calls import guarded
-from adapters.gitlab import tools
-from adapters.gitlab.config import MAX_LABEL_CHARS, GitLabConfig
-from adapters.gitlab.normalize import (
+from symphony.issue import BlockerRef, Issue, normalize_state
+from symphony.tools import ToolResult, ToolSpec
+from symphony.tracker import TRACKER_PAGINATION, TRACKER_RESPONSE, TrackerError
+
+from .._support.http import HttpClient, RateLimitHeaders, follow_link, get_pages
+from .._support.normalize import as_int
+from .._support.skipped import SkippedRecords
+from .._support.tool_calls import guarded
+from . import tools
+from .config import MAX_LABEL_CHARS, GitLabConfig
+from .normalize import (
     CLOSED,
     Malformed,
     blocker,
@@ -35,9 +39,6 @@ from adapters.gitlab.normalize import (
     state_of,
     to_issue,
 )
-from symphony.issue import BlockerRef, Issue, normalize_state
-from symphony.tools import ToolResult, ToolSpec
-from symphony.tracker import TRACKER_PAGINATION, TRACKER_RESPONSE, TrackerError
 
 log = structlog.get_logger(__name__)
 

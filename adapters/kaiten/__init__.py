@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from adapters.kaiten.config import KaitenConfig, parse_config
-from adapters.kaiten.tracker import KaitenTracker
+from .config import KaitenConfig, parse_config
+from .tracker import KaitenTracker
 
 if TYPE_CHECKING:
     from symphony.config import TrackerSettings

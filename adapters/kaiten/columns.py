@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapters._support.normalize import as_int, text_or_none
 from symphony.issue import normalize_state
+
+from .._support.normalize import as_int, text_or_none
 
 QUEUE, IN_PROGRESS, DONE = 1, 2, 3
 ACTIVE_TYPES = frozenset({QUEUE, IN_PROGRESS})

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from adapters._support.normalize import as_int, parse_timestamp, text_or_none
 from symphony.issue import BlockerRef, Issue, normalize_labels
+
+from .._support.normalize import as_int, parse_timestamp, text_or_none
 
 IDENTIFIER_PREFIX = "KT-"
 RESPONSIBLE = 2

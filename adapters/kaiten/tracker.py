@@ -36,23 +36,6 @@ from typing import Any
 import httpx
 import structlog
 
-from adapters._support.http import HttpClient, RateLimitHeaders
-from adapters._support.normalize import as_int
-from adapters._support.ratelimit import SlidingWindowLimiter, shared_limiter
-from adapters._support.skipped import SkippedRecords
-from adapters._support.tool_calls import guarded
-from adapters.kaiten import tools
-from adapters.kaiten.columns import Layout, column_from
-from adapters.kaiten.config import KaitenConfig
-from adapters.kaiten.normalize import (
-    CARD_DONE,
-    ON_BOARD,
-    Malformed,
-    blocker_ids,
-    card_issue,
-    identifier,
-    required,
-)
 from symphony.issue import BlockerRef, Issue, normalize_state
 from symphony.tools import ToolResult, ToolSpec
 from symphony.tracker import (
@@ -60,6 +43,24 @@ from symphony.tracker import (
     TRACKER_PAGINATION,
     TRACKER_RESPONSE,
     TrackerError,
+)
+
+from .._support.http import HttpClient, RateLimitHeaders
+from .._support.normalize import as_int
+from .._support.ratelimit import SlidingWindowLimiter, shared_limiter
+from .._support.skipped import SkippedRecords
+from .._support.tool_calls import guarded
+from . import tools
+from .columns import Layout, column_from
+from .config import KaitenConfig
+from .normalize import (
+    CARD_DONE,
+    ON_BOARD,
+    Malformed,
+    blocker_ids,
+    card_issue,
+    identifier,
+    required,
 )
 
 log = structlog.get_logger(__name__)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from adapters.linear.api import LinearApi
-from adapters.linear.config import LinearConfig, parse_config
-from adapters.linear.tracker import LinearTracker
+from .api import LinearApi
+from .config import LinearConfig, parse_config
+from .tracker import LinearTracker
 
 if TYPE_CHECKING:
     from symphony.config import TrackerSettings

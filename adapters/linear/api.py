@@ -18,8 +18,9 @@ from typing import Any
 
 import httpx
 
-from adapters._support.http import HttpClient, RateLimitHeaders
 from symphony.tracker import TRACKER_RESPONSE, TRACKER_STATUS, TrackerError
+
+from .._support.http import HttpClient, RateLimitHeaders
 
 # Linear reports its request budget in these headers; the reset is an epoch instant in
 # milliseconds (Linear's SDK and API docs). Read as milliseconds, a reset mistakenly sent in

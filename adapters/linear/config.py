@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from adapters._support.provider import Secret, provider_secret, provider_str
 from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
+
+from .._support.provider import Secret, provider_secret, provider_str
 
 DEFAULT_ENDPOINT = "https://api.linear.app/graphql"
 DEFAULT_API_KEY_ENV = "LINEAR_API_KEY"

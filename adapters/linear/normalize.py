@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from adapters._support.normalize import as_int, parse_timestamp, text_or_none
 from symphony.issue import BlockerRef, Issue, normalize_labels, normalize_state
+
+from .._support.normalize import as_int, parse_timestamp, text_or_none
 
 # Linear's own "this is finished" state types. A blocker in such a state no longer blocks even
 # when its team names the state differently from the workflow's terminal states.

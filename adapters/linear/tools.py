@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from adapters.linear import queries
-from adapters.linear.api import LinearApi
 from symphony.issue import Issue, normalize_state
 from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
 from symphony.tools import (
@@ -30,6 +28,9 @@ from symphony.tools import (
     object_schema,
     string_schema,
 )
+
+from . import queries
+from .api import LinearApi
 
 MOVE_ISSUE = "linear_move_issue"
 ADD_COMMENT = "linear_add_comment"

@@ -25,14 +25,15 @@ from typing import Any
 
 import structlog
 
-from adapters._support.skipped import SkippedRecords
-from adapters.linear import queries, tools
-from adapters.linear.api import LinearApi
-from adapters.linear.config import ASSIGNEE_ME, LinearConfig
-from adapters.linear.normalize import Malformed, issue_from_node
 from symphony.issue import Issue, normalize_state
 from symphony.tools import ToolResult, ToolSpec
 from symphony.tracker import TRACKER_PAGINATION, TRACKER_RESPONSE, TrackerError
+
+from .._support.skipped import SkippedRecords
+from . import queries, tools
+from .api import LinearApi
+from .config import ASSIGNEE_ME, LinearConfig
+from .normalize import Malformed, issue_from_node
 
 log = structlog.get_logger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from adapters.local.board import LocalBoard, board_folder
+from .board import LocalBoard, board_folder
 
 if TYPE_CHECKING:
     from symphony.config import TrackerSettings

@@ -39,11 +39,6 @@ from typing import Any
 
 import structlog
 
-from adapters._support.skipped import SkippedRecords
-from adapters.local.atomic import OutsideFolder, WriteConflict, rewrite_file
-from adapters.local.snapshot import BoardReader, Snapshot
-from adapters.local.ticket import FrontMatterError, is_ticket_name
-from adapters.local.tools import MoveIssue, NotThisTicket, ToolCall, parse_call, tool_specs
 from symphony.config import ConfigError, resolve_path
 from symphony.issue import Issue, normalize_state
 from symphony.tools import ToolResult, ToolSpec
@@ -53,6 +48,12 @@ from symphony.tracker import (
     TrackerContext,
     TrackerError,
 )
+
+from .._support.skipped import SkippedRecords
+from .atomic import OutsideFolder, WriteConflict, rewrite_file
+from .snapshot import BoardReader, Snapshot
+from .ticket import FrontMatterError, is_ticket_name
+from .tools import MoveIssue, NotThisTicket, ToolCall, parse_call, tool_specs
 
 log = structlog.get_logger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from adapters.local.ticket import Document, FrontMatterError, load_front_matter
+from .ticket import Document, FrontMatterError, load_front_matter
 
 COMMENTS_HEADING = "## Comments"
 

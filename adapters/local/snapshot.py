@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote_from_bytes
 
-from adapters.local.ticket import Malformed, Ticket, identifier_of, is_ticket_name, parse_ticket
 from symphony.issue import BlockerRef, Issue, normalize_state
 from symphony.tracker import TRACKER_REQUEST, TrackerError
+
+from .ticket import Malformed, Ticket, identifier_of, is_ticket_name, parse_ticket
 
 # A ticket is a page of Markdown; anything far larger is a mistake that would cost every poll.
 MAX_TICKET_BYTES = 4 * 1024 * 1024

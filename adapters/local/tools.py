@@ -15,21 +15,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from adapters.local.edit import append_comment, format_timestamp, set_fields
-from adapters.local.ticket import (
-    Document,
-    decode,
-    identifier_of,
-    load_front_matter,
-    split_document,
-    ticket_id,
-)
 from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
 from symphony.tools import (
     ToolResult,
     ToolSpec,
     invalid_arguments,
     is_inline,
+)
+
+from .edit import append_comment, format_timestamp, set_fields
+from .ticket import (
+    Document,
+    decode,
+    identifier_of,
+    load_front_matter,
+    split_document,
+    ticket_id,
 )
 
 MOVE_ISSUE = "local_move_issue"

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adapters.github.config import parse_config
-from adapters.github.tracker import GitHubTracker
+from symphony_adapters.github.config import parse_config
+from symphony_adapters.github.tracker import GitHubTracker
+
 from tests.adapters.github.payloads import API, REPO
 
 TOKEN = "ghp_secret_token_value_123"

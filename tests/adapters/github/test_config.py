@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from symphony_adapters.github import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
+from symphony_adapters.github.config import default_label, graphql_url_for, parse_config
+from symphony_adapters.github.tracker import GitHubTracker
 
-from adapters.github import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
-from adapters.github.config import default_label, graphql_url_for, parse_config
-from adapters.github.tracker import GitHubTracker
 from symphony.config import TrackerSettings, load_settings
 from symphony.tracker import (
     INVALID_TRACKER_CONFIG,

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 import respx
+from symphony_adapters.github import queries, tools
 
-from adapters.github import queries, tools
 from symphony.issue import Issue
 from symphony.tracker import TRACKER_RATE_LIMITED, TRACKER_RESPONSE, TrackerError
 from tests.adapters.github.helpers import FakeClock, make_tracker

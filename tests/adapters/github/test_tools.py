@@ -8,10 +8,10 @@ from typing import Any
 import httpx
 import pytest
 import respx
+from symphony_adapters._support.tool_calls import INTERNAL_ERROR
+from symphony_adapters.github import tools
+from symphony_adapters.github.tracker import GitHubTracker
 
-from adapters._support.tool_calls import INTERNAL_ERROR
-from adapters.github import tools
-from adapters.github.tracker import GitHubTracker
 from symphony.issue import Issue
 from tests.adapters.github.helpers import ISSUES, TOKEN, make_tracker
 from tests.adapters.github.payloads import API, REPO, comment, error, issue, label

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adapters.gitlab.config import parse_config
-from adapters.gitlab.tracker import GitLabTracker
+from symphony_adapters.gitlab.config import parse_config
+from symphony_adapters.gitlab.tracker import GitLabTracker
+
 from symphony.issue import Issue
 from tests.adapters.gitlab.payloads import BASE, PROJECT
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from symphony_adapters.gitlab import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
+from symphony_adapters.gitlab.config import default_label, parse_config
+from symphony_adapters.gitlab.tracker import GitLabTracker
 
-from adapters.gitlab import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
-from adapters.gitlab.config import default_label, parse_config
-from adapters.gitlab.tracker import GitLabTracker
 from symphony.config import TrackerSettings, load_settings
 from symphony.tracker import (
     INVALID_TRACKER_CONFIG,

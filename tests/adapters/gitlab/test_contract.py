@@ -20,8 +20,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from adapters.gitlab.config import parse_config
-from adapters.gitlab.tracker import GitLabTracker
+from symphony_adapters.gitlab.config import parse_config
+from symphony_adapters.gitlab.tracker import GitLabTracker
+
 from tests.adapters.gitlab import payloads
 from tests.adapters.gitlab.fake_gitlab import FakeGitLab, serve
 from tests.adapters.gitlab.helpers import session_issue

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adapters.kaiten.config import parse_config
-from adapters.kaiten.tracker import KaitenTracker
+from symphony_adapters.kaiten.config import parse_config
+from symphony_adapters.kaiten.tracker import KaitenTracker
+
 from tests.adapters.kaiten.payloads import BOARD, DOMAIN
 
 TOKEN = "kaiten_secret_token_value_123"

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import symphony_adapters.kaiten as kaiten
+from symphony_adapters.kaiten.config import parse_config
+from symphony_adapters.kaiten.tracker import KaitenTracker
 
-import adapters.kaiten as kaiten
-from adapters.kaiten.config import parse_config
-from adapters.kaiten.tracker import KaitenTracker
 from symphony.config import TrackerSettings, load_settings
 from symphony.tracker import (
     INVALID_TRACKER_CONFIG,

@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 import respx
+import symphony_adapters.kaiten as kaiten
 from structlog.testing import capture_logs
+from symphony_adapters.kaiten.tracker import LAYOUT_MAX_AGE_S
 
-import adapters.kaiten as kaiten
-from adapters.kaiten.tracker import LAYOUT_MAX_AGE_S
 from symphony.config import load_settings
 from symphony.tracker import (
     INVALID_TRACKER_CONFIG,

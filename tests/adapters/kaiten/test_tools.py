@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 import respx
+from symphony_adapters._support.tool_calls import INTERNAL_ERROR
+from symphony_adapters.kaiten import tools
 
-from adapters._support.tool_calls import INTERNAL_ERROR
-from adapters.kaiten import tools
 from symphony.issue import Issue
 from tests.adapters.kaiten import payloads
 from tests.adapters.kaiten.helpers import TOKEN, make_tracker

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import respx
 from graphql import GraphQLSchema, build_schema
+from symphony_adapters.linear import LinearTracker, create_tracker
 
-from adapters.linear import LinearTracker, create_tracker
 from symphony.config import TrackerSettings
 from symphony.tracker import TrackerContext
 from tests.adapters.linear.fake_linear import API_KEY, ENDPOINT, FakeLinear

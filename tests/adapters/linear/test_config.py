@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 import respx
+import symphony_adapters.linear as linear
+from symphony_adapters.linear import LinearTracker, create_tracker
 
-import adapters.linear as linear
-from adapters.linear import LinearTracker, create_tracker
 from symphony.config import load_settings
 from symphony.tracker import (
     INVALID_TRACKER_CONFIG,

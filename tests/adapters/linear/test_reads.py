@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 from structlog.testing import capture_logs
+from symphony_adapters.linear import queries
+from symphony_adapters.linear import tracker as tracker_module
 
-from adapters.linear import queries
-from adapters.linear import tracker as tracker_module
 from symphony.issue import BlockerRef
 from symphony.tracker import (
     TRACKER_PAGINATION,

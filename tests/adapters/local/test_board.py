@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import symphony_adapters.local.atomic as atomic
+import symphony_adapters.local.snapshot as snapshot
 from structlog.testing import capture_logs
+from symphony_adapters.local import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
+from symphony_adapters.local.board import LocalBoard
+from symphony_adapters.local.ticket import parse_ticket
 
-import adapters.local.atomic as atomic
-import adapters.local.snapshot as snapshot
-from adapters.local import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
-from adapters.local.board import LocalBoard
-from adapters.local.ticket import parse_ticket
 from symphony.config import TrackerSettings
 from symphony.issue import BlockerRef, Issue
 from symphony.tracker import (

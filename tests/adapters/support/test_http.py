@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 import respx
+from symphony_adapters._support.graphql import graphql
+from symphony_adapters._support.http import HttpClient, next_link
+from symphony_adapters._support.normalize import as_int, parse_timestamp
+from symphony_adapters._support.provider import provider_secret
 
-from adapters._support.graphql import graphql
-from adapters._support.http import HttpClient, next_link
-from adapters._support.normalize import as_int, parse_timestamp
-from adapters._support.provider import provider_secret
 from symphony.tracker import (
     MISSING_TRACKER_SECRET,
     TRACKER_RATE_LIMITED,

@@ -8,9 +8,8 @@ import random
 
 import httpx
 import respx
-
-from adapters._support.http import HttpClient
-from adapters._support.ratelimit import SlidingWindowLimiter, shared_limiter
+from symphony_adapters._support.http import HttpClient
+from symphony_adapters._support.ratelimit import SlidingWindowLimiter, shared_limiter
 
 BASE = "https://api.example.test"
 
