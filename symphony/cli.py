@@ -3,6 +3,7 @@
     symphony [WORKFLOW.md] [--port N]   run (default ./WORKFLOW.md) until SIGINT/SIGTERM/SIGHUP
     symphony check [WORKFLOW.md]        validate and show what the next poll would dispatch
     symphony render ID [WORKFLOW.md]    print the prompt a ticket would get
+    symphony init [--tracker KIND] [PATH]   write a starter WORKFLOW.md
 
 Errors are one readable line on stderr and a non-zero exit, never a traceback.
 """
@@ -26,6 +27,7 @@ import uvloop
 from symphony import process
 from symphony.config import Settings, TrackerSettings, load_settings
 from symphony.errors import SymphonyError
+from symphony.init import TRACKERS, init_workflow
 from symphony.issue import Issue
 from symphony.observability.logging import configure_logging, masker
 from symphony.observability.terminal import ConsoleLogStream, TerminalStatus
@@ -48,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(_check_parser().parse_intermixed_args(args[1:]))
         if args and args[0] == "render":
             return _render(_render_parser().parse_intermixed_args(args[1:]))
+        if args and args[0] == "init":
+            return _init(_init_parser().parse_intermixed_args(args[1:]))
         return _run(_run_parser().parse_intermixed_args(args))
     except SymphonyError as exc:
         print(f"symphony: {exc}", file=sys.stderr)
@@ -77,7 +81,7 @@ def _workflow_arg(parser: argparse.ArgumentParser) -> None:
 def _run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="symphony",
-        description="Run coding agents on tracker tickets. Subcommands: check, render.",
+        description="Run coding agents on tracker tickets. Subcommands: check, render, init.",
     )
     parser.add_argument("--version", action="version", version=f"symphony {version()}")
     _workflow_arg(parser)
@@ -116,6 +120,43 @@ def _check_parser() -> argparse.ArgumentParser:
     )
     _workflow_arg(parser)
     return parser
+
+
+def _init_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony init",
+        description="Write a commented, working WORKFLOW.md for a tracker (never overwrites).",
+        epilog="trackers: " + "; ".join(f"{name}: {what}" for name, what in TRACKERS.items()),
+    )
+    parser.add_argument("--tracker", choices=list(TRACKERS), default="local")
+    parser.add_argument(
+        "path",
+        nargs="?",
+        default=Path("."),
+        type=Path,
+        help="the WORKFLOW.md to write, or the folder to write it in (default: .)",
+    )
+    return parser
+
+
+def _init(args: argparse.Namespace) -> int:
+    written = init_workflow(args.path, args.tracker)
+    here = Path.cwd()
+
+    def shown(path: Path) -> str:
+        return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
+
+    print(f"wrote {shown(written.workflow)} ({args.tracker} tracker)")
+    for path in written.others:
+        print(f"wrote {shown(path)}")
+    for path in written.kept:
+        print(f"kept  {shown(path)} (it already existed)")
+    target = shown(written.workflow)
+    if written.next_step:
+        print(f"next: edit {target}: {written.next_step}; then")
+    print(f"  symphony check {target}     # see what the daemon would do")
+    print(f"  symphony {target}           # run it")
+    return EXIT_OK
 
 
 def _render_parser() -> argparse.ArgumentParser:

@@ -64,8 +64,8 @@ def agent_command_problem(
         return None
     if shutil.which(program, path=environ.get("PATH", os.defpath)) is not None:
         return None
-    hint = " (install it with `npm install -g @openai/codex`)" if program == "codex" else ""
+    how = "install it (`npm install -g @openai/codex`)" if program == "codex" else "install it"
     return (
-        f"the agent program `{program}` ({setting}) was not found on PATH{hint}; install it or "
-        "give its full path. Every dispatch would fail with codex_not_found"
+        f"the agent program `{program}` ({setting}) was not found on PATH; {how} or give its "
+        "full path, or every dispatch fails with codex_not_found"
     )

@@ -36,7 +36,12 @@ def read_workflow(path: Path) -> Workflow:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise WorkflowError(MISSING_WORKFLOW_FILE, f"{path} does not exist") from None
+        raise WorkflowError(
+            MISSING_WORKFLOW_FILE,
+            f"{path} does not exist; to start, write one with `symphony init` (a local board "
+            "of Markdown tickets) or `symphony init --tracker github|github-projects|linear|"
+            "gitlab|kaiten`, or give the path of an existing WORKFLOW.md",
+        ) from None
     except IsADirectoryError:
         raise WorkflowError(MISSING_WORKFLOW_FILE, f"{path} is a directory, not a file") from None
     except OSError as exc:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
+import site
+import subprocess
+import sys
 import tomllib
+import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"symphony": "symphony", "symphony_adapters": "adapters"}
@@ -15,7 +22,7 @@ def declared() -> dict[str, object]:
 
 
 def test_every_code_folder_is_an_installed_package_under_a_symphony_name() -> None:
-    found = set()
+    found = {"symphony_examples"}
     for name, folder in FOLDERS.items():
         for init in (ROOT / folder).rglob("__init__.py"):
             parts = init.parent.relative_to(ROOT / folder).parts
@@ -24,6 +31,7 @@ def test_every_code_folder_is_an_installed_package_under_a_symphony_name() -> No
     assert declared()["package-dir"] == {
         "symphony": "symphony",
         "symphony_adapters": "adapters",
+        "symphony_examples": "examples",
     }
 
 
@@ -37,3 +45,82 @@ def test_nothing_imports_the_adapters_folder_by_its_folder_name() -> None:
         if "node_modules" not in path.parts and pattern.search(path.read_text())
     ]
     assert offenders == []
+
+
+@pytest.mark.slow
+def test_a_built_wheel_gives_a_working_symphony_outside_the_repository(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+    subprocess.run([*build, "-w", str(dist), str(ROOT)], check=True, capture_output=True)
+    [wheel] = dist.glob("symphony-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    tops = {
+        name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")
+    }
+    assert tops == {"symphony", "symphony_adapters", "symphony_examples"}
+    assert "symphony_examples/local/WORKFLOW.md" in names
+    assert "symphony/observability/dashboard.html" in names
+
+    # A fresh environment with the wheel, its dependencies taken from this one (no network).
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    venv_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(venv_site, "_dependencies.pth").write_text(site.getsitepackages()[0] + "\n")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+
+    def symphony(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(venv / "bin" / "symphony"), *args],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    version = symphony("--version")
+    assert version.returncode == 0 and version.stdout.startswith("symphony "), version.stderr
+    init = symphony("init", "--tracker", "local")
+    assert init.returncode == 0, init.stderr
+    check = symphony("check")
+    assert check.returncode == 0, check.stderr
+    assert "TASK-1" in check.stdout and "would dispatch" in check.stdout
+    where = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import symphony, symphony_adapters; "
+            "print(symphony.__file__); print(symphony_adapters.__file__)",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert all(path.startswith(str(venv)) for path in where), where
