@@ -299,34 +299,33 @@ async def test_invalid_reload_keeps_last_good_settings_and_pauses_dispatch_until
         await run.stop()
 
 
-async def test_reload_to_a_workspace_root_of_slash_is_refused_and_last_good_kept(
-    board: Board,
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            lambda text: text.replace("root: workspaces", "root: /"),
+            "workspace.root / is the file system root",
+        ),
+        (
+            lambda text: text.replace(
+                "Work on {{ issue.identifier }}", "Work on {{ issue.titel }}"
+            ),
+            "template_unknown_variable",
+        ),
+    ],
+    ids=["workspace-root-slash", "prompt-unknown-field"],
+)
+async def test_reload_that_fails_a_load_time_check_is_refused_and_last_good_kept(
+    board: Board, edit: Callable[[str], str], expected: str
 ) -> None:
     board.write_workflow(polling_ms=100)
     run = start(board, scenario_env("hang"), watch=False)
     try:
         good = run.orchestrator.settings
-        board.workflow.write_text(board.workflow.read_text().replace("root: workspaces", "root: /"))
-        await run.until(lambda: run.orchestrator.health.workflow_error is not None)
-        assert "workspace.root / is the file system root" in (
-            run.orchestrator.health.workflow_error or ""
-        )
-        assert run.orchestrator.settings is good
-    finally:
-        await run.stop()
-
-
-async def test_reload_to_a_prompt_reading_an_unknown_field_is_refused_and_last_good_kept(
-    board: Board,
-) -> None:
-    board.write_workflow(polling_ms=100)
-    run = start(board, scenario_env("hang"), watch=False)
-    try:
-        good = run.orchestrator.settings
-        board.write_workflow(polling_ms=100, prompt="Work on {{ issue.titel }}")
+        board.workflow.write_text(edit(board.workflow.read_text()))
         await run.until(lambda: run.orchestrator.health.workflow_error is not None)
         error = run.orchestrator.health.workflow_error or ""
-        assert "template_unknown_variable" in error and "did you mean `title`?" in error
+        assert expected in error
         assert run.orchestrator.settings is good
         assert run.orchestrator.snapshot()["health"]["workflow_error"] == error  # the banner
     finally:

@@ -8,24 +8,12 @@ from typing import Any
 from symphony_adapters.github.config import parse_config
 from symphony_adapters.github.tracker import GitHubTracker
 
+from tests.adapters.clock import FakeClock
 from tests.adapters.github.payloads import API, REPO
 
 TOKEN = "ghp_secret_token_value_123"
 ENV = {"GITHUB_TOKEN": TOKEN}
 ISSUES = f"{API}/repos/{REPO}/issues"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def make_tracker(

@@ -9,23 +9,11 @@ from symphony_adapters.gitlab.config import parse_config
 from symphony_adapters.gitlab.tracker import GitLabTracker
 
 from symphony.issue import Issue
+from tests.adapters.clock import FakeClock
 from tests.adapters.gitlab.payloads import BASE, PROJECT
 
 TOKEN = "glpat-secret_token_value_123"
 ENV = {"GITLAB_TOKEN": TOKEN}
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def make_tracker(

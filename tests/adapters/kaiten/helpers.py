@@ -8,25 +8,13 @@ from typing import Any
 from symphony_adapters.kaiten.config import parse_config
 from symphony_adapters.kaiten.tracker import KaitenTracker
 
+from tests.adapters.clock import FakeClock
 from tests.adapters.kaiten.payloads import BOARD, DOMAIN
 
 TOKEN = "kaiten_secret_token_value_123"
 ENV = {"KAITEN_TOKEN": TOKEN}
 ACTIVE = ("Backlog", "In Progress")
 TERMINAL = ("Done",)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(round(seconds, 6))
-        self.now += seconds
 
 
 def make_tracker(

@@ -20,21 +20,9 @@ from symphony.tracker import (
     TRACKER_STATUS,
     TrackerError,
 )
+from tests.adapters.clock import FakeClock
 
 BASE = "https://api.example.test"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 @pytest.fixture

@@ -11,20 +11,9 @@ import respx
 from symphony_adapters._support.http import HttpClient
 from symphony_adapters._support.ratelimit import SlidingWindowLimiter, shared_limiter
 
+from tests.adapters.clock import FakeClock
+
 BASE = "https://api.example.test"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(round(seconds, 6))
-        self.now += seconds
 
 
 def limiter(clock: FakeClock, margin: float = 0.0) -> SlidingWindowLimiter:
