@@ -26,6 +26,9 @@ class ToolSpec:
     name: str
     description: str
     input_schema: Mapping[str, Any]
+    moves_ticket: bool = False
+    """The tool changes the ticket's state: withheld from agents in stage mode, where
+    transitions are the daemon's."""
 
 
 @dataclass(frozen=True, slots=True)

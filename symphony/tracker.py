@@ -1,4 +1,4 @@
-"""The tracker boundary: two reads for scheduling, optional host-side agent tools.
+"""The tracker boundary: reads for scheduling, the daemon's own writes, host-side agent tools.
 
 Adapters live in `adapters/<kind>/` and are found by the `tracker.kind` name; installed, that
 folder is the `symphony_adapters` package (`ADAPTERS_PACKAGE`), a name no other distribution is
@@ -10,6 +10,13 @@ likely to use. Each adapter package exposes:
   `TrackerError` (`invalid_tracker_config`, `missing_tracker_secret`) when it cannot be used.
 
 The core never looks inside provider payloads: it sees `Issue`, `dispatchable` and `native_ref`.
+
+The writes the daemon performs itself (stage mode moves tickets, posts plans and escalations,
+creates follow-up tickets) are typed operations of the same contract: `move_issue`,
+`add_comment`, `edit_comment`, `list_comments`, `create_issue`, plus `tracker_states` and
+`ensure_states` for checking a workflow's states against the tracker. An adapter's agent tools
+wrap the same operations, and the one that moves a ticket is marked `ToolSpec.moves_ticket`, so
+stage mode can withhold it from agents.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import importlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -41,6 +49,9 @@ TRACKER_PAGINATION = "tracker_pagination"
 TRACKER_RATE_LIMITED = "tracker_rate_limited"
 TRACKER_INTERNAL = "tracker_internal"
 """An adapter raised something other than TrackerError: a bug, reported as a failed read."""
+TRACKER_REJECTED = "tracker_rejected"
+"""A write the tracker cannot perform as asked (an unknown state, a blocker that does not exist,
+a ticket outside the configured scope): retrying it unchanged will not help."""
 
 
 class TrackerError(SymphonyError):
@@ -49,6 +60,35 @@ class TrackerError(SymphonyError):
     def __init__(self, category: str, message: str, *, retry_after_s: float | None = None) -> None:
         super().__init__(category, message)
         self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    """One comment on a ticket, as the tracker stores it. `id` is the adapter's, opaque."""
+
+    id: str
+    body: str
+    author: str | None = None
+    created_at: datetime | None = None
+
+    def to_template(self) -> dict[str, Any]:
+        return {
+            "author": self.author,
+            "body": self.body,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NewTicket:
+    """A ticket to create. `blocked_by` names existing tickets by identifier; `parent` is the
+    ticket it was split from, whose scope (repository, team, board, lane) the new one shares."""
+
+    title: str
+    description: str
+    state: str
+    blocked_by: tuple[str, ...] = ()
+    parent: Issue | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +123,40 @@ class Tracker(Protocol):
 
     async def aclose(self) -> None:
         """Release connections; the tracker is not used afterwards."""
+        ...
+
+    # The daemon's writes. Each raises TrackerError: `tracker_rejected` when the tracker cannot
+    # do it as asked, the request categories when it could not be reached.
+
+    async def move_issue(self, issue: Issue, state: str) -> None:
+        """Put the ticket in `state` (the workflow's spelling); a no-op when it is there."""
+        ...
+
+    async def add_comment(self, issue: Issue, body: str) -> Comment:
+        """Post `body` (Markdown) on the ticket as the daemon."""
+        ...
+
+    async def edit_comment(self, issue: Issue, comment_id: str, body: str) -> Comment:
+        """Replace the body of one of the ticket's comments (one the daemon posted)."""
+        ...
+
+    async def list_comments(self, issue: Issue) -> list[Comment]:
+        """The ticket's comments, oldest first."""
+        ...
+
+    async def create_issue(self, ticket: NewTicket) -> Issue:
+        """Create a ticket in `ticket.state`, blocked by `ticket.blocked_by` where the tracker
+        records blockers; returns it as a later read would."""
+        ...
+
+    async def tracker_states(self) -> list[str] | None:
+        """Every state a ticket can be put in, when the tracker can list them (workflow states,
+        columns, Status options); None when any name is accepted (labels, the local board)."""
+        ...
+
+    async def ensure_states(self, states: Sequence[str]) -> list[str]:
+        """Make the tracker able to hold `states` where it can (create missing state labels);
+        returns what it created."""
         ...
 
 

@@ -15,7 +15,7 @@ import structlog
 
 from symphony.issue import Issue
 from symphony.tools import ToolResult, ToolSpec
-from symphony.tracker import TrackerError
+from symphony.tracker import TRACKER_REJECTED, Comment, NewTicket, TrackerError
 
 from .._support.graphql import graphql
 from .._support.http import HttpClient, RateLimitHeaders
@@ -90,6 +90,29 @@ class GitHubTracker:
 
     async def aclose(self) -> None:
         await self.http.aclose()
+
+    # The daemon's writes: not yet offered by this adapter.
+
+    async def move_issue(self, issue: Issue, state: str) -> None:
+        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+
+    async def add_comment(self, issue: Issue, body: str) -> Comment:
+        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+
+    async def edit_comment(self, issue: Issue, comment_id: str, body: str) -> Comment:
+        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+
+    async def list_comments(self, issue: Issue) -> list[Comment]:
+        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+
+    async def create_issue(self, ticket: NewTicket) -> Issue:
+        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+
+    async def tracker_states(self) -> list[str] | None:
+        return None
+
+    async def ensure_states(self, states: Sequence[str]) -> list[str]:
+        return []
 
     async def execute_tool(self, name: str, arguments: Any, issue: Issue) -> ToolResult:
         call = tools.parse_call(name, arguments, self.config.web_host)

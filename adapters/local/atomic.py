@@ -76,6 +76,21 @@ def rewrite_file(
     raise WriteConflict(f"{path.name} changed {attempts} times while it was being edited")
 
 
+def create_file(path: Path, data: bytes) -> None:
+    """Write a new file atomically; FileExistsError if `path` exists (it is never replaced).
+
+    The content goes to a temp file first and is hard-linked into place, so a reader sees
+    nothing or the whole file, and two creators racing for one name cannot both win.
+    """
+    temp = _write_temp(path, data, 0o644)
+    try:
+        os.link(temp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+    _sync_folder(path.parent)
+
+
 def _before_replace(path: Path) -> None:
     """Nothing; tests replace it to change the file at the worst possible moment."""
 

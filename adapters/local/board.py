@@ -32,6 +32,7 @@ Profile:
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,21 +42,59 @@ import structlog
 
 from symphony.config import ConfigError, resolve_path
 from symphony.issue import Issue, normalize_state
-from symphony.tools import ToolResult, ToolSpec
+from symphony.tools import ToolResult, ToolSpec, is_inline
 from symphony.tracker import (
     INVALID_TRACKER_CONFIG,
+    TRACKER_REJECTED,
+    TRACKER_REQUEST,
     TRACKER_RESPONSE,
+    Comment,
+    NewTicket,
     TrackerContext,
     TrackerError,
 )
 
 from .._support.skipped import SkippedRecords
-from .atomic import OutsideFolder, WriteConflict, rewrite_file
-from .snapshot import BoardReader, Snapshot
-from .ticket import FrontMatterError, is_ticket_name
-from .tools import MoveIssue, NotThisTicket, ToolCall, parse_call, tool_specs
+from .atomic import OutsideFolder, WriteConflict, create_file, rewrite_file
+from .edit import dump_front_matter
+from .snapshot import BoardReader, Snapshot, escapes
+from .ticket import FrontMatterError, Ticket, is_ticket_name, parse_ticket
+from .tools import (
+    MOVE_ISSUE,
+    AddComment,
+    EditComment,
+    MoveIssue,
+    NoSuchComment,
+    NotThisTicket,
+    ToolCall,
+    parse_call,
+    tool_specs,
+)
 
 log = structlog.get_logger(__name__)
+
+
+DAEMON_AUTHOR = "symphony"
+"""How the daemon signs the comments it writes; agents' tool calls sign `agent`."""
+
+# Failures a retry may fix; the others need a person (or a different request).
+_TRANSIENT = frozenset({"write_conflict", "write_failed", "board_unavailable"})
+
+
+class _EditFailed(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _prefix_of(identifier: str | None) -> str:
+    """`DEMO-` for `DEMO-7`: follow-ups are numbered in their parent's series."""
+    if identifier:
+        match = re.fullmatch(r"(.*?)(\d+)", identifier)
+        if match and match.group(1):
+            return match.group(1)
+    return "TASK-"
 
 
 def board_folder(provider: Mapping[str, Any], context: TrackerContext) -> Path:
@@ -178,7 +217,121 @@ class LocalBoard:
                 )
         return issues
 
+    # The daemon's writes (the `Tracker` write contract)
+
+    async def move_issue(self, issue: Issue, state: str) -> None:
+        call = parse_call(MOVE_ISSUE, {"state": state})
+        if isinstance(call, ToolResult):
+            raise TrackerError(TRACKER_REJECTED, f"cannot move to {state!r}: {call.output}")
+        assert isinstance(call, MoveIssue)
+        await asyncio.to_thread(self._write, MoveIssue(self._spelling_of(call.state)), issue)
+
+    async def add_comment(self, issue: Issue, body: str) -> Comment:
+        output = await asyncio.to_thread(self._write, AddComment(body, DAEMON_AUTHOR), issue)
+        return await self._comment(issue, str(output["comment_id"]))
+
+    async def edit_comment(self, issue: Issue, comment_id: str, body: str) -> Comment:
+        if not comment_id.isdigit():
+            raise TrackerError(TRACKER_REJECTED, f"{comment_id!r} is not a local comment id")
+        await asyncio.to_thread(self._write, EditComment(int(comment_id), body), issue)
+        return await self._comment(issue, comment_id)
+
+    async def list_comments(self, issue: Issue) -> list[Comment]:
+        return await asyncio.to_thread(self._comments_of, issue)
+
+    async def create_issue(self, ticket: NewTicket) -> Issue:
+        return await asyncio.to_thread(self._create, ticket)
+
+    async def tracker_states(self) -> list[str] | None:
+        return None  # any state name can be written into a ticket file
+
+    async def ensure_states(self, states: Sequence[str]) -> list[str]:
+        return []
+
+    async def _comment(self, issue: Issue, comment_id: str) -> Comment:
+        found = [c for c in await self.list_comments(issue) if c.id == comment_id]
+        if not found:
+            raise TrackerError(
+                TRACKER_RESPONSE, f"comment {comment_id} of {issue.identifier} vanished"
+            )
+        return found[0]
+
+    def _comments_of(self, issue: Issue) -> list[Comment]:
+        for path in self._files_of(issue):
+            try:
+                if escapes(self.folder, path) is not None:
+                    continue
+                ticket = parse_ticket(path.name, path.read_bytes())
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise TrackerError(TRACKER_REQUEST, f"cannot read {path.name}: {exc}") from None
+            if isinstance(ticket, Ticket) and ticket.id == issue.id:
+                return [
+                    Comment(str(c.number), c.text, c.author, c.written_at) for c in ticket.comments
+                ]
+        raise TrackerError(TRACKER_REJECTED, f"ticket {issue.identifier} is no longer on the board")
+
+    def _create(self, ticket: NewTicket) -> Issue:
+        if not ticket.title.strip() or not is_inline(ticket.title):
+            raise TrackerError(TRACKER_REJECTED, "a new ticket needs a one-line title")
+        snapshot = self._reader.read()
+        blockers: list[str] = []
+        for name in ticket.blocked_by:
+            found = snapshot.blocker(name, self._terminal).ref
+            if found.id is None:
+                raise TrackerError(TRACKER_REJECTED, f"blocker {name!r} is not on the board")
+            blockers.append(found.identifier or name)
+        prefix = _prefix_of(ticket.parent.identifier if ticket.parent else None)
+        taken = [e.identifier for e in snapshot.entries]
+        number = 1 + max(
+            (
+                int(i[len(prefix) :])
+                for i in taken
+                if i.startswith(prefix) and i[len(prefix) :].isdigit()
+            ),
+            default=0,
+        )
+        front: dict[str, Any] = {
+            "title": ticket.title.strip(),
+            "state": self._spelling_of(ticket.state),
+        }
+        if blockers:
+            front["blocked_by"] = blockers
+        front["created_at"] = datetime.now(UTC).replace(microsecond=0)
+        text = f"---\n{dump_front_matter(front)}---\n{ticket.description.strip()}\n"
+        while True:
+            path = self.folder / f"{prefix}{number}.md"
+            try:
+                create_file(path, text.encode("utf-8"))
+                break
+            except FileExistsError:
+                number += 1
+            except OSError as exc:
+                raise TrackerError(TRACKER_REQUEST, f"cannot create {path.name}: {exc}") from None
+        log.info("ticket created", issue_identifier=path.stem, blocked_by=blockers or None)
+        created = self._reader.read().tickets.get(path.stem)
+        if created is None:
+            raise TrackerError(TRACKER_RESPONSE, f"{path.name} was written but cannot be read back")
+        return self._reader.read().issue(created, self._terminal)
+
+    def _write(self, call: ToolCall | EditComment, issue: Issue) -> dict[str, Any]:
+        """Perform one edit for the daemon; failures become TrackerErrors."""
+        try:
+            return self._edit_file(call, issue)
+        except _EditFailed as failed:
+            category = TRACKER_REQUEST if failed.code in _TRANSIENT else TRACKER_REJECTED
+            raise TrackerError(category, f"{issue.identifier}: {failed.message}") from None
+
     def _run_tool(self, name: str, call: ToolCall, issue: Issue) -> ToolResult:
+        try:
+            output = self._edit_file(call, issue)
+        except _EditFailed as failed:
+            return ToolResult.failure(failed.code, failed.message)
+        log.info("ticket updated", tool=name, issue_identifier=issue.identifier)
+        return ToolResult(True, output)
+
+    def _edit_file(self, call: ToolCall | EditComment, issue: Issue) -> dict[str, Any]:
         now = datetime.now(UTC).replace(microsecond=0)
         try:
             for path in self._files_of(issue):
@@ -188,30 +341,30 @@ class LocalBoard:
                     return call.apply(raw, file_name=file_name, issue_id=issue.id, now=now)
 
                 try:
-                    output = rewrite_file(path, edit, within=self.folder)
+                    return rewrite_file(path, edit, within=self.folder)
                 except (FileNotFoundError, NotThisTicket):
                     continue  # moved, deleted or reused: look for the ticket elsewhere
                 except OutsideFolder as exc:
-                    return ToolResult.failure(
+                    raise _EditFailed(
                         "write_refused", f"{exc}; symphony never writes through such a link"
-                    )
+                    ) from None
+                except NoSuchComment as exc:
+                    raise _EditFailed("comment_not_found", str(exc)) from None
                 except FrontMatterError as exc:
-                    return ToolResult.failure(
+                    raise _EditFailed(
                         "ticket_malformed",
                         f"{file_name} cannot be edited: {exc.reason}; its front matter must be "
                         "fixed first",
-                    )
+                    ) from None
                 except WriteConflict as exc:
-                    return ToolResult.failure("write_conflict", f"{exc}; try again")
+                    raise _EditFailed("write_conflict", f"{exc}; try again") from None
                 except OSError as exc:
-                    return ToolResult.failure(
+                    raise _EditFailed(
                         "write_failed", f"cannot update {file_name}: {exc.strerror or exc}"
-                    )
-                log.info("ticket updated", tool=name, issue_identifier=issue.identifier)
-                return ToolResult(True, output)
+                    ) from None
         except TrackerError as exc:
-            return ToolResult.failure("board_unavailable", exc.message)
-        return ToolResult.failure(
+            raise _EditFailed("board_unavailable", exc.message) from None
+        raise _EditFailed(
             "ticket_not_found",
             f"ticket {issue.identifier} (id {issue.id}) is no longer on the board",
         )

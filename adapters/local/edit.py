@@ -18,9 +18,8 @@ from typing import Any
 
 import yaml
 
+from .comments import COMMENTS_HEADING, comment_span, format_heading
 from .ticket import Document, FrontMatterError, load_front_matter
-
-COMMENTS_HEADING = "## Comments"
 
 _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -49,7 +48,9 @@ def set_fields(document: Document, front: Mapping[str, Any], updates: Mapping[st
     return _redumped(document, expected).text()
 
 
-def append_comment(document: Document, body: str, when: datetime) -> Document:
+def append_comment(
+    document: Document, body: str, when: datetime, author: str = "agent"
+) -> Document:
     """The document with a timestamped entry at the end, under one `## Comments` heading."""
     newline = document.newline
     text = newline.join(body.strip().splitlines())
@@ -57,7 +58,7 @@ def append_comment(document: Document, body: str, when: datetime) -> Document:
     blocks = [existing] if existing else [""]
     if not any(line.rstrip() == COMMENTS_HEADING for line in existing.splitlines()):
         blocks.append(COMMENTS_HEADING)
-    blocks.append(f"### {format_timestamp(when)} (agent)")
+    blocks.append(format_heading(when, author))
     blocks.append(text)
     new_body = (newline * 2).join(blocks) + newline
     if not existing:
@@ -65,6 +66,21 @@ def append_comment(document: Document, body: str, when: datetime) -> Document:
         new_body = new_body[len(newline) :]
     closing = document.closing if document.closing.endswith("\n") else document.closing + newline
     return Document(document.bom, document.opening, document.front_lines, closing, new_body)
+
+
+def replace_comment(document: Document, number: int, body: str) -> Document | None:
+    """The document with comment `number`'s text replaced (heading kept); None if it has none."""
+    span = comment_span(document.body, number)
+    if span is None:
+        return None
+    start, end = span
+    newline = document.newline
+    text = newline + newline.join(body.strip().splitlines()) + newline
+    following = document.body[end:]
+    new_body = document.body[:start] + text + (newline if following else "") + following
+    return Document(
+        document.bom, document.opening, document.front_lines, document.closing, new_body
+    )
 
 
 def render_scalar(value: Any) -> str:
@@ -156,8 +172,9 @@ def _reads_as_plain(value: str) -> bool:
         return False
 
 
-def _redumped(document: Document, front: Mapping[str, Any]) -> Document:
-    dumped = yaml.dump(
+def dump_front_matter(front: Mapping[str, Any]) -> str:
+    """YAML for a front matter map, keys in the given order, one line per scalar."""
+    text: str = yaml.dump(
         dict(front),
         Dumper=_Dumper,
         sort_keys=False,
@@ -165,6 +182,11 @@ def _redumped(document: Document, front: Mapping[str, Any]) -> Document:
         default_flow_style=False,
         width=1_000_000,
     )
+    return text
+
+
+def _redumped(document: Document, front: Mapping[str, Any]) -> Document:
+    dumped = dump_front_matter(front)
     if document.newline != "\n":
         dumped = dumped.replace("\n", document.newline)
     return Document(

@@ -16,6 +16,8 @@ import yaml
 
 from symphony.issue import normalize_labels
 
+from .comments import LocalComment, split_comments
+
 TICKET_SUFFIX = ".md"
 FENCE = "---"
 _BOM = "\ufeff"
@@ -72,6 +74,7 @@ class Ticket:
     updated_at: datetime | None
     branch_name: str | None
     assignee: str | None
+    comments: tuple[LocalComment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +163,9 @@ def parse_ticket(file_name: str, raw: bytes) -> Ticket | Malformed:
         return Malformed(file_name, identifier, id_, "state is missing or empty")
 
     priority = front.get("priority")
-    description = document.body.strip()
+    # Comments reach prompts on their own (`comments`), not as part of the description.
+    description, comments = split_comments(document.body)
+    description = description.strip()
     return Ticket(
         file_name=file_name,
         identifier=identifier,
@@ -175,6 +180,7 @@ def parse_ticket(file_name: str, raw: bytes) -> Ticket | Malformed:
         updated_at=parse_timestamp(front.get("updated_at")),
         branch_name=_text(front.get("branch_name")),
         assignee=_text(front.get("assignee")),
+        comments=comments,
     )
 
 

@@ -23,7 +23,8 @@ from symphony.tools import (
     is_inline,
 )
 
-from .edit import append_comment, format_timestamp, set_fields
+from .comments import split_comments
+from .edit import append_comment, format_timestamp, replace_comment, set_fields
 from .ticket import (
     Document,
     decode,
@@ -74,19 +75,49 @@ class MoveIssue:
 @dataclass(frozen=True, slots=True)
 class AddComment:
     body: str
+    author: str = "agent"
 
     def apply(
         self, raw: bytes, *, file_name: str, issue_id: str, now: datetime
     ) -> tuple[bytes, dict[str, Any]]:
         document, front = _open(raw, file_name, issue_id)
-        commented = append_comment(document, self.body, now)
+        commented = append_comment(document, self.body, now, self.author)
         text = set_fields(commented, front, {"updated_at": now})
+        _, comments = split_comments(split_document(text).body)
         return text.encode("utf-8"), {
             "identifier": identifier_of(file_name),
             "path": file_name,
             "commented": True,
+            "comment_id": str(len(comments)),
             "updated_at": format_timestamp(now),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class EditComment:
+    """Replace the text of comment `number` (the daemon edits only what it signed)."""
+
+    number: int
+    body: str
+    author: str = "symphony"
+
+    def apply(
+        self, raw: bytes, *, file_name: str, issue_id: str, now: datetime
+    ) -> tuple[bytes, dict[str, Any]]:
+        document, front = _open(raw, file_name, issue_id)
+        _, comments = split_comments(document.body)
+        if not 1 <= self.number <= len(comments) or comments[self.number - 1].author != (
+            self.author
+        ):
+            raise NoSuchComment(f"{file_name} has no comment {self.number} by {self.author}")
+        edited = replace_comment(document, self.number, self.body)
+        assert edited is not None
+        text = set_fields(edited, front, {"updated_at": now})
+        return text.encode("utf-8"), {"path": file_name, "comment_id": str(self.number)}
+
+
+class NoSuchComment(Exception):
+    """The comment to edit is not there (any more), or someone else wrote it."""
 
 
 ToolCall = MoveIssue | AddComment
@@ -96,6 +127,7 @@ def tool_specs(active_states: Sequence[str], terminal_states: Sequence[str]) -> 
     known = ", ".join([*active_states, *terminal_states]) or "none configured"
     return [
         ToolSpec(
+            moves_ticket=True,
             name=MOVE_ISSUE,
             description=(
                 "Move the ticket you are working on to another state by rewriting the `state` "

@@ -21,8 +21,10 @@ from symphony.config import TrackerSettings
 from symphony.issue import BlockerRef, Issue
 from symphony.tracker import (
     INVALID_TRACKER_CONFIG,
+    TRACKER_REJECTED,
     TRACKER_REQUEST,
     TRACKER_RESPONSE,
+    NewTicket,
     Tracker,
     TrackerContext,
     TrackerError,
@@ -1067,3 +1069,80 @@ async def test_comment_on_a_ticket_without_a_body_starts_the_comments_section(
         f"---\ntitle: t\nstate: Todo\nupdated_at: {stamp}\n---\n"
         f"\n## Comments\n\n### {stamp} (agent)\n\nHello\n"
     )
+
+
+# The daemon's writes (the tracker write contract)
+
+
+async def test_daemon_moves_a_ticket_and_the_move_reads_back(
+    board: LocalBoard, folder: Path
+) -> None:
+    ticket(folder, "A-1")
+    issue = await issue_of(board, "A-1")
+    await board.move_issue(issue, "plan review")
+    await board.move_issue(issue, "Plan Review")  # already there: nothing to do
+    [moved] = await board.fetch_issues_by_ids(["A-1"])
+    assert moved.state in ("plan review", "Plan Review")
+    with pytest.raises(TrackerError) as err:
+        await board.move_issue(issue, "two\nlines")
+    assert err.value.category == TRACKER_REJECTED
+
+
+async def test_comments_by_people_agents_and_the_daemon_are_listed_oldest_first(
+    board: LocalBoard, folder: Path
+) -> None:
+    write(
+        folder,
+        "A-1",
+        "title: t\nstate: Todo\n",
+        "The description.\n\n## Comments\n\n### 2026-11-30T09:00:00Z (ana)\n\nPlease add"
+        " tests.\n### not a heading, just text\n",
+    )
+    issue = await issue_of(board, "A-1")
+    assert issue.description == "The description."
+    added = await board.add_comment(issue, "Plan:\n1. do it")
+    comments = await board.list_comments(issue)
+    assert [(c.id, c.author) for c in comments] == [("1", "ana"), ("2", "symphony")]
+    assert comments[0].body == "Please add tests.\n### not a heading, just text"
+    assert comments[0].created_at == datetime(2026, 11, 30, 9, tzinfo=UTC)
+    assert added == comments[1] and added.body == "Plan:\n1. do it"
+    edited = await board.edit_comment(issue, added.id, "Plan:\n1. do it better")
+    assert edited.body == "Plan:\n1. do it better"
+    first, second = await board.list_comments(issue)
+    assert first.body.startswith("Please add tests.") and second.body.endswith("better")
+    with pytest.raises(TrackerError) as err:
+        await board.edit_comment(issue, "1", "not mine")  # a person's comment is never edited
+    assert err.value.category == TRACKER_REJECTED
+    assert "Please add tests." in (folder / "A-1.md").read_text()
+
+
+async def test_follow_up_ticket_is_numbered_in_its_parents_series_and_records_blockers(
+    board: LocalBoard, folder: Path
+) -> None:
+    ticket(folder, "DEMO-7")
+    ticket(folder, "DEMO-9", state="Done")
+    parent = await issue_of(board, "DEMO-7")
+    created = await board.create_issue(
+        NewTicket("Split part", "The second half.", "Todo", ("DEMO-7",), parent)
+    )
+    assert created.identifier == "DEMO-10" and created.state == "Todo"
+    assert created.description == "The second half."
+    assert [b.identifier for b in created.blocked_by] == ["DEMO-7"]
+    assert created.dispatchable is False  # its blocker is still open
+    with pytest.raises(TrackerError) as err:
+        await board.create_issue(NewTicket("Other", "", "Todo", ("NOPE-1",), parent))
+    assert err.value.category == TRACKER_REJECTED
+    assert sorted(p.name for p in folder.iterdir()) == ["DEMO-10.md", "DEMO-7.md", "DEMO-9.md"]
+
+
+def test_the_board_accepts_any_state_name_so_it_lists_none() -> None:
+    import asyncio
+
+    board = LocalBoard(Path("/nonexistent"), ("Todo",), ("Done",))
+    assert asyncio.run(board.tracker_states()) is None
+    assert asyncio.run(board.ensure_states(["Plan Review"])) == []
+
+
+def test_the_move_tool_is_marked_as_moving_the_ticket(board: LocalBoard) -> None:
+    marked = {spec.name: spec.moves_ticket for spec in board.agent_tools()}
+    assert marked == {"local_move_issue": True, "local_add_comment": False}
