@@ -21,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony_adapters.github.config import parse_config
 from symphony_adapters.github.tracker import GitHubTracker
-
 from tests.adapters.github.fake_github import FakeGitHub, transport
 
 TICKS = 120

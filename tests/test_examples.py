@@ -9,11 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from symphony_adapters.local.board import LocalBoard
 
 from symphony.config import load_settings
 from symphony.prompt import check_template, render_prompt
 from symphony.tracker import TrackerContext, create_tracker
+from symphony_adapters.local.board import LocalBoard
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -535,7 +535,6 @@ async def test_states_left_to_the_tracker_are_discovered_before_polling(
     board: Board, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import symphony_adapters.local
-
     from symphony.tracker import TrackerContext, create_tracker
 
     monkeypatch.setattr(symphony_adapters.local, "STATES_FROM_TRACKER", True, raising=False)

@@ -7,7 +7,6 @@ from typing import Any
 
 from symphony_adapters.github.config import parse_config
 from symphony_adapters.github.tracker import GitHubTracker
-
 from tests.adapters.clock import FakeClock
 from tests.adapters.github.payloads import API, REPO
 

@@ -6,9 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from symphony_adapters.github import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
-from symphony_adapters.github.config import default_label, graphql_url_for, parse_config
-from symphony_adapters.github.tracker import GitHubTracker
 
 from symphony.config import TrackerSettings, load_settings
 from symphony.tracker import (
@@ -17,6 +14,9 @@ from symphony.tracker import (
     TrackerContext,
     TrackerError,
 )
+from symphony_adapters.github import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
+from symphony_adapters.github.config import default_label, graphql_url_for, parse_config
+from symphony_adapters.github.tracker import GitHubTracker
 from tests.adapters.github.helpers import ENV, TOKEN
 
 ACTIVE = ("Todo", "In Progress")

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from graphql import GraphQLSchema, build_schema, parse, validate
 from openapi_schema_validator import OAS30Validator
+
+from symphony.issue import Issue
 from symphony_adapters.github import queries
 from symphony_adapters.github.config import parse_config
 from symphony_adapters.github.tracker import GitHubTracker
-
-from symphony.issue import Issue
 from tests.adapters.github import payloads
 from tests.adapters.github.fake_github import FakeGitHub, serve
 

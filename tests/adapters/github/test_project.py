@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from symphony_adapters.github import queries, tools
 
 from symphony.issue import Issue
 from symphony.tracker import TRACKER_RATE_LIMITED, TRACKER_RESPONSE, TrackerError
+from symphony_adapters.github import queries, tools
 from tests.adapters.github.helpers import FakeClock, make_tracker
 from tests.adapters.github.payloads import API
 

@@ -8,11 +8,11 @@ from typing import Any
 import httpx
 import pytest
 import respx
+
+from symphony.issue import Issue
 from symphony_adapters._support.tool_calls import INTERNAL_ERROR
 from symphony_adapters.github import tools
 from symphony_adapters.github.tracker import GitHubTracker
-
-from symphony.issue import Issue
 from tests.adapters.github.helpers import ISSUES, TOKEN, make_tracker
 from tests.adapters.github.payloads import API, REPO, comment, error, issue, label
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from symphony.issue import Issue
 from symphony_adapters.gitlab.config import parse_config
 from symphony_adapters.gitlab.tracker import GitLabTracker
-
-from symphony.issue import Issue
 from tests.adapters.clock import FakeClock
 from tests.adapters.gitlab.payloads import BASE, PROJECT
 

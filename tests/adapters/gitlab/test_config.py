@@ -7,9 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from symphony_adapters.gitlab import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
-from symphony_adapters.gitlab.config import default_label, parse_config
-from symphony_adapters.gitlab.tracker import GitLabTracker
 
 from symphony.config import TrackerSettings, load_settings
 from symphony.tracker import (
@@ -18,6 +15,9 @@ from symphony.tracker import (
     TrackerContext,
     TrackerError,
 )
+from symphony_adapters.gitlab import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
+from symphony_adapters.gitlab.config import default_label, parse_config
+from symphony_adapters.gitlab.tracker import GitLabTracker
 from tests.adapters.gitlab.helpers import ENV, TOKEN
 
 ACTIVE = ("Todo", "In Progress")

@@ -22,7 +22,6 @@ from typing import Any
 
 from symphony_adapters.gitlab.config import parse_config
 from symphony_adapters.gitlab.tracker import GitLabTracker
-
 from tests.adapters.gitlab import payloads
 from tests.adapters.gitlab.fake_gitlab import FakeGitLab, serve
 from tests.adapters.gitlab.helpers import session_issue

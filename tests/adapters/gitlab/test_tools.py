@@ -8,10 +8,10 @@ from dataclasses import replace
 import httpx
 import pytest
 import respx
-from symphony_adapters._support.tool_calls import INTERNAL_ERROR
-from symphony_adapters.gitlab import tools
 
 from symphony.tracker import TRACKER_RATE_LIMITED
+from symphony_adapters._support.tool_calls import INTERNAL_ERROR
+from symphony_adapters.gitlab import tools
 from tests.adapters.gitlab.helpers import TOKEN, FakeClock, make_tracker, session_issue
 from tests.adapters.gitlab.payloads import BASE, ISSUES, PROJECT, error, issue, note
 

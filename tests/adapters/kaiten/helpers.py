@@ -7,7 +7,6 @@ from typing import Any
 
 from symphony_adapters.kaiten.config import parse_config
 from symphony_adapters.kaiten.tracker import KaitenTracker
-
 from tests.adapters.clock import FakeClock
 from tests.adapters.kaiten.payloads import BOARD, DOMAIN
 

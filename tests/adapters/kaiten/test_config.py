@@ -7,10 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import symphony_adapters.kaiten as kaiten
-from symphony_adapters.kaiten.config import parse_config
-from symphony_adapters.kaiten.tracker import KaitenTracker
 
+import symphony_adapters.kaiten as kaiten
 from symphony.config import TrackerSettings, load_settings
 from symphony.tracker import (
     INVALID_TRACKER_CONFIG,
@@ -18,6 +16,8 @@ from symphony.tracker import (
     TrackerContext,
     TrackerError,
 )
+from symphony_adapters.kaiten.config import parse_config
+from symphony_adapters.kaiten.tracker import KaitenTracker
 from tests.adapters.kaiten.helpers import ENV, TOKEN
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "kaiten" / "WORKFLOW.md"

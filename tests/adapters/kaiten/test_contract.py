@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 from openapi_schema_validator import OAS31Validator
+
+from symphony.issue import Issue
 from symphony_adapters._support.ratelimit import SlidingWindowLimiter
 from symphony_adapters.kaiten.config import parse_config
 from symphony_adapters.kaiten.tracker import KaitenTracker
-
-from symphony.issue import Issue
 from tests.adapters.kaiten import payloads
 from tests.adapters.kaiten.fake_kaiten import PREFIX, FakeKaiten, serve
 from tests.adapters.kaiten.payloads import BACKLOG, BOARD, DOING, DONE, REVIEW

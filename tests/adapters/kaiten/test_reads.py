@@ -11,10 +11,9 @@ from typing import Any
 import httpx
 import pytest
 import respx
-import symphony_adapters.kaiten as kaiten
 from structlog.testing import capture_logs
-from symphony_adapters.kaiten.tracker import LAYOUT_MAX_AGE_S
 
+import symphony_adapters.kaiten as kaiten
 from symphony.config import load_settings
 from symphony.tracker import (
     INVALID_TRACKER_CONFIG,
@@ -25,6 +24,7 @@ from symphony.tracker import (
     TrackerError,
     resolve_states,
 )
+from symphony_adapters.kaiten.tracker import LAYOUT_MAX_AGE_S
 from tests.adapters.kaiten import payloads
 from tests.adapters.kaiten.helpers import ENV, TOKEN, FakeClock, make_tracker
 from tests.adapters.kaiten.payloads import (

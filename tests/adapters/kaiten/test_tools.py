@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from symphony_adapters._support.tool_calls import INTERNAL_ERROR
-from symphony_adapters.kaiten import tools
 
 from symphony.issue import Issue
+from symphony_adapters._support.tool_calls import INTERNAL_ERROR
+from symphony_adapters.kaiten import tools
 from tests.adapters.kaiten import payloads
 from tests.adapters.kaiten.helpers import TOKEN, make_tracker
 from tests.adapters.kaiten.payloads import API, BOARD, DOING, DONE, IN_PROGRESS, REVIEW

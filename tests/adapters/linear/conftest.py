@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import respx
 from graphql import GraphQLSchema, build_schema
-from symphony_adapters.linear import LinearTracker, create_tracker
 
 from symphony.config import TrackerSettings
 from symphony.tracker import TrackerContext
+from symphony_adapters.linear import LinearTracker, create_tracker
 from tests.adapters.linear.fake_linear import API_KEY, ENDPOINT, FakeLinear
 
 _SCHEMA: list[GraphQLSchema] = []

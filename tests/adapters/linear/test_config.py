@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 import respx
-import symphony_adapters.linear as linear
-from symphony_adapters.linear import LinearTracker, create_tracker
 
+import symphony_adapters.linear as linear
 from symphony.config import load_settings
 from symphony.tracker import (
     INVALID_TRACKER_CONFIG,
@@ -17,6 +16,7 @@ from symphony.tracker import (
     TrackerContext,
     TrackerError,
 )
+from symphony_adapters.linear import LinearTracker, create_tracker
 from tests.adapters.linear.conftest import environ, settings
 from tests.adapters.linear.fake_linear import API_KEY
 

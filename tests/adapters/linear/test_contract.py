@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 from graphql import GraphQLSchema, OperationDefinitionNode, parse, validate
-from symphony_adapters.linear.queries import OPERATIONS
 
+from symphony_adapters.linear.queries import OPERATIONS
 from tests.adapters.linear.fake_linear import FakeLinear
 
 

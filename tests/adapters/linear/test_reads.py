@@ -7,8 +7,6 @@ from datetime import UTC, datetime
 
 import pytest
 from structlog.testing import capture_logs
-from symphony_adapters.linear import queries
-from symphony_adapters.linear import tracker as tracker_module
 
 from symphony.issue import BlockerRef
 from symphony.tracker import (
@@ -18,6 +16,8 @@ from symphony.tracker import (
     TRACKER_STATUS,
     TrackerError,
 )
+from symphony_adapters.linear import queries
+from symphony_adapters.linear import tracker as tracker_module
 from tests.adapters.linear.conftest import MakeTracker
 from tests.adapters.linear.fake_linear import API_KEY, FakeLinear
 

@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 import pytest
-from symphony_adapters.linear import LinearTracker
 
 from symphony.issue import Issue
+from symphony_adapters.linear import LinearTracker
 from tests.adapters.linear.conftest import MakeTracker
 from tests.adapters.linear.fake_linear import API_KEY, FakeLinear
 

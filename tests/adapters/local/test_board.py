@@ -10,13 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
+
 import symphony_adapters.local.atomic as atomic
 import symphony_adapters.local.snapshot as snapshot
-from structlog.testing import capture_logs
-from symphony_adapters.local import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
-from symphony_adapters.local.board import LocalBoard
-from symphony_adapters.local.ticket import parse_ticket
-
 from symphony.config import TrackerSettings
 from symphony.issue import BlockerRef, Issue
 from symphony.tracker import (
@@ -29,6 +26,9 @@ from symphony.tracker import (
     TrackerContext,
     TrackerError,
 )
+from symphony_adapters.local import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
+from symphony_adapters.local.board import LocalBoard
+from symphony_adapters.local.ticket import parse_ticket
 
 ACTIVE = list(DEFAULT_ACTIVE_STATES)
 TERMINAL = list(DEFAULT_TERMINAL_STATES)

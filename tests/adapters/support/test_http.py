@@ -7,10 +7,6 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 import respx
-from symphony_adapters._support.graphql import graphql
-from symphony_adapters._support.http import HttpClient, next_link
-from symphony_adapters._support.normalize import as_int, parse_timestamp
-from symphony_adapters._support.provider import provider_secret
 
 from symphony.tracker import (
     MISSING_TRACKER_SECRET,
@@ -20,6 +16,10 @@ from symphony.tracker import (
     TRACKER_STATUS,
     TrackerError,
 )
+from symphony_adapters._support.graphql import graphql
+from symphony_adapters._support.http import HttpClient, next_link
+from symphony_adapters._support.normalize import as_int, parse_timestamp
+from symphony_adapters._support.provider import provider_secret
 from tests.adapters.clock import FakeClock
 
 BASE = "https://api.example.test"

@@ -8,9 +8,9 @@ import random
 
 import httpx
 import respx
+
 from symphony_adapters._support.http import HttpClient
 from symphony_adapters._support.ratelimit import SlidingWindowLimiter, shared_limiter
-
 from tests.adapters.clock import FakeClock
 
 BASE = "https://api.example.test"
