@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from symphony.tracker import TRACKER_RESPONSE, TrackerError
 
 from .http import HttpClient
+
+
+def is_mutation(query: str) -> bool:
+    """Whether the document is a mutation (a query may be sent again safely; a mutation not)."""
+    return re.match(r"\s*(#[^\n]*\n\s*)*mutation\b", query) is not None
 
 
 def _never_limited(error: Mapping[str, Any]) -> bool:
@@ -28,7 +34,10 @@ async def graphql(
     client blocks until the reset its headers give.
     """
     response = await client.request(
-        "POST", path, json_body={"query": query, "variables": variables}
+        "POST",
+        path,
+        json_body={"query": query, "variables": variables},
+        idempotent=not is_mutation(query),
     )
     body = response.body
     if not isinstance(body, dict):

@@ -1,7 +1,10 @@
 """The HTTP client every tracker adapter uses: timeouts, bounded retries, rate limits, errors.
 
 - Transport failures and 5xx answers are retried a bounded number of times with exponential
-  backoff (tenacity); what still fails becomes `tracker_request` / `tracker_status`.
+  backoff (tenacity); what still fails becomes `tracker_request` / `tracker_status`. A request
+  that is not idempotent (by default a POST: it creates a comment or a ticket) is retried only
+  when it cannot have reached the provider (the connection was never made): after a 5xx or a
+  lost answer it may have been applied, and sending it again could create it twice.
 - Rate limits are read from the provider's headers. A limited answer (429, or 403 with no
   remaining quota) blocks the client until the provider's reset time or `Retry-After`: calls made
   before then fail at once with `tracker_rate_limited` and spend nothing.
@@ -114,8 +117,14 @@ class HttpClient:
         json_body: Any = None,
         conditional: bool = False,
         ok: tuple[int, ...] = (200, 201, 204),
+        idempotent: bool | None = None,
     ) -> Response:
-        """Send one request (retried while transient) and return its decoded answer."""
+        """Send one request (retried while transient) and return its decoded answer.
+
+        `idempotent` says whether sending it twice is harmless; by default every method but POST.
+        """
+        if idempotent is None:
+            idempotent = method.upper() != "POST"
         now = self.clock()
         if self.quota.blocked_until > now:
             wait = self.quota.blocked_until - now
@@ -134,7 +143,9 @@ class HttpClient:
         try:
             async for attempt in retrying:
                 with attempt:
-                    return await self._send_once(method, url, params, json_body, conditional, ok)
+                    return await self._send_once(
+                        method, url, params, json_body, conditional, ok, idempotent
+                    )
         except _Retryable as exc:
             raise exc.error from None
         raise AssertionError("unreachable")  # pragma: no cover
@@ -147,6 +158,7 @@ class HttpClient:
         json_body: Any,
         conditional: bool,
         ok: tuple[int, ...],
+        idempotent: bool = True,
     ) -> Response:
         client = self._http()
         cache_key = f"{url}?{sorted((params or {}).items())}"
@@ -160,8 +172,15 @@ class HttpClient:
                     method, url, params=params, json=json_body, headers=headers
                 )
         except httpx.TransportError as exc:
-            raise _Retryable(
-                TrackerError(TRACKER_REQUEST, f"{self.provider} unreachable: {type(exc).__name__}")
+            error = TrackerError(
+                TRACKER_REQUEST, f"{self.provider} unreachable: {type(exc).__name__}"
+            )
+            if idempotent or isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+                raise _Retryable(error) from None
+            raise TrackerError(
+                TRACKER_REQUEST,
+                f"{self.provider}: {type(exc).__name__} after sending {method} {url}; it may "
+                "have been applied, so it is not sent again blindly",
             ) from None
         self.quota.requests += 1
         self._note_quota(answer.headers)
@@ -171,6 +190,8 @@ class HttpClient:
         if self._is_rate_limited(answer):
             raise self.rate_limited(answer.headers, _provider_message(answer))
         if answer.status_code in _RETRYABLE_STATUSES:
+            if not idempotent:
+                raise self._status_error(answer)
             raise _Retryable(self._status_error(answer))
         if answer.status_code not in ok:
             raise self._status_error(answer)

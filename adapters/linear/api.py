@@ -20,6 +20,7 @@ import httpx
 
 from symphony.tracker import TRACKER_RESPONSE, TRACKER_STATUS, TrackerError
 
+from .._support.graphql import is_mutation
 from .._support.http import HttpClient, RateLimitHeaders
 
 # Linear reports its request budget in these headers; the reset is an epoch instant in
@@ -104,6 +105,7 @@ class LinearApi:
                 self.endpoint,
                 json_body={"query": query, "variables": dict(variables or {})},
                 ok=(200, 400),
+                idempotent=not is_mutation(query),
             )
         except TrackerError as exc:
             raise self._scrubbed(exc) from None

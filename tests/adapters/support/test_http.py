@@ -16,7 +16,7 @@ from symphony.tracker import (
     TRACKER_STATUS,
     TrackerError,
 )
-from symphony_adapters._support.graphql import graphql
+from symphony_adapters._support.graphql import graphql, is_mutation
 from symphony_adapters._support.http import HttpClient, next_link
 from symphony_adapters._support.normalize import as_int, parse_timestamp
 from symphony_adapters._support.provider import provider_secret
@@ -198,3 +198,40 @@ def test_timestamps_and_integers_normalize_or_become_none() -> None:
     assert parse_timestamp("2026-01-02T03:04:05.123+02:00") is not None
     assert parse_timestamp("yesterday") is None and parse_timestamp(None) is None
     assert as_int(3.0) == 3 and as_int(True) is None and as_int("3") is None
+
+
+@respx.mock
+async def test_a_post_is_not_sent_again_after_a_5xx_or_a_lost_answer(clock: FakeClock) -> None:
+    # A comment or ticket the provider created before answering 503 must not be created twice.
+    route = respx.post(f"{BASE}/comments").mock(return_value=httpx.Response(503))
+    http = client(clock)
+    with pytest.raises(TrackerError) as err:
+        await http.request("POST", "/comments", json_body={"body": "hi"})
+    assert err.value.category == TRACKER_STATUS and route.call_count == 1
+    lost = respx.post(f"{BASE}/lost").mock(side_effect=httpx.ReadTimeout("lost"))
+    with pytest.raises(TrackerError) as err:
+        await http.request("POST", "/lost", json_body={})
+    assert lost.call_count == 1 and "may have been applied" in err.value.message
+
+
+@respx.mock
+async def test_a_post_that_never_reached_the_provider_is_retried(clock: FakeClock) -> None:
+    route = respx.post(f"{BASE}/comments").mock(
+        side_effect=[httpx.ConnectError("refused"), httpx.Response(201, json={"id": 1})]
+    )
+    response = await client(clock).request("POST", "/comments", json_body={"body": "hi"})
+    assert response.status == 201 and route.call_count == 2
+
+
+@respx.mock
+async def test_a_graphql_query_is_retried_but_a_mutation_is_not(clock: FakeClock) -> None:
+    assert is_mutation("# note\n  mutation Move { x }") and not is_mutation("query { x }")
+    route = respx.post(f"{BASE}/graphql").mock(
+        side_effect=[httpx.Response(502), httpx.Response(200, json={"data": {"x": 1}})]
+    )
+    assert await graphql(client(clock), "query { x }", {}, path="/graphql") == {"x": 1}
+    assert route.call_count == 2
+    route.mock(side_effect=[httpx.Response(502), httpx.Response(200, json={"data": {}})])
+    with pytest.raises(TrackerError):
+        await graphql(client(clock), "mutation { x }", {}, path="/graphql")
+    assert route.call_count == 3
