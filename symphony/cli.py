@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import os
 import signal
 import sys
@@ -24,17 +23,16 @@ from typing import Any
 
 import uvloop
 
-from symphony import process
-from symphony.config import Settings, TrackerSettings, load_settings
+from symphony import check, process
+from symphony.config import Settings, load_settings
 from symphony.errors import SymphonyError
 from symphony.init import TRACKERS, init_workflow
 from symphony.issue import Issue
 from symphony.observability.logging import configure_logging, masker
 from symphony.observability.terminal import ConsoleLogStream, TerminalStatus
 from symphony.orchestrator import Orchestrator
-from symphony.preflight import agent_command_problem
-from symphony.prompt import check_template, render_prompt
-from symphony.scheduling import SchedulerState, explain_dispatch
+from symphony.prompt import check_prompts, render_prompt
+from symphony.runner import stage_context
 from symphony.tracker import Tracker, TrackerContext, create_tracker, resolve_states
 
 EXIT_OK = 0
@@ -178,22 +176,10 @@ def version() -> str:
 
 def _load(path: Path) -> tuple[Settings, Tracker]:
     settings = load_settings(path)
-    check_template(settings.prompt_template, first_line=settings.prompt_line)
+    check_prompts(settings)
     tracker = create_tracker(settings.tracker, TrackerContext(settings.workflow_dir, os.environ))
     masker.set(os.environ.get(name, "") for name in tracker.secret_env_names())  # check, render
     return settings, tracker
-
-
-def _preflight_warnings(settings: Settings) -> list[str]:
-    """What `check` warns about and the daemon logs at start: unknown keys, a missing agent."""
-    warnings = list(settings.warnings)
-    problem = agent_command_problem(
-        settings.codex.command,
-        {**os.environ, "SYMPHONY_WORKFLOW_DIR": str(settings.workflow_dir)},
-    )
-    if problem is not None:
-        warnings.append(problem)
-    return warnings
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -235,7 +221,7 @@ async def _serve(
     for signum in stop_signals():
         loop.add_signal_handler(signum, stop, signum)
     settings = orchestrator.settings
-    for warning in _preflight_warnings(settings):
+    for warning in check.preflight_warnings(settings):
         structlog.get_logger("symphony").warning(warning)
     structlog.get_logger("symphony").info(
         "started",
@@ -331,72 +317,49 @@ class StopSignals:
 
 def _check(args: argparse.Namespace) -> int:
     settings, tracker = _load(args.workflow)
-    t, candidates = uvloop.run(_fetch(tracker, settings.tracker))
-    print(f"workflow      {settings.workflow_path}")
-    print(f"tracker       {t.kind}")
-    print(f"active        {', '.join(t.active_states)}")
-    print(f"terminal      {', '.join(t.terminal_states)}")
-    if t.required_labels:
-        print(f"labels        {', '.join(t.required_labels)}")
-    print(f"workspaces    {settings.workspace.root}")
-    print(f"poll every    {settings.polling.interval_ms} ms")
-    print(f"concurrency   {settings.agent.max_concurrent_agents}")
-    print(f"agent         {settings.codex.command}")
-    warnings = _preflight_warnings(settings)
-    for warning in warnings:
-        print(f"warning: {warning}")
-    print(f"\n{len(candidates)} ticket(s) in active states:")
-    resolved = dataclasses.replace(settings, tracker=t)
-    failures: list[str] = []
-    for issue, wait in explain_dispatch(SchedulerState(), candidates, resolved):
-        verdict = "would dispatch" if wait is None else f"waits: {wait}"
-        priority = issue.priority if issue.priority is not None else "-"
-        print(f"  {issue.identifier:<16} {issue.state:<14} p{priority:<3} {verdict}  {issue.title}")
-        try:
-            render_prompt(settings.prompt_template, issue, None)
-        except SymphonyError as exc:
-            failures.append(f"prompt of {issue.identifier} cannot be rendered: {exc}")
-    for failure in failures:
-        print(f"error: {failure}")
-    if failures:
-        print(f"\n{len(failures)} ticket(s) would fail at dispatch: fix the prompt template.")
-        return EXIT_FAILED
-    return EXIT_OK
-
-
-async def _fetch(
-    tracker: Tracker, settings: TrackerSettings
-) -> tuple[TrackerSettings, list[Issue]]:
-    try:
-        settings = await resolve_states(settings, tracker)
-        return settings, await tracker.fetch_issues_by_states(settings.active_states)
-    finally:
-        await tracker.aclose()
+    return uvloop.run(check.report(settings, tracker))
 
 
 def _render(args: argparse.Namespace) -> int:
     settings, tracker = _load(args.workflow)
-    issue = uvloop.run(_find(tracker, settings, args.issue))
-    if issue is None:
+    prompt = uvloop.run(_render_for(tracker, settings, args.issue, args.attempt))
+    if prompt is None:
         print(f"symphony: no ticket {args.issue!r} in {settings.tracker.kind}", file=sys.stderr)
         return EXIT_FAILED
-    print(render_prompt(settings.prompt_template, issue, args.attempt))
+    print(prompt)
     return EXIT_OK
 
 
-async def _find(tracker: Tracker, settings: Settings, wanted: str) -> Issue | None:
+async def _render_for(
+    tracker: Tracker, settings: Settings, wanted: str, attempt: int | None
+) -> str | None:
+    """The first-turn prompt `wanted` (an id or identifier) would get; in stage mode that of
+    its stage, with the plan and comments read from the tracker as a dispatch would."""
     try:
-        found = await tracker.fetch_issues_by_ids([wanted])
-        if found:
-            return found[0]
-        resolved = await resolve_states(settings.tracker, tracker)
-        states = resolved.active_states + resolved.terminal_states
-        for issue in await tracker.fetch_issues_by_states(states):
-            if issue.identifier == wanted:
-                return issue
-        return None
+        issue = await _find(tracker, settings, wanted)
+        if issue is None:
+            return None
+        stage = settings.machine.stage_for(issue.state) if settings.machine else None
+        if stage is None:
+            return render_prompt(settings.prompt_template, issue, attempt)
+        context = await stage_context(tracker, issue, stage)
+        return render_prompt(stage.prompt_template, issue, attempt, context)
     finally:
         await tracker.aclose()
+
+
+async def _find(tracker: Tracker, settings: Settings, wanted: str) -> Issue | None:
+    found = await tracker.fetch_issues_by_ids([wanted])
+    if found:
+        return found[0]
+    resolved = await resolve_states(settings.tracker, tracker)
+    states = resolved.active_states + resolved.terminal_states
+    if settings.machine is not None:
+        states += settings.machine.checkpoint_states(resolved.terminal_states)
+    for issue in await tracker.fetch_issues_by_states(states):
+        if issue.identifier == wanted:
+            return issue
+    return None
 
 
 if __name__ == "__main__":

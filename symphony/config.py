@@ -7,7 +7,9 @@ block. It returns complete settings or raises; there is never a half-applied mix
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import hashlib
 import os
 import re
 import tempfile
@@ -15,11 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from symphony.errors import SymphonyError
 from symphony.issue import normalize_state
 from symphony.workflow import Workflow, read_workflow
+
+if TYPE_CHECKING:
+    from symphony.stages import StageMachine
 
 INVALID_CONFIG = "invalid_workflow_config"
 
@@ -38,6 +43,9 @@ class TrackerSettings:
     active_states: tuple[str, ...]
     terminal_states: tuple[str, ...]
     required_labels: tuple[str, ...] = ()
+    other_states: tuple[str, ...] = ()
+    """States the daemon itself moves tickets to that are neither active nor terminal (stage
+    mode's checkpoints, such as Plan Review): adapters map them like the others."""
     _active: frozenset[str] = field(init=False, repr=False, compare=False)
     _terminal: frozenset[str] = field(init=False, repr=False, compare=False)
 
@@ -119,6 +127,8 @@ class Settings:
     """Problems that do not stop the workflow (unknown keys); shown by `check`, logged at start."""
     prompt_line: int = 1
     """The line of WORKFLOW.md where the prompt template starts, for error messages."""
+    machine: StageMachine | None = None
+    """The stage machine (stage mode), or None: spec mode, exactly as the spec describes."""
 
     @property
     def workflow_dir(self) -> Path:
@@ -129,7 +139,17 @@ class Settings:
 # share the file), but each one is reported with the nearest known key, so a typo is not lost.
 KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        "": ("tracker", "polling", "workspace", "hooks", "agent", "codex", "server"),
+        "": (
+            "tracker",
+            "polling",
+            "workspace",
+            "hooks",
+            "agent",
+            "codex",
+            "server",
+            "stages",
+            "escalation_state",
+        ),
         "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
         "polling": ("interval_ms",),
         "workspace": ("root",),
@@ -294,6 +314,24 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         stall_timeout_ms=_int(codex_raw, "codex.stall_timeout_ms", _CODEX.stall_timeout_ms, None),
     )
 
+    warnings = unknown_keys(raw, getattr(module, "PROVIDER_KEYS", None))
+    machine = None
+    if "stages" in raw:
+        from symphony.stages import parse_stages
+
+        machine = parse_stages(
+            raw,
+            workflow_dir=workflow.path.parent,
+            body_template=workflow.prompt_template or DEFAULT_PROMPT,
+            body_line=workflow.prompt_line,
+            max_turns=agent.max_turns,
+            terminal_states=tracker.terminal_states,
+            warnings=warnings,
+        )
+        tracker = _with_checkpoints(_stage_states(tracker, tracker_raw, machine.states), machine)
+    elif "escalation_state" in raw:
+        warnings.append("escalation_state is used only with stages, so it is ignored")
+
     return Settings(
         workflow_path=workflow.path,
         tracker=tracker,
@@ -303,10 +341,62 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         agent=agent,
         codex=codex,
         prompt_template=workflow.prompt_template or DEFAULT_PROMPT,
-        fingerprint=workflow.fingerprint,
+        fingerprint=workflow_fingerprint(workflow),
         server=_server(_section(raw, "server")),
-        warnings=tuple(unknown_keys(raw, getattr(module, "PROVIDER_KEYS", None))),
+        warnings=tuple(warnings),
         prompt_line=workflow.prompt_line,
+        machine=machine,
+    )
+
+
+def workflow_fingerprint(workflow: Workflow) -> str:
+    """WORKFLOW.md's digest, extended by the prompt files its stages name: an edit of any of
+    them is a change of the workflow (and a fixed prompt file ends a rejection)."""
+    files = _prompt_files(workflow)
+    if not files:
+        return workflow.fingerprint
+    digest = hashlib.sha256(workflow.fingerprint.encode())
+    for path in files:
+        try:
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        except OSError:
+            digest.update(b"unreadable")
+    return digest.hexdigest()
+
+
+def _prompt_files(workflow: Workflow) -> list[Path]:
+    """The `prompt_file`s the raw front matter names, read leniently (validation is elsewhere)."""
+    stages = workflow.config.get("stages")
+    if not isinstance(stages, Mapping):
+        return []
+    files = []
+    for stage in stages.values():
+        name = stage.get("prompt_file") if isinstance(stage, Mapping) else None
+        if isinstance(name, str) and name.strip():
+            path = Path(name.strip()).expanduser()
+            files.append(path if path.is_absolute() else workflow.path.parent / path)
+    return files
+
+
+def _stage_states(
+    tracker: TrackerSettings, tracker_raw: Mapping[str, Any], stage_states: tuple[str, ...]
+) -> TrackerSettings:
+    """The active states are the stages' states: derived, or checked when both are given."""
+    if "active_states" in tracker_raw:
+        given = {normalize_state(s) for s in tracker.active_states}
+        if given != {normalize_state(s) for s in stage_states}:
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"tracker.active_states ({', '.join(tracker.active_states)}) disagrees with the "
+                f"stages' states ({', '.join(stage_states)}); in stage mode the stages define "
+                "the active states, so remove tracker.active_states or make them match",
+            )
+    return dataclasses.replace(tracker, active_states=stage_states)
+
+
+def _with_checkpoints(tracker: TrackerSettings, machine: StageMachine) -> TrackerSettings:
+    return dataclasses.replace(
+        tracker, other_states=machine.checkpoint_states(tracker.terminal_states)
     )
 
 

@@ -25,13 +25,15 @@ import structlog
 
 from symphony import scheduling as core
 from symphony.agents import AgentEvent, AgentLaunch, AgentSession, open_session
-from symphony.config import Settings, build_settings
+from symphony.config import Settings, build_settings, workflow_fingerprint
 from symphony.errors import SymphonyError
+from symphony.issue import normalize_state
 from symphony.observability.activity import Activity
+from symphony.observability.board import Board, board_row
 from symphony.observability.logging import masker
 from symphony.observability.metrics import TrackerRequests
 from symphony.observability.snapshot import build_issue_snapshot, build_snapshot
-from symphony.prompt import check_template
+from symphony.prompt import check_prompts
 from symphony.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
 from symphony.tracker import (
     TRACKER_INTERNAL,
@@ -41,6 +43,7 @@ from symphony.tracker import (
     create_tracker,
     resolve_states,
 )
+from symphony.transitions import write_transition
 from symphony.workflow import read_workflow
 from symphony.workspace import WorkspaceManager
 
@@ -81,6 +84,16 @@ class WorkerExited:
 
 
 @dataclass(frozen=True, slots=True)
+class TransitionWritten:
+    """The shell's attempt at a pending transition: `moved`, `abandoned` (a person moved the
+    ticket first, or it vanished) or `failed` (with the error)."""
+
+    issue_id: str
+    result: str
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkflowChanged:
     pass
 
@@ -95,7 +108,14 @@ class StopRequested:
     pass
 
 
-QueueEvent = AgentUpdate | WorkerExited | WorkflowChanged | RefreshRequested | StopRequested
+QueueEvent = (
+    AgentUpdate
+    | WorkerExited
+    | TransitionWritten
+    | WorkflowChanged
+    | RefreshRequested
+    | StopRequested
+)
 
 
 @dataclass(slots=True)
@@ -142,6 +162,7 @@ class Orchestrator:
         self.health = Health()
         self.activity = Activity()
         self.tracker_requests = TrackerRequests()
+        self.board = Board()
         self._session_factory = session_factory
         self.tracker: Tracker = tracker or self._new_tracker(settings)
         self._mask_tracker_secrets()
@@ -154,6 +175,8 @@ class Orchestrator:
         self._watch = watch
         self._next_tick = 0.0
         self._listeners: list[Callable[[], None]] = []
+        # Moves the daemon made itself, so the board view can tell them from a person's.
+        self._daemon_moves: dict[str, str] = {}
 
     # Public surface
 
@@ -169,7 +192,7 @@ class Orchestrator:
     def snapshot(self) -> dict[str, Any]:
         """A JSON-safe view of the current state for status surfaces."""
         health = self.health
-        return build_snapshot(
+        snapshot = build_snapshot(
             self.state,
             self.clock.monotonic(),
             self.clock.wall(),
@@ -184,12 +207,30 @@ class Orchestrator:
             },
             self.activity.newest(),
         )
+        snapshot["board"] = self.board.snapshot(self.state)
+        snapshot["mode"] = "stages" if self.settings.machine is not None else "spec"
+        return snapshot
 
     def issue_snapshot(self, wanted: str) -> dict[str, Any] | None:
-        """One running or retrying issue (by identifier or id) in detail; None when neither."""
+        """One issue (by identifier or id) in detail: running, retrying, or known from the last
+        poll as waiting (with the reason); None when the daemon knows nothing of it."""
         detail = build_issue_snapshot(self.state, wanted, self.clock.monotonic(), self.clock.wall())
-        if detail is not None:
-            detail["activity"] = self.activity.for_issue(detail["issue_identifier"])
+        row = self.board.row(wanted)
+        if detail is None and row is not None:
+            board = board_row(row, self.state)
+            detail = {
+                "issue_identifier": row.identifier,
+                "issue_id": row.issue_id,
+                "status": board["status"],
+                "running": None,
+                "retry": None,
+            }
+        if detail is None:
+            return None
+        if row is not None:
+            board = board_row(row, self.state)
+            detail.update(state=row.state, stage=row.stage, reason=board["reason"], title=row.title)
+        detail["activity"] = self.activity.for_issue(detail["issue_identifier"])
         return detail
 
     def workspace_path(self, identifier: str) -> Path:
@@ -202,6 +243,7 @@ class Orchestrator:
 
     async def run(self) -> None:
         await self._resolve_states()
+        await self._ensure_stage_states()
         await self._startup_cleanup()
         async with asyncio.TaskGroup() as tasks:
             self._tasks = tasks
@@ -235,6 +277,7 @@ class Orchestrator:
                 break
             now = self.clock.monotonic()
             self._perform(core.detect_stalls(self.state, self.settings, now))
+            self._perform(core.due_transitions(self.state, now))
             if refresh or now >= self._next_tick:
                 await self._tick()
                 self._next_tick = self.clock.monotonic() + self.settings.polling.interval_ms / 1000
@@ -258,6 +301,19 @@ class Orchestrator:
             )
             self._perform(effects)
             return False
+        if isinstance(event, TransitionWritten):
+            now = self.clock.monotonic()
+            if event.result == "failed":
+                effects = core.on_transition_failed(
+                    self.state, event.issue_id, event.detail or "failed", self.settings, now
+                )
+            else:
+                effects = core.on_transition_confirmed(
+                    self.state, event.issue_id, moved=event.result == "moved", reason=event.detail
+                )
+            self._perform(effects)
+            # A confirmed move may have freed a slot or made a ticket of the next stage ready.
+            return event.result != "failed"
         if isinstance(event, WorkflowChanged):
             self._reload()
             return False
@@ -289,11 +345,15 @@ class Orchestrator:
         self._perform(core.sweep_kept_workspaces(self.state, refreshed, kept, self.settings))
 
     async def _dispatch_candidates(self) -> None:
+        settings = self.settings
+        tracker_settings = settings.tracker
+        # Stage mode also reads the checkpoints (Plan Review, Human Review, ...) in the same
+        # call, for the board view: where every ticket the workflow knows is, and why.
+        states = tracker_settings.active_states
+        if settings.machine is not None:
+            states += settings.machine.checkpoint_states(tracker_settings.terminal_states)
         try:
-            candidates = await self._read(
-                "candidates",
-                self.tracker.fetch_issues_by_states(self.settings.tracker.active_states),
-            )
+            issues = await self._read("candidates", self.tracker.fetch_issues_by_states(states))
         except TrackerError as exc:
             self._tracker_failed(exc, "candidate fetch failed, dispatch skipped")
             return
@@ -301,10 +361,28 @@ class Orchestrator:
             log.info("tracker recovered")
             self.activity.add(self.clock.wall(), "tracker_recovered", "tracker reads work again")
             self.health.tracker_error = None
+        candidates = [issue for issue in issues if tracker_settings.is_active(issue.state)]
         effects = core.select_dispatches(
-            self.state, candidates, self.settings, self.clock.monotonic(), self.clock.wall()
+            self.state, candidates, settings, self.clock.monotonic(), self.clock.wall()
         )
         self._perform(effects)
+        reasons = dict(
+            (issue.id, why)
+            for issue, why in core.explain_dispatch(self.state, candidates, settings)
+        )
+        for move in self.board.update(issues, reasons, settings, self._daemon_moves):
+            log.info(
+                "ticket moved by a person",
+                issue_identifier=move.identifier,
+                from_state=move.from_state,
+                state=move.to_state,
+            )
+            self.activity.add(
+                self.clock.wall(),
+                "moved_by_person",
+                f"a person moved it from {move.from_state} to {move.to_state}",
+                issue_identifier=move.identifier,
+            )
 
     async def _process_retries(self) -> None:
         if self.health.workflow_error is not None or not self.settings.tracker.active_states:
@@ -329,7 +407,30 @@ class Orchestrator:
         for effect in effects:
             self.activity.add_effect(self.clock.wall(), effect)
             if isinstance(effect, core.StartWorker):
-                self._start_worker(effect.issue, effect.attempt)
+                self._start_worker(effect)
+            elif isinstance(effect, core.PerformTransition):
+                self._start_transition(effect)
+            elif isinstance(effect, core.TransitionDone):
+                log.info(
+                    "ticket moved" if effect.confirmed else "move abandoned",
+                    issue_id=effect.issue_id,
+                    issue_identifier=effect.identifier,
+                    stage=effect.from_stage,
+                    outcome=effect.outcome,
+                    state=effect.target,
+                )
+                if effect.confirmed:
+                    self._daemon_moves[effect.issue_id] = effect.target
+            elif isinstance(effect, core.TransitionRetry):
+                log.warning(
+                    "move failed, retrying",
+                    issue_id=effect.issue_id,
+                    issue_identifier=effect.identifier,
+                    state=effect.target,
+                    attempt=effect.attempt,
+                    delay_s=round(effect.delay_s, 3),
+                    error=effect.error,
+                )
             elif isinstance(effect, core.StopWorker):
                 log.info(
                     "stopping run",
@@ -361,8 +462,15 @@ class Orchestrator:
                     reason=effect.reason,
                 )
 
-    def _start_worker(self, issue: Any, attempt: int | None) -> None:
+    def _start_worker(self, start: core.StartWorker) -> None:
         assert self._tasks is not None
+        issue, attempt = start.issue, start.attempt
+        machine = self.settings.machine
+        stage = (
+            next((s for s in machine.stages if s.name == start.stage), None)
+            if machine is not None and start.stage is not None
+            else None
+        )
         ctx = AttemptContext(
             settings=self.settings,
             tracker=self.tracker,
@@ -371,6 +479,8 @@ class Orchestrator:
                 self.environ, self.tracker.secret_env_names(), self.settings
             ),
             open_session=self._session_factory,
+            stage=stage,
+            turns_used=start.turns_used,
         )
         self.health.dispatched += 1
         log.info(
@@ -400,8 +510,8 @@ class Orchestrator:
             removal = self._removals.get(issue.identifier)
             if removal is not None:
                 await asyncio.shield(removal)
-            await run_attempt(issue, attempt, ctx, on_event)
-            result = core.WorkerExit(True)
+            end = await run_attempt(issue, attempt, ctx, on_event)
+            result = core.WorkerExit(True, report=end.report, stuck=end.stuck)
             log.info("completed")
         except AttemptFailed as exc:
             result = core.WorkerExit(False, str(exc))
@@ -414,6 +524,36 @@ class Orchestrator:
             log.exception("failed", reason="internal error")
         finally:
             self._queue.put_nowait(WorkerExited(issue.id, result))
+
+    def _start_transition(self, perform: core.PerformTransition) -> None:
+        assert self._tasks is not None
+        pending = self.state.transitions.get(perform.issue_id)
+        if pending is None:
+            return
+        tracker, machine = self.tracker, self.settings.machine
+        stage = (
+            next((s for s in machine.stages if s.name == pending.plan.stage), None)
+            if machine is not None
+            else None
+        )
+        own = {normalize_state(pending.issue.state)}
+        if stage is not None:
+            own.update(normalize_state(state) for state in stage.states)
+
+        async def write() -> None:
+            structlog.contextvars.bind_contextvars(
+                issue_id=perform.issue_id, issue_identifier=perform.identifier
+            )
+            try:
+                result, detail = await write_transition(tracker, pending, own)
+            except TrackerError as exc:
+                result, detail = "failed", str(exc)
+            except Exception as exc:  # an adapter bug costs one try, never the daemon
+                log.exception("transition write failed unexpectedly")
+                result, detail = "failed", f"internal error: {exc!r}"
+            self._queue.put_nowait(TransitionWritten(perform.issue_id, result, detail))
+
+        self._tasks.create_task(write())
 
     def _remove_workspace(self, identifier: str) -> None:
         assert self._tasks is not None
@@ -454,6 +594,22 @@ class Orchestrator:
                     "startup cleanup failed", issue_identifier=issue.identifier, reason=str(exc)
                 )
 
+    async def _ensure_stage_states(self) -> None:
+        """Stage mode: make the tracker able to hold every state the daemon moves tickets to
+        (labels-as-states trackers create the missing labels)."""
+        machine = self.settings.machine
+        if machine is None:
+            return
+        try:
+            created = await self._read(
+                "states", self.tracker.ensure_states((*machine.states, *machine.targets()))
+            )
+        except TrackerError as exc:
+            log.warning("could not prepare the stages' states on the tracker", reason=str(exc))
+            return
+        if created:
+            log.info("created the stages' states on the tracker", states=created)
+
     async def _shutdown(self) -> None:
         self._perform(core.stop_all(self.state))
         while self._workers:
@@ -473,25 +629,26 @@ class Orchestrator:
         except SymphonyError as exc:
             self._reject(str(exc), None)
             return
-        if workflow.fingerprint == self.settings.fingerprint:
+        fingerprint = workflow_fingerprint(workflow)
+        if fingerprint == self.settings.fingerprint:
             self._accept_current()
             return
-        if workflow.fingerprint == self.health.workflow_error_fingerprint:
+        if fingerprint == self.health.workflow_error_fingerprint:
             return  # already rejected, already said so
         try:
             settings = build_settings(workflow, self.environ)
-            check_template(settings.prompt_template, first_line=settings.prompt_line)
+            check_prompts(settings)
             tracker = (
                 self.tracker
                 if settings.tracker == self.settings.tracker
                 else self._new_tracker(settings)
             )
         except SymphonyError as exc:
-            self._reject(str(exc), workflow.fingerprint)
+            self._reject(str(exc), fingerprint)
             return
         except Exception as exc:  # an adapter bug rejects the reload, never the daemon
             log.exception("workflow reload failed unexpectedly")
-            self._reject(f"internal error: {exc!r}", workflow.fingerprint)
+            self._reject(f"internal error: {exc!r}", fingerprint)
             return
         old, tracker_changed = self.settings, tracker is not self.tracker
         self.settings = settings

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from liquid import BoundTemplate, Environment, StrictUndefined
 from liquid.exceptions import LiquidError
 
 from symphony.errors import SymphonyError
 from symphony.issue import ANYTHING, ISSUE_TEMPLATE_SHAPE, VALUE, Issue, TemplateShape
+
+if TYPE_CHECKING:
+    from symphony.config import Settings
 
 TEMPLATE_PARSE_ERROR = "template_parse_error"
 TEMPLATE_RENDER_ERROR = "template_render_error"
@@ -24,10 +28,38 @@ PROMPT_VARIABLES: Mapping[str, TemplateShape] = {"issue": ISSUE_TEMPLATE_SHAPE, 
 """Everything the daemon hands a prompt template; a template reading anything else is refused
 when the workflow is loaded, not at each dispatch."""
 
+COMMENT_SHAPE: TemplateShape = {"author": VALUE, "body": VALUE, "created_at": VALUE}
+STAGE_PROMPT_VARIABLES: Mapping[str, TemplateShape] = {
+    **PROMPT_VARIABLES,
+    "stage": VALUE,
+    "plan": VALUE,
+    "comments": (COMMENT_SHAPE,),
+}
+"""What a stage prompt gets besides `issue` and `attempt`: the stage's name, the ticket's plan
+(nil until one is posted) and its comments, oldest first."""
+
+
+@dataclass(frozen=True, slots=True)
+class StageContext:
+    """The stage-mode variables of one rendering."""
+
+    stage: str
+    plan: str | None
+    comments: tuple[Mapping[str, Any], ...]
+
+
 CONTINUATION_GUIDANCE = (
     "Continue working on {identifier}. This is turn {turn} of at most {max_turns} in this "
     'session; the ticket is still in state "{state}". Pick up where you left off and move the '
     "ticket to its hand-off state when the work is done."
+)
+
+
+STAGE_CONTINUATION_GUIDANCE = (
+    "Continue working on {identifier}, stage {stage}. This is turn {turn} of at most "
+    "{max_turns} in this session. Pick up where you left off. When the stage's work is done, "
+    "call report_outcome with outcome done (or blocked, with your open questions, if you "
+    "cannot go on without a person): the daemon moves the ticket, never you."
 )
 
 
@@ -40,26 +72,30 @@ def _compile(template: str) -> BoundTemplate:
     return _ENV.from_string(template)
 
 
-@lru_cache(maxsize=8)
-def check_template(template: str, *, first_line: int = 1) -> None:
+@lru_cache(maxsize=16)
+def check_template(
+    template: str, *, first_line: int = 1, source: str = "WORKFLOW.md", stage_mode: bool = False
+) -> None:
     """Parse the template and check, without rendering, that it reads only variables the daemon
-    provides (`PROMPT_VARIABLES`) through filters that exist.
+    provides (`PROMPT_VARIABLES`, or `STAGE_PROMPT_VARIABLES` in stage mode) through filters
+    that exist.
 
     Raises `template_parse_error`, `template_unknown_variable` or `template_unknown_filter`;
-    `first_line` is the line of WORKFLOW.md the template starts on, so messages can name lines.
+    `first_line` is the line of `source` the template starts on, so messages can name lines.
     """
     try:
         compiled = _compile(template)
         analysis = compiled.analyze()
     except LiquidError as exc:
-        raise PromptError(TEMPLATE_PARSE_ERROR, _first_line(exc)) from None
+        raise PromptError(TEMPLATE_PARSE_ERROR, f"{source}: {_first_line(exc)}") from None
+    variables = STAGE_PROMPT_VARIABLES if stage_mode else PROMPT_VARIABLES
     for uses in analysis.globals.values():
         for use in uses:
-            problem = _shape_problem(list(use.segments), PROMPT_VARIABLES)
+            problem = _shape_problem(list(use.segments), variables)
             if problem is not None:
                 line = first_line + template.count("\n", 0, use.span.index)
                 raise PromptError(
-                    TEMPLATE_UNKNOWN_VARIABLE, f"prompt line {line} of WORKFLOW.md: {problem}"
+                    TEMPLATE_UNKNOWN_VARIABLE, f"prompt line {line} of {source}: {problem}"
                 )
     for name, spans in analysis.filters.items():
         if name not in _ENV.filters:
@@ -67,8 +103,25 @@ def check_template(template: str, *, first_line: int = 1) -> None:
             hint = _suggest(name, _ENV.filters)
             raise PromptError(
                 TEMPLATE_UNKNOWN_FILTER,
-                f"prompt line {line} of WORKFLOW.md: there is no filter `{name}`{hint}",
+                f"prompt line {line} of {source}: there is no filter `{name}`{hint}",
             )
+
+
+def check_prompts(settings: Settings) -> None:
+    """Check every template the workflow will render: the body, or each stage's prompt."""
+    if settings.machine is None:
+        check_template(settings.prompt_template, first_line=settings.prompt_line)
+        return
+    for stage in settings.machine.stages:
+        try:
+            check_template(
+                stage.prompt_template,
+                first_line=stage.prompt_line,
+                source=stage.prompt_source,
+                stage_mode=True,
+            )
+        except PromptError as exc:
+            raise PromptError(exc.category, f"stage {stage.name}: {exc.message}") from None
 
 
 def _shape_problem(segments: list[Any], fields: Mapping[str, TemplateShape]) -> str | None:
@@ -117,11 +170,19 @@ def _suggest(name: str, known: Iterable[str]) -> str:
     return f"; did you mean `{close[0]}`?" if close else ""
 
 
-def render_prompt(template: str, issue: Issue, attempt: int | None) -> str:
-    """The first-turn prompt for `issue`; `attempt` is None on the first run."""
-    check_template(template)
+def render_prompt(
+    template: str, issue: Issue, attempt: int | None, stage: StageContext | None = None
+) -> str:
+    """The first-turn prompt for `issue`; `attempt` is None on the first run. `stage` carries
+    the stage-mode variables (`stage`, `plan`, `comments`)."""
+    check_template(template, stage_mode=stage is not None)
+    variables: dict[str, Any] = {"issue": issue.to_template(), "attempt": attempt}
+    if stage is not None:
+        variables.update(
+            stage=stage.stage, plan=stage.plan, comments=[dict(c) for c in stage.comments]
+        )
     try:
-        rendered: str = _compile(template).render(issue=issue.to_template(), attempt=attempt)
+        rendered: str = _compile(template).render(**variables)
         return rendered
     except LiquidError as exc:
         raise PromptError(TEMPLATE_RENDER_ERROR, _first_line(exc)) from None
@@ -131,6 +192,13 @@ def continuation_prompt(issue: Issue, turn: int, max_turns: int) -> str:
     """Guidance for a later turn on the same thread, which already holds the full prompt."""
     return CONTINUATION_GUIDANCE.format(
         identifier=issue.identifier, turn=turn, max_turns=max_turns, state=issue.state
+    )
+
+
+def stage_continuation_prompt(issue: Issue, stage: str, turn: int, max_turns: int) -> str:
+    """Stage mode's guidance for a later turn: report the outcome, do not move the ticket."""
+    return STAGE_CONTINUATION_GUIDANCE.format(
+        identifier=issue.identifier, stage=stage, turn=turn, max_turns=max_turns
     )
 
 

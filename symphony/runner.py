@@ -8,21 +8,35 @@ after it ends is the orchestrator's decision.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import structlog
 
 from symphony.agents import AgentEvent, AgentLaunch, AgentSession, EventSink, open_session
-from symphony.config import Settings
+from symphony.config import CodexSettings, Settings
 from symphony.errors import SymphonyError
 from symphony.issue import Issue
 from symphony.observability.logging import masker
-from symphony.prompt import continuation_prompt, render_prompt
+from symphony.prompt import (
+    StageContext,
+    continuation_prompt,
+    render_prompt,
+    stage_continuation_prompt,
+)
 from symphony.scheduling import is_routable
+from symphony.stage_tools import (
+    CREATE_FOLLOW_UP,
+    REPORT_OUTCOME,
+    parse_follow_up,
+    parse_report,
+    stage_tool_specs,
+)
+from symphony.stages import Report, Stage, marker_of, unmarked
 from symphony.tools import ToolResult
-from symphony.tracker import TRACKER_RATE_LIMITED, Tracker, TrackerError
+from symphony.tracker import TRACKER_RATE_LIMITED, NewTicket, Tracker, TrackerError
 from symphony.workspace import Workspace, WorkspaceManager
 
 log = structlog.get_logger("symphony.runner")
@@ -49,19 +63,65 @@ class AttemptContext:
     workspaces: WorkspaceManager
     agent_env: Mapping[str, str]
     open_session: Callable[[AgentLaunch], AgentSession] = open_session
+    stage: Stage | None = None
+    """Stage mode: the stage this attempt works in."""
+    turns_used: int = 0
+    """Turns already started in the stage by earlier attempts (the progress guard)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    """How a normal attempt ended. In stage mode: the agent's report, or `stuck` when the
+    stage's turn budget ran out without one; both unset means the stage continues."""
+
+    report: Report | None = None
+    stuck: bool = False
 
 
 async def run_attempt(
     issue: Issue, attempt: int | None, ctx: AttemptContext, on_event: EventSink
-) -> None:
+) -> AttemptEnd:
     settings = ctx.settings
-    bound = log.bind(attempt=attempt)
+    stage = ctx.stage
+    bound = log.bind(attempt=attempt, stage=stage.name if stage else None)
     workspace = await _step("workspace", ctx.workspaces.prepare(issue.identifier))
     try:
         await _step("before_run hook", ctx.workspaces.before_run(workspace))
         current = issue
+        tools = ctx.tracker.agent_tools()
+        variables: StageContext | None = None
+        follow_up_states: tuple[str, ...] = ()
+        if stage is not None:
+            assert settings.machine is not None
+            variables = await _step("comments", stage_context(ctx.tracker, issue, stage))
+            follow_up_states = settings.machine.states
+            tools = [t for t in tools if not t.moves_ticket]
+            tools += stage_tool_specs(stage.name, follow_up_states)
+        withheld = {t.name for t in ctx.tracker.agent_tools() if t.moves_ticket} if stage else set()
+        turn_report: Report | None = None
 
         async def handle_tool(name: str, arguments: Any) -> ToolResult:
+            nonlocal turn_report
+            if stage is not None:
+                if name == REPORT_OUTCOME:
+                    report = parse_report(arguments)
+                    if isinstance(report, ToolResult):
+                        return report
+                    turn_report = report
+                    return ToolResult(
+                        True,
+                        {
+                            "recorded": report.outcome.value,
+                            "note": "the daemon moves the ticket when this turn ends",
+                        },
+                    )
+                if name == CREATE_FOLLOW_UP:
+                    return await _follow_up(ctx.tracker, arguments, follow_up_states, current)
+                if name in withheld:
+                    return ToolResult.failure(
+                        "not_allowed",
+                        "in this workflow the daemon moves tickets: call report_outcome instead",
+                    )
             try:
                 async with asyncio.timeout(TOOL_TIMEOUT_S):
                     result = await ctx.tracker.execute_tool(name, arguments, current)
@@ -75,29 +135,40 @@ async def run_attempt(
         _check_cwd(ctx.workspaces, workspace)
         launch = AgentLaunch(
             workspace=workspace.path,
-            settings=settings.codex,
+            settings=_agent_settings(settings, stage),
             env={
                 **ctx.agent_env,
                 "SYMPHONY_ISSUE_IDENTIFIER": issue.identifier,
                 "SYMPHONY_WORKSPACE": str(workspace.path),
             },
-            tools=ctx.tracker.agent_tools(),
+            tools=tools,
             handle_tool=handle_tool,
             on_event=on_event,
         )
+        max_turns = (stage.max_turns if stage else None) or settings.agent.max_turns
+        budget = stage.max_total_turns - ctx.turns_used if stage else max_turns
+        if budget <= 0:
+            bound.info("worker done", reason="the stage's turn budget is used up")
+            return AttemptEnd(stuck=True)
         session = ctx.open_session(launch)
         try:
             await _step("agent startup", session.start())
-            max_turns = settings.agent.max_turns
             turn = 1
             while True:
                 if turn == 1:
-                    prompt = _render(settings.prompt_template, current, attempt)
+                    template = stage.prompt_template if stage else settings.prompt_template
+                    prompt = _render(template, current, attempt, variables)
+                elif stage is not None:
+                    prompt = stage_continuation_prompt(current, stage.name, turn, max_turns)
                 else:
                     prompt = continuation_prompt(current, turn, max_turns)
                 title = f"{current.identifier}: {current.title}"
+                turn_report = None
                 result = await _step(f"turn {turn}", session.run_turn(prompt, title=title))
                 bound.info("turn completed", session_id=result.session_id, turn=turn)
+                if turn_report is not None:
+                    bound.info("worker done", reason=f"reported {turn_report.outcome.value}")
+                    return AttemptEnd(report=turn_report)
                 refreshed = await _step("issue refresh", _refresh(ctx.tracker, issue.id))
                 match = next((i for i in refreshed if i.id == issue.id), None)
                 if match is None:
@@ -107,9 +178,22 @@ async def run_attempt(
                 if not settings.tracker.is_active(current.state):
                     bound.info("worker done", reason=f"state is now {current.state}")
                     break
+                if (
+                    stage is not None
+                    and settings.machine is not None
+                    and (settings.machine.stage_for(current.state) != stage)
+                ):
+                    bound.info("worker done", reason=f"moved to {current.state}, another stage")
+                    break
                 if not is_routable(current, settings.tracker):
                     bound.info("worker done", reason="issue no longer routable")
                     break
+                if stage is not None and turn >= budget:
+                    bound.info(
+                        "worker done",
+                        reason=f"max_total_turns ({stage.max_total_turns}) used, no report",
+                    )
+                    return AttemptEnd(stuck=True)
                 if turn >= max_turns:
                     bound.info("worker done", reason=f"max_turns ({max_turns}) reached")
                     break
@@ -118,6 +202,62 @@ async def run_attempt(
             await session.stop()
     finally:
         await ctx.workspaces.after_run(workspace)
+    return AttemptEnd()
+
+
+def _agent_settings(settings: Settings, stage: Stage | None) -> CodexSettings:
+    """The agent settings of this run: a stage may narrow the approval policy and sandbox."""
+    codex = settings.codex
+    if stage is None:
+        return codex
+    if stage.has_approval_policy:
+        codex = dataclasses.replace(codex, approval_policy=stage.approval_policy)
+    if stage.thread_sandbox is not None:
+        codex = dataclasses.replace(codex, thread_sandbox=stage.thread_sandbox)
+    return codex
+
+
+async def stage_context(tracker: Tracker, issue: Issue, stage: Stage) -> StageContext:
+    """The stage-mode prompt variables: the newest plan the daemon posted (as a person may have
+    edited it since) and every comment, oldest first."""
+    comments = await tracker.list_comments(issue)
+    plan = None
+    for comment in comments:
+        marker = marker_of(comment.body)
+        if marker is not None and marker[0] == "plan":
+            plan = unmarked(comment.body)
+    rows = tuple({**comment.to_template(), "body": unmarked(comment.body)} for comment in comments)
+    return StageContext(stage.name, plan, rows)
+
+
+async def _follow_up(
+    tracker: Tracker, arguments: Any, states: Sequence[str], parent: Issue
+) -> ToolResult:
+    parsed = parse_follow_up(arguments, states)
+    if isinstance(parsed, ToolResult):
+        return parsed
+    title, description, blocked_by, state = parsed
+    try:
+        async with asyncio.timeout(TOOL_TIMEOUT_S):
+            created = await tracker.create_issue(
+                NewTicket(title, description, state, blocked_by, parent)
+            )
+    except TimeoutError:
+        return ToolResult.failure(
+            "tool_timeout", f"creating the ticket took over {TOOL_TIMEOUT_S:.0f}s"
+        )
+    except TrackerError as exc:
+        return ToolResult.failure(exc.category, masker.mask(exc.message))
+    log.info("follow-up created", created=created.identifier, blocked_by=list(blocked_by) or None)
+    return ToolResult(
+        True,
+        {
+            "identifier": created.identifier,
+            "state": created.state,
+            "url": created.url,
+            "blocked_by": [b.identifier for b in created.blocked_by],
+        },
+    )
 
 
 async def _refresh(tracker: Tracker, issue_id: str) -> list[Issue]:
@@ -132,9 +272,11 @@ async def _refresh(tracker: Tracker, issue_id: str) -> list[Issue]:
         return await tracker.fetch_issues_by_ids([issue_id])
 
 
-def _render(template: str, issue: Issue, attempt: int | None) -> str:
+def _render(
+    template: str, issue: Issue, attempt: int | None, stage: StageContext | None = None
+) -> str:
     try:
-        return render_prompt(template, issue, attempt)
+        return render_prompt(template, issue, attempt, stage)
     except SymphonyError as exc:
         raise AttemptFailed(f"prompt: {exc}") from None
 

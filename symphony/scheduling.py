@@ -23,6 +23,7 @@ from typing import Any
 from symphony.agents import AgentEvent
 from symphony.config import AgentSettings, Settings, TrackerSettings
 from symphony.issue import BlockerRef, Issue, normalize_state
+from symphony.stages import Report, TransitionPlan, plan_transition
 
 CONTINUATION_DELAY_S = 1.0
 FAILURE_BASE_DELAY_S = 10.0
@@ -36,11 +37,17 @@ class StopReason(enum.Enum):
     MISSING = "missing"
     STALLED = "stalled"
     SHUTDOWN = "shutdown"
+    STAGE_CHANGED = "stage_changed"
+    """Stage mode: a person moved the ticket to a state of another stage."""
 
 
 class RetryKind(enum.Enum):
     CONTINUATION = "continuation"
     FAILURE = "failure"
+
+
+TRANSITION_BASE_DELAY_S = 5.0
+"""A failed tracker write is tried again after 5 s, doubling up to `agent.max_retry_backoff_ms`."""
 
 
 @dataclass(slots=True)
@@ -69,6 +76,8 @@ class RunningEntry:
     turn_count: int = 0
     stop_reason: StopReason | None = None
     recent_events: deque[RecentEvent] = field(default_factory=lambda: deque(maxlen=RECENT_EVENTS))
+    stage: str | None = None
+    """The stage this run works in (stage mode), captured at dispatch."""
 
     @property
     def identifier(self) -> str:
@@ -84,6 +93,37 @@ class RetryEntry:
     kind: RetryKind
     error: str | None = None
     url: str | None = None
+
+
+@dataclass(slots=True)
+class StageProgress:
+    """Turns started in the stage a ticket is in, across its attempts (the progress guard)."""
+
+    stage: str
+    turns: int = 0
+
+
+@dataclass(slots=True)
+class PendingTransition:
+    """A stage outcome the daemon has decided and is writing to the tracker.
+
+    The ticket stays claimed until the move is confirmed by reading it back, so it is never
+    dispatched while the write is in flight; a failed write is tried again with backoff.
+    """
+
+    issue: Issue
+    plan: TransitionPlan
+    key: str
+    """Idempotency key of the transition's comments: a retried write never posts twice."""
+    turns_used: int
+    attempts: int = 0
+    due_at: float = 0.0
+    in_flight: bool = False
+    error: str | None = None
+
+    @property
+    def identifier(self) -> str:
+        return self.issue.identifier
 
 
 @dataclass(slots=True)
@@ -105,6 +145,9 @@ class SchedulerState:
     """Released issues whose workspace was kept (id -> identifier), watched until terminal."""
     totals: Totals = field(default_factory=Totals)
     rate_limits: Mapping[str, Any] | None = None
+    stage_progress: dict[str, StageProgress] = field(default_factory=dict)
+    transitions: dict[str, PendingTransition] = field(default_factory=dict)
+    transition_seq: int = 0
 
 
 # Effects: what the shell must do. Plain values, compared in tests.
@@ -114,6 +157,9 @@ class SchedulerState:
 class StartWorker:
     issue: Issue
     attempt: int | None
+    stage: str | None = None
+    turns_used: int = 0
+    """Turns already started in `stage` (the progress guard counts across attempts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,15 +188,62 @@ class Released:
     reason: str
 
 
-Effect = StartWorker | StopWorker | RemoveWorkspace | RetryScheduled | Released
+@dataclass(frozen=True, slots=True)
+class PerformTransition:
+    """Write the pending transition of `issue_id` to the tracker (comments, move, read-back)."""
+
+    issue_id: str
+    identifier: str
+    target: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionDone:
+    """A transition was confirmed, or given up because a person moved the ticket meanwhile."""
+
+    issue_id: str
+    identifier: str
+    from_stage: str
+    target: str
+    outcome: str
+    confirmed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRetry:
+    issue_id: str
+    identifier: str
+    target: str
+    attempt: int
+    delay_s: float
+    error: str
+
+
+Effect = (
+    StartWorker
+    | StopWorker
+    | RemoveWorkspace
+    | RetryScheduled
+    | Released
+    | PerformTransition
+    | TransitionDone
+    | TransitionRetry
+)
 
 
 @dataclass(frozen=True, slots=True)
 class WorkerExit:
-    """How a worker ended: `ok` after a normal turn loop, else `error` says why."""
+    """How a worker ended: `ok` after a normal turn loop, else `error` says why.
+
+    In stage mode a normal end may carry the agent's `report` (its last valid `report_outcome`
+    in a turn that completed) or `stuck` (the stage's turn budget ran out without one).
+    """
 
     ok: bool
     error: str | None = None
+    report: Report | None = None
+    stuck: bool = False
 
 
 # Eligibility and ordering
@@ -292,7 +385,7 @@ def select_dispatches(
         return effects  # no slot: skip the sort, the common case of a busy fleet
     for issue, wait in _plan(state, candidates, settings):
         if wait is None:
-            effects.append(_dispatch(state, issue, None, now, wall))
+            effects.append(_dispatch(state, issue, None, now, wall, settings))
         elif wait is Wait.NO_SLOT:
             break  # every later candidate would wait for a slot too
     return effects
@@ -349,15 +442,31 @@ def describe_wait(issue: Issue, wait: Wait, state: SchedulerState, settings: Set
 
 
 def _dispatch(
-    state: SchedulerState, issue: Issue, attempt: int | None, now: float, wall: datetime
+    state: SchedulerState,
+    issue: Issue,
+    attempt: int | None,
+    now: float,
+    wall: datetime,
+    settings: Settings,
 ) -> StartWorker:
+    stage = settings.machine.stage_for(issue.state) if settings.machine is not None else None
     state.running[issue.id] = RunningEntry(
-        issue=issue, attempt=attempt, started_at=now, started_at_wall=wall
+        issue=issue,
+        attempt=attempt,
+        started_at=now,
+        started_at_wall=wall,
+        stage=stage.name if stage is not None else None,
     )
     state.claimed.add(issue.id)
     state.retry_attempts.pop(issue.id, None)
     state.kept_workspaces.pop(issue.id, None)
-    return StartWorker(issue, attempt)
+    if stage is None:
+        return StartWorker(issue, attempt)
+    progress = state.stage_progress.get(issue.id)
+    if progress is None or progress.stage != stage.name:
+        # A new entry into the stage starts the count again.
+        progress = state.stage_progress[issue.id] = StageProgress(stage.name)
+    return StartWorker(issue, attempt, stage.name, progress.turns)
 
 
 def detect_stalls(state: SchedulerState, settings: Settings, now: float) -> list[Effect]:
@@ -407,6 +516,9 @@ def apply_refresh(
                 StopReason.UNROUTABLE,
                 "no longer dispatchable or lacks a required label",
             )
+        elif entry.stage is not None and _stage_name(settings, issue.state) != entry.stage:
+            reason = StopReason.STAGE_CHANGED
+            detail = f"moved to {issue.state}, stage {_stage_name(settings, issue.state)}"
         else:
             entry.issue = issue
             continue
@@ -415,6 +527,13 @@ def apply_refresh(
         entry.stop_reason = reason
         effects.append(StopWorker(issue_id, entry.identifier, reason, detail))
     return effects
+
+
+def _stage_name(settings: Settings, issue_state: str) -> str | None:
+    if settings.machine is None:
+        return None
+    stage = settings.machine.stage_for(issue_state)
+    return stage.name if stage is not None else None
 
 
 def sweep_kept_workspaces(
@@ -470,18 +589,23 @@ def on_worker_exit(
         StopReason.INACTIVE,
         StopReason.UNROUTABLE,
         StopReason.MISSING,
+        StopReason.STAGE_CHANGED,
     ):
         state.claimed.discard(issue_id)
+        state.stage_progress.pop(issue_id, None)
         effects: list[Effect] = [
             Released(issue_id, entry.identifier, f"run stopped: {reason.value}")
         ]
         if reason is StopReason.TERMINAL:
             effects.append(RemoveWorkspace(entry.identifier))
-        elif reason is not StopReason.MISSING:
+        elif reason not in (StopReason.MISSING, StopReason.STAGE_CHANGED):
             state.kept_workspaces[issue_id] = entry.identifier
         return effects
     if reason is None and result.ok:
         state.completed.add(issue_id)
+        transition = _stage_outcome(state, entry, result, settings, now)
+        if transition is not None:
+            return [transition]
         return [_schedule_retry(state, entry.issue, 1, RetryKind.CONTINUATION, None, settings, now)]
     # A stalled run is a failure whatever its worker said while being stopped.
     if reason is StopReason.STALLED:
@@ -490,6 +614,107 @@ def on_worker_exit(
         error = result.error or "worker failed"
     attempt = _next_attempt(entry.attempt)
     return [_schedule_retry(state, entry.issue, attempt, RetryKind.FAILURE, error, settings, now)]
+
+
+def _stage_outcome(
+    state: SchedulerState, entry: RunningEntry, result: WorkerExit, settings: Settings, now: float
+) -> PerformTransition | None:
+    """The transition a finished stage run asks for, now pending (claim kept); None when the
+    stage simply continues (spec mode, or no report with turns left)."""
+    machine = settings.machine
+    if machine is None or entry.stage is None:
+        return None
+    stage = next((s for s in machine.stages if s.name == entry.stage), None)
+    if stage is None:
+        return None  # a reload removed the stage: its tickets are judged afresh
+    progress = state.stage_progress.get(entry.issue.id)
+    turns = progress.turns if progress is not None and progress.stage == stage.name else 0
+    plan = plan_transition(
+        stage,
+        result.report,
+        stuck=result.stuck,
+        turns_used=turns,
+        last_message=entry.last_message,
+    )
+    if plan is None:
+        return None
+    state.transition_seq += 1
+    pending = PendingTransition(
+        issue=entry.issue,
+        plan=plan,
+        key=f"{stage.name}-{state.transition_seq}",
+        turns_used=turns,
+        due_at=now,
+        in_flight=True,
+        attempts=1,
+    )
+    state.transitions[entry.issue.id] = pending
+    state.claimed.add(entry.issue.id)
+    return PerformTransition(entry.issue.id, entry.identifier, plan.target, 1)
+
+
+def due_transitions(state: SchedulerState, now: float) -> list[Effect]:
+    """Start the writes of pending transitions whose retry is due."""
+    effects: list[Effect] = []
+    for issue_id, pending in state.transitions.items():
+        if not pending.in_flight and pending.due_at <= now:
+            pending.in_flight = True
+            pending.attempts += 1
+            effects.append(
+                PerformTransition(
+                    issue_id, pending.identifier, pending.plan.target, pending.attempts
+                )
+            )
+    return effects
+
+
+def on_transition_confirmed(
+    state: SchedulerState, issue_id: str, *, moved: bool, reason: str | None = None
+) -> list[Effect]:
+    """The tracker shows the ticket in its target (`moved`), or a person moved it elsewhere
+    first (`moved=False`): either way the daemon is done with it until a person acts."""
+    pending = state.transitions.pop(issue_id, None)
+    if pending is None:
+        return []
+    state.claimed.discard(issue_id)
+    state.stage_progress.pop(issue_id, None)
+    # The workspace stays for the next stage (or the reviewer) until the ticket turns terminal.
+    state.kept_workspaces[issue_id] = pending.identifier
+    plan = pending.plan
+    return [
+        TransitionDone(
+            issue_id, pending.identifier, plan.stage, plan.target, plan.outcome.value, moved
+        ),
+        Released(
+            issue_id,
+            pending.identifier,
+            f"moved to {plan.target} ({plan.stage}: {plan.outcome.value})"
+            if moved
+            else reason or "moved by a person meanwhile",
+        ),
+    ]
+
+
+def on_transition_failed(
+    state: SchedulerState, issue_id: str, error: str, settings: Settings, now: float
+) -> list[Effect]:
+    """The write failed: keep the claim and try again after a backoff."""
+    pending = state.transitions.get(issue_id)
+    if pending is None:
+        return []
+    exponent = max(pending.attempts - 1, 0)
+    delay = min(
+        TRANSITION_BASE_DELAY_S * 2 ** min(exponent, 64),
+        max(settings.agent.max_retry_backoff_ms / 1000, TRANSITION_BASE_DELAY_S),
+    )
+    pending.in_flight = False
+    pending.due_at = now + delay
+    pending.error = error
+    return [
+        TransitionRetry(
+            issue_id, pending.identifier, pending.plan.target, pending.attempts + 1, delay, error
+        )
+    ]
 
 
 def _next_attempt(attempt: int | None) -> int:
@@ -549,6 +774,8 @@ def on_retries_refreshed(
             effects.append(_requeue(state, retry, "retry refresh failed", settings, now))
             continue
         issue = by_id.get(retry.issue_id)
+        if issue is None or not tracker.is_active(issue.state):
+            state.stage_progress.pop(retry.issue_id, None)
         if issue is None:
             state.claimed.discard(retry.issue_id)
             effects.append(Released(retry.issue_id, retry.identifier, "no longer visible"))
@@ -567,7 +794,7 @@ def on_retries_refreshed(
         elif not has_slot(state, settings.agent, issue.state):
             effects.append(_requeue(state, retry, "no available orchestrator slots", settings, now))
         else:
-            effects.append(_dispatch(state, issue, retry.attempt, now, wall))
+            effects.append(_dispatch(state, issue, retry.attempt, now, wall, settings))
     return effects
 
 
@@ -609,6 +836,9 @@ def on_agent_event(
         entry.session_id = event.session_id
     if event.kind == "turn_started":
         entry.turn_count += 1
+        progress = state.stage_progress.get(issue_id)
+        if progress is not None and progress.stage == entry.stage:
+            progress.turns += 1
     if event.kind not in ("token_usage", "rate_limits"):
         entry.recent_events.append(RecentEvent(wall, event.kind, event.message))
     usage = event.usage
@@ -631,6 +861,9 @@ def next_wakeup(state: SchedulerState, next_tick_at: float, settings: Settings) 
     soonest = next_tick_at
     for retry in state.retry_attempts.values():
         soonest = min(soonest, retry.due_at)
+    for pending in state.transitions.values():
+        if not pending.in_flight:
+            soonest = min(soonest, pending.due_at)
     timeout_ms = settings.codex.stall_timeout_ms
     if timeout_ms > 0:
         for entry in state.running.values():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from symphony.config import load_settings
-from symphony.prompt import check_template, render_prompt
+from symphony.prompt import StageContext, check_prompts, render_prompt
 from symphony.tracker import TrackerContext, create_tracker
 from symphony_adapters.local.board import LocalBoard
 
@@ -41,7 +41,7 @@ async def test_example_workflow_passes_the_checks_symphony_check_makes(
 ) -> None:
     settings = load_settings(workflow, {**ENV, "HOME": str(tmp_path)})
     assert settings.warnings == ()
-    check_template(settings.prompt_template, first_line=settings.prompt_line)
+    check_prompts(settings)
     tracker = create_tracker(settings.tracker, TrackerContext(workflow.parent, ENV))
     try:
         assert tracker.agent_tools(), "agents of this example would have no tracker tools"
@@ -58,15 +58,19 @@ async def test_the_quickstart_workflow_passes_the_checks_on_its_board(tmp_path: 
     # scripts/quickstart copies the board to .symphony/board; do the same here.
     (tmp_path / ".symphony").mkdir()
     shutil.copytree(EXAMPLES / "quickstart" / "board", tmp_path / ".symphony" / "board")
+    shutil.copytree(EXAMPLES / "quickstart" / "prompts", tmp_path / "examples/quickstart/prompts")
     workflow = tmp_path / "WORKFLOW.md"
     shutil.copy(ROOT / "WORKFLOW.md", workflow)
     settings = load_settings(workflow, {})
-    assert settings.warnings == ()
+    assert settings.warnings == () and settings.machine is not None
+    check_prompts(settings)
     tracker = create_tracker(settings.tracker, TrackerContext(tmp_path, {}))
     issues = await tracker.fetch_issues_by_states(settings.tracker.active_states)
     assert len(issues) >= 3
     for issue in issues:
-        render_prompt(settings.prompt_template, issue, None)
+        stage = settings.machine.stage_for(issue.state)
+        assert stage is not None
+        render_prompt(stage.prompt_template, issue, None, StageContext(stage.name, None, ()))
 
 
 @pytest.mark.parametrize("ticket", TICKETS, ids=lambda p: f"{p.parent.parent.name}/{p.name}")

@@ -567,9 +567,9 @@ async def test_states_left_to_the_tracker_are_discovered_before_polling(
 class CancelsBeforeStart(Orchestrator):
     """Stops the daemon in the instant between creating a worker task and its first step."""
 
-    def _start_worker(self, issue: Any, attempt: int | None) -> None:
-        super()._start_worker(issue, attempt)
-        self._workers[issue.id].cancel()
+    def _start_worker(self, start: Any) -> None:
+        super()._start_worker(start)
+        self._workers[start.issue.id].cancel()
         self.stop()
 
 

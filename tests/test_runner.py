@@ -161,3 +161,54 @@ async def test_a_rate_limited_refresh_waits_for_the_reset_instead_of_failing(
     ctx = context(tmp_path, tracker, FAKE_AGENT_SCENARIO="complete")
     await run_attempt(issue, None, ctx, lambda event: None)  # a normal exit, not AttemptFailed
     assert tracker.refreshes == 2
+
+
+class MovingTracker(ScriptedTracker):
+    """A tracker with a move tool and a comment tool, and no comments yet."""
+
+    def agent_tools(self) -> list[ToolSpec]:
+        return [
+            ToolSpec("move_it", "moves", {"type": "object"}, moves_ticket=True),
+            ToolSpec("comment_on_it", "comments", {"type": "object"}),
+        ]
+
+    async def execute_tool(self, name: str, arguments: Any, issue: Issue) -> ToolResult:
+        return ToolResult(True, {"ran": name})
+
+    async def list_comments(self, issue: Issue) -> list[Any]:
+        return []
+
+
+async def test_in_stage_mode_the_agent_reports_and_never_gets_the_move_tool(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from symphony.stages import Stage
+
+    stage = Stage("plan", ("Todo",), "Plan {{ stage }}", "WORKFLOW.md", 1, "Review", "X", "X", 4)
+    issue = make_issue("ABC-1")
+    record = tmp_path / "record.jsonl"
+    ctx = context(
+        tmp_path,
+        MovingTracker(issue, ["Todo"]),
+        FAKE_AGENT_SCENARIO="tool",
+        FAKE_AGENT_TOOL="move_it",
+        FAKE_AGENT_RECORD=str(record),
+    )
+    from symphony.stages import StageMachine
+
+    settings = replace(ctx.settings, machine=StageMachine((stage,), "X"))
+    ctx = replace(ctx, settings=settings, stage=stage)
+    events: list[AgentEvent] = []
+    end = await run_attempt(issue, None, ctx, events.append)
+    messages = [json.loads(line) for line in record.read_text().splitlines()]
+    start = next(m for m in messages if m.get("method") == "thread/start")
+    tools = [tool["name"] for tool in start["params"]["dynamicTools"]]
+    assert tools == ["comment_on_it", "report_outcome", "create_follow_up"]
+    # Not advertised, so the session refuses the call before it reaches the tracker.
+    refused = next(e for e in events if e.kind == "turn_completed")
+    assert "success=False: unsupported_tool_call: move_it" in (refused.message or "")
+    # Four turns without a report use up the stage's budget (max_total_turns 4).
+    assert end.report is None and end.stuck
+    assert [e.kind for e in events].count("turn_started") == 4

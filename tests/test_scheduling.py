@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
 
 from symphony import scheduling as core
 from symphony.agents import AgentEvent, TokenUsage
+from symphony.config import Settings
 from symphony.issue import Issue
 from tests.factories import WALL, make_issue, make_settings
 
@@ -549,3 +551,107 @@ def test_kept_workspace_is_forgotten_when_the_issue_vanishes_or_is_dispatched_ag
     assert "id-A-1" not in state.kept_workspaces
     core.select_dispatches(state, [make_issue("A-2")], settings, 0.0, WALL)
     assert state.kept_workspaces == {}
+
+
+# Stage mode
+
+
+def stage_settings(**kw: object) -> Settings:
+    from symphony.stages import Stage, StageMachine
+
+    def stage(name: str, states: tuple[str, ...], on_success: str) -> Stage:
+        return Stage(
+            name=name,
+            states=states,
+            prompt_template="Work",
+            prompt_source="WORKFLOW.md",
+            prompt_line=1,
+            on_success=on_success,
+            on_blocked="Needs Attention",
+            on_stuck="Needs Attention",
+            max_total_turns=4,
+        )
+
+    machine = StageMachine(
+        (stage("plan", ("Todo",), "Plan Review"), stage("implement", ("Ready",), "Human Review")),
+        "Needs Attention",
+    )
+    return dataclasses.replace(make_settings(active=("Todo", "Ready"), **kw), machine=machine)  # type: ignore[arg-type]
+
+
+def test_stage_mode_dispatch_names_the_stage_and_the_turns_it_already_used() -> None:
+    settings = stage_settings()
+    state = core.SchedulerState()
+    issue = make_issue("A-1")
+    (start,) = core.select_dispatches(state, [issue], settings, 0.0, WALL)
+    assert isinstance(start, core.StartWorker) and (start.stage, start.turns_used) == ("plan", 0)
+    core.on_agent_event(state, issue.id, AgentEvent("turn_started"), 1.0, WALL)
+    core.on_agent_event(state, issue.id, AgentEvent("turn_started"), 2.0, WALL)
+    (retry,) = core.on_worker_exit(state, issue.id, core.WorkerExit(True), settings, 3.0)
+    assert isinstance(retry, core.RetryScheduled)  # no report, turns left: the stage continues
+    (again,) = core.on_retries_refreshed(state, [retry.entry], [issue], settings, 5.0, WALL)
+    assert isinstance(again, core.StartWorker) and again.turns_used == 2
+
+
+def test_a_new_entry_into_a_stage_starts_the_turn_count_again() -> None:
+    settings = stage_settings()
+    state = core.SchedulerState()
+    state.stage_progress["id-A-1"] = core.StageProgress("plan", 3)
+    (start,) = core.select_dispatches(
+        state, [make_issue("A-1", state="Ready")], settings, 0.0, WALL
+    )
+    assert isinstance(start, core.StartWorker) and (start.stage, start.turns_used) == (
+        "implement",
+        0,
+    )
+
+
+def test_a_report_becomes_a_pending_transition_that_keeps_the_claim_until_confirmed() -> None:
+    from symphony.stages import Outcome, Report
+
+    settings = stage_settings()
+    state = core.SchedulerState()
+    issue = make_issue("A-1")
+    core.select_dispatches(state, [issue], settings, 0.0, WALL)
+    report = Report(Outcome.DONE, "Planned.", "1. do")
+    (perform,) = core.on_worker_exit(
+        state, issue.id, core.WorkerExit(True, report=report), settings, 1.0
+    )
+    assert perform == core.PerformTransition(issue.id, "A-1", "Plan Review", 1)
+    assert issue.id in state.claimed and issue.id in state.transitions
+    assert core.select_dispatches(state, [issue], settings, 2.0, WALL) == []  # no double dispatch
+    done, released = core.on_transition_confirmed(state, issue.id, moved=True)
+    assert isinstance(done, core.TransitionDone) and done.confirmed and done.target == "Plan Review"
+    assert isinstance(released, core.Released)
+    assert issue.id not in state.claimed and issue.id not in state.stage_progress
+    assert state.kept_workspaces[issue.id] == "A-1"
+
+
+def test_a_failed_write_is_retried_after_a_growing_backoff() -> None:
+    settings = stage_settings(max_backoff_ms=60_000)
+    state = core.SchedulerState()
+    issue = make_issue("A-1")
+    core.select_dispatches(state, [issue], settings, 0.0, WALL)
+    core.on_worker_exit(state, issue.id, core.WorkerExit(True, stuck=True), settings, 1.0)
+    assert state.transitions[issue.id].plan.target == "Needs Attention"
+    (retry,) = core.on_transition_failed(state, issue.id, "reset", settings, 1.0)
+    assert isinstance(retry, core.TransitionRetry) and retry.delay_s == 5.0 and retry.attempt == 2
+    assert core.due_transitions(state, 5.9) == []
+    assert core.next_wakeup(state, 100.0, settings) == 6.0
+    (perform,) = core.due_transitions(state, 6.0)
+    assert isinstance(perform, core.PerformTransition) and perform.attempt == 2
+    assert core.due_transitions(state, 7.0) == []  # in flight: not started twice
+    (retry,) = core.on_transition_failed(state, issue.id, "reset", settings, 8.0)
+    assert isinstance(retry, core.TransitionRetry) and retry.delay_s == 10.0
+
+
+def test_a_person_moving_a_running_ticket_to_another_stage_stops_the_run() -> None:
+    settings = stage_settings()
+    state = core.SchedulerState()
+    issue = make_issue("A-1")
+    core.select_dispatches(state, [issue], settings, 0.0, WALL)
+    (stop,) = core.apply_refresh(state, [make_issue("A-1", state="Ready")], [issue.id], settings)
+    assert isinstance(stop, core.StopWorker) and stop.reason is core.StopReason.STAGE_CHANGED
+    (released,) = core.on_worker_exit(state, issue.id, core.WorkerExit(False), settings, 1.0)
+    assert isinstance(released, core.Released) and issue.id not in state.claimed
+    assert issue.id not in state.kept_workspaces  # it is active: the next poll dispatches it

@@ -9,9 +9,18 @@ small, real piece of work in its workspace (the current directory):
 1. writes or extends `NOTES/<ticket>.md` with the ticket and the prompt it was given;
 2. if the workspace is a git work tree, commits that file as `symphony-demo`;
 3. reports token usage (estimated, nothing is billed);
-4. if symphony advertised the `local_move_issue` tool, calls it with `{"state": "Human Review"}`
-   so the ticket leaves the active states;
-5. completes the turn with a short summary.
+4. in a workflow with stages (symphony advertised `report_outcome`): reports the outcome
+   instead of moving the ticket. In a stage whose name has `plan` in it (the prompt says
+   `Stage: <name>`) it writes no code and reports `done` with a short plan; in any other stage
+   it does the work above and reports `done` with a summary. The daemon moves the ticket;
+5. otherwise, if symphony advertised the `local_move_issue` tool, calls it with
+   `{"state": "Human Review"}` so the ticket leaves the active states;
+6. completes the turn with a short summary.
+
+For trying the stage machine's other paths: `DEMO_AGENT_OUTCOME=blocked` reports `blocked`
+with a question, `DEMO_AGENT_OUTCOME=silent` never reports (the daemon's progress guard then
+escalates the ticket), and `DEMO_AGENT_FOLLOW_UP` (JSON arguments of `create_follow_up`) makes
+the first implementing turn split off a follow-up ticket.
 
 It pauses briefly between steps so the run is visible on the dashboard; set
 `DEMO_AGENT_DELAY_MS` (default 1000, the total per turn) to change that. A `turn/interrupt`
@@ -38,6 +47,8 @@ from typing import Any
 Message = dict[str, Any]
 
 MOVE_TOOL = "local_move_issue"
+REPORT_TOOL = "report_outcome"
+FOLLOW_UP_TOOL = "create_follow_up"
 REVIEW_STATE = "Human Review"
 NOTES_DIR = "NOTES"
 GIT_IDENTITY = ["-c", "user.name=symphony-demo", "-c", "user.email=demo@localhost"]
@@ -280,6 +291,9 @@ class TurnWork:
         self.say(f"Demo agent here: taking notes for {self.identifier}. No model is involved.")
         self.channel.pause(self.agent.step_s)
 
+        if REPORT_TOOL in self.agent.tools:
+            return self.work_in_stage()
+
         notes = self.write_notes()
         self.usage(len(self.prompt) // 4 + 400, 60)
         self.channel.pause(self.agent.step_s)
@@ -288,7 +302,6 @@ class TurnWork:
         self.channel.pause(self.agent.step_s)
 
         moved = self.move_to_review()
-        self.channel.pause(self.agent.step_s)
 
         summary = (
             f"Wrote {notes}"
@@ -299,6 +312,66 @@ class TurnWork:
         self.usage(200, 40)
         self.channel.pause(self.agent.step_s)
         return summary
+
+    def work_in_stage(self) -> str:
+        """Stage mode: do the stage's part and report it; never move the ticket."""
+        match = re.search(r"\bStage:\s*([\w.-]+)", self.prompt)
+        stage = match.group(1) if match else "work"
+        outcome = os.environ.get("DEMO_AGENT_OUTCOME", "done")
+        if outcome == "silent":
+            summary = f"Still looking at {self.identifier} (stage {stage}); nothing to report yet."
+            self.say(summary)
+            return summary
+        if outcome == "blocked":
+            self.call_tool(
+                REPORT_TOOL,
+                {
+                    "outcome": "blocked",
+                    "summary": f"I cannot finish {self.identifier} without a decision.",
+                    "open_questions": ["Which behaviour do you want when the input is empty?"],
+                },
+            )
+            return f"Reported {self.identifier} as blocked."
+        if "plan" in stage.lower():
+            plan = (
+                f"1. Read the code that {self.title!r} touches.\n"
+                f"2. Make the change for {self.identifier} in one small commit.\n"
+                "3. Note what was done in NOTES/ so the reviewer can follow it."
+            )
+            self.usage(len(self.prompt) // 4 + 300, 80)
+            self.call_tool(
+                REPORT_TOOL,
+                {"outcome": "done", "summary": "Plan written; nothing changed yet.", "plan": plan},
+            )
+            return f"Planned {self.identifier}."
+        notes = self.write_notes()
+        self.usage(len(self.prompt) // 4 + 400, 60)
+        committed = self.commit(notes)
+        follow_up = os.environ.get("DEMO_AGENT_FOLLOW_UP")
+        if follow_up and self.agent.turns == 1 and FOLLOW_UP_TOOL in self.agent.tools:
+            self.call_tool(FOLLOW_UP_TOOL, json.loads(follow_up))
+        summary = f"Wrote {notes}" + (", committed it." if committed else ".")
+        self.call_tool(REPORT_TOOL, {"outcome": "done", "summary": summary})
+        self.say(summary)
+        return summary
+
+    def call_tool(self, tool: str, arguments: Message) -> bool:
+        item = self.new_item("dynamicToolCall", tool=tool, arguments=arguments, status="inProgress")
+        reply = self.channel.request(
+            "item/tool/call",
+            {
+                **self.ids(),
+                "callId": item["id"],
+                "tool": tool,
+                "arguments": arguments,
+                "namespace": None,
+            },
+        )
+        result = reply.get("result")
+        success = isinstance(result, dict) and result.get("success") is True
+        self.done(item, status="completed" if success else "failed")
+        self.channel.pause(self.agent.step_s)
+        return success
 
     def write_notes(self) -> str:
         relative = f"{NOTES_DIR}/{safe_name(self.identifier)}.md"
@@ -345,24 +418,7 @@ class TurnWork:
     def move_to_review(self) -> bool:
         if MOVE_TOOL not in self.agent.tools:
             return False
-        arguments = {"state": REVIEW_STATE}
-        item = self.new_item(
-            "dynamicToolCall", tool=MOVE_TOOL, arguments=arguments, status="inProgress"
-        )
-        reply = self.channel.request(
-            "item/tool/call",
-            {
-                **self.ids(),
-                "callId": item["id"],
-                "tool": MOVE_TOOL,
-                "arguments": arguments,
-                "namespace": None,
-            },
-        )
-        result = reply.get("result")
-        success = isinstance(result, dict) and result.get("success") is True
-        self.done(item, status="completed" if success else "failed")
-        return success
+        return self.call_tool(MOVE_TOOL, {"state": REVIEW_STATE})
 
     def finish(self, status: str, summary: str | None = None) -> None:
         items = (
@@ -374,7 +430,8 @@ class TurnWork:
 
 def ticket_of(prompt: str) -> tuple[str, str]:
     """The ticket identifier and title named by the prompt, else the workspace's name."""
-    match = re.search(r"\bticket\s+([A-Za-z0-9][\w.-]*)\s*:\s*(.+)", prompt)
+    # Identifiers may be `DEMO-1`, `ENG-12`, or a forge's `owner/name#12`.
+    match = re.search(r"\bticket\s+([A-Za-z0-9][\w./#-]*)\s*:\s*(.+)", prompt)
     if match:
         return match.group(1), match.group(2).strip().rstrip(".")
     return Path.cwd().name, "(the prompt names no ticket)"

@@ -66,9 +66,33 @@ def describe(effect: core.Effect) -> tuple[str, str, str, Level] | None:
     """(event, issue identifier, message, level) for a decision worth showing."""
     if isinstance(effect, core.StartWorker):
         attempt = "first run" if effect.attempt is None else f"attempt {effect.attempt}"
-        return "dispatched", effect.issue.identifier, f"{attempt} ({effect.issue.state})", "info"
+        where = (
+            effect.issue.state
+            if effect.stage is None
+            else f"{effect.issue.state}, stage {effect.stage}"
+        )
+        return "dispatched", effect.issue.identifier, f"{attempt} ({where})", "info"
+    if isinstance(effect, core.PerformTransition):
+        return None  # the outcome (moved, or retrying) is what is worth a line
+    if isinstance(effect, core.TransitionDone):
+        if effect.confirmed:
+            message = f"daemon moved it to {effect.target} ({effect.from_stage}: {effect.outcome})"
+            level: Level = "warning" if effect.outcome != "done" else "info"
+            return "moved", effect.identifier, message, level
+        return (
+            "move_abandoned",
+            effect.identifier,
+            f"not moved to {effect.target}: a person moved it first",
+            "info",
+        )
+    if isinstance(effect, core.TransitionRetry):
+        message = (
+            f"moving to {effect.target} failed ({effect.error}); try {effect.attempt} "
+            f"in {effect.delay_s:.0f} s"
+        )
+        return "move_retrying", effect.identifier, message, "warning"
     if isinstance(effect, core.StopWorker):
-        level: Level = "warning" if effect.reason is core.StopReason.STALLED else "info"
+        level = "warning" if effect.reason is core.StopReason.STALLED else "info"
         return "stopping", effect.identifier, f"{effect.reason.value}: {effect.detail}", level
     if isinstance(effect, core.RetryScheduled):
         entry = effect.entry

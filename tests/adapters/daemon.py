@@ -15,6 +15,9 @@ from symphony.config import load_settings
 from symphony.orchestrator import Orchestrator
 from tests.test_orchestrator import FAKE_AGENT, Running
 
+DEMO_AGENT = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "demo_agent.py"
+"""The quickstart's demonstration agent: in stage mode it plans, implements and reports."""
+
 
 def write_workflow(
     root: Path,
@@ -22,20 +25,29 @@ def write_workflow(
     *,
     polling_ms: int = 500,
     agent: Mapping[str, Any] | None = None,
+    stages: Mapping[str, Any] | None = None,
+    agent_program: Path = FAKE_AGENT,
 ) -> Path:
+    """WORKFLOW.md for the daemon on a tracker's stand-in; `stages` (the `stages:` section, with
+    `escalation_state` alongside) puts it in stage mode, usually with `agent_program=DEMO_AGENT`."""
     config: dict[str, Any] = {
         "tracker": dict(tracker),
         "polling": {"interval_ms": polling_ms},
         "workspace": {"root": "workspaces"},
         "agent": {"max_concurrent_agents": 4, **(agent or {})},
         "codex": {
-            "command": f"{sys.executable} {FAKE_AGENT}",
+            "command": f"{sys.executable} {agent_program}",
             "read_timeout_ms": 10_000,
             "turn_timeout_ms": 60_000,
         },
     }
+    if stages is not None:
+        config["stages"] = dict(stages)
+        config["escalation_state"] = "Needs Attention"
     path = root / "WORKFLOW.md"
-    path.write_text(f"---\n{yaml.safe_dump(config)}---\nWork on {{{{ issue.identifier }}}}\n")
+    # Unsorted: the stages' order is the machine's (the first stage is where work starts).
+    text = yaml.safe_dump(config, sort_keys=False)
+    path.write_text(f"---\n{text}---\nWork on {{{{ issue.identifier }}}}\n")
     return path
 
 

@@ -1,0 +1,113 @@
+"""`symphony check`: what the daemon would do with this workflow, before it does anything.
+
+It prints the effective settings and every warning, the stage machine (stage mode) with each
+state the daemon moves tickets to checked against the tracker where the tracker can list its
+states, and one verdict per active ticket from the plan the scheduler itself follows, rendering
+each ticket's prompt on the way. It reads the tracker and writes nothing. Exit status 1 means a
+dispatch or a transition would fail as things stand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+
+from symphony.config import Settings
+from symphony.errors import SymphonyError
+from symphony.issue import Issue, normalize_state
+from symphony.preflight import agent_command_problem
+from symphony.prompt import StageContext, render_prompt
+from symphony.scheduling import SchedulerState, explain_dispatch
+from symphony.tracker import Tracker, resolve_states
+
+
+def preflight_warnings(settings: Settings) -> list[str]:
+    """What `check` warns about and the daemon logs at start: unknown keys, a missing agent."""
+    warnings = list(settings.warnings)
+    problem = agent_command_problem(
+        settings.codex.command,
+        {**os.environ, "SYMPHONY_WORKFLOW_DIR": str(settings.workflow_dir)},
+    )
+    if problem is not None:
+        warnings.append(problem)
+    return warnings
+
+
+async def report(settings: Settings, tracker: Tracker) -> int:
+    """Print the report; returns the exit status (0, or 1 when something would fail)."""
+    try:
+        resolved = await resolve_states(settings.tracker, tracker)
+        candidates = await tracker.fetch_issues_by_states(resolved.active_states)
+        known = await tracker.tracker_states() if settings.machine is not None else None
+    finally:
+        await tracker.aclose()
+    settings = dataclasses.replace(settings, tracker=resolved)
+    t = resolved
+    print(f"workflow      {settings.workflow_path}")
+    print(f"tracker       {t.kind}")
+    print(f"active        {', '.join(t.active_states)}")
+    print(f"terminal      {', '.join(t.terminal_states)}")
+    if t.required_labels:
+        print(f"labels        {', '.join(t.required_labels)}")
+    print(f"workspaces    {settings.workspace.root}")
+    print(f"poll every    {settings.polling.interval_ms} ms")
+    print(f"concurrency   {settings.agent.max_concurrent_agents}")
+    print(f"agent         {settings.codex.command}")
+    for warning in preflight_warnings(settings):
+        print(f"warning: {warning}")
+    errors = _machine(settings, known)
+    print(f"\n{len(candidates)} ticket(s) in active states:")
+    errors += _verdicts(settings, candidates)
+    for error in errors:
+        print(f"error: {error}")
+    if errors:
+        print(f"\n{len(errors)} problem(s): a dispatch or a transition would fail.")
+        return 1
+    return 0
+
+
+def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
+    machine = settings.machine
+    if machine is None:
+        return []
+    print(f"\nstages (escalation: {machine.escalation_state}):")
+    for stage in machine.stages:
+        print(
+            f"  {stage.name:<12} {', '.join(stage.states):<24} -> done: {stage.on_success}; "
+            f"blocked: {stage.on_blocked}; stuck after {stage.max_total_turns} turns: "
+            f"{stage.on_stuck}"
+        )
+    needed = (*machine.states, *machine.targets())
+    if known is None:
+        print("  the tracker accepts any state name (labels are created at start where needed)")
+        return []
+    have = {normalize_state(state) for state in known}
+    missing = list(dict.fromkeys(s for s in needed if normalize_state(s) not in have))
+    return [
+        f"the tracker has no state {state!r} (it has: {', '.join(known)}); add it there or "
+        "change the stages"
+        for state in missing
+    ]
+
+
+def _verdicts(settings: Settings, candidates: Sequence[Issue]) -> list[str]:
+    machine = settings.machine
+    failures: list[str] = []
+    for issue, wait in explain_dispatch(SchedulerState(), candidates, settings):
+        verdict = "would dispatch" if wait is None else f"waits: {wait}"
+        stage = machine.stage_for(issue.state) if machine is not None else None
+        where = f"{issue.state} ({stage.name})" if stage is not None else issue.state
+        priority = issue.priority if issue.priority is not None else "-"
+        print(f"  {issue.identifier:<16} {where:<22} p{priority:<3} {verdict}  {issue.title}")
+        try:
+            if stage is None:
+                render_prompt(settings.prompt_template, issue, None)
+            else:
+                # No plan or comments are read here: a stage prompt must also render without.
+                render_prompt(
+                    stage.prompt_template, issue, None, StageContext(stage.name, None, ())
+                )
+        except SymphonyError as exc:
+            failures.append(f"prompt of {issue.identifier} cannot be rendered: {exc}")
+    return failures

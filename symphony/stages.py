@@ -1,0 +1,385 @@
+"""The workflow's stage machine: which stage a ticket's state runs, and where each outcome of a
+stage takes the ticket.
+
+A workflow with a `stages:` section runs in stage mode. Each stage owns some states (tickets in
+them run that stage's prompt) and names where the daemon moves a ticket when the stage
+succeeds (`on_success`), when the agent reports it is blocked (`on_blocked`) and when it keeps
+working without reporting (`on_stuck`, after `max_total_turns` turns). The agent chooses its
+path inside a stage; the contour is the daemon's: agents report, the daemon moves tickets.
+
+This module declares the machine (parsed once from WORKFLOW.md into frozen values) and decides,
+purely, what a reported outcome means: the target state and the comments the daemon posts on
+the way. Performing the move is the orchestrator's job.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from symphony.config import INVALID_CONFIG, ConfigError
+from symphony.issue import normalize_state
+
+DEFAULT_ESCALATION_STATE = "Needs Attention"
+TOTAL_TURNS_PER_MAX_TURNS = 2
+"""Without `max_total_turns`, a stage may use two attempts' worth of turns before it is stuck."""
+
+STAGE_KEYS = (
+    "states",
+    "prompt",
+    "prompt_file",
+    "on_success",
+    "on_blocked",
+    "on_stuck",
+    "max_total_turns",
+    "max_turns",
+    "approval_policy",
+    "thread_sandbox",
+)
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    name: str
+    states: tuple[str, ...]
+    prompt_template: str
+    prompt_source: str
+    """Where the template came from, for messages: `WORKFLOW.md` or the prompt file's path."""
+    prompt_line: int
+    on_success: str
+    on_blocked: str
+    on_stuck: str
+    max_total_turns: int
+    max_turns: int | None = None
+    approval_policy: Any = None
+    has_approval_policy: bool = False
+    thread_sandbox: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StageMachine:
+    stages: tuple[Stage, ...]
+    escalation_state: str
+    _by_state: Mapping[str, Stage] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "_by_state",
+            {normalize_state(state): stage for stage in self.stages for state in stage.states},
+        )
+
+    def stage_for(self, state: str) -> Stage | None:
+        """The stage tickets in `state` run, or None (a checkpoint, terminal or unknown state)."""
+        return self._by_state.get(normalize_state(state))
+
+    @property
+    def states(self) -> tuple[str, ...]:
+        """Every stage's states, in declaration order: the workflow's active states."""
+        return tuple(state for stage in self.stages for state in stage.states)
+
+    def checkpoint_states(self, terminal: Iterable[str]) -> tuple[str, ...]:
+        """Targets where no stage runs and that are not terminal: where a person takes over."""
+        skip = {normalize_state(s) for s in (*self.states, *terminal)}
+        seen: dict[str, str] = {}
+        for stage in self.stages:
+            for target in (stage.on_success, stage.on_blocked, stage.on_stuck):
+                key = normalize_state(target)
+                if key not in skip:
+                    seen.setdefault(key, target)
+        return tuple(seen.values())
+
+    def targets(self) -> tuple[str, ...]:
+        """Every state the daemon may move a ticket to."""
+        seen: dict[str, str] = {}
+        for stage in self.stages:
+            for target in (stage.on_success, stage.on_blocked, stage.on_stuck):
+                seen.setdefault(normalize_state(target), target)
+        return tuple(seen.values())
+
+
+# Outcomes and the transitions they cause
+
+
+class Outcome(enum.Enum):
+    DONE = "done"
+    BLOCKED = "blocked"
+    STUCK = "stuck"
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What the agent said through `report_outcome` (validated)."""
+
+    outcome: Outcome
+    summary: str
+    plan: str | None = None
+    open_questions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedComment:
+    """A comment the daemon posts as part of a transition. `kind` is its marker: `plan`
+    comments are found again (the newest one is `{{ plan }}`) and edited in place."""
+
+    kind: str
+    body: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionPlan:
+    stage: str
+    outcome: Outcome
+    target: str
+    comments: tuple[PlannedComment, ...]
+
+
+def plan_transition(
+    stage: Stage,
+    report: Report | None,
+    *,
+    stuck: bool,
+    turns_used: int,
+    last_message: str | None,
+) -> TransitionPlan | None:
+    """Where a finished stage run takes its ticket, or None when nothing was decided (no report
+    and turns left: the stage continues)."""
+    if report is not None and report.outcome is Outcome.DONE:
+        comments: list[PlannedComment] = []
+        if report.plan:
+            comments.append(PlannedComment("plan", report.plan.strip()))
+        comments.append(
+            PlannedComment(
+                "done",
+                f"Stage `{stage.name}` is done; moving the ticket to {stage.on_success}.\n\n"
+                f"{report.summary.strip()}",
+            )
+        )
+        return TransitionPlan(stage.name, Outcome.DONE, stage.on_success, tuple(comments))
+    if report is not None and report.outcome is Outcome.BLOCKED:
+        body = (
+            f"The agent is blocked in stage `{stage.name}`; moving the ticket to "
+            f"{stage.on_blocked}.\n\n{report.summary.strip()}"
+        )
+        if report.open_questions:
+            body += "\n\nOpen questions:\n" + "\n".join(f"- {q}" for q in report.open_questions)
+        return TransitionPlan(
+            stage.name, Outcome.BLOCKED, stage.on_blocked, (PlannedComment("blocked", body),)
+        )
+    if stuck:
+        body = (
+            f"Stage `{stage.name}` used {turns_used} turns (max_total_turns "
+            f"{stage.max_total_turns}) without the agent reporting an outcome; moving the "
+            f"ticket to {stage.on_stuck}."
+        )
+        if last_message:
+            body += "\n\nThe agent's last message:\n\n> " + "\n> ".join(
+                last_message.strip().splitlines()
+            )
+        return TransitionPlan(
+            stage.name, Outcome.STUCK, stage.on_stuck, (PlannedComment("stuck", body),)
+        )
+    return None
+
+
+# Comment markers: how the daemon recognizes its own comments on any tracker
+
+
+MARKER_PREFIX = "— symphony · "
+
+
+def marked(body: str, kind: str, key: str | None = None) -> str:
+    """`body` with a last line naming its kind (and an idempotency key): plain text, so every
+    tracker keeps it whatever it does to Markdown or HTML."""
+    tag = f"{kind} · {key}" if key else kind
+    return f"{body.rstrip()}\n\n{MARKER_PREFIX}{tag}"
+
+
+def marker_of(body: str) -> tuple[str, str | None] | None:
+    """(kind, key) of a comment the daemon marked, or None for anyone else's."""
+    last = body.rstrip().rsplit("\n", 1)[-1].strip()
+    if not last.startswith(MARKER_PREFIX):
+        return None
+    parts = [part.strip() for part in last[len(MARKER_PREFIX) :].split("·")]
+    if not parts or not parts[0]:
+        return None
+    return parts[0], (parts[1] if len(parts) > 1 and parts[1] else None)
+
+
+def unmarked(body: str) -> str:
+    """The text of a marked comment without its marker line."""
+    if marker_of(body) is None:
+        return body
+    return body.rstrip().rsplit("\n", 1)[0].rstrip()
+
+
+# Declaration: parsing the `stages:` section
+
+
+def parse_stages(
+    raw: Mapping[str, Any],
+    *,
+    workflow_dir: Path,
+    body_template: str,
+    body_line: int,
+    max_turns: int,
+    terminal_states: Sequence[str],
+    warnings: list[str],
+) -> StageMachine:
+    """The machine `stages:` and `escalation_state` declare; raises ConfigError."""
+    stages_raw = raw.get("stages")
+    if not isinstance(stages_raw, Mapping) or not stages_raw:
+        raise ConfigError(INVALID_CONFIG, "stages must be a map of stage name -> stage settings")
+    escalation = _state_name(
+        raw.get("escalation_state", DEFAULT_ESCALATION_STATE), "escalation_state"
+    )
+    stages: list[Stage] = []
+    owner: dict[str, str] = {}
+    for name, body in stages_raw.items():
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(INVALID_CONFIG, "every stage needs a name (a non-empty key)")
+        name = name.strip()
+        where = f"stages.{name}"
+        if not isinstance(body, Mapping):
+            raise ConfigError(INVALID_CONFIG, f"{where} must be a map of settings")
+        for key in body:
+            if key not in STAGE_KEYS:
+                close = difflib.get_close_matches(str(key), STAGE_KEYS, n=1, cutoff=0.6)
+                hint = f"; did you mean `{close[0]}`?" if close else ""
+                warnings.append(
+                    f"{where}.{key} is not a setting symphony knows, so it is ignored{hint}"
+                )
+        states = _states(body.get("states"), f"{where}.states")
+        for state in states:
+            key = normalize_state(state)
+            if key in owner:
+                raise ConfigError(
+                    INVALID_CONFIG,
+                    f"state {state!r} belongs to both stages.{owner[key]} and {where}; a state "
+                    "runs one stage",
+                )
+            owner[key] = name
+        template, source, line = _prompt(body, where, workflow_dir, body_template, body_line)
+        stage_max_turns = _positive(body, "max_turns", where, None)
+        stages.append(
+            Stage(
+                name=name,
+                states=states,
+                prompt_template=template,
+                prompt_source=source,
+                prompt_line=line,
+                on_success=_state_name(body.get("on_success", _UNSET), f"{where}.on_success"),
+                on_blocked=_state_name(body.get("on_blocked", escalation), f"{where}.on_blocked"),
+                on_stuck=_state_name(body.get("on_stuck", escalation), f"{where}.on_stuck"),
+                max_total_turns=_positive(body, "max_total_turns", where, None)
+                or (stage_max_turns or max_turns) * TOTAL_TURNS_PER_MAX_TURNS,
+                max_turns=stage_max_turns,
+                approval_policy=body.get("approval_policy"),
+                has_approval_policy="approval_policy" in body,
+                thread_sandbox=_optional_text(body, "thread_sandbox", where),
+            )
+        )
+    terminal = {normalize_state(s) for s in terminal_states}
+    for stage in stages:
+        for state in stage.states:
+            if normalize_state(state) in terminal:
+                raise ConfigError(
+                    INVALID_CONFIG,
+                    f"state {state!r} of stages.{stage.name} is also a terminal state",
+                )
+        own = {normalize_state(s) for s in stage.states}
+        for outcome, target in (
+            ("on_success", stage.on_success),
+            ("on_blocked", stage.on_blocked),
+            ("on_stuck", stage.on_stuck),
+        ):
+            if normalize_state(target) in own:
+                raise ConfigError(
+                    INVALID_CONFIG,
+                    f"stages.{stage.name}.{outcome} is {target!r}, one of the stage's own states: "
+                    "the ticket would never leave the stage",
+                )
+            if outcome != "on_success" and normalize_state(target) in owner:
+                raise ConfigError(
+                    INVALID_CONFIG,
+                    f"stages.{stage.name}.{outcome} is {target!r}, where stages."
+                    f"{owner[normalize_state(target)]} runs: an escalation must go to a state "
+                    "where a person takes over, or the agent would start again at once",
+                )
+    return StageMachine(tuple(stages), escalation)
+
+
+def _prompt(
+    body: Mapping[str, Any], where: str, workflow_dir: Path, body_template: str, body_line: int
+) -> tuple[str, str, int]:
+    inline, file = body.get("prompt"), body.get("prompt_file")
+    if inline is not None and file is not None:
+        raise ConfigError(INVALID_CONFIG, f"{where} has both prompt and prompt_file; keep one")
+    if inline is not None:
+        if not isinstance(inline, str) or not inline.strip():
+            raise ConfigError(INVALID_CONFIG, f"{where}.prompt must be a non-empty template")
+        return inline.strip(), "WORKFLOW.md", body_line
+    if file is None:
+        return body_template, "WORKFLOW.md", body_line
+    if not isinstance(file, str) or not file.strip():
+        raise ConfigError(INVALID_CONFIG, f"{where}.prompt_file must be a path")
+    path = Path(file.strip()).expanduser()
+    full = path if path.is_absolute() else workflow_dir / path
+    try:
+        text = full.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            INVALID_CONFIG,
+            f"{where}.prompt_file {full} does not exist (it is relative to WORKFLOW.md)",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            INVALID_CONFIG, f"{where}.prompt_file {full} cannot be read: {exc}"
+        ) from None
+    stripped = text.lstrip()
+    line = 1 + text[: len(text) - len(stripped)].count("\n")
+    if not stripped.strip():
+        raise ConfigError(INVALID_CONFIG, f"{where}.prompt_file {full} is empty")
+    return text.strip(), str(path), line
+
+
+def _states(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise ConfigError(INVALID_CONFIG, f"{where} must list the states this stage runs in")
+    return tuple(_state_name(item, where) for item in value)
+
+
+def _state_name(value: Any, where: str) -> str:
+    if value is _UNSET:
+        raise ConfigError(INVALID_CONFIG, f"{where} is required: the state the daemon moves to")
+    if not isinstance(value, str) or not value.strip() or "\n" in value:
+        raise ConfigError(INVALID_CONFIG, f"{where} must be a state name (one line of text)")
+    return value.strip()
+
+
+def _positive(body: Mapping[str, Any], key: str, where: str, default: int | None) -> int | None:
+    value = body.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(INVALID_CONFIG, f"{where}.{key} must be an integer of at least 1")
+    return value
+
+
+def _optional_text(body: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(INVALID_CONFIG, f"{where}.{key} must be a string")
+    return value.strip()

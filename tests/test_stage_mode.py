@@ -1,0 +1,291 @@
+"""Stage mode end to end on the local board: the daemon moves tickets through the stages
+declared in WORKFLOW.md while the demonstration agent (a real subprocess speaking the app-server
+protocol) only reports through `report_outcome`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from symphony import scheduling
+from symphony.config import load_settings
+from symphony.orchestrator import Orchestrator
+from symphony.tracker import TRACKER_REQUEST, TrackerContext, TrackerError, create_tracker
+from symphony_adapters.local.board import LocalBoard
+from tests.test_orchestrator import Running
+
+pytestmark = pytest.mark.slow
+
+DEMO_AGENT = Path(__file__).resolve().parents[1] / "examples" / "quickstart" / "demo_agent.py"
+
+PLAN_PROMPT = "Stage: {{ stage }}\nPlan ticket {{ issue.identifier }}: {{ issue.title }}\n"
+IMPLEMENT_PROMPT = """Stage: {{ stage }}
+You are working on ticket {{ issue.identifier }}: {{ issue.title }}
+The approved plan: {{ plan }}
+{% for c in comments %}Comment by {{ c.author }}: {{ c.body }}
+{% endfor %}"""
+
+
+class StageBoard:
+    """A local board and a stage-mode WORKFLOW.md in a temporary folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.tickets = root / "board"
+        self.tickets.mkdir()
+        self.workspaces = root / "workspaces"
+        self.workflow = root / "WORKFLOW.md"
+
+    def ticket(
+        self, identifier: str, state: str = "Todo", body: str = "Do it.", **front: Any
+    ) -> None:
+        fields = {"title": f"Ticket {identifier}", "state": state, **front}
+        text = f"---\n{yaml.safe_dump(fields, sort_keys=False)}---\n{body}\n"
+        (self.tickets / f"{identifier}.md").write_text(text)
+
+    def text(self, identifier: str) -> str:
+        return (self.tickets / f"{identifier}.md").read_text()
+
+    def state_of(self, identifier: str) -> str:
+        return str(yaml.safe_load(self.text(identifier).split("---")[1])["state"])
+
+    def set_state(self, identifier: str, state: str) -> None:
+        text = self.text(identifier)
+        self.tickets.joinpath(f"{identifier}.md").write_text(
+            text.replace(f"state: {self.state_of(identifier)}", f"state: {state}", 1)
+        )
+
+    def comment(self, identifier: str, author: str, text: str) -> None:
+        path = self.tickets / f"{identifier}.md"
+        body = path.read_text()
+        if "## Comments" not in body:
+            body = body.rstrip() + "\n\n## Comments\n"
+        path.write_text(f"{body.rstrip()}\n\n### 2026-12-01T10:00:00Z ({author})\n\n{text}\n")
+
+    def write_workflow(
+        self,
+        *,
+        implement: dict[str, Any] | None = None,
+        plan: dict[str, Any] | None = None,
+        **agent: Any,
+    ) -> None:
+        config = {
+            "tracker": {
+                "kind": "local",
+                "provider": {"path": "board"},
+                "terminal_states": ["Done", "Cancelled"],
+            },
+            "polling": {"interval_ms": 60_000},
+            "workspace": {"root": "workspaces"},
+            "agent": {"max_concurrent_agents": 4, "max_retry_backoff_ms": 1000, **agent},
+            "codex": {"command": f"{sys.executable} {DEMO_AGENT}", "read_timeout_ms": 5000},
+            "stages": {
+                "plan": {
+                    "states": ["Todo"],
+                    "prompt": PLAN_PROMPT,
+                    "on_success": "Plan Review",
+                    "thread_sandbox": "read-only",
+                    **(plan or {}),
+                },
+                "implement": {
+                    "states": ["Ready", "Rework"],
+                    "prompt": IMPLEMENT_PROMPT,
+                    "on_success": "Human Review",
+                    **(implement or {}),
+                },
+            },
+            "escalation_state": "Needs Attention",
+        }
+        self.workflow.write_text(f"---\n{yaml.safe_dump(config, sort_keys=False)}---\n")
+
+
+@pytest.fixture
+def board(tmp_path: Path) -> StageBoard:
+    return StageBoard(tmp_path)
+
+
+def start(board: StageBoard, tracker: Any = None, **env: str) -> Running:
+    environ = {**os.environ, "DEMO_AGENT_DELAY_MS": "0", **env}
+    settings = load_settings(board.workflow, environ)
+    orchestrator = Orchestrator(settings, environ=environ, watch=False, tracker=tracker)
+    return Running(orchestrator, timeout=30)
+
+
+def dispatches(run: Running, identifier: str) -> list[str]:
+    return [
+        row["message"]
+        for row in run.orchestrator.activity.for_issue(identifier)
+        if row["event"] == "dispatched"
+    ]
+
+
+async def settle(run: Running, board: StageBoard, identifier: str, state: str) -> None:
+    """Wait until the daemon has moved the ticket to `state` and let go of it."""
+
+    def done() -> bool:
+        orchestrator = run.orchestrator
+        return (
+            board.state_of(identifier) == state
+            and identifier not in orchestrator.state.claimed
+            and not orchestrator.state.running
+        )
+
+    run.orchestrator.request_refresh()
+    await run.until(done)
+
+
+async def test_a_ticket_is_planned_approved_implemented_and_reworked_by_the_daemon(
+    board: StageBoard,
+) -> None:
+    board.ticket("DEMO-1")
+    board.write_workflow()
+    run = start(board)
+    try:
+        await settle(run, board, "DEMO-1", "Plan Review")
+        text = board.text("DEMO-1")
+        assert "— symphony · plan" in text and "1. Read the code" in text
+        assert "Stage `plan` is done; moving the ticket to Plan Review." in text
+        assert "(symphony)" in text and "(agent)" not in text
+        moved = [r for r in run.orchestrator.activity.for_issue("DEMO-1") if r["event"] == "moved"]
+        assert moved and "daemon moved it to Plan Review (plan: done)" in moved[0]["message"]
+
+        board.set_state("DEMO-1", "Ready")  # the person approves the plan
+        await settle(run, board, "DEMO-1", "Human Review")
+        notes = (board.workspaces / "DEMO-1" / "NOTES" / "DEMO-1.md").read_text()
+        assert "The approved plan: 1. Read the code" in notes
+
+        board.comment("DEMO-1", "reviewer", "Please rename the helper.")
+        board.set_state("DEMO-1", "Rework")
+        await settle(run, board, "DEMO-1", "Human Review")
+        notes = (board.workspaces / "DEMO-1" / "NOTES" / "DEMO-1.md").read_text()
+        assert "Comment by reviewer: Please rename the helper." in notes
+        events = [r["event"] for r in run.orchestrator.activity.for_issue("DEMO-1")]
+        assert "moved_by_person" in events
+    finally:
+        await run.stop()
+    assert len(dispatches(run, "DEMO-1")) == 3  # plan, implement, rework: nothing twice
+
+
+async def test_a_blocked_report_escalates_with_the_agents_questions(board: StageBoard) -> None:
+    board.ticket("DEMO-1", state="Ready")
+    board.write_workflow()
+    run = start(board, DEMO_AGENT_OUTCOME="blocked")
+    try:
+        await settle(run, board, "DEMO-1", "Needs Attention")
+    finally:
+        await run.stop()
+    text = board.text("DEMO-1")
+    assert "The agent is blocked in stage `implement`" in text
+    assert "- Which behaviour do you want when the input is empty?" in text
+
+
+async def test_an_agent_that_never_reports_is_escalated_after_max_total_turns(
+    board: StageBoard,
+) -> None:
+    board.ticket("DEMO-1", state="Ready")
+    board.write_workflow(implement={"max_total_turns": 2}, max_turns=1)
+    run = start(board, DEMO_AGENT_OUTCOME="silent")
+    try:
+        await settle(run, board, "DEMO-1", "Needs Attention")
+    finally:
+        await run.stop()
+    text = board.text("DEMO-1")
+    assert "Stage `implement` used 2 turns (max_total_turns 2)" in text
+    assert "The agent's last message:" in text and "nothing to report yet" in text
+    assert len(dispatches(run, "DEMO-1")) == 2  # two attempts of one turn each
+
+
+async def test_a_follow_up_ticket_waits_for_its_blocker_and_then_runs(board: StageBoard) -> None:
+    board.ticket("DEMO-1", state="Ready")
+    board.write_workflow()
+    follow_up = (
+        '{"title": "Second half", "description": "The rest of the work.", "blocked_by": ["DEMO-1"]}'
+    )
+    run = start(board, DEMO_AGENT_FOLLOW_UP=follow_up)
+    try:
+        await settle(run, board, "DEMO-1", "Human Review")
+        assert board.state_of("DEMO-2") == "Todo"
+        assert "blocked_by:\n- DEMO-1" in board.text("DEMO-2")
+        run.orchestrator.request_refresh()
+        await run.until(lambda: "DEMO-2" in run.orchestrator.board.rows)
+        row = run.orchestrator.issue_snapshot("DEMO-2")
+        assert row is not None and row["status"] == "waiting"
+        assert row["reason"] == "blocked by DEMO-1 (Human Review)"
+        assert dispatches(run, "DEMO-2") == []
+        board.set_state("DEMO-1", "Done")
+        await settle(run, board, "DEMO-2", "Plan Review")
+    finally:
+        await run.stop()
+
+
+class MoveFailsTwice(LocalBoard):
+    """The tracker refuses the daemon's first two moves, as a flaky connection would."""
+
+    failures = 2
+
+    async def move_issue(self, issue: Any, state: str) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise TrackerError(TRACKER_REQUEST, "connection reset while moving")
+        await super().move_issue(issue, state)
+
+
+async def test_a_failed_move_is_retried_until_it_lands_and_the_ticket_never_runs_twice(
+    board: StageBoard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scheduling, "TRANSITION_BASE_DELAY_S", 0.1)
+    board.ticket("DEMO-1")
+    board.write_workflow()
+    settings = load_settings(board.workflow, dict(os.environ))
+    plain = create_tracker(settings.tracker, TrackerContext(board.root, os.environ))
+    assert isinstance(plain, LocalBoard)
+    flaky = MoveFailsTwice(plain.folder, settings.tracker.active_states, ("Done", "Cancelled"))
+    run = start(board, tracker=flaky)
+    try:
+        await run.until(lambda: flaky.failures == 0)
+        for _ in range(3):  # polls while the move is being retried: the claim holds
+            run.orchestrator.request_refresh()
+        await settle(run, board, "DEMO-1", "Plan Review")
+    finally:
+        await run.stop()
+    assert len(dispatches(run, "DEMO-1")) == 1
+    assert board.text("DEMO-1").count("— symphony · plan") == 1  # posted once, not per try
+    retries = [
+        r for r in run.orchestrator.activity.for_issue("DEMO-1") if r["event"] == "move_retrying"
+    ]
+    assert len(retries) == 2 and "connection reset" in retries[0]["message"]
+
+
+async def test_a_prompt_file_edit_applies_live_and_a_broken_one_waits_for_its_fix(
+    board: StageBoard,
+) -> None:
+    prompts = board.root / "prompts"
+    prompts.mkdir()
+    (prompts / "plan.md").write_text(PLAN_PROMPT)
+    board.write_workflow(plan={"prompt": None, "prompt_file": "prompts/plan.md"})
+    run = start(board)
+    orchestrator = run.orchestrator
+    try:
+        await run.until(lambda: orchestrator.health.last_tick_at is not None)
+        first = orchestrator.settings
+        for _ in range(2):  # an unchanged workflow is never reloaded
+            orchestrator.request_refresh()
+            ticks = orchestrator.health.last_tick_at
+            await run.until(lambda t=ticks: orchestrator.health.last_tick_at != t)
+        assert orchestrator.settings is first
+        (prompts / "plan.md").write_text(PLAN_PROMPT + "{{ plam }}\n")
+        orchestrator.request_refresh()
+        await run.until(lambda: orchestrator.health.workflow_error is not None)
+        assert "prompts/plan.md" in (orchestrator.health.workflow_error or "")
+        (prompts / "plan.md").write_text(PLAN_PROMPT + "Be brief.\n")
+        orchestrator.request_refresh()
+        await run.until(lambda: orchestrator.health.workflow_error is None)
+        assert orchestrator.settings.machine is not None
+        assert orchestrator.settings.machine.stages[0].prompt_template.endswith("Be brief.")
+    finally:
+        await run.stop()
