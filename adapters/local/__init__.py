@@ -27,4 +27,6 @@ __all__ = [
 def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
     """A board over `tracker.provider.path`; raises `invalid_tracker_config` when unusable."""
     folder = board_folder(settings.provider, context)
-    return LocalBoard(folder, settings.active_states, settings.terminal_states)
+    return LocalBoard(
+        folder, (*settings.active_states, *settings.other_states), settings.terminal_states
+    )
