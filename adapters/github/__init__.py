@@ -15,8 +15,17 @@ Profile (the full table is in SPEC.md, section "Adapter profile: `github`"):
   GETs, so an unchanged board costs no rate-limit quota.
 - Projects v2 scope: `id` is the project item id; the state is the `Status` option name; only
   open issue items are dispatchable; pull requests, drafts and archived items are skipped.
-- Tools: `github_move_issue`, `github_add_comment`, `github_link_pull_request`,
-  `github_graphql` (read-only).
+- Daemon writes (both scopes): `move_issue` is the move tool's own code; comments are the
+  issue's REST comments (`author` = `user.login`; edits only a comment of that issue, and
+  nothing when the body is unchanged); `create_issue` opens the issue over REST (label scope:
+  in the repository with its state label, closed for `closed_state`; project scope: in the
+  parent's repository, then added to the project with its Status) and records `blocked_by`
+  (`owner/name#n` or `#n`) with the issue dependencies API; every blocker is read first, so an
+  unknown one is `tracker_rejected` before anything is created. `tracker_states()`: None in the
+  label scope (any name can become a label), the Status options in the project scope;
+  `ensure_states` creates the missing state labels (label scope) and nothing in a project.
+- Tools: `github_move_issue` (marked `moves_ticket`), `github_add_comment`,
+  `github_link_pull_request`, `github_graphql` (read-only).
 """
 
 from __future__ import annotations
@@ -52,6 +61,11 @@ __all__ = ["DEFAULT_ACTIVE_STATES", "DEFAULT_TERMINAL_STATES", "GitHubTracker", 
 def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
     """A GitHub tracker; raises `invalid_tracker_config` / `missing_tracker_secret`."""
     config = parse_config(
-        settings.provider, context.environ, settings.active_states, settings.terminal_states
+        settings.provider,
+        context.environ,
+        # Checkpoint states (stage mode) get labels like the active ones; the core decides
+        # which states are worked on.
+        (*settings.active_states, *settings.other_states),
+        settings.terminal_states,
     )
     return GitHubTracker(config)

@@ -1,4 +1,5 @@
-"""GitHub issue payloads (REST objects and GraphQL `Issue` nodes) to normalized `Issue`s.
+"""GitHub payloads to the normalized values: issues (REST objects and GraphQL `Issue` nodes) to
+`Issue`s, issue comments to `Comment`s, and `owner/name#number` references back to their parts.
 
 `Malformed` marks a record that cannot become an Issue (no number, title or state): state reads
 skip it, id refreshes fail on it.
@@ -8,15 +9,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC
 from typing import Any
 
 from symphony.issue import BlockerRef, Issue, normalize_labels
+from symphony.tracker import Comment
 
 from .._support.normalize import as_int, parse_timestamp, text_or_none
 from .config import GitHubConfig
 
 _REPO_IN_URL = re.compile(r"/repos/([^/]+/[^/]+)/?$")
 _REPO_IN_HTML = re.compile(r"^https?://[^/]+/([^/]+/[^/]+)/(?:issues|pull)/\d+")
+_ISSUE_IN_URL = re.compile(r"/repos/([^/]+/[^/]+)/issues/(\d+)/?$")
+_REPOSITORY = r"[A-Za-z0-9][A-Za-z0-9-]*/(?!\.\.?(?:#|$))[A-Za-z0-9._-]+"
+_REFERENCE = re.compile(rf"^(?P<repository>{_REPOSITORY})?#(?P<number>[1-9][0-9]*)$")
 
 
 class Malformed(Exception):
@@ -26,6 +32,20 @@ class Malformed(Exception):
 def identifier(repository: str, number: int) -> str:
     """GitHub's own cross-repository reference form, unique across repositories."""
     return f"{repository}#{number}"
+
+
+def parse_reference(text: str, repository: str) -> tuple[str, int] | None:
+    """(`owner/name`, number) of an `owner/name#n` reference, or of `#n` in `repository`; None
+    when `text` is neither."""
+    match = _REFERENCE.match(text.strip())
+    if match is None:
+        return None
+    return match.group("repository") or repository, int(match.group("number"))
+
+
+def is_repository(text: str) -> bool:
+    """Whether `text` is an `owner/name` GitHub could hold (and safe inside a URL path)."""
+    return re.fullmatch(_REPOSITORY, text) is not None
 
 
 def repository_of(item: Mapping[str, Any]) -> str | None:
@@ -175,3 +195,29 @@ def graphql_issue(
             "project_item_id": item_id,
         },
     )
+
+
+def comment_of(item: Any) -> Comment:
+    """A REST issue comment (`issue-comment`); `Malformed` without an id."""
+    if not isinstance(item, Mapping):
+        raise Malformed("comment record is not an object")
+    comment_id = as_int(item.get("id"))
+    if comment_id is None or comment_id < 1:
+        raise Malformed("comment has no id")
+    body = item.get("body")
+    user = item.get("user")
+    created = parse_timestamp(item.get("created_at"))
+    return Comment(
+        id=str(comment_id),
+        body=body if isinstance(body, str) else "",
+        # A deleted account leaves `user` null (GitHub shows it as "ghost").
+        author=text_or_none(user.get("login")) if isinstance(user, Mapping) else None,
+        created_at=created.astimezone(UTC) if created else None,
+    )
+
+
+def issue_of_comment(item: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(`owner/name`, number) of the issue a REST comment belongs to, from its `issue_url`."""
+    value = item.get("issue_url")
+    match = _ISSUE_IN_URL.search(value) if isinstance(value, str) else None
+    return (match.group(1), int(match.group(2))) if match else None

@@ -6,6 +6,11 @@ state read pages through every item (100 per request) and filters by Status here
 draft issues and archived items are not in scope. Refresh by id is one `nodes(ids:)` request per
 100 ids. GraphQL has no conditional requests: every call costs at least one point of the
 separate GraphQL budget.
+
+Writes: a move sets the item's Status option (`updateProjectV2ItemFieldValue`); a new issue is
+opened over REST in its parent's repository, added to the project (`addProjectV2ItemById`) and
+given its Status the same way. The project's states are its Status options, so nothing needs
+creating for a workflow's states.
 """
 
 from __future__ import annotations
@@ -17,16 +22,24 @@ from typing import Any
 import structlog
 
 from symphony.issue import Issue, normalize_state
-from symphony.tools import ToolResult
-from symphony.tracker import TRACKER_PAGINATION, TRACKER_RESPONSE, TrackerError
+from symphony.tracker import TRACKER_PAGINATION, TRACKER_RESPONSE, NewTicket, TrackerError
 
 from .._support.graphql import graphql
 from .._support.http import HttpClient
 from .._support.skipped import SkippedRecords
 from . import queries
 from .config import STATUS_FIELD, GitHubConfig
-from .normalize import Malformed, graphql_issue
+from .normalize import Malformed, graphql_issue, identifier, is_repository
 from .tools import NOT_IN_SCOPE, UNKNOWN_STATE
+from .writes import (
+    Rejected,
+    after_creation,
+    checked_state,
+    checked_title,
+    open_issue,
+    record_blockers,
+    resolve_blockers,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -182,10 +195,11 @@ class ProjectScope:
             return None  # no Status: on no column of the board
         return graphql_issue(content, self.config, item_id=item_id, state=state)
 
-    # Tools
+    # Writes
 
-    async def move(self, issue: Issue, state: str) -> ToolResult:
-        item_id = (issue.native_ref or {}).get("project_item_id") or issue.id
+    async def option_for(self, state: str) -> tuple[Board, tuple[str, str]]:
+        """The board and the Status option (id, spelling) named `state`, case-insensitively;
+        `Rejected` (listing the options) when there is none."""
         board = await self.board()
         option = board.options.get(normalize_state(state))
         if option is None:
@@ -194,31 +208,86 @@ class ProjectScope:
             option = board.options.get(normalize_state(state))
         if option is None:
             names = ", ".join(spelling for _, spelling in board.options.values())
-            return ToolResult.failure(
-                UNKNOWN_STATE, f"{state!r} is not a {STATUS_FIELD} option; options: {names}"
+            raise Rejected(
+                f"{state!r} is not a {STATUS_FIELD} option; options: {names}", UNKNOWN_STATE
             )
+        return board, option
+
+    async def states(self) -> list[str]:
+        """Every Status option, as GitHub spells it (read afresh)."""
+        board = await self.board(fresh=True)
+        return [spelling for _, spelling in board.options.values()]
+
+    async def move(self, issue: Issue, state: str) -> dict[str, Any]:
+        """Set the item's Status to `state`; the move tool's result. No write when it is there."""
+        item_id = (issue.native_ref or {}).get("project_item_id") or issue.id
+        board, option = await self.option_for(state)
         current = await self.by_ids([str(item_id)])
         if not current:
-            return ToolResult.failure(NOT_IN_SCOPE, f"{issue.identifier} is not on the project")
+            raise Rejected(f"{issue.identifier} is not on the project", NOT_IN_SCOPE)
         previous = current[0].state
         changed = normalize_state(previous) != normalize_state(option[1])
         if changed:
-            await self._query(
-                queries.SET_STATUS,
-                {
-                    "projectId": board.project_id,
-                    "itemId": item_id,
-                    "fieldId": board.field_id,
-                    "optionId": option[0],
-                },
-            )
+            await self._set_status(board, str(item_id), option[0])
         log.info("issue moved", issue_identifier=issue.identifier, state=option[1], changed=changed)
-        return ToolResult(
-            True,
+        return {
+            "identifier": issue.identifier,
+            "state": option[1],
+            "previous_state": previous,
+            "changed": changed,
+        }
+
+    async def _set_status(self, board: Board, item_id: str, option_id: str) -> None:
+        await self._query(
+            queries.SET_STATUS,
             {
-                "identifier": issue.identifier,
-                "state": option[1],
-                "previous_state": previous,
-                "changed": changed,
+                "projectId": board.project_id,
+                "itemId": item_id,
+                "fieldId": board.field_id,
+                "optionId": option_id,
             },
         )
+
+    async def create(self, ticket: NewTicket) -> Issue:
+        """Open an issue in the parent's repository, add it to the project with the Status
+        `ticket.state`, record its blockers; returns it as a refresh reads it."""
+        title = checked_title(ticket.title)
+        state = checked_state(ticket.state)
+        parent = ticket.parent
+        repository = (parent.native_ref or {}).get("repository") if parent is not None else None
+        if not isinstance(repository, str) or not is_repository(repository):
+            # A project spans repositories; only a parent says which one the issue belongs in.
+            raise Rejected(
+                "a new project issue needs a parent issue whose repository it shares",
+                NOT_IN_SCOPE,
+            )
+        board, option = await self.option_for(state)
+        blockers = await resolve_blockers(self.http, ticket.blocked_by, repository)
+        created = await open_issue(self.http, repository, title, ticket.description, [])
+        number = int(created["number"])
+        name = identifier(repository, number)
+        with after_creation(name):
+            node_id = created.get("node_id")
+            if not isinstance(node_id, str) or not node_id:
+                raise TrackerError(TRACKER_RESPONSE, "the new issue has no node_id")
+            data = await self._query(
+                queries.ADD_TO_PROJECT, {"projectId": board.project_id, "contentId": node_id}
+            )
+            added = (data.get("addProjectV2ItemById") or {}).get("item")
+            item_id = added.get("id") if isinstance(added, Mapping) else None
+            if not isinstance(item_id, str) or not item_id:
+                raise TrackerError(TRACKER_RESPONSE, "adding it to the project gave no item id")
+            await self._set_status(board, item_id, option[0])
+            await record_blockers(self.http, repository, number, blockers)
+            found = await self.by_ids([item_id])
+        if not found:
+            raise TrackerError(
+                TRACKER_RESPONSE, f"GitHub created {name} on the project but cannot read it back"
+            )
+        log.info(
+            "issue created",
+            issue_identifier=name,
+            state=option[1],
+            blocked_by=[b.identifier for b in blockers] or None,
+        )
+        return found[0]

@@ -90,11 +90,20 @@ mutation SetItemStatus($projectId: ID!, $itemId: ID!, $fieldId: ID!, $optionId: 
 }
 """
 
+ADD_TO_PROJECT = """
+mutation AddProjectItem($projectId: ID!, $contentId: ID!) {
+  addProjectV2ItemById(input: { projectId: $projectId, contentId: $contentId }) {
+    item { id }
+  }
+}
+"""
+
 ALL = {
     "PROJECT_ORGANIZATION": PROJECT_ORGANIZATION,
     "PROJECT_USER": PROJECT_USER,
     "PROJECT_ITEMS": PROJECT_ITEMS,
     "ITEMS_BY_ID": ITEMS_BY_ID,
     "SET_STATUS": SET_STATUS,
+    "ADD_TO_PROJECT": ADD_TO_PROJECT,
 }
 """Name -> document, for the schema contract test."""

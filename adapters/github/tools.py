@@ -1,8 +1,9 @@
 """The agent tools of the `github` adapter: their specs, and turning a raw call into a
 validated request or a failure the agent can act on.
 
-Executing them is the scope's business (labels or a project field); commenting and the
-read-only GraphQL tool are shared by both scopes and live in `adapters.github.tracker`.
+Executing them is the daemon's write code (`GitHubTracker.move_issue` and `add_comment` run the
+same steps): moving is the scope's business (labels or a project field); commenting and the
+read-only GraphQL tool are shared by both scopes.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def tool_specs(scope_note: str, states_note: str) -> list[ToolSpec]:
                     "description": "The target state name, e.g. 'Human Review'.",
                 }
             ),
+            moves_ticket=True,
         ),
         ToolSpec(
             name=ADD_COMMENT,

@@ -1,31 +1,29 @@
 """`GitHubTracker`: the `Tracker` for GitHub, over one of two scopes (repository labels or a
-Projects v2 board), sharing one HTTP client, its quota counters and the agent tools.
+Projects v2 board), sharing one HTTP client, its quota counters, the daemon's writes and the
+agent tools, which run the same write code.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import httpx
-import structlog
 
 from symphony.issue import Issue
 from symphony.tools import ToolResult, ToolSpec
-from symphony.tracker import TRACKER_REJECTED, Comment, NewTicket, TrackerError
+from symphony.tracker import Comment, NewTicket, TrackerError
 
 from .._support.graphql import graphql
 from .._support.http import HttpClient, RateLimitHeaders
 from .._support.tool_calls import guarded
-from . import tools
+from . import tools, writes
 from .config import GitHubConfig
+from .normalize import is_repository
 from .project import ProjectScope, is_rate_limited
 from .repository import RepositoryScope
-
-log = structlog.get_logger(__name__)
 
 API_VERSION = "2022-11-28"
 
@@ -91,28 +89,53 @@ class GitHubTracker:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    # The daemon's writes: not yet offered by this adapter.
+    # The daemon's writes. The agent tools below run the same code.
 
     async def move_issue(self, issue: Issue, state: str) -> None:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        state = writes.checked_state(state)
+        _, number = self._target(issue)
+        await self._move(issue, number, state)
 
     async def add_comment(self, issue: Issue, body: str) -> Comment:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        repository, number = self._target(issue)
+        answer = await writes.post_comment(
+            self.http,
+            repository,
+            number,
+            writes.checked_body(body),
+            issue_identifier=issue.identifier,
+        )
+        return writes.comment_from(answer, f"new comment on {issue.identifier}")
 
     async def edit_comment(self, issue: Issue, comment_id: str, body: str) -> Comment:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        repository, number = self._target(issue)
+        return await writes.edit_comment(
+            self.http, repository, number, comment_id, writes.checked_body(body)
+        )
 
     async def list_comments(self, issue: Issue) -> list[Comment]:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        repository, number = self._target(issue)
+        return await writes.list_comments(self.http, repository, number)
 
     async def create_issue(self, ticket: NewTicket) -> Issue:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        return await self.scope.create(ticket)
 
     async def tracker_states(self) -> list[str] | None:
-        return None
+        if isinstance(self.scope, RepositoryScope):
+            return None  # a state is a label: any name can become one
+        return await self.scope.states()
 
     async def ensure_states(self, states: Sequence[str]) -> list[str]:
-        return []
+        if isinstance(self.scope, RepositoryScope):
+            return await self.scope.ensure_states(states)
+        return []  # Status options are the project's to define
+
+    async def _move(self, issue: Issue, number: int, state: str) -> dict[str, Any]:
+        if isinstance(self.scope, RepositoryScope):
+            return await self.scope.move(issue, number, state)
+        return await self.scope.move(issue, state)
+
+    # Agent tools
 
     async def execute_tool(self, name: str, arguments: Any, issue: Issue) -> ToolResult:
         call = tools.parse_call(name, arguments, self.config.web_host)
@@ -121,6 +144,12 @@ class GitHubTracker:
         return await guarded("github", name, issue, self._execute(call, issue))
 
     async def _execute(self, call: tools.ToolCall, issue: Issue) -> ToolResult:
+        try:
+            return await self._run(call, issue)
+        except writes.Rejected as exc:
+            return ToolResult.failure(exc.code, exc.message)
+
+    async def _run(self, call: tools.ToolCall, issue: Issue) -> ToolResult:
         if isinstance(call, tools.ReadQuery):
             try:
                 data = await graphql(
@@ -134,24 +163,17 @@ class GitHubTracker:
                 category = tools.GRAPHQL_ERROR if exc.category == "tracker_response" else None
                 return ToolResult.failure(category or exc.category, exc.message)
             return ToolResult(True, {"data": data})
-        target = self._target(issue)
-        if isinstance(target, ToolResult):
-            return target
-        repository, number = target
+        repository, number = self._target(issue)
         if isinstance(call, tools.MoveIssue):
-            if isinstance(self.scope, RepositoryScope):
-                return await self.scope.move(issue, number, call.state)
-            return await self.scope.move(issue, call.state)
+            return ToolResult(True, await self._move(issue, number, call.state))
         if isinstance(call, tools.AddComment):
             body, extra = call.body, {}
         else:
             body = f"Linked pull request: {call.url}"
             extra = {"pull_request": call.url}
-        response = await self.http.request(
-            "POST", f"/repos/{repository}/issues/{number}/comments", json_body={"body": body}
+        answer = await writes.post_comment(
+            self.http, repository, number, body, issue_identifier=issue.identifier
         )
-        answer = response.body if isinstance(response.body, dict) else {}
-        log.info("issue commented", issue_identifier=issue.identifier)
         return ToolResult(
             True,
             {
@@ -163,18 +185,20 @@ class GitHubTracker:
             },
         )
 
-    def _target(self, issue: Issue) -> tuple[str, int] | ToolResult:
-        """The session's own issue as (repository, number), checked against the scope."""
+    def _target(self, issue: Issue) -> tuple[str, int]:
+        """The issue as (repository, number), checked against the scope; `Rejected` (code
+        `not_in_scope`) otherwise."""
         ref = issue.native_ref or {}
         repository, number = ref.get("repository"), ref.get("number")
-        if not isinstance(repository, str) or not re.fullmatch(r"[^/\s]+/[^/\s]+", repository):
-            return ToolResult.failure(tools.NOT_IN_SCOPE, f"{issue.identifier} has no repository")
+        if not isinstance(repository, str) or not is_repository(repository):
+            raise writes.Rejected(f"{issue.identifier} has no repository", tools.NOT_IN_SCOPE)
         if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-            return ToolResult.failure(tools.NOT_IN_SCOPE, f"{issue.identifier} has no number")
+            raise writes.Rejected(f"{issue.identifier} has no number", tools.NOT_IN_SCOPE)
         if isinstance(self.scope, RepositoryScope) and (
             repository.lower() != self.scope.repository.lower() or issue.id != str(number)
         ):
-            return ToolResult.failure(
-                tools.NOT_IN_SCOPE, f"{issue.identifier} is not an issue of {self.scope.repository}"
+            raise writes.Rejected(
+                f"{issue.identifier} is not an issue of {self.scope.repository}",
+                tools.NOT_IN_SCOPE,
             )
         return repository, number

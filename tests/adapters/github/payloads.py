@@ -111,9 +111,19 @@ def issue(
 
 
 def comment(
-    comment_id: int, body: str, *, repo: str = REPO, number: int = 1, api: str = API, web: str = WEB
+    comment_id: int,
+    body: str,
+    *,
+    repo: str = REPO,
+    number: int = 1,
+    author: str | None = "octocat",
+    created_at: str = STAMP,
+    updated_at: str | None = None,
+    api: str = API,
+    web: str = WEB,
 ) -> dict[str, Any]:
-    """The 201 body of `issues/create-comment`."""
+    """One issue comment (`issues/create-comment`, `issues/list-comments`, `issues/get-comment`,
+    `issues/update-comment`); `author=None` is a deleted account."""
     return {
         "id": comment_id,
         "node_id": f"IC_{comment_id}",
@@ -121,10 +131,19 @@ def comment(
         "html_url": f"{web}/{repo}/issues/{number}#issuecomment-{comment_id}",
         "issue_url": f"{api}/repos/{repo}/issues/{number}",
         "body": body,
-        "user": user(api=api, web=web),
-        "created_at": STAMP,
-        "updated_at": STAMP,
+        "user": user(author, api=api, web=web) if author else None,
+        "created_at": created_at,
+        "updated_at": updated_at or created_at,
         "author_association": "OWNER",
+    }
+
+
+def validation_failed(message: str, code: str, *, resource: str = "Label") -> dict[str, Any]:
+    """A 422 body (`validation-error`), e.g. code `already_exists`."""
+    return {
+        "message": message,
+        "documentation_url": "https://docs.github.com/rest",
+        "errors": [{"resource": resource, "code": code, "field": "name"}],
     }
 
 
