@@ -12,7 +12,14 @@ Profile (the full table is in SPEC.md, section "Adapter profile: `gitlab`"):
   one takes the state of its state label; an opened issue without one is outside the scope.
 - Blockers: issue links with `link_type == "is_blocked_by"` (a paid feature: elsewhere there
   are none); a blocker not in a terminal state makes the issue not dispatchable.
-- Tools: `gitlab_move_issue`, `gitlab_add_comment`, `gitlab_link_merge_request`.
+- Tools: `gitlab_move_issue` (marked `moves_ticket`), `gitlab_add_comment`,
+  `gitlab_link_merge_request`.
+- Daemon writes: `move_issue` is the move tool's one `PUT`; comments are issue notes (system
+  notes are not listed; `author` is the username); `create_issue` posts the issue with its
+  state label (then closes it for `closed_state`) and links each blocker (`<path>#<iid>` or
+  `#<iid>`, checked to exist first) as `is_blocked_by`; `tracker_states()` is None and
+  `ensure_states` creates the missing state labels. A write refused before it reaches GitLab,
+  or one GitLab refuses for good, is `tracker_rejected`.
 """
 
 from __future__ import annotations
@@ -47,6 +54,11 @@ __all__ = ["DEFAULT_ACTIVE_STATES", "DEFAULT_TERMINAL_STATES", "GitLabTracker", 
 def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
     """A GitLab tracker; raises `invalid_tracker_config` / `missing_tracker_secret`."""
     config = parse_config(
-        settings.provider, context.environ, settings.active_states, settings.terminal_states
+        settings.provider,
+        context.environ,
+        # Checkpoint states (stage mode) get labels like the active ones; the core decides
+        # which states are worked on.
+        (*settings.active_states, *settings.other_states),
+        settings.terminal_states,
     )
     return GitLabTracker(config)

@@ -35,6 +35,11 @@ _PATH_SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
 _PROJECT_PATH = re.compile(rf"^{_PATH_SEGMENT}(?:/{_PATH_SEGMENT})+$")
 
 
+def is_project(text: str) -> bool:
+    """Whether `text` names a project: a positive numeric id or a `group/project` path."""
+    return (text.isascii() and text.isdigit() and int(text) > 0) or bool(_PROJECT_PATH.match(text))
+
+
 def default_label(state: str, prefix: str = DEFAULT_LABEL_PREFIX) -> str:
     """The label a state gets when none is configured (see `_support.labels.default_label`)."""
     return labels.default_label(state, prefix, LABEL_SEPARATOR)
@@ -88,7 +93,7 @@ def parse_config(
     project = provider_str(provider, "project", required=True)
     assert project is not None
     project = project.strip("/")
-    if not (project.isdigit() and int(project) > 0) and not _PROJECT_PATH.match(project):
+    if not is_project(project):
         raise _invalid(
             "tracker.provider.project must be a numeric project id or a path such as "
             f"group/project, got {project!r}"

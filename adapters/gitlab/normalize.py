@@ -1,19 +1,22 @@
-"""GitLab REST issue payloads (`API_Entities_Issue`, `API_Entities_RelatedIssue`) to
-normalized `Issue`s.
+"""GitLab REST payloads to the core's values: issues (`API_Entities_Issue`,
+`API_Entities_RelatedIssue`) to normalized `Issue`s, notes (`APIEntitiesNote`) to `Comment`s,
+and issue references (`group/project#12`, `#12`) to the project and iid they name.
 
-`Malformed` marks a record that cannot become an Issue (no iid, title or opened/closed state):
-state reads skip it, id refreshes fail on it.
+`Malformed` marks a record that cannot become an Issue (no iid, title or opened/closed state)
+or a Comment (no id or body): state reads skip it, id refreshes and comment reads fail on it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC
 from typing import Any
 
 from symphony.issue import BlockerRef, Issue, normalize_labels, normalize_state
+from symphony.tracker import Comment
 
 from .._support.normalize import as_int, parse_timestamp, text_or_none
-from .config import GitLabConfig
+from .config import GitLabConfig, is_project
 
 OPENED = "opened"
 CLOSED = "closed"
@@ -150,3 +153,34 @@ def blocker(link: Any, config: GitLabConfig, project_id: int | None) -> BlockerR
 def blocks(ref: BlockerRef, config: GitLabConfig) -> bool:
     """A blocker blocks until it reaches a terminal state (closing it is one)."""
     return normalize_state(ref.state or "") not in config.terminal_states
+
+
+def reference(text: str, project: str) -> tuple[str, int] | None:
+    """The project and iid an issue reference names: `<project path or id>#<iid>` (the
+    `identifier` format), or `#<iid>` for an issue of `project`; None when it is neither."""
+    path, marker, number = text.strip().rpartition("#")
+    if not marker or not (number.isascii() and number.isdigit()) or int(number) < 1:
+        return None
+    path = path.strip("/") or project
+    return (path, int(number)) if is_project(path) else None
+
+
+def to_comment(note: Any) -> Comment:
+    """A Comment from a note: `id` as text, `author` its author's username, `created_at` in
+    UTC; `Malformed` without an id or a body."""
+    if not isinstance(note, Mapping):
+        raise Malformed("note record is not an object")
+    note_id = as_int(note.get("id"))
+    if note_id is None or note_id < 1:
+        raise Malformed("note has no id")
+    body = note.get("body")
+    if not isinstance(body, str):
+        raise Malformed(f"note {note_id} has no body")
+    author = note.get("author")
+    created = parse_timestamp(note.get("created_at"))
+    return Comment(
+        id=str(note_id),
+        body=body,
+        author=text_or_none(author.get("username")) if isinstance(author, Mapping) else None,
+        created_at=created.astimezone(UTC) if created else None,
+    )

@@ -1,5 +1,6 @@
 """The agent tools of the `gitlab` adapter: their specs, and turning a raw call into a
-validated request or a failure the agent can act on. `adapters.gitlab.tracker` executes them.
+validated request or a failure the agent can act on. `adapters.gitlab.tracker` executes them,
+over the same operations as the daemon's own writes, whose arguments are checked here too.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def tool_specs(project: str, states_note: str) -> list[ToolSpec]:
                     "description": "The target state name, e.g. 'Human Review'.",
                 }
             ),
+            moves_ticket=True,
         ),
         ToolSpec(
             name=ADD_COMMENT,

@@ -8,20 +8,30 @@ header is absent; `x-total` is never used (GitLab omits it above 10,000 results)
 asks for up to 100 iids in one request (`iids[]=`). Blockers come from the issue links
 endpoint: `blocking_issues_count` counts the issues an issue *blocks*, not its blockers, so it
 cannot spare that request.
+
+Writes (the agent tools and the daemon's own, over the same functions and the same client):
+a move is one `PUT` of the issue's labels and open/closed state; comments are issue notes;
+creating an issue posts it with its state label (closing it afterwards for the closed state)
+and records each blocker as an `is_blocked_by` issue link. State labels need not exist
+beforehand (GitLab creates a label it is asked to add); `ensure_states` creates them with a
+colour.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import structlog
 
 from symphony.issue import BlockerRef, Issue, normalize_state
-from symphony.tools import ToolResult, ToolSpec
+from symphony.tools import ToolResult, ToolSpec, is_inline
 from symphony.tracker import (
     TRACKER_PAGINATION,
     TRACKER_REJECTED,
@@ -31,7 +41,7 @@ from symphony.tracker import (
     TrackerError,
 )
 
-from .._support.http import HttpClient, RateLimitHeaders, follow_link, get_pages
+from .._support.http import HttpClient, RateLimitHeaders, Response, follow_link, get_pages
 from .._support.normalize import as_int
 from .._support.skipped import SkippedRecords
 from .._support.tool_calls import guarded
@@ -41,9 +51,12 @@ from .normalize import (
     CLOSED,
     Malformed,
     blocker,
+    identifier,
     label_names,
+    reference,
     required,
     state_of,
+    to_comment,
     to_issue,
 )
 
@@ -57,6 +70,11 @@ MAX_PAGES = 100
 # GitLab reports its quota as `RateLimit-*` (reset in epoch seconds) and adds `Retry-After`
 # to a 429; the shared client prefers Retry-After, then the reset.
 RATE_LIMIT_HEADERS = RateLimitHeaders(remaining="ratelimit-remaining", reset="ratelimit-reset")
+
+MAX_TITLE_CHARS = 255  # GitLab's limit on an issue title
+STATE_COLOR = "#1f75cb"
+TERMINAL_COLOR = "#108548"
+"""Colours of the state labels `ensure_states` creates (GitLab requires one)."""
 
 
 class GitLabTracker:
@@ -196,29 +214,6 @@ class GitLabTracker:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    # The daemon's writes: not yet offered by this adapter.
-
-    async def move_issue(self, issue: Issue, state: str) -> None:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
-
-    async def add_comment(self, issue: Issue, body: str) -> Comment:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
-
-    async def edit_comment(self, issue: Issue, comment_id: str, body: str) -> Comment:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
-
-    async def list_comments(self, issue: Issue) -> list[Comment]:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
-
-    async def create_issue(self, ticket: NewTicket) -> Issue:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
-
-    async def tracker_states(self) -> list[str] | None:
-        return None
-
-    async def ensure_states(self, states: Sequence[str]) -> list[str]:
-        return []
-
     async def execute_tool(self, name: str, arguments: Any, issue: Issue) -> ToolResult:
         call = tools.parse_call(name, arguments, self.config.base_url)
         if isinstance(call, ToolResult):
@@ -226,22 +221,29 @@ class GitLabTracker:
         return await guarded("gitlab", name, issue, self._execute(call, issue))
 
     async def _execute(self, call: tools.ToolCall, issue: Issue) -> ToolResult:
-        iid = self._target(issue)
-        if isinstance(iid, ToolResult):
-            return iid
-        if isinstance(call, tools.MoveIssue):
-            return await self._move(issue, iid, call.state)
-        if isinstance(call, tools.AddComment):
-            body, extra = call.body, {}
-        else:
-            body = f"Linked merge request: {call.url}"
-            extra = {"merge_request": call.url}
-        response = await self.http.request(
-            "POST", f"{self._issues}/{iid}/notes", json_body={"body": body}
-        )
-        answer = response.body if isinstance(response.body, dict) else {}
-        note_id = as_int(answer.get("id"))
-        log.info("issue commented", issue_identifier=issue.identifier)
+        try:
+            if isinstance(call, tools.MoveIssue):
+                answer = await self._move(issue, call.state)
+                return ToolResult(
+                    True,
+                    {
+                        "identifier": issue.identifier,
+                        "state": call.state,
+                        "previous_state": issue.state,
+                        "changed": normalize_state(issue.state) != normalize_state(call.state),
+                        "labels": label_names(answer.get("labels")),
+                        "issue_state": answer.get("state"),
+                    },
+                )
+            if isinstance(call, tools.AddComment):
+                body, extra = call.body, {}
+            else:
+                body = f"Linked merge request: {call.url}"
+                extra = {"merge_request": call.url}
+            note = await self._post_note(issue, body)
+        except _Refused as refused:
+            return ToolResult.failure(refused.code, refused.message)
+        note_id = as_int(note.get("id"))
         return ToolResult(
             True,
             {
@@ -253,60 +255,330 @@ class GitLabTracker:
             },
         )
 
-    async def _move(self, issue: Issue, iid: int, state: str) -> ToolResult:
-        config = self.config
-        labels = config.state_labels
-        closing = normalize_state(state) == normalize_state(config.closed_state)
-        explicit = normalize_state(state) in labels.by_state
-        target = labels.label_for(state) if explicit or not closing else None
-        if target is not None and len(target) > MAX_LABEL_CHARS:
-            return ToolResult.failure(
-                tools.INVALID_ARGUMENTS, f"label {target!r} for that state is too long"
+    # The daemon's writes (the `Tracker` write contract). Arguments are checked as the tools
+    # check them; a refusal made before any request is `tracker_rejected`.
+
+    async def move_issue(self, issue: Issue, state: str) -> None:
+        with _rejected():
+            await self._move(issue, self._checked_state(state))
+
+    async def add_comment(self, issue: Issue, body: str) -> Comment:
+        with _rejected():
+            note = await self._post_note(issue, self._checked_body(body))
+        return _comment(note, issue)
+
+    async def edit_comment(self, issue: Issue, comment_id: str, body: str) -> Comment:
+        with _rejected():
+            iid = self._target(issue)
+            text = self._checked_body(body)
+        if not (comment_id.isascii() and comment_id.isdigit()) or int(comment_id) < 1:
+            raise TrackerError(TRACKER_REJECTED, f"{comment_id!r} is not a GitLab note id")
+        # GitLab answers 403 for a note someone else wrote and 404 for one that is gone (or
+        # belongs to another issue): neither will change on a retry.
+        response = await self.http.request(
+            "PUT",
+            f"{self._issues}/{iid}/notes/{int(comment_id)}",
+            json_body={"body": text},
+            ok=(200, 400, 403, 404),
+        )
+        if response.status != 200:
+            raise TrackerError(
+                TRACKER_REJECTED,
+                f"GitLab refused to edit note {comment_id} of {issue.identifier} "
+                f"({response.status}){_said(response)}",
             )
+        log.info("comment edited", issue_identifier=issue.identifier, comment_id=comment_id)
+        return _comment(response.body, issue)
+
+    async def list_comments(self, issue: Issue) -> list[Comment]:
+        with _rejected():
+            iid = self._target(issue)
+        params = {"sort": "asc", "order_by": "created_at", "per_page": PER_PAGE}
+        notes = await get_pages(
+            self.http, f"{self._issues}/{iid}/notes", params, MAX_PAGES, self._next
+        )
+        comments: dict[str, Comment] = {}
+        for note in notes:
+            if isinstance(note, Mapping) and note.get("system") is True:
+                continue  # GitLab's own activity lines ("changed the label"), not comments
+            comment = _comment(note, issue)
+            comments.setdefault(comment.id, comment)  # a note added mid-listing shifts pages
+        return list(comments.values())
+
+    async def create_issue(self, ticket: NewTicket) -> Issue:
+        config = self.config
+        with _rejected():
+            if ticket.parent is not None:
+                self._target(ticket.parent)  # one project: the parent must be one of its issues
+            title = ticket.title.strip()
+            if not title or len(title) > MAX_TITLE_CHARS or not is_inline(title):
+                raise _Refused(
+                    tools.INVALID_ARGUMENTS,
+                    f"a new issue needs a one-line title of at most {MAX_TITLE_CHARS} characters",
+                )
+            state = self._checked_state(ticket.state)
+            label = self._state_label(state)
+        blockers: dict[tuple[str, int], str] = {}
+        for given in dict.fromkeys(ticket.blocked_by):
+            blockers.setdefault(await self._resolve_blocker(given), given)
+
+        body: dict[str, Any] = {"title": title}
+        if ticket.description.strip():
+            body["description"] = ticket.description
+        if label is not None:
+            body["labels"] = label
+        response = await self.http.request("POST", self._issues, json_body=body, ok=(201, 400, 422))
+        if response.status != 201:
+            raise TrackerError(
+                TRACKER_REJECTED,
+                f"GitLab refused to create the issue ({response.status}){_said(response)}",
+            )
+        created = response.body
+        try:
+            iid, _, _ = required(created)
+        except Malformed as exc:
+            raise TrackerError(TRACKER_RESPONSE, f"GitLab created issue: {exc}") from None
+        new = identifier(created, config, iid)
+        log.info("issue created", issue_identifier=new, state=state)
+        try:
+            if self._closes(state):
+                # Issues are created opened: closing is the move GitLab offers.
+                created = await self._put_issue(iid, self._move_body(state, ()))
+            for (project_id, blocker_iid), blocker_name in blockers.items():
+                await self._link_blocker(iid, new, project_id, blocker_iid, blocker_name)
+            actual = state_of(created, config)
+            if actual is None:
+                raise TrackerError(TRACKER_RESPONSE, "GitLab's answer carries no state label")
+            return await self._issue(created, actual)
+        except TrackerError as exc:
+            # The issue exists: say so, lest a retry create it twice unknowingly.
+            raise TrackerError(
+                exc.category,
+                f"created {new}, then: {exc.message}",
+                retry_after_s=exc.retry_after_s,
+            ) from None
+
+    async def tracker_states(self) -> list[str] | None:
+        return None  # states are labels, and GitLab takes any label name
+
+    async def ensure_states(self, states: Sequence[str]) -> list[str]:
+        wanted: dict[str, str] = {}
+        with _rejected():
+            for state in states:
+                label = self._state_label(self._checked_state(state))
+                if label is not None:  # the closed state is a closed issue, not a label
+                    wanted.setdefault(label, state)
+        if not wanted:
+            return []
+        url = f"/projects/{self.config.project_ref}/labels"
+        listed = await get_pages(self.http, url, {"per_page": PER_PAGE}, MAX_PAGES, self._next)
+        # The project's labels include its groups' (GitLab's default), which a move also uses.
+        existing = {x.get("name") for x in listed if isinstance(x, Mapping)}
+        created: list[str] = []
+        for label, state in wanted.items():
+            if label in existing:
+                continue
+            terminal = normalize_state(state) in self.config.terminal_states
+            response = await self.http.request(
+                "POST",
+                url,
+                json_body={
+                    "name": label,
+                    "color": TERMINAL_COLOR if terminal else STATE_COLOR,
+                    "description": f"Workflow state {state.strip()}",
+                },
+                ok=(201, 400, 409),
+            )
+            if response.status == 409:
+                continue  # created meanwhile, or present in another spelling
+            if response.status != 201:
+                raise TrackerError(
+                    TRACKER_REJECTED,
+                    f"GitLab refused to create the label {label!r} ({response.status})"
+                    f"{_said(response)}",
+                )
+            log.info("state label created", label=label, state=state)
+            created.append(state)
+        return created
+
+    # Writes shared by the tools and the daemon
+
+    async def _move(self, issue: Issue, state: str) -> Mapping[str, Any]:
+        """Put the session's issue in `state` with one PUT; returns GitLab's answer."""
+        iid = self._target(issue)
+        answer = await self._put_issue(iid, self._move_body(state, issue.labels))
+        log.info("issue moved", issue_identifier=issue.identifier, state=state)
+        return answer
+
+    def _move_body(self, state: str, current: Sequence[str]) -> dict[str, Any]:
+        labels = self.config.state_labels
+        target = self._state_label(state)
         # Every other state label is removed explicitly: scoped labels replace each other only
-        # on paid tiers, and a Free instance would otherwise keep both. The snapshot's own
+        # on paid tiers, and a Free instance would otherwise keep both. The issue's own
         # prefixed labels are added so a hand-off label from an earlier move goes too.
-        others = [*labels.by_state.values(), *(x for x in issue.labels if labels.is_state_label(x))]
+        others = [*labels.by_state.values(), *(x for x in current if labels.is_state_label(x))]
         remove = [name for name in dict.fromkeys(others) if name.lower() != (target or "").lower()]
-        # One PUT does it all. `reopen` on an opened issue is a no-op in GitLab, so it is sent
-        # on every non-closing move: the session's snapshot may not know the issue was closed.
+        # `reopen` on an opened issue is a no-op in GitLab, so it is sent on every non-closing
+        # move: the session's snapshot may not know the issue was closed.
         body: dict[str, Any] = {
             "remove_labels": ",".join(remove),
-            "state_event": "close" if closing else "reopen",
+            "state_event": "close" if self._closes(state) else "reopen",
         }
         if target is not None:
             body["add_labels"] = target
+        return body
+
+    async def _put_issue(self, iid: int, body: Mapping[str, Any]) -> Mapping[str, Any]:
         response = await self.http.request("PUT", f"{self._issues}/{iid}", json_body=body)
         answer = response.body
         try:
             required(answer)
         except Malformed as exc:
             raise TrackerError(TRACKER_RESPONSE, f"GitLab issue {iid}: {exc}") from None
-        log.info("issue moved", issue_identifier=issue.identifier, state=state)
-        return ToolResult(
-            True,
-            {
-                "identifier": issue.identifier,
-                "state": state,
-                "previous_state": issue.state,
-                "changed": normalize_state(issue.state) != normalize_state(state),
-                "labels": label_names(answer.get("labels")),
-                "issue_state": answer.get("state"),
-            },
-        )
+        assert isinstance(answer, Mapping)
+        return answer
 
-    def _target(self, issue: Issue) -> int | ToolResult:
+    async def _post_note(self, issue: Issue, body: str) -> Mapping[str, Any]:
+        iid = self._target(issue)
+        response = await self.http.request(
+            "POST", f"{self._issues}/{iid}/notes", json_body={"body": body}
+        )
+        log.info("issue commented", issue_identifier=issue.identifier)
+        return response.body if isinstance(response.body, Mapping) else {}
+
+    async def _resolve_blocker(self, name: str) -> tuple[str, int]:
+        """The project id and iid of the issue `name` refers to, read from GitLab; an
+        identifier that names no visible issue is `tracker_rejected`."""
+        ref = reference(name, self.config.project)
+        if ref is None:
+            raise TrackerError(
+                TRACKER_REJECTED,
+                f"blocker {name!r} is not a GitLab issue reference like {self.config.project}#12",
+            )
+        project, iid = ref
+        response = await self.http.request(
+            "GET",
+            f"/projects/{quote(project, safe='')}/issues/{iid}",
+            conditional=True,
+            ok=(200, 404),
+        )
+        if response.status == 404:
+            raise TrackerError(TRACKER_REJECTED, f"blocker {name!r}: GitLab has no such issue")
+        try:
+            required(response.body)
+        except Malformed as exc:
+            raise TrackerError(TRACKER_RESPONSE, f"GitLab blocker {name!r}: {exc}") from None
+        project_id = as_int(response.body.get("project_id"))
+        return (str(project_id) if project_id is not None else project, iid)
+
+    async def _link_blocker(
+        self, iid: int, name: str, project_id: str, blocker_iid: int, blocker_name: str
+    ) -> None:
+        response = await self.http.request(
+            "POST",
+            f"{self._issues}/{iid}/links",
+            json_body={
+                "target_project_id": project_id,
+                "target_issue_iid": str(blocker_iid),
+                "link_type": "is_blocked_by",
+            },
+            ok=(200, 201, 403, 404, 409),
+        )
+        if response.status == 409:
+            return  # already linked
+        answer = response.body if isinstance(response.body, Mapping) else {}
+        if response.status in (403, 404) or answer.get("link_type") == "relates_to":
+            # Blocking links are a paid feature: without it GitLab refuses them (403) or, on
+            # some versions, records a plain relation. The issue stands without the blocker,
+            # as reads on such an instance see none.
+            log.warning(
+                "blocker not recorded",
+                issue_identifier=name,
+                blocker=blocker_name,
+                reason=f"GitLab answered {response.status}{_said(response)}",
+            )
+
+    def _checked_state(self, state: str) -> str:
+        call = tools.parse_call(tools.MOVE_ISSUE, {"state": state}, self.config.base_url)
+        if not isinstance(call, tools.MoveIssue):
+            raise _refusal(call)
+        return call.state
+
+    def _checked_body(self, body: str) -> str:
+        call = tools.parse_call(tools.ADD_COMMENT, {"body": body}, self.config.base_url)
+        if not isinstance(call, tools.AddComment):
+            raise _refusal(call)
+        return call.body
+
+    def _closes(self, state: str) -> bool:
+        return normalize_state(state) == normalize_state(self.config.closed_state)
+
+    def _state_label(self, state: str) -> str | None:
+        """The label an opened issue in `state` carries; None for the closed state without a
+        label of its own (closing the issue is that state)."""
+        labels = self.config.state_labels
+        if self._closes(state) and normalize_state(state) not in labels.by_state:
+            return None
+        label = labels.label_for(state)
+        if len(label) > MAX_LABEL_CHARS:
+            raise _Refused(tools.INVALID_ARGUMENTS, f"label {label!r} for that state is too long")
+        return label
+
+    def _target(self, issue: Issue) -> int:
         """The session's own issue iid, checked against the configured project."""
         ref = issue.native_ref or {}
         project, iid = ref.get("project"), ref.get("iid")
         if not isinstance(iid, int) or isinstance(iid, bool) or iid < 1:
-            return ToolResult.failure(tools.NOT_IN_SCOPE, f"{issue.identifier} has no iid")
+            raise _Refused(tools.NOT_IN_SCOPE, f"{issue.identifier} has no iid")
         if str(project) != self.config.project or issue.id != str(iid):
-            return ToolResult.failure(
+            raise _Refused(
                 tools.NOT_IN_SCOPE,
                 f"{issue.identifier} is not an issue of project {self.config.project}",
             )
         return iid
+
+
+class _Refused(Exception):
+    """A write refused before any request: a tool reports `code`, the daemon's writes raise
+    `tracker_rejected`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _refusal(result: tools.ToolCall | ToolResult) -> _Refused:
+    output = result.output if isinstance(result, ToolResult) else None
+    if isinstance(output, Mapping):
+        return _Refused(str(output.get("error")), str(output.get("message")))
+    return _Refused(tools.INVALID_ARGUMENTS, "unexpected arguments")  # pragma: no cover
+
+
+@contextmanager
+def _rejected() -> Iterator[None]:
+    try:
+        yield
+    except _Refused as refused:
+        raise TrackerError(TRACKER_REJECTED, refused.message) from None
+
+
+def _comment(note: Any, issue: Issue) -> Comment:
+    try:
+        return to_comment(note)
+    except Malformed as exc:
+        raise TrackerError(TRACKER_RESPONSE, f"GitLab note on {issue.identifier}: {exc}") from None
+
+
+def _said(response: Response) -> str:
+    """GitLab's reason for a refusal, from `message` (text, or a map of field errors) or
+    `error`, as a `: …` suffix."""
+    body = response.body if isinstance(response.body, Mapping) else {}
+    reason = body.get("message") or body.get("error")
+    if reason is None:
+        return ""
+    text = reason if isinstance(reason, str) else json.dumps(reason, ensure_ascii=False)
+    return f": {text.strip()[:200]}"
 
 
 def _record_key(item: Any) -> str:

@@ -1,6 +1,6 @@
 """GitLab REST bodies for the tests. Field names are those of the published subset's
-`API_Entities_Issue` / `API_Entities_RelatedIssue` (the contract tests check every key), and
-notes follow GitLab's notes API documentation (notes are not in the subset)."""
+`API_Entities_Issue`, `API_Entities_RelatedIssue`, `API_Entities_IssueLink`, `APIEntitiesNote`
+and `APIEntitiesProjectLabel` (the contract tests check every key)."""
 
 from __future__ import annotations
 
@@ -84,36 +84,42 @@ def link(target: dict[str, Any], link_type: str = "is_blocked_by") -> dict[str, 
     }
 
 
-NOTE_FIELDS = frozenset(
-    {
-        "id",
-        "type",
-        "body",
-        "author",
-        "created_at",
-        "updated_at",
-        "system",
-        "noteable_id",
-        "noteable_type",
-        "noteable_iid",
-        "project_id",
-        "resolvable",
-        "confidential",
-        "internal",
+def issue_basic(target: dict[str, Any]) -> dict[str, Any]:
+    """The short issue entity (`API_Entities_IssueBasic`) an issue link names its ends with."""
+    return {k: v for k, v in target.items() if k not in ("references", "subscribed", "moved_to_id")}
+
+
+def issue_link(
+    link_id: int, source: dict[str, Any], target: dict[str, Any], link_type: str = "blocks"
+) -> dict[str, Any]:
+    """The answer of `POST …/issues/{iid}/links`. GitLab stores "A is blocked by B" as "B
+    blocks A", and answers with the stored link."""
+    return {
+        "id": link_id,
+        "source_issue": issue_basic(source),
+        "target_issue": issue_basic(target),
+        "link_type": link_type,
     }
-)
-"""A note's fields per GitLab's notes API documentation (`doc/api/notes.md`)."""
 
 
-def note(note_id: int, body: str, *, iid: int = 1, project_id: int = PROJECT_ID) -> dict[str, Any]:
+def note(
+    note_id: int,
+    body: str,
+    *,
+    iid: int = 1,
+    project_id: int = PROJECT_ID,
+    author: str = "symphony-bot",
+    created_at: str = STAMP,
+    system: bool = False,
+) -> dict[str, Any]:
     return {
         "id": note_id,
         "type": None,
         "body": body,
-        "author": user("symphony-bot"),
-        "created_at": STAMP,
-        "updated_at": STAMP,
-        "system": False,
+        "author": user(author),
+        "created_at": created_at,
+        "updated_at": created_at,
+        "system": system,
         "noteable_id": project_id * 1000 + iid,
         "noteable_type": "Issue",
         "noteable_iid": iid,
@@ -121,8 +127,30 @@ def note(note_id: int, body: str, *, iid: int = 1, project_id: int = PROJECT_ID)
         "resolvable": False,
         "confidential": False,
         "internal": False,
+        "imported": False,
+        "imported_from": "none",
     }
 
 
-def error(message: str) -> dict[str, Any]:
+def label(
+    label_id: int, name: str, color: str = "#6699cc", description: str | None = None
+) -> dict[str, Any]:
+    return {
+        "id": label_id,
+        "name": name,
+        "description": description,
+        "description_html": description or "",
+        "text_color": "#FFFFFF",
+        "color": color,
+        "archived": False,
+        "open_issues_count": 0,
+        "closed_issues_count": 0,
+        "open_merge_requests_count": 0,
+        "subscribed": False,
+        "priority": None,
+        "is_project_label": True,
+    }
+
+
+def error(message: Any) -> dict[str, Any]:
     return {"message": message}
