@@ -8,6 +8,8 @@ flatten.
 
 `parse_call` turns a raw call into a validated call or a failure the agent can act on; `run`
 performs a validated call and may raise `TrackerError`, which the tracker turns into a failure.
+The move and the comment are the daemon's own writes (`adapters.linear.writes`) with the
+agent's result shapes; the move tool is marked `moves_ticket`, so stage mode can withhold it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from symphony.issue import Issue, normalize_state
+from symphony.issue import Issue
 from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
 from symphony.tools import (
     ToolResult,
@@ -29,8 +31,11 @@ from symphony.tools import (
     string_schema,
 )
 
-from . import queries
+from . import queries, writes
 from .api import LinearApi
+from .writes import ISSUE_NOT_FOUND as ISSUE_NOT_FOUND
+from .writes import MUTATION_FAILED, Rejected
+from .writes import UNKNOWN_STATE as UNKNOWN_STATE
 
 MOVE_ISSUE = "linear_move_issue"
 ADD_COMMENT = "linear_add_comment"
@@ -39,9 +44,6 @@ GRAPHQL = "linear_graphql"
 TOOL_NAMES = (MOVE_ISSUE, ADD_COMMENT, ATTACH_URL, GRAPHQL)
 
 UNKNOWN_TOOL = "unknown_tool"
-UNKNOWN_STATE = "unknown_state"
-ISSUE_NOT_FOUND = "issue_not_found"
-MUTATION_FAILED = "mutation_failed"
 GRAPHQL_ERROR = "graphql_error"
 
 MAX_STATE_CHARS = 100
@@ -89,6 +91,7 @@ def tool_specs() -> list[ToolSpec]:
                 {"state": string_schema(MAX_STATE_CHARS, "The target workflow state's name.")},
                 ["state"],
             ),
+            moves_ticket=True,
         ),
         ToolSpec(
             name=ADD_COMMENT,
@@ -113,6 +116,9 @@ def tool_specs() -> list[ToolSpec]:
             ),
         ),
         ToolSpec(
+            # It runs mutations too, so it can change a ticket's state: stage mode, where
+            # moves are the daemon's, withholds it like the move tool.
+            moves_ticket=True,
             name=GRAPHQL,
             description=(
                 "Run one GraphQL query or mutation against Linear's API with the daemon's "
@@ -178,18 +184,13 @@ async def run(api: LinearApi, call: ToolCall, issue: Issue) -> ToolResult:
     if isinstance(call, MoveIssue):
         return await _move(api, call, issue)
     if isinstance(call, AddComment):
-        data = await api.data(queries.ADD_COMMENT, {"issueId": issue.id, "body": call.body})
-        payload = _payload(data, "commentCreate")
-        if not payload.get("success"):
-            return _rejected(ADD_COMMENT, issue)
-        comment = _payload(payload, "comment")
+        try:
+            posted = await writes.add_comment(api, issue, call.body)
+        except Rejected as refused:
+            return ToolResult.failure(refused.code, refused.message)
         return ToolResult(
             True,
-            {
-                "identifier": issue.identifier,
-                "comment_id": comment.get("id"),
-                "url": comment.get("url"),
-            },
+            {"identifier": issue.identifier, "comment_id": posted.comment.id, "url": posted.url},
         )
     if isinstance(call, AttachUrl):
         data = await api.data(
@@ -225,47 +226,19 @@ async def run(api: LinearApi, call: ToolCall, issue: Issue) -> ToolResult:
 
 
 async def _move(api: LinearApi, call: MoveIssue, issue: Issue) -> ToolResult:
-    # States belong to teams, and the issue may have changed team since it was read: the
-    # states are looked up from the issue's current team, in the same request as its state.
-    data = await api.data(queries.ISSUE_TEAM_STATES, {"id": issue.id})
-    node = _payload(data, "issue")
-    if not node:
-        return ToolResult.failure(
-            ISSUE_NOT_FOUND, f"issue {issue.identifier} is not visible to the API key any more"
-        )
-    team = _payload(node, "team")
-    nodes = _payload(team, "states").get("nodes")
-    states = [
-        state
-        for state in (nodes if isinstance(nodes, list) else [])
-        if isinstance(state, dict)
-        and isinstance(state.get("id"), str)
-        and isinstance(state.get("name"), str)
-    ]
-    wanted = normalize_state(call.state)
-    target = next((s for s in states if normalize_state(s["name"]) == wanted), None)
-    if target is None:
-        names = ", ".join(s["name"] for s in states) or "none found"
-        return ToolResult.failure(
-            UNKNOWN_STATE,
-            f"{call.state!r} is not a workflow state of team {team.get('key') or '?'}; "
-            f"valid states: {names}",
-        )
-    current = _payload(node, "state")
-    output = {
-        "identifier": node.get("identifier") or issue.identifier,
-        "state": target["name"],
-        "previous_state": current.get("name"),
-    }
-    if current.get("id") == target["id"]:
-        return ToolResult(True, {**output, "changed": False})
-    moved = _payload(
-        await api.data(queries.MOVE_ISSUE, {"id": issue.id, "stateId": target["id"]}),
-        "issueUpdate",
+    try:
+        moved = await writes.move_issue(api, issue, call.state)
+    except Rejected as refused:
+        return ToolResult.failure(refused.code, refused.message)
+    return ToolResult(
+        True,
+        {
+            "identifier": moved.identifier,
+            "state": moved.state,
+            "previous_state": moved.previous_state,
+            "changed": moved.changed,
+        },
     )
-    if not moved.get("success"):
-        return _rejected(MOVE_ISSUE, issue)
-    return ToolResult(True, {**output, "changed": True})
 
 
 def _fields(

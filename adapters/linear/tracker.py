@@ -1,4 +1,4 @@
-"""The `linear` tracker: issues of one Linear project or team, read over GraphQL.
+"""The `linear` tracker: issues of one Linear project or team, read and written over GraphQL.
 
 Profile (SPEC.md has the full table):
 - `tracker.provider`: exactly one of `project_slug` (a project's `slugId`) or `team_key`;
@@ -16,6 +16,18 @@ Profile (SPEC.md has the full table):
 - State reads skip nodes lacking id, identifier, title or state name and log each once per
   problem; a refresh fails with `tracker_response` instead, since omission means "gone".
 - Tools are in `adapters.linear.tools`; they never raise and never show the key.
+- The daemon's writes (`adapters.linear.writes`, shared with the tools): `move_issue` is the
+  move tool's lookup and `issueUpdate`; `add_comment` is its `commentCreate`; `edit_comment`
+  first checks that the comment is on the issue and was written by the key's user, then sends
+  `commentUpdate`; `list_comments` pages `issue.comments` (`COMMENTS_PER_PAGE`, at most
+  `MAX_COMMENT_PAGES`) and sorts them oldest first, the author being the user's display name,
+  else their name. `create_issue` resolves the home team (the parent's, which must be in
+  scope, else the configured team or the project's only team), the state by name in that team
+  and each blocker identifier with `issue(id:)`, rejecting any that fails before anything is
+  created; then `issueCreate`, one `issueRelationCreate` (`blocks`) per blocker, and a
+  read-back. `tracker_states()` lists the scope's workflow state names; `ensure_states`
+  creates nothing (Linear states are team settings). `success: false` and unknown names are
+  `tracker_rejected`.
 """
 
 from __future__ import annotations
@@ -37,7 +49,7 @@ from symphony.tracker import (
 )
 
 from .._support.skipped import SkippedRecords
-from . import queries, tools
+from . import queries, tools, writes
 from .api import LinearApi
 from .config import ASSIGNEE_ME, LinearConfig
 from .normalize import Malformed, issue_from_node
@@ -57,7 +69,7 @@ class LinearTracker:
         self.config = config
         self.api = api
         self._terminal = frozenset(normalize_state(s) for s in terminal_states)
-        self._assignee_id: str | None = None if config.assignee == ASSIGNEE_ME else config.assignee
+        self._viewer_id: str | None = None
         # Malformed nodes already reported, with the reason: logged when they appear or their
         # problem changes, not on every poll.
         self._skipped = SkippedRecords(log, "linear issue", "issue_id")
@@ -157,38 +169,78 @@ class LinearTracker:
     async def aclose(self) -> None:
         await self.api.aclose()
 
-    # The daemon's writes: not yet offered by this adapter.
+    # The daemon's writes (the `Tracker` write contract)
 
     async def move_issue(self, issue: Issue, state: str) -> None:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        if not state.strip():
+            raise TrackerError(TRACKER_REJECTED, "a move needs a state name")
+        moved = await writes.move_issue(self.api, issue, state.strip())
+        if moved.changed:
+            log.info(
+                "linear issue moved",
+                issue_identifier=moved.identifier,
+                state=moved.state,
+                previous_state=moved.previous_state,
+            )
 
     async def add_comment(self, issue: Issue, body: str) -> Comment:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        if not body.strip():
+            raise TrackerError(TRACKER_REJECTED, "a comment needs a body")
+        posted = await writes.add_comment(self.api, issue, body)
+        log.info("linear comment added", issue_identifier=issue.identifier)
+        return posted.comment
 
     async def edit_comment(self, issue: Issue, comment_id: str, body: str) -> Comment:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        if not body.strip():
+            raise TrackerError(TRACKER_REJECTED, "a comment needs a body")
+        author = await self._viewer()
+        return await writes.edit_comment(self.api, issue, comment_id, body, author_id=author)
 
     async def list_comments(self, issue: Issue) -> list[Comment]:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        return await writes.list_comments(self.api, issue)
 
     async def create_issue(self, ticket: NewTicket) -> Issue:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        created = await writes.create_ticket(self.api, self.config, ticket)
+        log.info(
+            "linear issue created",
+            issue_identifier=created.identifier,
+            blocked_by=list(created.blocked_by) or None,
+        )
+        found = await self.fetch_issues_by_ids([created.id])
+        if not found:
+            raise TrackerError(
+                TRACKER_RESPONSE,
+                f"Linear created {created.identifier} but does not list it in {self.config.scope}",
+            )
+        return found[0]
 
     async def tracker_states(self) -> list[str] | None:
-        return None
+        teams, _ = await writes.scope_teams(self.api, self.config)
+        # A project's teams often share state names: each name is listed once, first spelling.
+        names: dict[str, str] = {}
+        for team in teams:
+            for state in team.states:
+                names.setdefault(normalize_state(state.name), state.name)
+        return list(names.values())
 
     async def ensure_states(self, states: Sequence[str]) -> list[str]:
-        return []
+        return []  # workflow states are team settings, made by people in Linear
 
     async def _assignee(self) -> str | None:
         """The user whose issues are dispatchable; `me` is asked of Linear once, then kept."""
-        if self.config.assignee != ASSIGNEE_ME or self._assignee_id is not None:
-            return self._assignee_id
+        if self.config.assignee != ASSIGNEE_ME:
+            return self.config.assignee
+        return await self._viewer()
+
+    async def _viewer(self) -> str:
+        """The id of the user the API key belongs to, asked once, then kept."""
+        if self._viewer_id is not None:
+            return self._viewer_id
         viewer = (await self.api.data(queries.VIEWER)).get("viewer")
         viewer_id = viewer.get("id") if isinstance(viewer, Mapping) else None
         if not isinstance(viewer_id, str) or not viewer_id:
             raise TrackerError(TRACKER_RESPONSE, "Linear did not say who the API key belongs to")
-        self._assignee_id = viewer_id
+        self._viewer_id = viewer_id
         return viewer_id
 
     def _issue(self, node: Any, assignee: str | None) -> Issue:

@@ -5,7 +5,8 @@ HTTP server on 127.0.0.1). Every answer it gives is executed against Linear's pu
 with the answer as root value (`check_contract`): a fake that drifted from Linear's types
 (a null in a non-null field, a string where a Float goes) is recorded in `violations`, which the
 fixtures assert empty. Answers that are deliberately malformed (`patch_node`, `fail_next`) are
-exempt, and say so.
+exempt, and say so. `fail_operation` makes one operation fail the way a flaky Linear
+does (a 5xx, with or without the change having been made) while every other keeps answering.
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ ENG_STATES = [
     ("Duplicate", "duplicate"),
 ]
 OPS_STATES = [("Todo", "unstarted"), ("Doing", "started"), ("Shipped", "completed")]
+STAGE_STATES = [
+    ("Plan Review", "started"),
+    ("Ready", "unstarted"),
+    ("Rework", "started"),
+    ("Needs Attention", "started"),
+]
+"""The states a stage-mode workflow moves ENG's tickets through, beside `ENG_STATES`."""
 
 
 @dataclass
@@ -67,10 +75,28 @@ class FakeIssue:
 
 
 @dataclass
+class FakeUser:
+    id: str
+    name: str
+    display_name: str
+
+
+@dataclass
+class FakeComment:
+    id: str
+    issue_id: str
+    body: str
+    user: FakeUser | None
+    created_at: datetime
+
+
+@dataclass
 class Canned:
     status: int
     body: Any
     headers: dict[str, str] = field(default_factory=dict)
+    applied: bool = False
+    """The operation takes effect before this answer is given (an answer lost on the way)."""
 
 
 class FakeLinear:
@@ -80,16 +106,25 @@ class FakeLinear:
             "ENG": FakeTeam("team-eng", "ENG", _states("eng", ENG_STATES)),
             "OPS": FakeTeam("team-ops", "OPS", _states("ops", OPS_STATES)),
         }
+        self.projects: dict[str, list[str]] = {"proj1slug": ["ENG", "OPS"], "solo": ["ENG"]}
+        """Project slugIds and the keys of their teams."""
         self.issues: dict[str, FakeIssue] = {}
         self.viewer_id = "user-me"
+        self.users = {
+            "user-me": FakeUser("user-me", "Symphony Bot", "symphony"),
+            "user-ana": FakeUser("user-ana", "Ana Lima", "ana"),
+        }
         self.page_cap = 50
+        self.comment_page_cap = 100
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.headers_seen: list[Mapping[str, str]] = []
-        self.comments: list[tuple[str, str]] = []
+        self.comment_records: list[FakeComment] = []
         self.attachments: dict[tuple[str, str], str | None] = {}
         self.violations: list[str] = []
         self.patches: dict[str, dict[str, Any]] = {}
         self.canned: list[Canned] = []
+        self.failing: dict[str, list[Canned]] = {}
+        """Answers waiting for the next requests of one operation, by operation name."""
         self.lock = threading.Lock()
 
     # Arranging the workspace
@@ -110,12 +145,59 @@ class FakeLinear:
     def by_identifier(self, identifier: str) -> FakeIssue:
         return next(i for i in self.issues.values() if i.identifier == identifier)
 
+    def comment(
+        self,
+        identifier: str,
+        body: str,
+        /,
+        user: str | None = "user-ana",
+        at: datetime | None = None,
+    ) -> FakeComment:
+        """A comment on an issue, by `user` (an id in `users`, or None for an integration)."""
+        number = len(self.comment_records) + 1
+        comment = FakeComment(
+            id=f"comment-{number}",
+            issue_id=self.by_identifier(identifier).id,
+            body=body,
+            user=self.users[user] if user is not None else None,
+            created_at=at or datetime(2026, 2, 1, tzinfo=UTC) + timedelta(minutes=number),
+        )
+        self.comment_records.append(comment)
+        return comment
+
+    @property
+    def comments(self) -> list[tuple[str, str]]:
+        """(issue id, body) of every comment, in the order they were made."""
+        return [(c.issue_id, c.body) for c in self.comment_records]
+
+    def comments_on(self, identifier: str) -> list[FakeComment]:
+        issue_id = self.by_identifier(identifier).id
+        return [c for c in self.comment_records if c.issue_id == issue_id]
+
     def patch_node(self, identifier: str, /, **fields: Any) -> None:
         """Overwrite fields of an issue's node as served (deliberately malformed answers)."""
         self.patches[self.by_identifier(identifier).id] = fields
 
     def fail_next(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         self.canned.append(Canned(status, body, headers or {}))
+
+    def add_states(self, team: str, states: list[tuple[str, str]]) -> None:
+        """Add workflow states `(name, type)` to a team (Linear: team settings, Workflow)."""
+        prefix = self.teams[team].key.lower()
+        self.teams[team].states.extend(_states(prefix, states))
+
+    def fail_operation(
+        self, name: str, status: int, body: Any = None, *, times: int = 1, applied: bool = False
+    ) -> None:
+        """Answer the next `times` requests of operation `name` with `status` and `body`; with
+        `applied` the operation is carried out first, as when only the answer is lost."""
+        self.failing.setdefault(name, []).extend(
+            Canned(status, body, {}, applied) for _ in range(times)
+        )
+
+    def failures_left(self, name: str) -> int:
+        with self.lock:
+            return len(self.failing.get(name, []))
 
     def operations(self) -> list[str]:
         return [name for name, _ in self.requests]
@@ -137,6 +219,11 @@ class FakeLinear:
             handler: Callable[[dict[str, Any]], dict[str, Any]] | None = getattr(
                 self, f"_op_{name}", None
             )
+            if self.failing.get(name):
+                failure = self.failing[name].pop(0)
+                if failure.applied and handler is not None:
+                    handler(variables)
+                return failure.status, failure.body, failure.headers
             if handler is None:
                 error = {
                     "message": f"Unknown operation {name}",
@@ -218,21 +305,120 @@ class FakeLinear:
         }
 
     def _op_SymphonyAddComment(self, v: dict[str, Any]) -> dict[str, Any]:
-        if v["issueId"] not in self.issues:
+        issue = self._lookup(v["issueId"])
+        if issue is None:
             return _not_found()
-        self.comments.append((v["issueId"], v["body"]))
-        number = len(self.comments)
-        return {
-            "data": {
-                "commentCreate": {
-                    "success": True,
-                    "comment": {
-                        "id": f"comment-{number}",
-                        "url": f"https://linear.app/acme/comment/{number}",
-                    },
-                }
-            }
+        comment = self.comment(issue.identifier, v["body"], user=self.viewer_id)
+        node = {
+            **self.comment_node(comment),
+            "url": f"https://linear.app/acme/comment/{len(self.comment_records)}",
         }
+        return {"data": {"commentCreate": {"success": True, "comment": node}}}
+
+    def _op_SymphonyEditComment(self, v: dict[str, Any]) -> dict[str, Any]:
+        comment = next((c for c in self.comment_records if c.id == v["id"]), None)
+        if comment is None:
+            return _not_found("Comment")
+        comment.body = v["body"]
+        return {"data": {"commentUpdate": {"success": True, "comment": self.comment_node(comment)}}}
+
+    def _op_SymphonyCommentOwner(self, v: dict[str, Any]) -> dict[str, Any]:
+        comment = next((c for c in self.comment_records if c.id == v["id"]), None)
+        if comment is None:
+            return _not_found("Comment")
+        node = {
+            "id": comment.id,
+            "issue": {"id": comment.issue_id},
+            "user": {"id": comment.user.id} if comment.user else None,
+        }
+        return {"data": {"comment": node}}
+
+    def _op_SymphonyIssueComments(self, v: dict[str, Any]) -> dict[str, Any]:
+        issue = self._lookup(v["id"])
+        if issue is None:
+            return _not_found()
+        mine = [c for c in self.comment_records if c.issue_id == issue.id]
+        start = int(v["after"]) if v.get("after") else 0
+        page = mine[start : start + min(v["first"], self.comment_page_cap)]
+        end = start + len(page)
+        comments = {
+            "nodes": [self.comment_node(c) for c in page],
+            "pageInfo": {"hasNextPage": end < len(mine), "endCursor": str(end) if page else None},
+        }
+        return {"data": {"issue": {"id": issue.id, "comments": comments}}}
+
+    def _op_SymphonyTeamByKey(self, v: dict[str, Any]) -> dict[str, Any]:
+        team = self.teams.get(v["key"])
+        return {"data": {"teams": {"nodes": [self.team_node(team)] if team else []}}}
+
+    def _op_SymphonyProjectTeams(self, v: dict[str, Any]) -> dict[str, Any]:
+        keys = self.projects.get(v["slug"])
+        if keys is None:
+            return {"data": {"projects": {"nodes": []}}}
+        project = {
+            "id": f"project-{v['slug']}",
+            "slugId": v["slug"],
+            "teams": {
+                "nodes": [self.team_node(self.teams[key]) for key in keys],
+                "pageInfo": {"hasNextPage": False},
+            },
+        }
+        return {"data": {"projects": {"nodes": [project]}}}
+
+    def _op_SymphonyIssueScope(self, v: dict[str, Any]) -> dict[str, Any]:
+        issue = self._lookup(v["id"])
+        if issue is None:
+            return _not_found()
+        node = {
+            "id": issue.id,
+            "identifier": issue.identifier,
+            "team": self.team_node(self.teams[issue.team]),
+            "project": (
+                {"id": f"project-{issue.project}", "slugId": issue.project}
+                if issue.project
+                else None
+            ),
+        }
+        return {"data": {"issue": node}}
+
+    def _op_SymphonyIssueRef(self, v: dict[str, Any]) -> dict[str, Any]:
+        issue = self._lookup(v["id"])
+        if issue is None:
+            return _not_found()
+        return {"data": {"issue": {"id": issue.id, "identifier": issue.identifier}}}
+
+    def _op_SymphonyCreateIssue(self, v: dict[str, Any]) -> dict[str, Any]:
+        team = next((t for t in self.teams.values() if t.id == v["teamId"]), None)
+        if team is None:
+            return _not_found("Team")
+        state = next((s for s in team.states if s["id"] == v["stateId"]), None)
+        if state is None:
+            return {"errors": [{"message": "Invalid state for this team"}], "data": None}
+        project = v.get("projectId")
+        slug = project.removeprefix("project-") if project else None
+        if slug is not None and slug not in self.projects:
+            return _not_found("Project")
+        numbers = [
+            int(i.identifier.split("-")[1]) for i in self.issues.values() if i.team == team.key
+        ]
+        issue = self.add(
+            f"{team.key}-{max(numbers, default=0) + 1}",
+            state=state["name"],
+            title=v["title"],
+            description=v.get("description"),
+            project=slug,
+        )
+        node = {"id": issue.id, "identifier": issue.identifier}
+        return {"data": {"issueCreate": {"success": True, "issue": node}}}
+
+    def _op_SymphonyAddBlocker(self, v: dict[str, Any]) -> dict[str, Any]:
+        blocker, blocked = self._lookup(v["blockerId"]), self._lookup(v["issueId"])
+        if blocker is None or blocked is None:
+            return _not_found()
+        if blocker.identifier not in blocked.blocked_by:
+            blocked.blocked_by.append(blocker.identifier)
+        relation = {"id": f"relation-{blocker.id}-{blocked.id}"}
+        return {"data": {"issueRelationCreate": {"success": True, "issueRelation": relation}}}
 
     def _op_SymphonyAttachUrl(self, v: dict[str, Any]) -> dict[str, Any]:
         if v["issueId"] not in self.issues:
@@ -253,6 +439,24 @@ class FakeLinear:
         }
 
     # Shapes
+
+    def _lookup(self, key: str) -> FakeIssue | None:
+        """An issue by id or identifier: Linear's `issue(id:)` takes either."""
+        found = self.issues.get(key)
+        return found or next((i for i in self.issues.values() if i.identifier == key), None)
+
+    def comment_node(self, comment: FakeComment) -> dict[str, Any]:
+        """The `SymphonyComment` fragment of a comment."""
+        user = comment.user
+        return {
+            "id": comment.id,
+            "body": comment.body,
+            "createdAt": comment.created_at.isoformat().replace("+00:00", "Z"),
+            "user": {"name": user.name, "displayName": user.display_name} if user else None,
+        }
+
+    def team_node(self, team: FakeTeam) -> dict[str, Any]:
+        return {"id": team.id, "key": team.key, "states": {"nodes": team.states}}
 
     def node(self, issue: FakeIssue) -> dict[str, Any]:
         """The `SymphonyIssue` fragment of an issue, as Linear would serve it."""
@@ -330,8 +534,14 @@ def _states(prefix: str, states: list[tuple[str, str]]) -> list[dict[str, str]]:
     ]
 
 
-def _not_found() -> dict[str, Any]:
-    error = {"message": "Entity not found: Issue", "extensions": {"type": "invalid input"}}
+def _not_found(entity: str = "Issue") -> dict[str, Any]:
+    error = {
+        "message": f"Entity not found: {entity}",
+        "extensions": {
+            "type": "invalid input",
+            "userPresentableMessage": f"Could not find referenced {entity}.",
+        },
+    }
     return {"errors": [error], "data": None}
 
 

@@ -43,6 +43,9 @@ def _world(schema: GraphQLSchema) -> FakeLinear:
     fake.add("ENG-1", state="Backlog")
     fake.add("ENG-2", priority=3, labels=["Bug"], description="text", assignee="user-me")
     fake.add("ENG-3", blocked_by=["ENG-1"])
+    fake.comment("ENG-2", "A person's comment")
+    fake.comment("ENG-2", "The daemon's comment", user="user-me")
+    fake.comment("ENG-2", "An integration's comment", user=None)
     return fake
 
 
@@ -55,6 +58,24 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("SymphonyMoveIssue", {"id": "uuid-eng-2", "stateId": "state-eng-done"}),
     ("SymphonyAddComment", {"issueId": "uuid-eng-2", "body": "hello"}),
     ("SymphonyAttachUrl", {"issueId": "uuid-eng-2", "url": "https://x.test/1", "title": None}),
+    ("SymphonyEditComment", {"id": "comment-2", "body": "edited"}),
+    ("SymphonyCommentOwner", {"id": "comment-1"}),
+    ("SymphonyIssueComments", {"id": "uuid-eng-2", "first": 100, "after": None}),
+    ("SymphonyTeamByKey", {"key": "ENG"}),
+    ("SymphonyProjectTeams", {"slug": "proj1slug"}),
+    ("SymphonyIssueScope", {"id": "uuid-eng-2"}),
+    ("SymphonyIssueRef", {"id": "ENG-1"}),
+    (
+        "SymphonyCreateIssue",
+        {
+            "teamId": "team-eng",
+            "title": "Follow-up",
+            "description": None,
+            "stateId": "state-eng-todo",
+            "projectId": "project-proj1slug",
+        },
+    ),
+    ("SymphonyAddBlocker", {"blockerId": "uuid-eng-1", "issueId": "uuid-eng-2"}),
 ]
 
 
@@ -70,6 +91,33 @@ def test_fake_answers_execute_against_the_schema(
     status, body, _ = fake.answer({"query": OPERATIONS[name], "variables": variables}, {})
     assert status == 200 and "errors" not in body and body["data"]
     assert fake.violations == []
+
+
+def test_comment_answers_with_and_without_a_user_execute_against_the_schema(
+    linear_schema: GraphQLSchema,
+) -> None:
+    fake = _world(linear_schema)
+    fake.comment_page_cap = 1
+    variables: dict[str, Any] = {"id": "uuid-eng-2", "first": 100, "after": None}
+    for _ in range(3):
+        status, body, _ = fake.answer(
+            {"query": OPERATIONS["SymphonyIssueComments"], "variables": variables}, {}
+        )
+        assert status == 200 and body["data"]["issue"]["comments"]["nodes"]
+        variables["after"] = body["data"]["issue"]["comments"]["pageInfo"]["endCursor"]
+    assert fake.violations == []
+
+
+def test_the_fakes_not_found_answer_has_linears_error_shape(linear_schema: GraphQLSchema) -> None:
+    fake = _world(linear_schema)
+    status, body, _ = fake.answer(
+        {"query": OPERATIONS["SymphonyIssueRef"], "variables": {"id": "ENG-404"}}, {}
+    )
+    # Issue! is non-null, so the null bubbles up to `data`, beside the error.
+    assert status == 200 and body["data"] is None
+    [error] = body["errors"]
+    assert error["message"].startswith("Entity not found")
+    assert error["extensions"]["type"] == "invalid input"
 
 
 def test_the_contract_check_catches_a_fake_that_drifted(linear_schema: GraphQLSchema) -> None:
