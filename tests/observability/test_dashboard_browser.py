@@ -127,7 +127,8 @@ def test_dashboard_shows_the_fleet_and_updates_by_itself(daemon: tuple[str, Path
             page.goto(url)
             running = page.locator("#running tbody tr")
 
-            # Three slots: the two Todo tickets and the one In Progress; DEMO-3 waits for DEMO-2.
+            # Three slots: the two Todo tickets (planning) and the Ready one (implementing);
+            # DEMO-3 waits for DEMO-2.
             expect(running).to_have_count(3)
             shown = sorted(running.evaluate_all("rows => rows.map(r => r.dataset.issue)"))
             api = httpx.get(f"{url}api/v1/state").json()
@@ -137,6 +138,11 @@ def test_dashboard_shows_the_fleet_and_updates_by_itself(daemon: tuple[str, Path
             expect(page.locator('[data-card="running"] .value')).to_have_text("3")
             title = page.locator('#running tr[data-issue="DEMO-1"] td').nth(1)
             expect(title).to_have_text("Add a usage example to the README")
+            # The board view: the waiting ticket, its stage and why it waits.
+            waiting = page.locator('#board tr[data-issue="DEMO-3"]')
+            expect(waiting).to_contain_text("plan")
+            expect(waiting).to_contain_text("blocked by DEMO-2 (Todo)")
+            expect(page.locator('#board tr[data-issue="DEMO-4"]')).to_contain_text("implement")
             page.screenshot(path=artifacts / "dashboard-running.png", full_page=True)
             # A tracker URL only becomes a link when it is a web or file address.
             linkable = page.evaluate(
