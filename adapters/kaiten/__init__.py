@@ -40,6 +40,10 @@ def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracke
     config = parse_config(settings.provider, context.environ)
     return KaitenTracker(
         config,
-        workflow_states=(*settings.active_states, *settings.terminal_states),
+        workflow_states=(
+            *settings.active_states,
+            *settings.other_states,
+            *settings.terminal_states,
+        ),
         terminal_states=settings.terminal_states,
     )

@@ -92,11 +92,18 @@ class Layout:
             column = self.columns.get(column.parent_id, column)
         return column is not None and column.type == DONE
 
-    def target_for(self, state: str) -> Column | None:
+    def target_for(
+        self, state: str, named: frozenset[str] = frozenset(), current: int | None = None
+    ) -> Column | None:
         """Where a card moved to `state` goes: a top-level column with that title first, else
         a sub-column with it. Cards live in the leaves, so a column that has sub-columns
-        receives the card in its first sub-column."""
+        receives the card in its first sub-column, unless the card's `current` column already
+        carries `state` (a sub-column inheriting its parent's title): then it stays there, so
+        moving a card to the state it is in changes nothing."""
         key = normalize_state(state)
+        here = self.state_of(current, named) if current is not None else None
+        if current is not None and here is not None and normalize_state(here) == key:
+            return self.columns[current]
         matches = [c for c in self.columns.values() if normalize_state(c.title) == key]
         if not matches:
             return None
@@ -111,6 +118,20 @@ class Layout:
             names.append(top.title)
             names += [f"{top.title} / {child.title}" for child in self.children(top.id)]
         return names
+
+    def states(self, named: frozenset[str]) -> list[str]:
+        """Every state a card on the board can be in, in board order: each top-level title,
+        and the title of each sub-column that is a state of its own (see `state_of`)."""
+        ordered: list[Column] = []
+        for top in self.top_level:
+            ordered += [top, *self.children(top.id)]
+        ordered += [c for c in self.columns.values() if c not in ordered]  # orphaned sub-columns
+        states: dict[str, str] = {}
+        for column in ordered:
+            state = self.state_of(column.id, named)
+            if state is not None:
+                states.setdefault(normalize_state(state), state)
+        return list(states.values())
 
     def discover(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(active, terminal) titles of the top-level columns by type, in board order."""

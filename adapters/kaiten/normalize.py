@@ -6,14 +6,18 @@
 - `labels` are the tag names, lower-cased; `assignee_id` is the responsible member (type 2).
 - `url` is `<web>/space/<space_id>/card/<id>` when `provider.space_id` is set, else `<web>/<id>`
   (Kaiten's short card address).
+- A comment's `author` is the `full_name` (else `username`) of the `author` user Kaiten embeds
+  in it; the published comment shape names only `author_id`, so without that object it is null.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC
 from typing import Any
 
 from symphony.issue import BlockerRef, Issue, normalize_labels
+from symphony.tracker import Comment
 
 from .._support.normalize import as_int, parse_timestamp, text_or_none
 
@@ -37,6 +41,37 @@ class Malformed(Exception):
 
 def identifier(card_id: int) -> str:
     return f"{IDENTIFIER_PREFIX}{card_id}"
+
+
+def card_number(name: str) -> int | None:
+    """The card id an identifier names: `KT-42` (any case) or a bare `42`; None otherwise."""
+    text = name.strip()
+    if text[: len(IDENTIFIER_PREFIX)].upper() == IDENTIFIER_PREFIX:
+        text = text[len(IDENTIFIER_PREFIX) :]
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        return None
+    return int(text)
+
+
+def comment_from(raw: Any) -> Comment | None:
+    """A Kaiten comment object as a `Comment`; None when it has no integer id or is deleted."""
+    if not isinstance(raw, Mapping) or raw.get("deleted") is True:
+        return None
+    comment_id = as_int(raw.get("id"))
+    if comment_id is None:
+        return None
+    text = raw.get("text")
+    author = raw.get("author")
+    name = None
+    if isinstance(author, Mapping):
+        name = text_or_none(author.get("full_name")) or text_or_none(author.get("username"))
+    created = parse_timestamp(raw.get("created"))
+    return Comment(
+        id=str(comment_id),
+        body=text if isinstance(text, str) else "",
+        author=name.strip() if name else None,
+        created_at=created.astimezone(UTC) if created else None,
+    )
 
 
 def required(card: Any) -> tuple[int, str, int]:

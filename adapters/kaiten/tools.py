@@ -2,7 +2,9 @@
 validated request or a failure the agent can act on.
 
 Each tool acts only on the card of the session that calls it; executing them is
-`adapters.kaiten.tracker`'s business (it owns the HTTP client and the board's columns).
+`adapters.kaiten.tracker`'s business (it owns the HTTP client and the board's columns), where
+the move and the comment run the same code as the daemon's own `move_issue` and `add_comment`.
+The move tool is marked `moves_ticket`, so stage mode can withhold it.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def tool_specs(columns_note: str) -> list[ToolSpec]:
                 },
                 ["state"],
             ),
+            moves_ticket=True,
         ),
         ToolSpec(
             name=ADD_COMMENT,

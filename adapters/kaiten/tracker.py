@@ -24,13 +24,27 @@ Profile (SPEC.md has the full table):
   that no longer exists (404) does not block.
 - State reads skip malformed cards and log each once per problem; a refresh fails with
   `tracker_response` instead, since omission means "gone".
+- The daemon's writes use the same client, limiter and cached layout. A move is one
+  `PATCH /cards/{id}` `{"column_id"}` (the move tool runs the same code): the column comes from
+  `Layout.target_for`, and an unknown state re-reads a cached layout once before it is refused.
+  Comments are `GET` / `POST /cards/{id}/comments` and `PATCH .../comments/{comment_id}`
+  (`text`, Markdown); the listing is one unpaged request, sorted oldest first here. A new card
+  is one `POST /cards` in the state's column and the configured lane (else the parent's), one
+  `POST /cards/{id}/blockers` `{"blocker_card_id"}` per blocker, each checked beforehand with
+  `GET /cards/{id}`, and one `GET` to read it back. `tracker_states()` lists the states the
+  columns carry; Kaiten columns are the board's design, so `ensure_states` creates nothing.
+- A write the board cannot take (unknown state or blocker, a card outside the board, a card or
+  comment Kaiten no longer has) is `tracker_rejected`; transport, status and rate-limit failures
+  keep their categories.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -43,18 +57,19 @@ from symphony.tracker import (
     TRACKER_PAGINATION,
     TRACKER_REJECTED,
     TRACKER_RESPONSE,
+    TRACKER_STATUS,
     Comment,
     NewTicket,
     TrackerError,
 )
 
-from .._support.http import HttpClient, RateLimitHeaders
+from .._support.http import HttpClient, RateLimitHeaders, Response
 from .._support.normalize import as_int
 from .._support.ratelimit import SlidingWindowLimiter, shared_limiter
 from .._support.skipped import SkippedRecords
 from .._support.tool_calls import guarded
 from . import tools
-from .columns import Layout, column_from
+from .columns import Column, Layout, column_from
 from .config import KaitenConfig
 from .normalize import (
     CARD_DONE,
@@ -62,6 +77,8 @@ from .normalize import (
     Malformed,
     blocker_ids,
     card_issue,
+    card_number,
+    comment_from,
     identifier,
     required,
 )
@@ -79,6 +96,38 @@ WINDOW_MARGIN_S = 0.1
 """Slack for the server's own clock and window edges (see `adapters._support.ratelimit`)."""
 LAYOUT_MAX_AGE_S = 300.0
 """How long the board's columns are trusted; an unknown column forces a re-read sooner."""
+MAX_TITLE_CHARS = 1_024
+MAX_DESCRIPTION_CHARS = 32_768
+"""Kaiten's limits on a new card's `title` and `description`."""
+
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
+
+Known = dict[int, tuple[Mapping[str, Any], str | None]]
+"""Cards already read in one operation, with their state (None off the board), by id."""
+
+
+class UnknownState(TrackerError):
+    """No column of the board carries the state: the move tool reports it as `unknown_state`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(TRACKER_REJECTED, message)
+
+
+class Gone(TrackerError):
+    """Kaiten answered 404 for a card (or its comment): deleted, or invisible to the token.
+    Agent tools report it as the status it is; the daemon's writes as `tracker_rejected`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(TRACKER_STATUS, message)
+
+
+@contextlib.contextmanager
+def _gone_is_rejected() -> Iterator[None]:
+    """For the daemon, a card or comment Kaiten no longer has is a write it cannot do."""
+    try:
+        yield
+    except Gone as gone:
+        raise TrackerError(TRACKER_REJECTED, gone.message) from None
 
 
 class KaitenTracker:
@@ -176,6 +225,10 @@ class KaitenTracker:
         return await self._issues(found.values())
 
     async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
+        return await self._fetch_by_ids(ids, {})
+
+    async def _fetch_by_ids(self, ids: Sequence[str], known: Known) -> list[Issue]:
+        """`fetch_issues_by_ids`, with blocker cards already read in `known`."""
         found: dict[int, tuple[Mapping[str, Any], str]] = {}
         self._layout_reread = False
         for issue_id in dict.fromkeys(ids):
@@ -195,7 +248,7 @@ class KaitenTracker:
                     TRACKER_RESPONSE, f"Kaiten card {issue_id} cannot be read: {bad.reason}"
                 ) from None
             found.setdefault(card_id, (card, state))
-        return await self._issues(found.values())
+        return await self._issues(found.values(), known)
 
     def agent_tools(self) -> list[ToolSpec]:
         return tools.tool_specs(
@@ -220,68 +273,221 @@ class KaitenTracker:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    # The daemon's writes: not yet offered by this adapter.
+    # The daemon's writes
 
     async def move_issue(self, issue: Issue, state: str) -> None:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        card_id = self._own_card(issue)
+        with _gone_is_rejected():
+            await self._move_card(card_id, state, issue)
 
     async def add_comment(self, issue: Issue, body: str) -> Comment:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        card_id = self._own_card(issue)
+        _check_comment(body)
+        with _gone_is_rejected():
+            answer = await self._post_comment(card_id, body, issue)
+        return _answered_comment(answer, f"the new comment on {issue.identifier}")
 
     async def edit_comment(self, issue: Issue, comment_id: str, body: str) -> Comment:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        card_id = self._own_card(issue)
+        if not comment_id.isascii() or not comment_id.isdigit():
+            raise TrackerError(TRACKER_REJECTED, f"{comment_id!r} is not a Kaiten comment id")
+        _check_comment(body)
+        with _gone_is_rejected():
+            response = await self._card_request(
+                "PATCH",
+                f"/cards/{card_id}/comments/{int(comment_id)}",
+                f"comment {comment_id} of Kaiten card {card_id}",
+                json_body={"text": body},
+            )
+        log.info("card comment edited", issue_identifier=issue.identifier, comment_id=comment_id)
+        return _answered_comment(response.body, f"comment {comment_id} of {issue.identifier}")
 
     async def list_comments(self, issue: Issue) -> list[Comment]:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        card_id = self._own_card(issue)
+        # Kaiten answers every comment of the card at once: the operation takes no paging.
+        with _gone_is_rejected():
+            response = await self._card_request(
+                "GET", f"/cards/{card_id}/comments", f"Kaiten card {card_id}"
+            )
+        if not isinstance(response.body, list):
+            raise TrackerError(TRACKER_RESPONSE, f"Kaiten comments of card {card_id}: not a list")
+        comments = [c for c in map(comment_from, response.body) if c is not None]
+        # Oldest first whatever order Kaiten lists them in. Ids grow with time: they break ties
+        # and order the comments without a usable timestamp, which come first.
+        return sorted(comments, key=lambda c: (c.created_at or _NO_TIME, int(c.id)))
 
     async def create_issue(self, ticket: NewTicket) -> Issue:
-        raise TrackerError(TRACKER_REJECTED, "this tracker does not offer daemon writes yet")
+        title = ticket.title.strip()
+        if not title or len(title) > MAX_TITLE_CHARS:
+            raise TrackerError(
+                TRACKER_REJECTED, f"a Kaiten card needs a title of 1-{MAX_TITLE_CHARS} characters"
+            )
+        description = ticket.description.strip()
+        if len(description) > MAX_DESCRIPTION_CHARS:
+            raise TrackerError(
+                TRACKER_REJECTED,
+                f"a Kaiten card description holds at most {MAX_DESCRIPTION_CHARS} characters",
+            )
+        lane_id = self.config.lane_id
+        if ticket.parent is not None:
+            parent = ticket.parent
+            if self._target(parent) is None:
+                raise TrackerError(
+                    TRACKER_REJECTED,
+                    f"parent {parent.identifier} is not a card of {self.config.scope}",
+                )
+            if lane_id is None:
+                lane_id = as_int((parent.native_ref or {}).get("lane_id"))
+        numbers: dict[int, str] = {}
+        for name in ticket.blocked_by:
+            number = card_number(name)
+            if number is None:
+                raise TrackerError(
+                    TRACKER_REJECTED, f"blocker {name!r} is not a Kaiten card (KT-<number>)"
+                )
+            numbers.setdefault(number, name)
+        self._layout_reread = False
+        layout = await self._fresh_layout()
+        target = await self._column_for(layout, ticket.state)
+        # Every blocker must exist before anything is created; their cards seed the read-back.
+        known: Known = {}
+        for number, name in numbers.items():
+            card = await self._card(number)
+            if card is None:
+                raise TrackerError(TRACKER_REJECTED, f"blocker {name!r} does not exist in Kaiten")
+            known[number] = await self._known_entry(card)
+        payload: dict[str, Any] = {
+            "title": title,
+            "board_id": self.config.board_id,
+            "column_id": target.id,
+        }
+        if lane_id is not None:
+            payload["lane_id"] = lane_id
+        if description:
+            payload["description"] = description
+        response = await self.http.request("POST", "/cards", json_body=payload)
+        created = response.body
+        card_id = as_int(created.get("id")) if isinstance(created, Mapping) else None
+        if card_id is None:
+            raise TrackerError(TRACKER_RESPONSE, "Kaiten answered a new card without its id")
+        for number in numbers:
+            try:
+                await self.http.request(
+                    "POST", f"/cards/{card_id}/blockers", json_body={"blocker_card_id": number}
+                )
+            except TrackerError as exc:
+                raise TrackerError(
+                    exc.category,
+                    f"Kaiten card {identifier(card_id)} was created, but its blocker "
+                    f"{identifier(number)} was not recorded: {exc.message}",
+                    retry_after_s=exc.retry_after_s,
+                ) from None
+        log.info(
+            "card created",
+            issue_identifier=identifier(card_id),
+            state=layout.state_of(target.id, self._named) or target.title,
+            blocked_by=[identifier(n) for n in numbers] or None,
+        )
+        issues = await self._fetch_by_ids([str(card_id)], known)
+        if not issues:
+            raise TrackerError(
+                TRACKER_RESPONSE,
+                f"Kaiten card {identifier(card_id)} was created but cannot be read back in "
+                f"{self.config.scope}",
+            )
+        return issues[0]
 
     async def tracker_states(self) -> list[str] | None:
-        return None
+        layout = await self._fresh_layout()
+        return layout.states(self._named)
 
     async def ensure_states(self, states: Sequence[str]) -> list[str]:
-        return []
+        return []  # columns are the board's design; a missing one shows in tracker_states()
+
+    # Writes shared by the daemon and the agent tools
+
+    def _own_card(self, issue: Issue) -> int:
+        card_id = self._target(issue)
+        if card_id is None:
+            raise TrackerError(
+                TRACKER_REJECTED, f"{issue.identifier} is not a card of {self.config.scope}"
+            )
+        return card_id
+
+    async def _move_card(self, card_id: int, state: str, issue: Issue) -> tuple[str, int]:
+        """Put the card in the column of `state`; (its state, the column Kaiten answered)."""
+        self._layout_reread = False
+        layout = await self._fresh_layout()
+        current = as_int((issue.native_ref or {}).get("column_id"))
+        target = await self._column_for(layout, state, current)
+        response = await self._card_request(
+            "PATCH",
+            f"/cards/{card_id}",
+            f"Kaiten card {card_id}",
+            json_body={"column_id": target.id},
+        )
+        body = response.body if isinstance(response.body, Mapping) else {}
+        layout = self._layout or layout  # re-read by `_column_for` when the state was new
+        moved = layout.state_of(target.id, self._named) or target.title
+        log.info("card moved", issue_identifier=issue.identifier, state=moved)
+        return moved, as_int(body.get("column_id")) or target.id
+
+    async def _post_comment(self, card_id: int, body: str, issue: Issue) -> Mapping[str, Any]:
+        response = await self._card_request(
+            "POST", f"/cards/{card_id}/comments", f"Kaiten card {card_id}", json_body={"text": body}
+        )
+        log.info("card commented", issue_identifier=issue.identifier)
+        return response.body if isinstance(response.body, Mapping) else {}
+
+    async def _column_for(self, layout: Layout, state: str, current: int | None = None) -> Column:
+        """The column a card put in `state` goes to; a layout read earlier is read again once
+        before the state is refused, so a column added on the board is found."""
+        target = layout.target_for(state, self._named, current)
+        if target is None and not self._layout_reread:
+            self._layout_reread = True
+            layout = await self._read_layout()
+            target = layout.target_for(state, self._named, current)
+        if target is None:
+            raise UnknownState(
+                f"board {self.config.board_id} has no column {state!r}; columns: "
+                + ", ".join(layout.titles())
+            )
+        return target
+
+    async def _card_request(
+        self, method: str, path: str, what: str, *, json_body: Any = None
+    ) -> Response:
+        """A request about one card; a 404 (`what` is gone) raises `Gone`."""
+        response = await self.http.request(
+            method, path, json_body=json_body, ok=(200, 201, 204, 404)
+        )
+        if response.status == 404:
+            raise Gone(f"{what} not found (404): deleted, or not visible to the token")
+        return response
 
     # Tools
 
     async def _execute(self, call: tools.ToolCall, card_id: int, issue: Issue) -> ToolResult:
-        path = f"/cards/{card_id}"
         if isinstance(call, tools.MoveCard):
-            layout = await self._fresh_layout()
-            target = layout.target_for(call.state)
-            if target is None:
-                return ToolResult.failure(
-                    tools.UNKNOWN_STATE,
-                    f"board {self.config.board_id} has no column {call.state!r}; columns: "
-                    + ", ".join(layout.titles()),
-                )
-            response = await self.http.request("PATCH", path, json_body={"column_id": target.id})
-            body = response.body if isinstance(response.body, Mapping) else {}
-            state = layout.state_of(target.id, self._named) or target.title
-            log.info("card moved", issue_identifier=issue.identifier, state=state)
+            try:
+                state, column_id = await self._move_card(card_id, call.state, issue)
+            except UnknownState as unknown:
+                return ToolResult.failure(tools.UNKNOWN_STATE, unknown.message)
             return ToolResult(
-                True,
-                {
-                    "identifier": issue.identifier,
-                    "state": state,
-                    "column_id": as_int(body.get("column_id")) or target.id,
-                },
+                True, {"identifier": issue.identifier, "state": state, "column_id": column_id}
             )
         if isinstance(call, tools.AddComment):
-            response = await self.http.request(
-                "POST", f"{path}/comments", json_body={"text": call.body}
-            )
-            body = response.body if isinstance(response.body, Mapping) else {}
-            log.info("card commented", issue_identifier=issue.identifier)
+            answer = await self._post_comment(card_id, call.body, issue)
             return ToolResult(
                 True,
-                {"identifier": issue.identifier, "commented": True, "comment_id": body.get("id")},
+                {"identifier": issue.identifier, "commented": True, "comment_id": answer.get("id")},
             )
         payload: dict[str, Any] = {"url": call.url}
         if call.description is not None:
             payload["description"] = call.description
-        response = await self.http.request("POST", f"{path}/external-links", json_body=payload)
+        response = await self.http.request(
+            "POST", f"/cards/{card_id}/external-links", json_body=payload
+        )
         body = response.body if isinstance(response.body, Mapping) else {}
         log.info("card linked", issue_identifier=issue.identifier)
         return ToolResult(
@@ -386,10 +592,13 @@ class KaitenTracker:
             return False  # archived or deleted
         return self.config.lane_id is None or as_int(card.get("lane_id")) == self.config.lane_id
 
-    async def _issues(self, cards: Iterable[tuple[Mapping[str, Any], str]]) -> list[Issue]:
-        """Issues for (card, state) pairs, with their blockers resolved."""
+    async def _issues(
+        self, cards: Iterable[tuple[Mapping[str, Any], str]], known: Known | None = None
+    ) -> list[Issue]:
+        """Issues for (card, state) pairs, with their blockers resolved (`known`: blocker cards
+        already read)."""
         pairs = list(cards)
-        known: dict[int, tuple[Mapping[str, Any], str | None]] = {}
+        known = dict(known or {})
         for card, state in pairs:
             card_id, _, _ = required(card)
             known[card_id] = (card, state)
@@ -418,22 +627,39 @@ class KaitenTracker:
             )
         return issues
 
-    async def _blocker(
-        self, card_id: int, known: dict[int, tuple[Mapping[str, Any], str | None]]
-    ) -> tuple[BlockerRef, bool] | None:
+    async def _blocker(self, card_id: int, known: Known) -> tuple[BlockerRef, bool] | None:
         """The blocker's reference and whether it is done; None when it no longer exists."""
         if card_id not in known:
             card = await self._card(card_id)
             if card is None:
                 return None
-            column_id = as_int(card.get("column_id"))
-            state: str | None = None
-            if as_int(card.get("board_id")) == self.config.board_id and column_id is not None:
-                layout = await self._fresh_layout()
-                state = layout.state_of(column_id, self._named)
-            known[card_id] = (card, state)
+            known[card_id] = await self._known_entry(card)
         card, state = known[card_id]
         done = as_int(card.get("state")) == CARD_DONE or (
             state is not None and normalize_state(state) in self._terminal
         )
         return BlockerRef(id=str(card_id), identifier=identifier(card_id), state=state), done
+
+    async def _known_entry(self, card: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
+        """A card read as a blocker, with its state when it is on the configured board."""
+        column_id = as_int(card.get("column_id"))
+        state: str | None = None
+        if as_int(card.get("board_id")) == self.config.board_id and column_id is not None:
+            layout = await self._fresh_layout()
+            state = layout.state_of(column_id, self._named)
+        return card, state
+
+
+def _check_comment(body: str) -> None:
+    if not body.strip() or len(body) > tools.MAX_COMMENT_CHARS:
+        raise TrackerError(
+            TRACKER_REJECTED,
+            f"a Kaiten comment needs text of at most {tools.MAX_COMMENT_CHARS} characters",
+        )
+
+
+def _answered_comment(answer: Any, what: str) -> Comment:
+    comment = comment_from(answer)
+    if comment is None:
+        raise TrackerError(TRACKER_RESPONSE, f"Kaiten answered {what} without its id")
+    return comment

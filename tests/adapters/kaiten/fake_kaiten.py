@@ -2,8 +2,10 @@
 
 It holds one company's boards, columns and cards in memory and speaks the endpoints the adapter
 uses, under `/api/latest`: board columns, sub-columns, the card listing (board, condition,
-column_ids, lane, space filters with offset/limit), one card, moving a card (`PATCH`), comments
-and external links. Every request is recorded with the time it arrived. Like Kaiten, the fake
+column_ids, lane, space filters with offset/limit), one card, creating a card (`POST /cards`,
+answered 200 as the published description has it), moving a card (`PATCH`), comments (list,
+add, edit; each embeds its author's `User`), blockers (list, add) and external links. Every
+request is recorded with the time it arrived. Like Kaiten, the fake
 counts arrivals in a sliding one-second window: a request arriving while the last second already
 holds 5 is answered 429 and recorded in `over_limit`, so a test can fail on any excess.
 `limit_next()` makes the next answer a 429 carrying `X-RateLimit-Reset` on purpose.
@@ -37,7 +39,9 @@ class FakeCard:
     blocked: bool = False
     blocked_by: list[int] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
-    comments: list[str] = field(default_factory=list)
+    description: str | None = "Do the thing."
+    comments: list[dict[str, Any]] = field(default_factory=list)
+    """Kaiten comment objects, oldest first."""
     links: list[tuple[str, str | None]] = field(default_factory=list)
 
 
@@ -70,6 +74,10 @@ class FakeKaiten:
         self.base = ""
         self._limited: float | None = None
         self.next_id = 1000
+        self.user = payloads.user()
+        """Whom the token belongs to: the author of the comments it adds."""
+        self.default_lane = 7
+        """The lane a card created without `lane_id` lands in."""
         self.window_s = 1.0
         self.window_limit = 5
         self._window: deque[float] = deque()
@@ -121,6 +129,7 @@ class FakeKaiten:
             blocked=card.blocked or bool(card.blocked_by),
             blocked_by=card.blocked_by,
             condition=card.condition,
+            description=card.description,
         )
 
     def handle(
@@ -186,11 +195,17 @@ class FakeKaiten:
                 return 200, {}, [c for c in self.columns if c["column_id"] == parent]
             if rest == "/cards" and method == "GET":
                 return 200, {}, self._list(query)
-            match = re.fullmatch(r"/cards/(\d+)(/[a-z-]+)?", rest)
+            if rest == "/cards" and method == "POST":
+                return self._create(body)
+            match = re.fullmatch(r"/cards/(\d+)(?:/([a-z-]+)(?:/(\d+))?)?", rest)
             if match is None or int(match.group(1)) not in self.cards:
                 return 404, {}, {"message": "Card not found"}
             card = self.cards[int(match.group(1))]
-            tail = match.group(2) or ""
+            tail, item = match.group(2) or "", match.group(3)
+            if item is not None:
+                if tail == "comments" and method == "PATCH":
+                    return self._edit_comment(card, int(item), body)
+                return 404, {}, {"message": "Not found"}
             if tail == "" and method == "GET":
                 return 200, {}, self.body_of(card)
             if tail == "" and method == "PATCH":
@@ -198,11 +213,33 @@ class FakeKaiten:
                     return 400, {}, {"message": "Column not found"}
                 card.column_id = body["column_id"]
                 return 200, {}, self.body_of(card)
-            if tail == "/comments" and method == "POST":
-                card.comments.append(body["text"])
+            if tail == "comments" and method == "GET":
+                return 200, {}, [dict(c) for c in card.comments]
+            if tail == "comments" and method == "POST":
                 self.next_id += 1
-                return 200, {}, payloads.comment(self.next_id, card.id, body["text"])
-            if tail == "/external-links" and method == "POST":
+                comment = payloads.comment(
+                    self.next_id, card.id, body["text"], created=_stamp(), author=self.user
+                )
+                card.comments.append(comment)
+                return 200, {}, dict(comment)
+            if tail == "blockers" and method == "GET":
+                return (
+                    200,
+                    {},
+                    [
+                        payloads.blocker(n, card.id, blocker)
+                        for n, blocker in enumerate(card.blocked_by, 1)
+                    ],
+                )
+            if tail == "blockers" and method == "POST":
+                blocker = body.get("blocker_card_id")
+                if blocker not in self.cards:
+                    return 404, {}, {"message": "Blocker card not found"}
+                if blocker not in card.blocked_by:
+                    card.blocked_by.append(blocker)
+                self.next_id += 1
+                return 200, {}, payloads.blocker(self.next_id, card.id, blocker)
+            if tail == "external-links" and method == "POST":
                 card.links.append((body["url"], body.get("description")))
                 self.next_id += 1
                 return (
@@ -213,6 +250,36 @@ class FakeKaiten:
                     ),
                 )
         return 404, {}, {"message": "Not found"}
+
+    def _create(self, body: Any) -> tuple[int, dict[str, str], Any]:
+        """`POST /cards`: Kaiten requires `title` and `board_id`; the column must be the
+        board's (the first queue column when none is named)."""
+        if not isinstance(body, dict) or not body.get("title") or "board_id" not in body:
+            return 400, {}, {"message": "title and board_id are required"}
+        board = [c for c in self.columns if c["board_id"] == body["board_id"]]
+        column_id = body.get("column_id", next((c["id"] for c in board), None))
+        if not any(c["id"] == column_id for c in board):
+            return 400, {}, {"message": "Column not found"}
+        self.next_id += 1
+        card = FakeCard(
+            self.next_id,
+            column_id,
+            board_id=body["board_id"],
+            lane_id=body.get("lane_id", self.default_lane),
+            title=body["title"],
+            description=body.get("description"),
+        )
+        self.cards[card.id] = card
+        return 200, {}, self.body_of(card)
+
+    def _edit_comment(
+        self, card: FakeCard, comment_id: int, body: Any
+    ) -> tuple[int, dict[str, str], Any]:
+        for comment in card.comments:
+            if comment["id"] == comment_id and not comment["deleted"]:
+                comment.update(text=body["text"], edited=True, updated=_stamp())
+                return 200, {}, dict(comment)
+        return 404, {}, {"message": "Comment not found"}
 
     def _list(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
         def number(name: str) -> int | None:
@@ -230,6 +297,12 @@ class FakeKaiten:
             and (number("lane_id") is None or card.lane_id == number("lane_id"))
         ]
         return [self.body_of(card) for card in matching[offset : offset + limit]]
+
+
+def _stamp() -> str:
+    """Now, as Kaiten writes timestamps (UTC, milliseconds)."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
 def serve(fake: FakeKaiten) -> AbstractContextManager[FakeKaiten]:

@@ -93,15 +93,69 @@ def card(
     }
 
 
-def comment(comment_id: int, card_id: int, text: str) -> dict[str, Any]:
+def user(
+    user_id: int = 1, full_name: str = "Symphony Bot", username: str = "symphony"
+) -> dict[str, Any]:
+    """A `User` as Kaiten embeds it in objects it records an author for."""
     return {
+        "id": user_id,
+        "uid": f"user-{user_id}",
+        "full_name": full_name,
+        "username": username,
+        "email": f"{username}@example.com",
+        "activated": True,
+        "initials": full_name[:1],
+        "avatar_type": 2,
+        "avatar_initials_url": f"https://acme.kaiten.ru/avatars/{user_id}.png",
+        "avatar_uploaded_url": None,
+        "created": STAMP,
+        "updated": STAMP,
+    }
+
+
+def comment(
+    comment_id: int,
+    card_id: int,
+    text: str,
+    *,
+    created: str = STAMP,
+    author: dict[str, Any] | None = None,
+    deleted: bool = False,
+) -> dict[str, Any]:
+    """A `Comment`. The published shape names only `author_id`; Kaiten also embeds the
+    author's `User` as `author`, as for its other authored objects (`author=` adds it)."""
+    body: dict[str, Any] = {
         "id": comment_id,
         "uid": f"comment-{comment_id}",
         "text": text,
         "type": 1,
+        "edited": False,
         "card_id": card_id,
-        "author_id": 1,
+        "author_id": author["id"] if author else 1,
         "internal": False,
+        "deleted": deleted,
+        "created": created,
+        "updated": created,
+    }
+    if author is not None:
+        body["author"] = author
+    return body
+
+
+def blocker(blocker_id: int, card_id: int, blocker_card_id: int) -> dict[str, Any]:
+    """A `CardBlocker`: `card_id` is blocked by the card `blocker_card_id`."""
+    return {
+        "id": blocker_id,
+        "uid": f"blocker-{blocker_id}",
+        "reason": None,
+        "card_id": card_id,
+        "blocker_id": 1,
+        "blocker_card_id": blocker_card_id,
+        "blocker_card_title": f"Card {blocker_card_id}",
+        "released": False,
+        "released_by_id": None,
+        "due_date": None,
+        "due_date_time_present": False,
         "created": STAMP,
         "updated": STAMP,
     }

@@ -5,6 +5,10 @@
   and its JSON body validates against the operation's request schema;
 - every body the fakes return validates against the response schema of its operation.
 
+The daemon's writes are checked the same way: moves, comments (list, add, edit), a new card and
+its blockers. The published comment shape names only `author_id`; the fake also embeds the
+author's `User`, which the schema allows (it closes no object) and the adapter reads.
+
 Kaiten publishes no machine-readable spec; this one is transcribed from its docs. Its card
 schema leaves the inline `column` and `lane` objects untyped, so nothing checks their fields:
 the adapter reads the column from `column_id` and the board's own column list instead.
@@ -23,6 +27,7 @@ import pytest
 from openapi_schema_validator import OAS31Validator
 
 from symphony.issue import Issue
+from symphony.tracker import NewTicket
 from symphony_adapters._support.ratelimit import SlidingWindowLimiter
 from symphony_adapters.kaiten.config import parse_config
 from symphony_adapters.kaiten.tracker import KaitenTracker
@@ -73,6 +78,16 @@ def check_body(spec: dict[str, Any], method: str, path: str, status: int, body: 
         ("GET", f"/boards/{BOARD}/columns", payloads.columns()),
         ("GET", f"/columns/{BACKLOG}/subcolumns", payloads.columns()[2:4]),
         ("POST", "/cards/1/comments", payloads.comment(1, 1, "hello")),
+        ("POST", "/cards/1/comments", payloads.comment(1, 1, "hi", author=payloads.user())),
+        (
+            "GET",
+            "/cards/1/comments",
+            [payloads.comment(1, 1, "a", author=payloads.user()), payloads.comment(2, 1, "b")],
+        ),
+        ("PATCH", "/cards/1/comments/2", payloads.comment(2, 1, "b2", deleted=False)),
+        ("POST", "/cards", payloads.card(9, BACKLOG, description=None)),
+        ("POST", "/cards/9/blockers", payloads.blocker(3, 9, 1)),
+        ("GET", "/cards/9/blockers", [payloads.blocker(3, 9, 1)]),
         ("POST", "/cards/1/external-links", payloads.external_link(1, 1, "https://x.test", None)),
     ],
 )
@@ -129,6 +144,17 @@ async def test_requests_the_adapter_sends_and_fake_answers_follow_the_descriptio
             ]:
                 result = await tracker.execute_tool(name, arguments, issue)
                 assert result.success, result.output
+            # The daemon's writes.
+            await tracker.tracker_states()
+            await tracker.move_issue(issue, "In Progress")
+            comment = await tracker.add_comment(issue, "plan")
+            await tracker.edit_comment(issue, comment.id, "plan, edited")
+            await tracker.list_comments(issue)
+            [parent] = await tracker.fetch_issues_by_ids(["2"])
+            created = await tracker.create_issue(
+                NewTicket("Follow-up", "Why.", "Backlog", blocked_by=("KT-2", "3"), parent=parent)
+            )
+            assert [b.id for b in created.blocked_by] == ["2", "3"]
         finally:
             await tracker.aclose()
     assert {r.status for r in fake.requests} >= {200, 404}
@@ -152,4 +178,8 @@ async def test_requests_the_adapter_sends_and_fake_answers_follow_the_descriptio
         ("PATCH", "/cards/{card_id}"),
         ("POST", "/cards/{card_id}/comments"),
         ("POST", "/cards/{card_id}/external-links"),
+        ("GET", "/cards/{card_id}/comments"),
+        ("PATCH", "/cards/{card_id}/comments/{comment_id}"),
+        ("POST", "/cards"),
+        ("POST", "/cards/{card_id}/blockers"),
     }
