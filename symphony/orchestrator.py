@@ -175,8 +175,6 @@ class Orchestrator:
         self._watch = watch
         self._next_tick = 0.0
         self._listeners: list[Callable[[], None]] = []
-        # Moves the daemon made itself, so the board view can tell them from a person's.
-        self._daemon_moves: dict[str, str] = {}
 
     # Public surface
 
@@ -370,7 +368,8 @@ class Orchestrator:
             (issue.id, why)
             for issue, why in core.explain_dispatch(self.state, candidates, settings)
         )
-        for move in self.board.update(issues, reasons, settings, self._daemon_moves):
+        pending = {i: t.plan.target for i, t in self.state.transitions.items()}
+        for move in self.board.update(issues, reasons, settings, pending):
             log.info(
                 "ticket moved by a person",
                 issue_identifier=move.identifier,
@@ -420,7 +419,7 @@ class Orchestrator:
                     state=effect.target,
                 )
                 if effect.confirmed:
-                    self._daemon_moves[effect.issue_id] = effect.target
+                    self.board.moved(effect.issue_id, effect.target)
             elif isinstance(effect, core.TransitionRetry):
                 log.warning(
                     "move failed, retrying",

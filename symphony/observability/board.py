@@ -10,6 +10,7 @@ person.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -52,12 +53,14 @@ class Board:
         issues: Iterable[Issue],
         reasons: Mapping[str, str | None],
         settings: Settings,
-        daemon_moves: dict[str, str],
+        pending: Mapping[str, str] | None = None,
     ) -> list[PersonMove]:
         """Replace the rows with this poll's; returns the moves no daemon transition explains.
 
-        `daemon_moves` (issue id -> target) is consumed as the board sees each move land.
+        A change to the target of a transition the daemon is still writing (`pending`, id ->
+        target) is the daemon's; one it confirmed earlier is already in the rows (`moved`).
         """
+        pending = pending or {}
         machine = settings.machine
         tracker = settings.tracker
         order = (*tracker.active_states, *tracker.other_states, *tracker.terminal_states)
@@ -79,14 +82,22 @@ class Board:
                 issue.url,
                 reason,
             )
+            now = normalize_state(issue.state)
             before = self.rows.get(issue.id)
-            if before is None or normalize_state(before.state) == normalize_state(issue.state):
+            target = pending.get(issue.id)
+            if before is None or normalize_state(before.state) == now:
                 continue
-            target = daemon_moves.pop(issue.id, None)
-            if target is None or normalize_state(target) != normalize_state(issue.state):
+            if target is None or normalize_state(target) != now:
                 moves.append(PersonMove(issue.identifier, before.state, issue.state))
         self.rows = rows
         return moves
+
+    def moved(self, issue_id: str, state: str) -> None:
+        """The daemon confirmed it put the ticket in `state`: the board knows without a poll,
+        so a person's next move is seen as starting there."""
+        row = self.rows.get(issue_id)
+        if row is not None:
+            self.rows[issue_id] = dataclasses.replace(row, state=state, reason=None)
 
     def row(self, wanted: str) -> BoardRow | None:
         return next((r for r in self.rows.values() if wanted in (r.issue_id, r.identifier)), None)
