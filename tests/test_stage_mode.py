@@ -289,3 +289,63 @@ async def test_a_prompt_file_edit_applies_live_and_a_broken_one_waits_for_its_fi
         assert orchestrator.settings.machine.stages[0].prompt_template.endswith("Be brief.")
     finally:
         await run.stop()
+
+
+def test_check_shows_the_machine_and_each_tickets_stage(board: StageBoard) -> None:
+    import subprocess
+
+    board.ticket("DEMO-1")
+    board.ticket("DEMO-2", state="Ready")
+    board.write_workflow()
+    result = subprocess.run(
+        [sys.executable, "-m", "symphony", "check"],
+        cwd=board.root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "stages (escalation: Needs Attention):" in out
+    assert "plan         Todo" in out and "-> done: Plan Review" in out
+    assert "DEMO-1           Todo (plan)" in out and "DEMO-2           Ready (implement)" in out
+
+
+async def test_check_fails_on_a_state_the_tracker_does_not_have(
+    board: StageBoard, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from symphony import check
+
+    board.write_workflow()
+    settings = load_settings(board.workflow, dict(os.environ))
+    tracker = create_tracker(settings.tracker, TrackerContext(board.root, os.environ))
+
+    class ListsItsStates(type(tracker)):  # type: ignore[misc]
+        async def tracker_states(self) -> list[str]:
+            return ["Todo", "Ready", "Rework", "Plan Review", "Human Review", "Done"]
+
+    tracker.__class__ = ListsItsStates
+    assert await check.report(settings, tracker) == 1
+    out = capsys.readouterr().out
+    assert "error: the tracker has no state 'Needs Attention'" in out
+    assert out.count("error:") == 1  # only the missing one
+
+
+async def test_a_reload_into_a_broken_stage_machine_keeps_the_last_good_one(
+    board: StageBoard,
+) -> None:
+    board.write_workflow()
+    run = start(board)
+    orchestrator = run.orchestrator
+    try:
+        await run.until(lambda: orchestrator.health.last_tick_at is not None)
+        good = orchestrator.settings
+        board.workflow.write_text(
+            board.workflow.read_text().replace("on_success: Plan Review", "on_success: Todo")
+        )
+        orchestrator.request_refresh()
+        await run.until(lambda: orchestrator.health.workflow_error is not None)
+        assert "one of the stage's own states" in (orchestrator.health.workflow_error or "")
+        assert orchestrator.settings is good
+    finally:
+        await run.stop()
