@@ -610,6 +610,10 @@ class Orchestrator:
             log.info("created the stages' states on the tracker", states=created)
 
     async def _shutdown(self) -> None:
+        waiting = [t.identifier for t in self.state.transitions.values() if not t.in_flight]
+        if waiting:
+            # Kept in memory only: after a restart these tickets run their stage again.
+            log.warning("stopping with decided moves not yet written", issue_identifiers=waiting)
         self._perform(core.stop_all(self.state))
         while self._workers:
             self._handle(await self._queue.get())

@@ -212,3 +212,25 @@ async def test_in_stage_mode_the_agent_reports_and_never_gets_the_move_tool(
     # Four turns without a report use up the stage's budget (max_total_turns 4).
     assert end.report is None and end.stuck
     assert [e.kind for e in events].count("turn_started") == 4
+
+
+async def test_a_stage_prompt_gets_the_newest_plan_and_a_bounded_number_of_comments() -> None:
+    from symphony.stages import Stage, marked
+    from symphony.tracker import Comment
+
+    class Talkative(ScriptedTracker):
+        async def list_comments(self, issue: Issue) -> list[Comment]:
+            comments = [Comment(str(n), f"note {n}") for n in range(150)]
+            comments[3] = Comment("3", marked("old plan", "plan"))
+            comments[140] = Comment("140", marked("new plan", "plan"))
+            comments[149] = Comment("149", "x" * 20_000, "ana")
+            return comments
+
+    stage = Stage("do", ("Todo",), "t", "WORKFLOW.md", 1, "Done", "X", "X", 4)
+    issue = make_issue("ABC-1")
+    context = await runner.stage_context(Talkative(issue, ["Todo"]), issue, stage)
+    assert context.plan == "new plan"
+    assert len(context.comments) == 100 and context.comments[0]["body"] == "note 50"
+    assert context.comments[90]["body"] == "new plan"  # markers are not shown to the agent
+    last = context.comments[-1]
+    assert last["author"] == "ana" and last["body"].endswith("... [10000 more chars]")
