@@ -48,6 +48,9 @@ TOOL_TIMEOUT_S = 120.0
 # A rate-limited refresh after a turn waits for the provider's reset when it is this close,
 # rather than failing an attempt that did nothing wrong.
 RATE_LIMIT_WAIT_MAX_S = 30.0
+# Stage prompts get at most this many comments (the newest), each cut to this many characters.
+MAX_PROMPT_COMMENTS = 100
+MAX_COMMENT_CHARS = 10_000
 
 
 class AttemptFailed(Exception):
@@ -226,8 +229,16 @@ async def stage_context(tracker: Tracker, issue: Issue, stage: Stage) -> StageCo
         marker = marker_of(comment.body)
         if marker is not None and marker[0] == "plan":
             plan = unmarked(comment.body)
-    rows = tuple({**comment.to_template(), "body": unmarked(comment.body)} for comment in comments)
+    # A long discussion must not make a prompt of megabytes: the newest comments matter most.
+    rows = tuple(
+        {**comment.to_template(), "body": _bounded(unmarked(comment.body), MAX_COMMENT_CHARS)}
+        for comment in comments[-MAX_PROMPT_COMMENTS:]
+    )
     return StageContext(stage.name, plan, rows)
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit} more chars]"
 
 
 async def _follow_up(
