@@ -14,21 +14,12 @@ import yaml
 
 from symphony import scheduling
 from symphony.config import load_settings
-from symphony.orchestrator import Orchestrator
 from symphony.tracker import TRACKER_REQUEST, TrackerContext, TrackerError, create_tracker
 from symphony_adapters.local.board import LocalBoard
-from tests.test_orchestrator import Running
+from tests.adapters.daemon import DEMO_AGENT
+from tests.stage_flow import PLAN_PROMPT, StageRun, two_stages
 
 pytestmark = pytest.mark.slow
-
-DEMO_AGENT = Path(__file__).resolve().parents[1] / "examples" / "quickstart" / "demo_agent.py"
-
-PLAN_PROMPT = "Stage: {{ stage }}\nPlan ticket {{ issue.identifier }}: {{ issue.title }}\n"
-IMPLEMENT_PROMPT = """Stage: {{ stage }}
-You are working on ticket {{ issue.identifier }}: {{ issue.title }}
-The approved plan: {{ plan }}
-{% for c in comments %}Comment by {{ c.author }}: {{ c.body }}
-{% endfor %}"""
 
 
 class StageBoard:
@@ -38,7 +29,6 @@ class StageBoard:
         self.root = root
         self.tickets = root / "board"
         self.tickets.mkdir()
-        self.workspaces = root / "workspaces"
         self.workflow = root / "WORKFLOW.md"
 
     def ticket(
@@ -84,21 +74,7 @@ class StageBoard:
             "workspace": {"root": "workspaces"},
             "agent": {"max_concurrent_agents": 4, "max_retry_backoff_ms": 1000, **agent},
             "codex": {"command": f"{sys.executable} {DEMO_AGENT}", "read_timeout_ms": 5000},
-            "stages": {
-                "plan": {
-                    "states": ["Todo"],
-                    "prompt": PLAN_PROMPT,
-                    "on_success": "Plan Review",
-                    "thread_sandbox": "read-only",
-                    **(plan or {}),
-                },
-                "implement": {
-                    "states": ["Ready", "Rework"],
-                    "prompt": IMPLEMENT_PROMPT,
-                    "on_success": "Human Review",
-                    **(implement or {}),
-                },
-            },
+            "stages": two_stages(plan=plan, implement=implement),
             "escalation_state": "Needs Attention",
         }
         self.workflow.write_text(f"---\n{yaml.safe_dump(config, sort_keys=False)}---\n")
@@ -109,34 +85,13 @@ def board(tmp_path: Path) -> StageBoard:
     return StageBoard(tmp_path)
 
 
-def start(board: StageBoard, tracker: Any = None, **env: str) -> Running:
-    environ = {**os.environ, "DEMO_AGENT_DELAY_MS": "0", **env}
-    settings = load_settings(board.workflow, environ)
-    orchestrator = Orchestrator(settings, environ=environ, watch=False, tracker=tracker)
-    return Running(orchestrator, timeout=30)
+def start(board: StageBoard, tracker: Any = None, **env: str) -> StageRun:
+    return StageRun(board.workflow, env, timeout=30, tracker=tracker)
 
 
-def dispatches(run: Running, identifier: str) -> list[str]:
-    return [
-        row["message"]
-        for row in run.orchestrator.activity.for_issue(identifier)
-        if row["event"] == "dispatched"
-    ]
-
-
-async def settle(run: Running, board: StageBoard, identifier: str, state: str) -> None:
+async def settle(run: StageRun, board: StageBoard, identifier: str, state: str) -> None:
     """Wait until the daemon has moved the ticket to `state` and let go of it."""
-
-    def done() -> bool:
-        orchestrator = run.orchestrator
-        return (
-            board.state_of(identifier) == state
-            and identifier not in orchestrator.state.claimed
-            and not orchestrator.state.running
-        )
-
-    run.orchestrator.request_refresh()
-    await run.until(done)
+    await run.settle(identifier, lambda: board.state_of(identifier) == state)
 
 
 async def test_a_ticket_is_planned_approved_implemented_and_reworked_by_the_daemon(
@@ -151,24 +106,23 @@ async def test_a_ticket_is_planned_approved_implemented_and_reworked_by_the_daem
         assert "— symphony · plan" in text and "1. Read the code" in text
         assert "Stage `plan` is done; moving the ticket to Plan Review." in text
         assert "(symphony)" in text and "(agent)" not in text
-        moved = [r for r in run.orchestrator.activity.for_issue("DEMO-1") if r["event"] == "moved"]
-        assert moved and "daemon moved it to Plan Review (plan: done)" in moved[0]["message"]
+        moved = run.events("DEMO-1", "moved")
+        assert moved and "daemon moved it to Plan Review (plan: done)" in moved[-1]
 
         board.set_state("DEMO-1", "Ready")  # the person approves the plan
         await settle(run, board, "DEMO-1", "Human Review")
-        notes = (board.workspaces / "DEMO-1" / "NOTES" / "DEMO-1.md").read_text()
+        notes = run.notes("DEMO-1")
         assert "The approved plan: 1. Read the code" in notes
 
         board.comment("DEMO-1", "reviewer", "Please rename the helper.")
         board.set_state("DEMO-1", "Rework")
         await settle(run, board, "DEMO-1", "Human Review")
-        notes = (board.workspaces / "DEMO-1" / "NOTES" / "DEMO-1.md").read_text()
+        notes = run.notes("DEMO-1")
         assert "Comment by reviewer: Please rename the helper." in notes
-        events = [r["event"] for r in run.orchestrator.activity.for_issue("DEMO-1")]
-        assert "moved_by_person" in events
+        assert run.events("DEMO-1", "moved_by_person")
     finally:
         await run.stop()
-    assert len(dispatches(run, "DEMO-1")) == 3  # plan, implement, rework: nothing twice
+    assert len(run.dispatches("DEMO-1")) == 3  # plan, implement, rework: nothing twice
 
 
 async def test_a_blocked_report_escalates_with_the_agents_questions(board: StageBoard) -> None:
@@ -197,7 +151,7 @@ async def test_an_agent_that_never_reports_is_escalated_after_max_total_turns(
     text = board.text("DEMO-1")
     assert "Stage `implement` used 2 turns (max_total_turns 2)" in text
     assert "The agent's last message:" in text and "nothing to report yet" in text
-    assert len(dispatches(run, "DEMO-1")) == 2  # two attempts of one turn each
+    assert len(run.dispatches("DEMO-1")) == 2  # two attempts of one turn each
 
 
 async def test_a_follow_up_ticket_waits_for_its_blocker_and_then_runs(board: StageBoard) -> None:
@@ -216,7 +170,7 @@ async def test_a_follow_up_ticket_waits_for_its_blocker_and_then_runs(board: Sta
         row = run.orchestrator.issue_snapshot("DEMO-2")
         assert row is not None and row["status"] == "waiting"
         assert row["reason"] == "blocked by DEMO-1 (Human Review)"
-        assert dispatches(run, "DEMO-2") == []
+        assert run.dispatches("DEMO-2") == []
         board.set_state("DEMO-1", "Done")
         await settle(run, board, "DEMO-2", "Plan Review")
     finally:
@@ -253,12 +207,10 @@ async def test_a_failed_move_is_retried_until_it_lands_and_the_ticket_never_runs
         await settle(run, board, "DEMO-1", "Plan Review")
     finally:
         await run.stop()
-    assert len(dispatches(run, "DEMO-1")) == 1
+    assert len(run.dispatches("DEMO-1")) == 1
     assert board.text("DEMO-1").count("— symphony · plan") == 1  # posted once, not per try
-    retries = [
-        r for r in run.orchestrator.activity.for_issue("DEMO-1") if r["event"] == "move_retrying"
-    ]
-    assert len(retries) == 2 and "connection reset" in retries[0]["message"]
+    retries = run.events("DEMO-1", "move_retrying")
+    assert len(retries) == 2 and "connection reset" in retries[-1]
 
 
 async def test_a_prompt_file_edit_applies_live_and_a_broken_one_waits_for_its_fix(

@@ -6,7 +6,6 @@ escalations as issue comments, and creates follow-up issues with GitHub's blocke
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -15,27 +14,15 @@ from typing import Any
 import pytest
 
 from symphony import scheduling
-from symphony.agents import AgentLaunch, AgentSession, open_session
-from symphony.config import load_settings
-from symphony.orchestrator import Orchestrator
-from symphony.workspace import workspace_key
-from tests.adapters.daemon import DEMO_AGENT, write_workflow
 from tests.adapters.github.fake_github import FakeGitHub, FakeProject, serve
 from tests.adapters.github.payloads import REPO
-from tests.test_orchestrator import Running
+from tests.stage_flow import StageRun, stage_workflow
 
 pytestmark = pytest.mark.slow
 
 TOKEN = "ghp_stage_e2e_token_0001"
 PLAN_MARKER = "— symphony · plan"
 PLAN_LINE = "1. Read the code"
-
-PLAN_PROMPT = "Stage: {{ stage }}\nPlan ticket {{ issue.identifier }}: {{ issue.title }}\n"
-IMPLEMENT_PROMPT = """Stage: {{ stage }}
-You are working on ticket {{ issue.identifier }}: {{ issue.title }}
-The approved plan: {{ plan }}
-{% for c in comments %}Comment by {{ c.author }}: {{ c.body }}
-{% endfor %}"""
 
 # The labels a repository set up for the workflow by hand already has: the stages' own states.
 # The checkpoints (Plan Review, Human Review, Needs Attention) are the daemon's to create.
@@ -65,45 +52,12 @@ def project_github() -> Iterator[FakeGitHub]:
         yield fake
 
 
-class Daemon:
-    """The orchestrator on a stage-mode WORKFLOW.md, recording the tools each agent was offered."""
+class Daemon(StageRun):
+    """The daemon in stage mode on the GitHub fake."""
 
-    def __init__(
-        self, root: Path, github: FakeGitHub, run: Running, offered: list[list[str]]
-    ) -> None:
-        self.root = root
+    def __init__(self, workflow: Path, github: FakeGitHub, env: Mapping[str, str]) -> None:
         self.github = github
-        self.run = run
-        self.offered = offered
-        """The names of the tools each agent session was started with, in order."""
-
-    @property
-    def orchestrator(self) -> Orchestrator:
-        return self.run.orchestrator
-
-    def notes(self, number: int) -> str:
-        """The NOTES file the demo agent wrote in the issue's workspace."""
-        workspace = self.root / "workspaces" / workspace_key(f"{REPO}#{number}")
-        files = sorted((workspace / "NOTES").glob("*.md"))
-        assert len(files) == 1, files
-        return files[0].read_text()
-
-    def events(self, number: int, event: str) -> list[str]:
-        rows = self.orchestrator.activity.for_issue(f"{REPO}#{number}")
-        return [row["message"] for row in rows if row["event"] == event]
-
-    def dispatches(self, number: int) -> list[str]:
-        return self.events(number, "dispatched")
-
-    async def settle(self, issue_id: str, reached: Any) -> None:
-        """Wait until `reached()` holds and the daemon has let go of `issue_id`."""
-
-        def done() -> bool:
-            state = self.orchestrator.state
-            return bool(reached()) and issue_id not in state.claimed and not state.running
-
-        self.orchestrator.request_refresh()
-        await self.run.until(done)
+        super().__init__(workflow, {"GITHUB_TOKEN": TOKEN, **env}, timeout=25, poll_s=0.2)
 
     async def settle_label(self, number: int, label: str) -> None:
         await self.settle(str(number), lambda: label in self.github.labels_of(number))
@@ -125,37 +79,8 @@ def start(
         "provider": {"api_url": github.base, **(scope or {"repository": REPO})},
         "terminal_states": ["Done", "Cancelled"],
     }
-    stages = {
-        "plan": {
-            "states": ["Todo"],
-            "prompt": PLAN_PROMPT,
-            "on_success": "Plan Review",
-            "thread_sandbox": "read-only",
-        },
-        "implement": {
-            "states": ["Ready", "Rework"],
-            "prompt": IMPLEMENT_PROMPT,
-            "on_success": "Human Review",
-            **(implement or {}),
-        },
-    }
-    workflow = write_workflow(
-        root,
-        tracker,
-        agent={"max_retry_backoff_ms": 1000, **(agent or {})},
-        stages=stages,
-        agent_program=DEMO_AGENT,
-    )
-    environ = {**os.environ, "GITHUB_TOKEN": TOKEN, "DEMO_AGENT_DELAY_MS": "0", **env}
-    offered: list[list[str]] = []
-
-    def session(launch: AgentLaunch) -> AgentSession:
-        offered.append([tool.name for tool in launch.tools])
-        return open_session(launch)
-
-    settings = load_settings(workflow, environ)
-    orchestrator = Orchestrator(settings, environ=environ, watch=False, session_factory=session)
-    return Daemon(root, github, Running(orchestrator, timeout=25, poll_s=0.2), offered)
+    workflow = stage_workflow(root, tracker, implement=implement, agent=agent)
+    return Daemon(workflow, github, env)
 
 
 def daemon_comments(github: FakeGitHub, number: int) -> list[str]:
@@ -177,24 +102,26 @@ async def test_an_issue_is_planned_then_implemented_after_approval_with_the_plan
         assert len(plan) == 1 and PLAN_LINE in plan[0]
         assert any("Stage `plan` is done; moving the ticket to Plan Review." in c for c in comments)
         assert github.labels_of(1) == ["bug", "status:plan-review"]
-        assert daemon.events(1, "moved") == ["daemon moved it to Plan Review (plan: done)"]
+        assert daemon.events(f"{REPO}#1", "moved") == [
+            "daemon moved it to Plan Review (plan: done)"
+        ]
 
         github.edit(1, labels=["bug", "status:ready"])  # a person approves the plan
         await daemon.settle_label(1, "status:human-review")
-        notes = daemon.notes(1)
+        notes = daemon.notes(f"{REPO}#1")
         assert f"The approved plan: {PLAN_LINE}" in notes
         assert github.labels_of(1) == ["bug", "status:human-review"]
-        assert daemon.events(1, "moved_by_person") == [
+        assert daemon.events(f"{REPO}#1", "moved_by_person") == [
             "a person moved it from Plan Review to Ready"
         ]
     finally:
-        await daemon.run.stop()
-    assert len(daemon.dispatches(1)) == 2  # plan, implement: nothing twice
+        await daemon.stop()
+    assert len(daemon.dispatches(f"{REPO}#1")) == 2  # plan, implement: nothing twice
     # The agents never had the move tool: only the daemon moved the issue.
     assert len(daemon.offered) == 2
     for tools in daemon.offered:
         assert "github_move_issue" not in tools
-        assert {"report_outcome", "create_follow_up", "github_add_comment"} <= set(tools)
+        assert {"report_outcome", "create_follow_up", "github_add_comment"} <= tools
     # At start the daemon created the state labels the repository lacked, and only those.
     created = [
         r.body["name"]
@@ -228,10 +155,10 @@ async def test_a_project_issue_moves_through_the_status_options_by_the_daemon(
         with github.lock:
             project.items[item].status = "Ready"  # a person approves the plan
         await daemon.settle(item, lambda: status() == "Human Review")
-        assert f"The approved plan: {PLAN_LINE}" in daemon.notes(1)
+        assert f"The approved plan: {PLAN_LINE}" in daemon.notes(f"{REPO}#1")
     finally:
-        await daemon.run.stop()
-    assert len(daemon.dispatches(1)) == 2
+        await daemon.stop()
+    assert len(daemon.dispatches(f"{REPO}#1")) == 2
     assert all("github_move_issue" not in tools for tools in daemon.offered)
     assert github.repo_labels == []  # a project's states are its Status options: nothing made
     assert github.labels_of(1) == []
@@ -250,9 +177,9 @@ async def test_a_reviewer_comment_and_a_move_to_rework_reach_the_next_prompt(
         github.comment(1, "Please rename the helper.", author="reviewer")
         github.edit(1, labels=["status:rework"])
         await daemon.settle_label(1, "status:human-review")
-        notes = daemon.notes(1)
+        notes = daemon.notes(f"{REPO}#1")
     finally:
-        await daemon.run.stop()
+        await daemon.stop()
     # The rework prompt (the newest entry: each run is a new agent process, counting from
     # turn 1) lists every comment, oldest first, with its author.
     first, second = notes.split("## Turn 1")[1:]
@@ -260,8 +187,10 @@ async def test_a_reviewer_comment_and_a_move_to_rework_reach_the_next_prompt(
     done = second.index("Comment by octocat: Stage `implement` is done")
     review = second.index("Comment by reviewer: Please rename the helper.")
     assert done < review
-    assert len(daemon.dispatches(1)) == 2
-    assert daemon.events(1, "moved_by_person") == ["a person moved it from Human Review to Rework"]
+    assert len(daemon.dispatches(f"{REPO}#1")) == 2
+    assert daemon.events(f"{REPO}#1", "moved_by_person") == [
+        "a person moved it from Human Review to Rework"
+    ]
 
 
 # 3. Escalations
@@ -275,7 +204,7 @@ async def test_a_blocked_report_moves_the_issue_to_needs_attention_with_the_ques
     try:
         await daemon.settle_label(1, "status:needs-attention")
     finally:
-        await daemon.run.stop()
+        await daemon.stop()
     [comment] = daemon_comments(github, 1)
     assert "The agent is blocked in stage `implement`" in comment
     assert "- Which behaviour do you want when the input is empty?" in comment
@@ -297,11 +226,11 @@ async def test_an_agent_that_never_reports_is_escalated_after_max_total_turns(
     try:
         await daemon.settle_label(1, "status:needs-attention")
     finally:
-        await daemon.run.stop()
+        await daemon.stop()
     [comment] = daemon_comments(github, 1)
     assert "Stage `implement` used 2 turns (max_total_turns 2)" in comment
     assert "The agent's last message:" in comment and "nothing to report yet" in comment
-    assert len(daemon.dispatches(1)) == 2  # two attempts of one turn each
+    assert len(daemon.dispatches(f"{REPO}#1")) == 2  # two attempts of one turn each
 
 
 # 4. Follow-up issues
@@ -327,17 +256,17 @@ async def test_a_follow_up_issue_waits_for_its_blocker_to_close_and_then_runs(
             assert (created.title, created.body) == ("Second half", "The rest of the work.")
             assert created.labels == ["status:todo"] and created.blocked_by == [1]
         daemon.orchestrator.request_refresh()
-        await daemon.run.until(lambda: "2" in daemon.orchestrator.board.rows)
+        await daemon.until(lambda: "2" in daemon.orchestrator.board.rows)
         row = daemon.orchestrator.issue_snapshot(f"{REPO}#2")
         assert row is not None and row["status"] == "waiting"
         assert row["reason"] == f"blocked by {REPO}#1 (Human Review)"
-        assert daemon.dispatches(2) == []
+        assert daemon.dispatches(f"{REPO}#2") == []
 
         github.edit(1, state="closed")  # the person merges the work and closes the issue
         await daemon.settle_label(2, "status:plan-review")
     finally:
-        await daemon.run.stop()
-    assert len(daemon.dispatches(2)) == 1
+        await daemon.stop()
+    assert len(daemon.dispatches(f"{REPO}#2")) == 1
     assert any(c.endswith(PLAN_MARKER) for c in github.comments_of(2))
 
 
@@ -352,18 +281,18 @@ async def test_a_move_github_fails_twice_is_retried_until_it_lands_and_runs_once
     fault = github.fail("POST", re.escape(f"/repos/{REPO}/issues/1/labels"), times=2, status=502)
     daemon = start(tmp_path, github)
     try:
-        await daemon.run.until(lambda: fault.times == 0)
+        await daemon.until(lambda: fault.times == 0)
         for _ in range(3):  # polls while the move is being retried: the claim holds
             daemon.orchestrator.request_refresh()
         await daemon.settle_label(1, "status:plan-review")
     finally:
-        await daemon.run.stop()
-    assert len(daemon.dispatches(1)) == 1
+        await daemon.stop()
+    assert len(daemon.dispatches(f"{REPO}#1")) == 1
     assert github.labels_of(1) == ["status:plan-review"]
     assert sum(c.endswith(PLAN_MARKER) for c in github.comments_of(1)) == 1  # not one per try
     assert len(daemon_comments(github, 1)) == 2  # the plan and the done note, once each
-    retries = daemon.events(1, "move_retrying")
-    assert len(retries) == 2 and "502" in retries[-1]
+    retries = daemon.events(f"{REPO}#1", "move_retrying")
+    assert len(retries) == 2 and "502" in retries[0]
     failed = [
         r
         for r in github.requests

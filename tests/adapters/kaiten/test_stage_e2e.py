@@ -18,41 +18,18 @@ from typing import Any
 
 import pytest
 
-from symphony import runner, scheduling
-from symphony.agents import AgentLaunch
+from symphony import scheduling
 from symphony_adapters._support.http import HttpClient
 from symphony_adapters.kaiten.tools import ADD_COMMENT, MOVE_CARD
-from tests.adapters.daemon import DEMO_AGENT, start_daemon, write_workflow
 from tests.adapters.kaiten import payloads
 from tests.adapters.kaiten.fake_kaiten import PREFIX, FakeKaiten, serve
 from tests.adapters.kaiten.payloads import BOARD, column
-from tests.test_orchestrator import Running
+from tests.stage_flow import StageRun, stage_workflow
 
 pytestmark = pytest.mark.slow
 
 TOKEN = "kaiten_stage_e2e_token_0001"
 TODO, PLAN_REVIEW, READY, REWORK, HUMAN_REVIEW, NEEDS_ATTENTION, DONE, REVIEW = range(301, 309)
-
-PLAN_PROMPT = "Stage: {{ stage }}\nPlan ticket {{ issue.identifier }}: {{ issue.title }}\n"
-IMPLEMENT_PROMPT = """Stage: {{ stage }}
-You are working on ticket {{ issue.identifier }}: {{ issue.title }}
-The approved plan: {{ plan }}
-{% for c in comments %}Comment by {{ c.author }}: {{ c.body }}
-{% endfor %}"""
-
-STAGES = {
-    "plan": {
-        "states": ["Todo"],
-        "prompt": PLAN_PROMPT,
-        "on_success": "Plan Review",
-        "thread_sandbox": "read-only",
-    },
-    "implement": {
-        "states": ["Ready", "Rework"],
-        "prompt": IMPLEMENT_PROMPT,
-        "on_success": "Human Review",
-    },
-}
 
 REVIEWER = payloads.user(2, "Rita Reviewer", "rita")
 PLAN_MARKER = "— symphony · plan"
@@ -151,62 +128,25 @@ def start(
     implement: dict[str, Any] | None = None,
     agent: dict[str, Any] | None = None,
     **env: str,
-) -> Running:
+) -> StageRun:
     tracker = {
         "kind": "kaiten",
         "provider": {"base_url": kaiten.base, "board_id": BOARD},
         "terminal_states": ["Done"],
     }
-    stages = {**STAGES, "implement": {**STAGES["implement"], **(implement or {})}}
-    workflow = write_workflow(
-        tmp_path,
-        tracker,
-        polling_ms=1000,
-        agent={"max_retry_backoff_ms": 1000, **(agent or {})},
-        stages=stages,
-        agent_program=DEMO_AGENT,
-    )
-    environ = {"KAITEN_TOKEN": TOKEN, "DEMO_AGENT_DELAY_MS": "0", **env}
-    return start_daemon(workflow, environ, timeout=25, poll_s=0.2)
+    workflow = stage_workflow(tmp_path, tracker, polling_ms=1000, implement=implement, agent=agent)
+    return StageRun(workflow, {"KAITEN_TOKEN": TOKEN, **env}, timeout=25, poll_s=0.2)
 
 
-async def settle(run: Running, kaiten: StageKaiten, card_id: int, column_id: int) -> None:
+async def settle(run: StageRun, kaiten: StageKaiten, card_id: int, column_id: int) -> None:
     """Wait until the card is in `column_id` and the daemon has let go of it."""
-
-    def done() -> bool:
-        state = run.orchestrator.state
-        return (
-            kaiten.column_of(card_id) == column_id
-            and str(card_id) not in state.claimed
-            and not state.running
-        )
-
-    run.orchestrator.request_refresh()  # a person's edit on the board: look now
-    await run.until(done)
-
-
-def activity(run: Running, identifier: str, event: str) -> list[str]:
-    """The messages of one kind of activity row about a ticket, oldest first."""
-    rows = run.orchestrator.activity.for_issue(identifier)
-    return [row["message"] for row in reversed(rows) if row["event"] == event]
-
-
-def notes(tmp_path: Path, identifier: str) -> str:
-    """What the demo agent wrote in the ticket's workspace: every prompt it was given."""
-    return (tmp_path / "workspaces" / identifier / "NOTES" / f"{identifier}.md").read_text()
+    await run.settle(str(card_id), lambda: kaiten.column_of(card_id) == column_id)
 
 
 @pytest.mark.parametrize("kaiten", list(LAYOUTS), indirect=True)
 async def test_a_card_is_planned_by_the_daemon_and_implemented_with_the_plan_once_approved(
-    tmp_path: Path, kaiten: StageKaiten, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, kaiten: StageKaiten
 ) -> None:
-    offered: list[set[str]] = []
-
-    def recording(**fields: Any) -> AgentLaunch:
-        offered.append({tool.name for tool in fields["tools"]})
-        return AgentLaunch(**fields)
-
-    monkeypatch.setattr(runner, "AgentLaunch", recording)
     kaiten.add(1, TODO, title="Add a greeting")
     run = start(tmp_path, kaiten)
     try:
@@ -215,30 +155,28 @@ async def test_a_card_is_planned_by_the_daemon_and_implemented_with_the_plan_onc
         plans = [c for c in comments if c.endswith(PLAN_MARKER)]
         assert len(plans) == 1 and "1. Read the code that 'Add a greeting' touches." in plans[0]
         assert any("Stage `plan` is done; moving the ticket to Plan Review." in c for c in comments)
-        assert activity(run, "KT-1", "moved") == ["daemon moved it to Plan Review (plan: done)"]
+        assert run.events("KT-1", "moved") == ["daemon moved it to Plan Review (plan: done)"]
 
         kaiten.move(1, READY)  # a person approves the plan
         await settle(run, kaiten, 1, HUMAN_REVIEW)
-        written = notes(tmp_path, "KT-1")
+        written = run.notes("KT-1")
         assert "Stage: implement" in written
         assert "The approved plan: 1. Read the code that 'Add a greeting' touches." in written
-        assert activity(run, "KT-1", "moved")[-1] == (
+        assert run.events("KT-1", "moved")[-1] == (
             "daemon moved it to Human Review (implement: done)"
         )
     finally:
         await run.stop()
     # The agents reported; they were never offered the move tool, and every move was the
     # daemon's: one per transition.
-    assert len(offered) == 2
-    assert all({"report_outcome", ADD_COMMENT} <= tools for tools in offered)
-    assert not any(MOVE_CARD in tools for tools in offered)
+    assert len(run.offered) == 2
+    assert all({"report_outcome", ADD_COMMENT} <= tools for tools in run.offered)
+    assert not any(MOVE_CARD in tools for tools in run.offered)
     assert kaiten.moves(1) == [200, 200]
-    assert len(activity(run, "KT-1", "dispatched")) == 2
+    assert len(run.events("KT-1", "dispatched")) == 2
     # Only the approval was a person's: the daemon's moves are never credited to a person,
     # even when a poll sees the card in its target before the move is confirmed.
-    assert activity(run, "KT-1", "moved_by_person") == [
-        "a person moved it from Plan Review to Ready"
-    ]
+    assert run.events("KT-1", "moved_by_person") == ["a person moved it from Plan Review to Ready"]
     assert not kaiten.over_limit, [(r.method, r.path, r.at) for r in kaiten.over_limit]
 
 
@@ -249,20 +187,20 @@ async def test_a_reviewer_comment_and_a_move_to_rework_reach_the_next_prompt(
     run = start(tmp_path, kaiten)
     try:
         await run.until(lambda: "1" in run.orchestrator.board.rows)  # the poll saw it
-        assert activity(run, "KT-1", "dispatched") == []  # a person's turn: nothing runs
+        assert run.events("KT-1", "dispatched") == []  # a person's turn: nothing runs
         kaiten.comment_as(1, REVIEWER, "Please rename the helper.")
         kaiten.move(1, REWORK)
         await settle(run, kaiten, 1, HUMAN_REVIEW)
     finally:
         await run.stop()
-    written = notes(tmp_path, "KT-1")
+    written = run.notes("KT-1")
     assert "Stage: implement" in written
     assert "Comment by Rita Reviewer: Please rename the helper." in written
-    assert activity(run, "KT-1", "moved_by_person") == [
+    assert run.events("KT-1", "moved_by_person") == [
         "a person moved it from Human Review to Rework"
     ]
     assert kaiten.comments_of(1)[-1].startswith("Stage `implement` is done")
-    assert len(activity(run, "KT-1", "dispatched")) == 1
+    assert len(run.events("KT-1", "dispatched")) == 1
     assert not kaiten.over_limit, [(r.method, r.path, r.at) for r in kaiten.over_limit]
 
 
@@ -278,7 +216,7 @@ async def test_a_blocked_report_moves_the_card_to_needs_attention_with_the_quest
     [comment] = kaiten.comments_of(1)
     assert comment.startswith("The agent is blocked in stage `implement`; moving the ticket to ")
     assert "- Which behaviour do you want when the input is empty?" in comment
-    assert activity(run, "KT-1", "moved") == [
+    assert run.events("KT-1", "moved") == [
         "daemon moved it to Needs Attention (implement: blocked)"
     ]
     assert not kaiten.over_limit, [(r.method, r.path, r.at) for r in kaiten.over_limit]
@@ -302,7 +240,7 @@ async def test_an_agent_that_never_reports_is_moved_to_needs_attention_after_max
     [comment] = kaiten.comments_of(1)
     assert "Stage `implement` used 2 turns (max_total_turns 2)" in comment
     assert "The agent's last message:" in comment and "nothing to report yet" in comment
-    assert len(activity(run, "KT-1", "dispatched")) == 2  # two attempts of one turn each
+    assert len(run.events("KT-1", "dispatched")) == 2  # two attempts of one turn each
     assert not kaiten.over_limit, [(r.method, r.path, r.at) for r in kaiten.over_limit]
 
 
@@ -330,13 +268,13 @@ async def test_a_follow_up_card_waits_for_its_blocker_card_to_be_done_and_then_r
         row = run.orchestrator.issue_snapshot(identifier)
         assert row is not None and row["status"] == "waiting"
         assert row["reason"] == "blocked by KT-1 (Human Review)"
-        assert activity(run, identifier, "dispatched") == []
+        assert run.events(identifier, "dispatched") == []
 
         kaiten.move(1, DONE)  # the blocker is done: the follow-up may run
         await settle(run, kaiten, created.id, PLAN_REVIEW)
     finally:
         await run.stop()
-    assert len(activity(run, identifier, "dispatched")) == 1
+    assert len(run.events(identifier, "dispatched")) == 1
     assert any(c.endswith(PLAN_MARKER) for c in kaiten.comments_of(created.id))
     assert not kaiten.over_limit, [(r.method, r.path, r.at) for r in kaiten.over_limit]
 
@@ -350,16 +288,16 @@ async def test_a_move_kaiten_fails_twice_is_retried_until_it_lands_and_the_card_
     kaiten.add(1, TODO)
     run = start(tmp_path, kaiten)
     try:
-        await run.until(lambda: bool(activity(run, "KT-1", "move_retrying")))
+        await run.until(lambda: bool(run.events("KT-1", "move_retrying")))
         for _ in range(3):  # polls while the move is being retried: the claim holds
             run.orchestrator.request_refresh()
         await settle(run, kaiten, 1, PLAN_REVIEW)
     finally:
         await run.stop()
     assert kaiten.moves(1) == [502] * (2 * HttpClient.attempts) + [200]
-    retries = activity(run, "KT-1", "move_retrying")
+    retries = run.events("KT-1", "move_retrying")
     assert len(retries) == 2 and all("502" in message for message in retries)
-    assert len(activity(run, "KT-1", "dispatched")) == 1
+    assert len(run.events("KT-1", "dispatched")) == 1
     comments = kaiten.comments_of(1)
     assert sum(c.endswith(PLAN_MARKER) for c in comments) == 1  # posted once, not per try
     assert sum("Stage `plan` is done" in c for c in comments) == 1

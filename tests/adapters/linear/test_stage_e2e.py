@@ -6,7 +6,6 @@ over Linear's GraphQL API, as the daemon's own writes."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,26 +13,15 @@ from typing import Any
 import pytest
 
 from symphony import scheduling
-from symphony.agents import AgentLaunch, AgentSession, open_session
-from symphony.config import load_settings
-from symphony.orchestrator import Orchestrator
-from tests.adapters.daemon import DEMO_AGENT, write_workflow
 from tests.adapters.linear.fake_linear import (
     API_KEY,
     STAGE_STATES,
     FakeLinear,
     FakeLinearServer,
 )
-from tests.test_orchestrator import Running
+from tests.stage_flow import StageRun, stage_workflow
 
 pytestmark = pytest.mark.slow
-
-PLAN_PROMPT = "Stage: {{ stage }}\nPlan ticket {{ issue.identifier }}: {{ issue.title }}\n"
-IMPLEMENT_PROMPT = """Stage: {{ stage }}
-You are working on ticket {{ issue.identifier }}: {{ issue.title }}
-The approved plan: {{ plan }}
-{% for c in comments %}Comment by {{ c.author }}: {{ c.body }}
-{% endfor %}"""
 
 MOVE_TOOL = "linear_move_issue"
 MOVE = "SymphonyMoveIssue"
@@ -48,9 +36,8 @@ def server(fake: FakeLinear) -> Iterator[FakeLinearServer]:
         yield running
 
 
-class StageDaemon:
-    """The daemon in stage mode on team ENG of the fake, remembering the tools each agent
-    session was offered."""
+class StageDaemon(StageRun):
+    """The daemon in stage mode on team ENG of the fake."""
 
     def __init__(
         self,
@@ -62,52 +49,13 @@ class StageDaemon:
         agent: Mapping[str, Any] | None = None,
         **env: str,
     ) -> None:
-        self.root = root
         self.fake = fake
-        stages = {
-            "plan": {
-                "states": ["Todo"],
-                "prompt": PLAN_PROMPT,
-                "on_success": "Plan Review",
-                "thread_sandbox": "read-only",
-            },
-            "implement": {
-                "states": ["Ready", "Rework"],
-                "prompt": IMPLEMENT_PROMPT,
-                "on_success": "Human Review",
-                **(implement or {}),
-            },
-        }
         tracker = {"kind": "linear", "provider": {"team_key": "ENG", "endpoint": server.endpoint}}
-        workflow = write_workflow(
-            root,
-            tracker,
-            polling_ms=60_000,
-            agent={"max_retry_backoff_ms": 1000, **(agent or {})},
-            stages=stages,
-            agent_program=DEMO_AGENT,
-        )
-        environ = {
-            **os.environ,
-            "LINEAR_API_KEY": API_KEY,
-            "DEMO_AGENT_DELAY_MS": "0",
-            **env,
-        }
-        self.offered: list[set[str]] = []
-        """The names of the tools each agent session started with, in order."""
-
-        def session(launch: AgentLaunch) -> AgentSession:
-            self.offered.append({tool.name for tool in launch.tools})
-            return open_session(launch)
-
-        orchestrator = Orchestrator(
-            load_settings(workflow, environ),
-            environ=environ,
-            watch=False,
-            session_factory=session,
+        workflow = stage_workflow(
+            root, tracker, polling_ms=60_000, implement=implement, agent=agent
         )
         # The fake changes behind the daemon's back: `until` looks again every 0.1 s.
-        self.run = Running(orchestrator, timeout=20, poll_s=0.1)
+        super().__init__(workflow, {"LINEAR_API_KEY": API_KEY, **env}, timeout=20, poll_s=0.1)
 
     def state_of(self, identifier: str) -> str:
         with self.fake.lock:
@@ -130,32 +78,10 @@ class StageDaemon:
         with self.fake.lock:
             return [variables for name, variables in self.fake.requests if name == MOVE]
 
-    def notes(self, identifier: str) -> str:
-        """What the demo agent wrote in the issue's workspace: every prompt it was given."""
-        return (self.root / "workspaces" / identifier / "NOTES" / f"{identifier}.md").read_text()
-
-    def events(self, identifier: str, event: str) -> list[str]:
-        """The activity messages of one kind about an issue, oldest first."""
-        rows = self.run.orchestrator.activity.for_issue(identifier)
-        return [row["message"] for row in reversed(rows) if row["event"] == event]
-
-    async def settle(self, identifier: str, state: str) -> None:
+    async def settle_state(self, identifier: str, state: str) -> None:
         """Wait until the daemon has moved the issue to `state` on the fake and let go of it."""
         issue_id = f"uuid-{identifier.lower()}"
-
-        def done() -> bool:
-            orchestrator = self.run.orchestrator
-            return (
-                self.state_of(identifier) == state
-                and issue_id not in orchestrator.state.claimed
-                and not orchestrator.state.running
-            )
-
-        self.run.orchestrator.request_refresh()
-        await self.run.until(done)
-
-    async def stop(self) -> None:
-        await self.run.stop()
+        await self.settle(issue_id, lambda: self.state_of(identifier) == state)
 
 
 async def test_an_issue_is_planned_then_implemented_once_a_person_approves_the_plan(
@@ -164,7 +90,7 @@ async def test_an_issue_is_planned_then_implemented_once_a_person_approves_the_p
     fake.add("ENG-1", title="Add an export button")
     daemon = StageDaemon(tmp_path, fake, server)
     try:
-        await daemon.settle("ENG-1", "Plan Review")
+        await daemon.settle_state("ENG-1", "Plan Review")
         bodies = daemon.bodies("ENG-1")
         plans = [b for b in bodies if b.endswith(PLAN_MARKER)]
         assert len(plans) == 1 and "1. Read the code that 'Add an export button'" in plans[0]
@@ -176,7 +102,7 @@ async def test_an_issue_is_planned_then_implemented_once_a_person_approves_the_p
         assert daemon.events("ENG-1", "moved") == ["daemon moved it to Plan Review (plan: done)"]
 
         daemon.set_state("ENG-1", "Ready")  # a person approves the plan
-        await daemon.settle("ENG-1", "Human Review")
+        await daemon.settle_state("ENG-1", "Human Review")
         notes = daemon.notes("ENG-1")
         assert "> Stage: implement" in notes
         assert "> The approved plan: 1. Read the code that 'Add an export button'" in notes
@@ -202,12 +128,12 @@ async def test_a_reviewer_comment_and_a_move_to_rework_reach_the_next_prompt(
     fake.comment("ENG-1", f"1. Rename the helper.\n\n{PLAN_MARKER}", user="user-me")
     daemon = StageDaemon(tmp_path, fake, server)
     try:
-        await daemon.run.until(lambda: daemon.run.orchestrator.board.row("ENG-1") is not None)
+        await daemon.until(lambda: daemon.orchestrator.board.row("ENG-1") is not None)
         assert daemon.events("ENG-1", "dispatched") == []  # Human Review is a checkpoint
 
         daemon.comment("ENG-1", "Please keep the old name as an alias.")
         daemon.set_state("ENG-1", "Rework")
-        await daemon.settle("ENG-1", "Human Review")
+        await daemon.settle_state("ENG-1", "Human Review")
         notes = daemon.notes("ENG-1")
         assert "> Stage: implement" in notes
         assert "> The approved plan: 1. Rename the helper." in notes
@@ -232,7 +158,7 @@ async def test_a_blocked_report_moves_the_issue_to_needs_attention_with_the_ques
     fake.add("ENG-1", state="Ready")
     daemon = StageDaemon(tmp_path, fake, server, DEMO_AGENT_OUTCOME="blocked")
     try:
-        await daemon.settle("ENG-1", "Needs Attention")
+        await daemon.settle_state("ENG-1", "Needs Attention")
     finally:
         await daemon.stop()
     [blocked] = [b for b in daemon.bodies("ENG-1") if "blocked" in b]
@@ -256,7 +182,7 @@ async def test_an_agent_that_never_reports_moves_to_needs_attention_after_max_to
         DEMO_AGENT_OUTCOME="silent",
     )
     try:
-        await daemon.settle("ENG-1", "Needs Attention")
+        await daemon.settle_state("ENG-1", "Needs Attention")
     finally:
         await daemon.stop()
     [stuck] = daemon.bodies("ENG-1")
@@ -280,7 +206,7 @@ async def test_a_follow_up_issue_is_created_blocked_and_runs_once_its_blocker_is
     }
     daemon = StageDaemon(tmp_path, fake, server, DEMO_AGENT_FOLLOW_UP=json.dumps(follow_up))
     try:
-        await daemon.settle("ENG-1", "Human Review")
+        await daemon.settle_state("ENG-1", "Human Review")
         with fake.lock:
             created = fake.by_identifier("ENG-2")
             relations = [v for name, v in fake.requests if name == "SymphonyAddBlocker"]
@@ -291,19 +217,19 @@ async def test_a_follow_up_issue_is_created_blocked_and_runs_once_its_blocker_is
 
         def waiting() -> bool:
             # A poll made while ENG-1 was still running saw it in Ready: wait for a later one.
-            row = daemon.run.orchestrator.issue_snapshot("ENG-2")
+            row = daemon.orchestrator.issue_snapshot("ENG-2")
             return (
                 row is not None
                 and row["status"] == "waiting"
                 and row["reason"] == "blocked by ENG-1 (Human Review)"
             )
 
-        daemon.run.orchestrator.request_refresh()
-        await daemon.run.until(waiting)
+        daemon.orchestrator.request_refresh()
+        await daemon.until(waiting)
         assert daemon.events("ENG-2", "dispatched") == []
 
         daemon.set_state("ENG-1", "Done")
-        await daemon.settle("ENG-2", "Plan Review")
+        await daemon.settle_state("ENG-2", "Plan Review")
     finally:
         await daemon.stop()
     assert len(daemon.events("ENG-2", "dispatched")) == 1
@@ -321,10 +247,10 @@ async def test_a_move_that_fails_twice_is_retried_until_it_lands_and_the_issue_r
     fake.fail_operation(MOVE, 503, UNAVAILABLE, times=2)
     daemon = StageDaemon(tmp_path, fake, server)
     try:
-        await daemon.run.until(lambda: fake.failures_left(MOVE) == 0)
+        await daemon.until(lambda: fake.failures_left(MOVE) == 0)
         for _ in range(3):  # polls while the move is being retried: the claim holds
-            daemon.run.orchestrator.request_refresh()
-        await daemon.settle("ENG-1", "Plan Review")
+            daemon.orchestrator.request_refresh()
+        await daemon.settle_state("ENG-1", "Plan Review")
     finally:
         await daemon.stop()
     assert len(daemon.events("ENG-1", "dispatched")) == 1
@@ -347,8 +273,8 @@ async def test_a_move_whose_answer_is_lost_is_confirmed_by_reading_back_not_sent
     fake.fail_operation(MOVE, 502, UNAVAILABLE, applied=True)
     daemon = StageDaemon(tmp_path, fake, server)
     try:
-        await daemon.settle("ENG-1", "Plan Review")
-        await daemon.run.until(lambda: bool(daemon.events("ENG-1", "moved")))
+        await daemon.settle_state("ENG-1", "Plan Review")
+        await daemon.until(lambda: bool(daemon.events("ENG-1", "moved")))
     finally:
         await daemon.stop()
     assert daemon.moves() == [{"id": "uuid-eng-1", "stateId": "state-eng-plan-review"}]
