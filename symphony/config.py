@@ -112,6 +112,22 @@ class ServerSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class StateSettings:
+    """The durable store (symphony.store): where it is, and how long a ticket's totals stay."""
+
+    path: Path
+    keep_days: int = 90
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    """Retention of the per-ticket log files (`--logs-root`)."""
+
+    max_file_mb: int = 10
+    keep_days: int = 30
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     workflow_path: Path
     tracker: TrackerSettings
@@ -129,6 +145,9 @@ class Settings:
     """The line of WORKFLOW.md where the prompt template starts, for error messages."""
     machine: StageMachine | None = None
     """The stage machine (stage mode), or None: spec mode, exactly as the spec describes."""
+    state: StateSettings | None = None
+    """Where the durable store is; None only in settings built by hand (tests)."""
+    logs: LogSettings = field(default_factory=LogSettings)
 
     @property
     def workflow_dir(self) -> Path:
@@ -149,6 +168,8 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "server",
             "stages",
             "escalation_state",
+            "state",
+            "logs",
         ),
         "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
         "polling": ("interval_ms",),
@@ -170,6 +191,8 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "stall_timeout_ms",
         ),
         "server": ("port", "host"),
+        "state": ("path", "keep_days"),
+        "logs": ("max_file_mb", "keep_days"),
     }
 )
 
@@ -346,6 +369,34 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         warnings=tuple(warnings),
         prompt_line=workflow.prompt_line,
         machine=machine,
+        state=_state(_section(raw, "state"), workflow.path, environ),
+        logs=_logs(_section(raw, "logs")),
+    )
+
+
+def default_state_path(workflow_path: Path) -> Path:
+    """`.symphony/state.db` beside WORKFLOW.md; another workflow file gets its own name."""
+    name = "state.db" if workflow_path.name == "WORKFLOW.md" else f"{workflow_path.stem}.state.db"
+    return workflow_path.parent / ".symphony" / name
+
+
+def _state(
+    raw: Mapping[str, Any], workflow_path: Path, environ: Mapping[str, str]
+) -> StateSettings:
+    value = raw.get("path")
+    if value is None:
+        path = default_state_path(workflow_path)
+    elif isinstance(value, str) and value.strip():
+        path = resolve_path(value.strip(), workflow_path.parent, environ, "state.path")
+    else:
+        raise ConfigError(INVALID_CONFIG, "state.path must be a path string")
+    return StateSettings(path=path, keep_days=_int(raw, "state.keep_days", 90, 1))
+
+
+def _logs(raw: Mapping[str, Any]) -> LogSettings:
+    return LogSettings(
+        max_file_mb=_int(raw, "logs.max_file_mb", 10, 1),
+        keep_days=_int(raw, "logs.keep_days", 30, 1),
     )
 
 

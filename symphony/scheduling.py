@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from symphony.agents import AgentEvent
+from symphony.agents import RESUMED, AgentEvent
 from symphony.config import AgentSettings, Settings, TrackerSettings
 from symphony.issue import BlockerRef, Issue, normalize_state
 from symphony.stages import Report, TransitionPlan, plan_transition
@@ -78,6 +78,9 @@ class RunningEntry:
     recent_events: deque[RecentEvent] = field(default_factory=lambda: deque(maxlen=RECENT_EVENTS))
     stage: str | None = None
     """The stage this run works in (stage mode), captured at dispatch."""
+    resumed: bool = False
+    """It asked to continue a thread a restart interrupted; its token fields start at that
+    thread's totals until the session says whether it really resumed."""
 
     @property
     def identifier(self) -> str:
@@ -93,6 +96,13 @@ class RetryEntry:
     kind: RetryKind
     error: str | None = None
     url: str | None = None
+    resume_thread_id: str | None = None
+    """A run a restart interrupted: the thread to continue, when the agent can resume it."""
+    last_message: str | None = None
+    """What that run's agent last said, for a new thread when the old one cannot resume."""
+    resume_tokens: tuple[int, int, int] = (0, 0, 0)
+    """The interrupted thread's totals (input, output, total) when it stopped: a resumed
+    thread reports from there on, so only what grows beyond them is new."""
 
 
 @dataclass(slots=True)
@@ -127,6 +137,17 @@ class PendingTransition:
 
 
 @dataclass(slots=True)
+class TicketTotals:
+    """Tokens and agent time of one ticket across all its attempts, stages and restarts."""
+
+    identifier: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(slots=True)
 class Totals:
     input_tokens: int = 0
     output_tokens: int = 0
@@ -148,6 +169,9 @@ class SchedulerState:
     stage_progress: dict[str, StageProgress] = field(default_factory=dict)
     transitions: dict[str, PendingTransition] = field(default_factory=dict)
     transition_seq: int = 0
+    ticket_totals: dict[str, TicketTotals] = field(default_factory=dict)
+    changed_totals: set[str] = field(default_factory=set)
+    """Tickets whose totals changed since the store last saved them (kept small, per pass)."""
 
 
 # Effects: what the shell must do. Plain values, compared in tests.
@@ -160,6 +184,8 @@ class StartWorker:
     stage: str | None = None
     turns_used: int = 0
     """Turns already started in `stage` (the progress guard counts across attempts)."""
+    resume_thread_id: str | None = None
+    last_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,25 +474,31 @@ def _dispatch(
     now: float,
     wall: datetime,
     settings: Settings,
+    retry: RetryEntry | None = None,
 ) -> StartWorker:
     stage = settings.machine.stage_for(issue.state) if settings.machine is not None else None
-    state.running[issue.id] = RunningEntry(
+    state.retry_attempts.pop(issue.id, None)
+    resume = retry.resume_thread_id if retry is not None else None
+    last_message = retry.last_message if retry is not None else None
+    entry = state.running[issue.id] = RunningEntry(
         issue=issue,
         attempt=attempt,
         started_at=now,
         started_at_wall=wall,
         stage=stage.name if stage is not None else None,
+        resumed=resume is not None,
     )
+    if retry is not None and resume is not None:
+        entry.input_tokens, entry.output_tokens, entry.total_tokens = retry.resume_tokens
     state.claimed.add(issue.id)
-    state.retry_attempts.pop(issue.id, None)
     state.kept_workspaces.pop(issue.id, None)
     if stage is None:
-        return StartWorker(issue, attempt)
+        return StartWorker(issue, attempt, resume_thread_id=resume, last_message=last_message)
     progress = state.stage_progress.get(issue.id)
     if progress is None or progress.stage != stage.name:
         # A new entry into the stage starts the count again.
         progress = state.stage_progress[issue.id] = StageProgress(stage.name)
-    return StartWorker(issue, attempt, stage.name, progress.turns)
+    return StartWorker(issue, attempt, stage.name, progress.turns, resume, last_message)
 
 
 def detect_stalls(state: SchedulerState, settings: Settings, now: float) -> list[Effect]:
@@ -579,7 +611,10 @@ def on_worker_exit(
     entry = state.running.pop(issue_id, None)
     if entry is None:
         return []
-    state.totals.ended_seconds += max(now - entry.started_at, 0.0)
+    ran = max(now - entry.started_at, 0.0)
+    state.totals.ended_seconds += ran
+    _ticket_totals(state, entry).seconds += ran
+    state.changed_totals.add(issue_id)
     reason = entry.stop_reason
     if reason is StopReason.SHUTDOWN:
         state.claimed.discard(issue_id)
@@ -794,7 +829,7 @@ def on_retries_refreshed(
         elif not has_slot(state, settings.agent, issue.state):
             effects.append(_requeue(state, retry, "no available orchestrator slots", settings, now))
         else:
-            effects.append(_dispatch(state, issue, retry.attempt, now, wall, settings))
+            effects.append(_dispatch(state, issue, retry.attempt, now, wall, settings, retry))
     return effects
 
 
@@ -811,6 +846,9 @@ def _requeue(
         kind=RetryKind.FAILURE,
         error=error,
         url=retry.url,
+        resume_thread_id=retry.resume_thread_id,
+        last_message=retry.last_message,
+        resume_tokens=retry.resume_tokens,
     )
     state.retry_attempts[retry.issue_id] = entry
     return RetryScheduled(entry, delay)
@@ -834,6 +872,11 @@ def on_agent_event(
         entry.thread_id = event.thread_id
     if event.session_id is not None:
         entry.session_id = event.session_id
+    if event.kind == "session_started" and entry.resumed:
+        entry.resumed = False
+        if event.message != RESUMED:
+            # A new thread after all: it counts from zero.
+            entry.input_tokens = entry.output_tokens = entry.total_tokens = 0
     if event.kind == "turn_started":
         entry.turn_count += 1
         progress = state.stage_progress.get(issue_id)
@@ -844,16 +887,27 @@ def on_agent_event(
     usage = event.usage
     if usage is not None:
         # Absolute thread totals: add only what grew since the last report. A total lower than
-        # the last one means a new thread started counting from zero.
+        # the last one means a new thread started counting from zero. A thread resumed after a
+        # restart reports what it had used before too: its first report is only the baseline.
         totals = state.totals
+        ticket = _ticket_totals(state, entry)
         for name in ("input_tokens", "output_tokens", "total_tokens"):
             new = getattr(usage, name)
             old = getattr(entry, name)
             delta = new - old if new >= old else new
             setattr(totals, name, getattr(totals, name) + delta)
+            setattr(ticket, name, getattr(ticket, name) + delta)
             setattr(entry, name, new)
+        state.changed_totals.add(issue_id)
     if event.rate_limits is not None:
         state.rate_limits = event.rate_limits
+
+
+def _ticket_totals(state: SchedulerState, entry: RunningEntry) -> TicketTotals:
+    totals = state.ticket_totals.get(entry.issue.id)
+    if totals is None:
+        totals = state.ticket_totals[entry.issue.id] = TicketTotals(entry.identifier)
+    return totals
 
 
 def next_wakeup(state: SchedulerState, next_tick_at: float, settings: Settings) -> float:

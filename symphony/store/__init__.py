@@ -1,0 +1,472 @@
+"""The durable store: what a restarted daemon needs to carry on, in one SQLite file.
+
+The orchestrator's shell owns one connection. After every loop pass it hands the scheduling
+state to `Store.save`, which writes only what changed since the last save, in one transaction,
+so the agents' event stream never writes per message. The file is in WAL mode with
+`synchronous=NORMAL`: a committed pass survives the daemon being killed (`kill -9`), and power
+loss can cost at most the last passes, never consistency.
+
+What is kept: running entries (agent process group, thread, stage, tokens), the retry queue with
+wall-clock due times, stage progress, the outbox of stage transitions not yet confirmed on the
+tracker, kept workspaces, completed ids, token and time totals per ticket and for the fleet, and
+the instances of the daemon that used the file (how a restart finds an old daemon's agents).
+
+A file that is not a readable database is moved aside and a fresh one started (the daemon then
+behaves as the spec describes); a file written by a newer schema is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from symphony.errors import SymphonyError
+from symphony.issue import BlockerRef, Issue
+from symphony.scheduling import SchedulerState, TicketTotals, Totals
+from symphony.stages import Outcome, PlannedComment, TransitionPlan
+from symphony.store.schema import MIGRATIONS, Migration
+
+STORE_NEWER = "store_newer_schema"
+STORE_UNUSABLE = "store_unusable"
+
+
+class StoreError(SymphonyError):
+    """The store cannot be used as it is (a newer schema, an unwritable folder)."""
+
+
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    issue_id: str
+    identifier: str
+    attempt: int | None
+    stage: str | None
+    pgid: int | None
+    thread_id: str | None
+    session_id: str | None
+    started_at: datetime
+    turn_count: int
+    last_message: str | None
+    tokens: tuple[int, int, int]
+    issue: Issue
+
+
+@dataclass(frozen=True, slots=True)
+class RetryRow:
+    issue_id: str
+    identifier: str
+    attempt: int
+    due_at: datetime
+    kind: str
+    error: str | None
+    url: str | None
+    resume_thread_id: str | None
+    last_message: str | None
+    resume_tokens: tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRow:
+    issue_id: str
+    key: str
+    issue: Issue
+    plan: TransitionPlan
+    turns_used: int
+    attempts: int
+    due_at: datetime
+    error: str | None
+
+
+@dataclass(slots=True)
+class Saved:
+    """Everything the last daemon saved, as read back."""
+
+    runs: list[RunRow] = field(default_factory=list)
+    retries: list[RetryRow] = field(default_factory=list)
+    stage_progress: dict[str, tuple[str, int]] = field(default_factory=dict)
+    transitions: list[TransitionRow] = field(default_factory=list)
+    kept_workspaces: dict[str, str] = field(default_factory=dict)
+    completed: set[str] = field(default_factory=set)
+    ticket_totals: dict[str, TicketTotals] = field(default_factory=dict)
+    totals: Totals = field(default_factory=Totals)
+    instances: list[str] = field(default_factory=list)
+    transition_seq: int = 0
+
+
+class Store:
+    """One SQLite file. Not thread-safe: the orchestrator's loop is its only user."""
+
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self._db = connection
+        self.path = path
+        # What the file holds now, per table: a save writes only the difference.
+        self._written: dict[str, dict[str, Row]] = {}
+        self._walls: dict[float, str] = {}
+        self.writes = 0
+        """Rows written or deleted since the store was opened (for benchmarks)."""
+
+    # Opening
+
+    @classmethod
+    def open(
+        cls, path: Path, *, migrations: Sequence[Migration] = MIGRATIONS
+    ) -> tuple[Store, str | None]:
+        """The store at `path`, created or migrated as needed; and a message when a damaged
+        file had to be moved aside (the caller says it loudly). Raises StoreError."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(STORE_UNUSABLE, f"cannot create {path.parent}: {exc}") from None
+        try:
+            return cls._open(path, migrations), None
+        except StoreError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            moved = _move_aside(path)
+            store = cls._open(path, migrations)
+            return store, (
+                f"the state file {path} could not be read ({exc}); it was moved to {moved} "
+                "and the daemon starts with no saved state"
+            )
+
+    @classmethod
+    def _open(cls, path: Path, migrations: Sequence[Migration]) -> Store:
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            newest = migrations[-1].version if migrations else 0
+            if version > newest:
+                raise StoreError(
+                    STORE_NEWER,
+                    f"{path} was written by a newer symphony (schema {version}; this one knows "
+                    f"up to {newest}); upgrade symphony, or move the file away to start fresh",
+                )
+            for migration in migrations:
+                if migration.version > version:
+                    _migrate(db, migration)
+            # A file that opens but is damaged inside fails here, not at the first save.
+            check = db.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+        except BaseException:
+            db.close()
+            raise
+        return cls(db, path)
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+
+    # Instances
+
+    def register_instance(self, instance_id: str, pid: int, at: datetime) -> list[str]:
+        """Record this daemon; returns the instances before it (oldest first)."""
+        previous = [row[0] for row in self._db.execute("SELECT id FROM instances ORDER BY rowid")]
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO instances (id, pid, started_at) VALUES (?, ?, ?)",
+                (instance_id, pid, at.isoformat()),
+            )
+            # The last few are enough to find what an old daemon left running.
+            self._db.execute(
+                "DELETE FROM instances WHERE rowid NOT IN "
+                "(SELECT rowid FROM instances ORDER BY rowid DESC LIMIT 20)"
+            )
+        return previous
+
+    # Loading
+
+    def load(self, wall_now: datetime) -> Saved:
+        saved = Saved()
+        db = self._db
+        for row in db.execute("SELECT * FROM runs"):
+            saved.runs.append(
+                RunRow(
+                    row[0], row[1], row[2], row[3], row[4], row[5], row[6],
+                    _time(row[7], wall_now), row[8], row[9], (row[10], row[11], row[12]),
+                    issue_from_json(row[13]),
+                )
+            )  # fmt: skip
+        for row in db.execute("SELECT * FROM retries"):
+            saved.retries.append(
+                RetryRow(
+                    row[0], row[1], row[2], _time(row[3], wall_now), row[4], row[5], row[6],
+                    row[7], row[8], (row[9], row[10], row[11]),
+                )
+            )  # fmt: skip
+        for issue_id, stage, turns in db.execute("SELECT * FROM stage_progress"):
+            saved.stage_progress[issue_id] = (stage, turns)
+        for row in db.execute("SELECT * FROM transitions"):
+            saved.transitions.append(
+                TransitionRow(
+                    row[0], row[1], issue_from_json(row[2]), plan_from_json(row[3]),
+                    row[4], row[5], _time(row[6], wall_now), row[7],
+                )
+            )  # fmt: skip
+        saved.kept_workspaces = dict(db.execute("SELECT * FROM kept_workspaces"))
+        saved.completed = {row[0] for row in db.execute("SELECT issue_id FROM completed")}
+        for row in db.execute(
+            "SELECT issue_id, identifier, input_tokens, output_tokens, total_tokens, seconds "
+            "FROM ticket_totals"
+        ):
+            saved.ticket_totals[row[0]] = TicketTotals(*row[1:])
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        if "totals" in meta:
+            saved.totals = Totals(**json.loads(meta["totals"]))
+        saved.transition_seq = int(meta.get("transition_seq", "0"))
+        saved.instances = [row[0] for row in db.execute("SELECT id FROM instances ORDER BY rowid")]
+        # What the file holds is what the next save compares against.
+        self._written = {table: rows for table, rows in self._rows_on_disk().items()}
+        return saved
+
+    # Saving
+
+    def save(
+        self,
+        state: SchedulerState,
+        mono_now: float,
+        wall_now: datetime,
+        *,
+        keep_runs: bool = False,
+    ) -> None:
+        """Write what changed since the last save, in one transaction. `keep_runs` leaves the
+        saved runs as they are (a graceful stop, so the next daemon continues them)."""
+
+        def wall(at: float) -> str:
+            # Computed once per due time: converting again each pass would jitter by
+            # microseconds (the two clocks are read apart) and rewrite every row every pass.
+            text = self._walls.get(at)
+            if text is None:
+                text = self._walls[at] = (wall_now + timedelta(seconds=at - mono_now)).isoformat()
+            return text
+
+        tables: dict[str, dict[str, Row]] = {
+            "runs": {
+                issue_id: (
+                    issue_id, e.identifier, e.attempt, e.stage, e.pid, e.thread_id,
+                    e.session_id, e.started_at_wall.isoformat(), e.turn_count, e.last_message,
+                    e.input_tokens, e.output_tokens, e.total_tokens, issue_to_json(e.issue),
+                )
+                for issue_id, e in state.running.items()
+            },
+            "retries": {
+                issue_id: (
+                    issue_id, r.identifier, r.attempt, wall(r.due_at), r.kind.value, r.error,
+                    r.url, r.resume_thread_id, r.last_message, *r.resume_tokens,
+                )
+                for issue_id, r in state.retry_attempts.items()
+            },
+            "stage_progress": {
+                issue_id: (issue_id, p.stage, p.turns)
+                for issue_id, p in state.stage_progress.items()
+            },
+            "transitions": {
+                issue_id: (
+                    issue_id, t.key, issue_to_json(t.issue), plan_to_json(t.plan),
+                    t.turns_used, t.attempts, wall(t.due_at), t.error,
+                )
+                for issue_id, t in state.transitions.items()
+            },
+            "kept_workspaces": {k: (k, v) for k, v in state.kept_workspaces.items()},
+            "completed": {k: (k,) for k in state.completed},
+        }  # fmt: skip
+        due = {r.due_at for r in state.retry_attempts.values()}
+        due.update(t.due_at for t in state.transitions.values())
+        self._walls = {at: text for at, text in self._walls.items() if at in due}
+        changed_totals = state.changed_totals
+        if keep_runs:
+            del tables["runs"]
+        with self._transaction():
+            for table, rows in tables.items():
+                self._sync(table, rows)
+            for issue_id in changed_totals:
+                totals = state.ticket_totals.get(issue_id)
+                if totals is None:
+                    continue
+                self._db.execute(
+                    "INSERT OR REPLACE INTO ticket_totals VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        issue_id, totals.identifier, totals.input_tokens, totals.output_tokens,
+                        totals.total_tokens, round(totals.seconds, 3), wall_now.isoformat(),
+                    ),
+                )  # fmt: skip
+                self.writes += 1
+            fleet = state.totals
+            self._sync(
+                "meta",
+                {
+                    "totals": (
+                        "totals",
+                        json.dumps(
+                            {
+                                "input_tokens": fleet.input_tokens,
+                                "output_tokens": fleet.output_tokens,
+                                "total_tokens": fleet.total_tokens,
+                                "ended_seconds": round(fleet.ended_seconds, 3),
+                            }
+                        ),
+                    ),
+                    "transition_seq": ("transition_seq", str(state.transition_seq)),
+                },
+                delete=False,
+            )
+        changed_totals.clear()
+
+    def forget_totals_before(self, cutoff: datetime) -> int:
+        """Drop the totals of tickets not updated since `cutoff` (the store stays bounded)."""
+        with self._transaction():
+            cursor = self._db.execute(
+                "DELETE FROM ticket_totals WHERE updated_at < ?", (cutoff.isoformat(),)
+            )
+        return cursor.rowcount
+
+    def _sync(self, table: str, rows: Mapping[str, Row], *, delete: bool = True) -> None:
+        written = self._written.setdefault(table, {})
+        key = _KEYS[table]
+        for name, row in rows.items():
+            if written.get(name) != row:
+                marks = ", ".join("?" * len(row))
+                self._db.execute(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", row)
+                written[name] = row
+                self.writes += 1
+        if delete:
+            for name in [n for n in written if n not in rows]:
+                self._db.execute(f"DELETE FROM {table} WHERE {key} = ?", (name,))
+                del written[name]
+                self.writes += 1
+
+    def _rows_on_disk(self) -> dict[str, dict[str, Row]]:
+        rows: dict[str, dict[str, Row]] = {}
+        for table in _KEYS:
+            rows[table] = {
+                str(row[0]): tuple(row) for row in self._db.execute(f"SELECT * FROM {table}")
+            }
+        return rows
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Any:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+
+_KEYS = {
+    "runs": "issue_id",
+    "retries": "issue_id",
+    "stage_progress": "issue_id",
+    "transitions": "issue_id",
+    "kept_workspaces": "issue_id",
+    "completed": "issue_id",
+    "meta": "key",
+}
+
+
+def _migrate(db: sqlite3.Connection, migration: Migration) -> None:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _statements(migration.sql):
+            db.execute(statement)
+        db.execute(f"PRAGMA user_version = {int(migration.version)}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _statements(sql: str) -> Iterable[str]:
+    lines = [line for line in sql.splitlines() if not line.strip().startswith("--")]
+    return [part.strip() for part in "\n".join(lines).split(";") if part.strip()]
+
+
+def _move_aside(path: Path) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        source = Path(f"{path}{suffix}")
+        if source.exists():
+            os.replace(source, Path(f"{target}{suffix}"))
+    return target
+
+
+def _time(text: str, fallback: datetime) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return fallback
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+# Values as JSON
+
+
+def issue_to_json(issue: Issue) -> str:
+    data = issue.to_template()
+    data["blocked_by"] = [[b.id, b.identifier, b.state] for b in issue.blocked_by]
+    return json.dumps(data, separators=(",", ":"), default=str)
+
+
+def issue_from_json(text: str) -> Issue:
+    data = json.loads(text)
+    return Issue(
+        id=data["id"],
+        identifier=data["identifier"],
+        title=data["title"],
+        state=data["state"],
+        dispatchable=bool(data["dispatchable"]),
+        description=data.get("description"),
+        priority=data.get("priority"),
+        branch_name=data.get("branch_name"),
+        url=data.get("url"),
+        assignee_id=data.get("assignee_id"),
+        labels=tuple(data.get("labels") or ()),
+        blocked_by=tuple(BlockerRef(*ref) for ref in data.get("blocked_by") or ()),
+        created_at=_optional_time(data.get("created_at")),
+        updated_at=_optional_time(data.get("updated_at")),
+        native_ref=data.get("native_ref"),
+    )
+
+
+def plan_to_json(plan: TransitionPlan) -> str:
+    return json.dumps(
+        {
+            "stage": plan.stage,
+            "outcome": plan.outcome.value,
+            "target": plan.target,
+            "comments": [[c.kind, c.body] for c in plan.comments],
+        }
+    )
+
+
+def plan_from_json(text: str) -> TransitionPlan:
+    data = json.loads(text)
+    return TransitionPlan(
+        data["stage"],
+        Outcome(data["outcome"]),
+        data["target"],
+        tuple(PlannedComment(kind, body) for kind, body in data["comments"]),
+    )
+
+
+def _optional_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

@@ -1,0 +1,63 @@
+"""One daemon per workflow: an exclusive `flock` on a file beside the store.
+
+The lock is the kernel's, tied to the open file: it goes away when the holding process ends,
+however it ends (`kill -9` included), so a stale lock can never block a restart. The file holds
+the holder's pid, only to name it in the message a second daemon prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+from symphony.errors import SymphonyError
+
+DAEMON_RUNNING = "daemon_already_running"
+
+
+class LockError(SymphonyError):
+    """Another daemon holds the workflow's lock."""
+
+
+class DaemonLock:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self, what: str) -> None:
+        """Take the lock or raise LockError naming the daemon that has it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            who = f"pid {holder}" if holder else "another process"
+            raise LockError(
+                DAEMON_RUNNING,
+                f"another symphony daemon ({who}) is already running {what}; stop it first, "
+                f"or give this one its own state file (the lock is {self.path})",
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None

@@ -1,0 +1,166 @@
+"""Restart recovery: make a restart boring.
+
+In this order, before the first dispatch:
+
+1. **Orphans.** Every agent and hook the daemon starts carries `SYMPHONY_INSTANCE=<id>` in its
+   environment, and the store keeps the ids of the daemons that used it. Processes of an
+   earlier instance still alive (the old daemon was killed, its agents were not) are found in
+   `/proc` and their process groups stopped, TERM then KILL, so a new agent never works beside
+   an old one in the same workspace. Nothing is signalled without that proof: a recorded
+   process group id alone may by now belong to an unrelated process.
+2. **Retries** come back with their attempt numbers and wall-clock due times: a ticket in a 40 s
+   backoff is not retried a second after the restart.
+3. **Runs** that were in progress come back as continuations due now, carrying the agent's
+   thread id (the session resumes it when it can) and its last message (for a new thread when
+   it cannot).
+4. **The outbox**: stage transitions decided but not confirmed are written again, idempotently
+   (`symphony.transitions`), before anything else happens to those tickets.
+5. Stage progress, kept workspaces, completed ids and the totals are restored as they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from symphony.scheduling import (
+    PendingTransition,
+    RetryEntry,
+    RetryKind,
+    SchedulerState,
+    StageProgress,
+)
+from symphony.store import Saved
+
+INSTANCE_VARIABLE = "SYMPHONY_INSTANCE"
+"""Set in every agent's and hook's environment: which daemon started it."""
+ORPHAN_GRACE_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    runs: int
+    retries: int
+    transitions: int
+    orphans: int
+
+    def summary(self) -> str:
+        return (
+            f"recovered {self.runs} run(s), {self.retries} retry(ies) and "
+            f"{self.transitions} pending move(s); stopped {self.orphans} orphaned agent "
+            "process group(s)"
+        )
+
+
+def restore(state: SchedulerState, saved: Saved, mono_now: float, wall_now: datetime) -> None:
+    """Put what the last daemon saved back into a fresh scheduler state."""
+
+    def due(at: datetime) -> float:
+        return mono_now + max((at - wall_now).total_seconds(), 0.0)
+
+    for row in saved.retries:
+        state.retry_attempts[row.issue_id] = RetryEntry(
+            issue_id=row.issue_id,
+            identifier=row.identifier,
+            attempt=row.attempt,
+            due_at=due(row.due_at),
+            kind=RetryKind(row.kind),
+            error=row.error,
+            url=row.url,
+            resume_thread_id=row.resume_thread_id,
+            last_message=row.last_message,
+            resume_tokens=row.resume_tokens,
+        )
+        state.claimed.add(row.issue_id)
+    for run in saved.runs:
+        # Interrupted, not failed: it continues at once, on its thread where possible.
+        state.retry_attempts[run.issue_id] = RetryEntry(
+            issue_id=run.issue_id,
+            identifier=run.identifier,
+            attempt=(run.attempt or 0) + 1,
+            due_at=mono_now,
+            kind=RetryKind.CONTINUATION,
+            error="interrupted by a restart",
+            url=run.issue.url,
+            resume_thread_id=run.thread_id,
+            last_message=run.last_message,
+            resume_tokens=run.tokens,
+        )
+        state.claimed.add(run.issue_id)
+    for issue_id, (stage, turns) in saved.stage_progress.items():
+        state.stage_progress[issue_id] = StageProgress(stage, turns)
+    for move in saved.transitions:
+        state.transitions[move.issue_id] = PendingTransition(
+            issue=move.issue,
+            plan=move.plan,
+            key=move.key,
+            turns_used=move.turns_used,
+            attempts=move.attempts,
+            due_at=mono_now,  # written again at once: the outbox goes first
+            error=move.error,
+        )
+        state.claimed.add(move.issue_id)
+        state.retry_attempts.pop(move.issue_id, None)
+    state.kept_workspaces.update(saved.kept_workspaces)
+    state.completed.update(saved.completed)
+    state.ticket_totals.update(saved.ticket_totals)
+    state.totals = saved.totals
+    state.transition_seq = max(state.transition_seq, saved.transition_seq)
+
+
+def orphan_groups(instances: Collection[str], proc: Path = Path("/proc")) -> set[int]:
+    """Process groups holding a process that an earlier daemon instance started."""
+    if not instances:
+        return set()
+    wanted = {f"{INSTANCE_VARIABLE}={instance}".encode() for instance in instances}
+    groups: set[int] = set()
+    try:
+        entries = list(proc.iterdir())
+    except OSError:
+        return groups  # no /proc (not Linux): nothing can be proven, nothing is signalled
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone, or another user's
+        if not wanted.intersection(environ.split(b"\0")):
+            continue
+        with contextlib.suppress(OSError):
+            groups.add(os.getpgid(int(entry.name)))
+    groups.discard(os.getpgrp())
+    return groups
+
+
+async def stop_groups(groups: Iterable[int], grace_s: float = ORPHAN_GRACE_S) -> int:
+    """TERM each group, wait up to `grace_s` for them to go, KILL what is left."""
+    groups = set(groups)
+    for group in groups:
+        _signal(group, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(_alive(g) for g in groups):
+        await asyncio.sleep(0.05)
+    for group in groups:
+        _signal(group, signal.SIGKILL)
+    return len(groups)
+
+
+def _signal(group: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signum)
+
+
+def _alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True

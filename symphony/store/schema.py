@@ -1,0 +1,62 @@
+"""The store's schema and its migrations, in order. `PRAGMA user_version` is the version a file
+is at; each migration takes a file from the version before it to its own, in one transaction.
+A file at a version above the newest here was written by a newer symphony and is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    sql: str
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        -- Every daemon that used this store: how a restart finds the agents an old one left.
+        CREATE TABLE instances (
+            id TEXT PRIMARY KEY, pid INTEGER NOT NULL, started_at TEXT NOT NULL
+        );
+        -- What was running: the agent's process group, thread and stage, for the restart.
+        CREATE TABLE runs (
+            issue_id TEXT PRIMARY KEY, identifier TEXT NOT NULL, attempt INTEGER,
+            stage TEXT, pgid INTEGER, thread_id TEXT, session_id TEXT,
+            started_at TEXT NOT NULL, turn_count INTEGER NOT NULL, last_message TEXT,
+            input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
+            total_tokens INTEGER NOT NULL, issue TEXT NOT NULL
+        );
+        -- The retry queue, with wall-clock due times: a restart keeps each backoff.
+        CREATE TABLE retries (
+            issue_id TEXT PRIMARY KEY, identifier TEXT NOT NULL, attempt INTEGER NOT NULL,
+            due_at TEXT NOT NULL, kind TEXT NOT NULL, error TEXT, url TEXT,
+            resume_thread_id TEXT, last_message TEXT, resume_input INTEGER NOT NULL,
+            resume_output INTEGER NOT NULL, resume_total INTEGER NOT NULL
+        );
+        CREATE TABLE stage_progress (
+            issue_id TEXT PRIMARY KEY, stage TEXT NOT NULL, turns INTEGER NOT NULL
+        );
+        -- The outbox: stage transitions decided but not yet confirmed on the tracker.
+        CREATE TABLE transitions (
+            issue_id TEXT PRIMARY KEY, key TEXT NOT NULL, issue TEXT NOT NULL,
+            plan TEXT NOT NULL, turns_used INTEGER NOT NULL, attempts INTEGER NOT NULL,
+            due_at TEXT NOT NULL, error TEXT
+        );
+        CREATE TABLE kept_workspaces (issue_id TEXT PRIMARY KEY, identifier TEXT NOT NULL);
+        CREATE TABLE completed (issue_id TEXT PRIMARY KEY);
+        -- Tokens and agent time per ticket across all its attempts and restarts.
+        CREATE TABLE ticket_totals (
+            issue_id TEXT PRIMARY KEY, identifier TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
+            total_tokens INTEGER NOT NULL, seconds REAL NOT NULL, updated_at TEXT NOT NULL
+        );
+        """,
+    ),
+)
+
+SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -1,0 +1,152 @@
+"""The durable store: what a save keeps, how little it writes, and damaged or newer files."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from symphony import scheduling as core
+from symphony.agents import AgentEvent, TokenUsage
+from symphony.stages import Outcome, PlannedComment, TransitionPlan
+from symphony.store import STORE_NEWER, Store, StoreError
+from symphony.store.schema import MIGRATIONS, Migration
+from tests.factories import WALL, make_issue, make_settings
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def busy_state() -> core.SchedulerState:
+    """Two running tickets (one with tokens), one retry, a pending move, kept and completed."""
+    state = core.SchedulerState()
+    settings = make_settings()
+    core.select_dispatches(state, [make_issue("A-1"), make_issue("A-2")], settings, 100.0, WALL)
+    usage = TokenUsage(input_tokens=10, output_tokens=5, total_tokens=15)
+    core.on_agent_event(
+        state, "id-A-1", AgentEvent("turn_started", pid=4242, thread_id="thr-1"), 101.0, WALL
+    )
+    core.on_agent_event(state, "id-A-1", AgentEvent("token_usage", usage=usage), 102.0, WALL)
+    state.retry_attempts["id-B-1"] = core.RetryEntry(
+        "id-B-1", "B-1", 3, due_at=140.0, kind=core.RetryKind.FAILURE, error="boom"
+    )
+    plan = TransitionPlan("plan", Outcome.DONE, "Plan Review", (PlannedComment("plan", "1. x"),))
+    state.transitions["id-C-1"] = core.PendingTransition(
+        make_issue("C-1", native_ref={"path": "C-1.md"}),
+        plan,
+        "plan-3",
+        2,
+        attempts=2,
+        due_at=130.0,
+    )
+    state.stage_progress["id-C-1"] = core.StageProgress("plan", 2)
+    state.kept_workspaces["id-D-1"] = "D-1"
+    state.completed.add("id-E-1")
+    state.transition_seq = 3
+    return state
+
+
+def test_what_a_save_keeps_comes_back_with_wall_clock_due_times(tmp_path: Path) -> None:
+    store, damage = Store.open(tmp_path / "state.db")
+    assert damage is None
+    store.save(busy_state(), mono_now=120.0, wall_now=NOW)
+    store.close()
+    saved = Store.open(tmp_path / "state.db")[0].load(NOW)
+    assert [(r.identifier, r.pgid, r.thread_id, r.tokens) for r in saved.runs] == [
+        ("A-1", 4242, "thr-1", (10, 5, 15)),
+        ("A-2", None, None, (0, 0, 0)),
+    ]
+    (retry,) = saved.retries
+    assert (retry.identifier, retry.attempt, retry.error) == ("B-1", 3, "boom")
+    assert retry.due_at == NOW + timedelta(seconds=20)  # due 20 s after the save
+    (move,) = saved.transitions
+    assert move.plan.target == "Plan Review" and move.plan.comments[0].body == "1. x"
+    assert move.issue.native_ref == {"path": "C-1.md"} and move.attempts == 2
+    assert saved.stage_progress == {"id-C-1": ("plan", 2)}
+    assert saved.kept_workspaces == {"id-D-1": "D-1"} and saved.completed == {"id-E-1"}
+    assert saved.ticket_totals["id-A-1"].total_tokens == 15
+    assert saved.totals.total_tokens == 15 and saved.transition_seq == 3
+
+
+def test_a_save_writes_only_what_changed(tmp_path: Path) -> None:
+    store, _ = Store.open(tmp_path / "state.db")
+    state = busy_state()
+    store.save(state, 120.0, NOW)
+    first = store.writes
+    store.save(state, 121.0, NOW + timedelta(seconds=1))
+    assert store.writes == first  # nothing changed: nothing written (due times are absolute)
+    core.on_agent_event(state, "id-A-2", AgentEvent("turn_started"), 122.0, WALL)
+    store.save(state, 122.0, NOW + timedelta(seconds=2))
+    assert store.writes == first + 1  # one run row
+    del state.retry_attempts["id-B-1"]
+    store.save(state, 123.0, NOW + timedelta(seconds=3))
+    assert store.writes == first + 2  # one deletion
+    assert Store.open(tmp_path / "state.db")[0].load(NOW).retries == []
+
+
+def test_a_file_that_is_not_a_database_is_moved_aside_and_a_fresh_store_started(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    store, damage = Store.open(path)
+    assert damage is not None and "could not be read" in damage and "moved to" in damage
+    aside = list(tmp_path.glob("state.db.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes().startswith(b"this is not sqlite")
+    store.save(busy_state(), 120.0, NOW)
+    assert len(store.load(NOW).runs) == 2
+
+
+def test_a_truncated_database_is_moved_aside_too(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store, _ = Store.open(path)
+    for n in range(200):
+        state = busy_state()
+        state.kept_workspaces.update({f"id-{n}-{m}": "x" * 200 for m in range(20)})
+        store.save(state, 120.0, NOW)
+    store.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    store, damage = Store.open(path)
+    assert damage is not None
+    assert store.load(NOW).runs == []
+
+
+def test_a_store_written_by_a_newer_schema_is_refused_with_a_clear_message(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {MIGRATIONS[-1].version + 1}")
+    db.close()
+    with pytest.raises(StoreError) as err:
+        Store.open(path)
+    assert err.value.category == STORE_NEWER and "newer symphony" in err.value.message
+    assert path.exists() and not list(tmp_path.glob("*.corrupt-*"))  # never moved aside
+
+
+def test_migrations_run_in_order_once_each(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    Store.open(path)[0].close()
+    extra = (*MIGRATIONS, Migration(MIGRATIONS[-1].version + 1, "CREATE TABLE extra (x TEXT);"))
+    Store.open(path, migrations=extra)[0].close()
+    Store.open(path, migrations=extra)[0].close()  # already there: not applied twice
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == extra[-1].version
+    assert db.execute("SELECT count(*) FROM extra").fetchone()[0] == 0
+
+
+def test_old_ticket_totals_are_forgotten_so_the_store_stays_bounded(tmp_path: Path) -> None:
+    store, _ = Store.open(tmp_path / "state.db")
+    store.save(busy_state(), 120.0, NOW - timedelta(days=100))
+    assert store.forget_totals_before(NOW - timedelta(days=90)) == 1
+    assert store.load(NOW).ticket_totals == {}
+
+
+def test_instances_are_remembered_for_the_next_restart(tmp_path: Path) -> None:
+    store, _ = Store.open(tmp_path / "state.db")
+    assert store.register_instance("first", 10, NOW) == []
+    assert store.register_instance("second", 11, NOW) == ["first"]
