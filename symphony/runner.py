@@ -48,6 +48,15 @@ TOOL_TIMEOUT_S = 120.0
 # A rate-limited refresh after a turn waits for the provider's reset when it is this close,
 # rather than failing an attempt that did nothing wrong.
 RATE_LIMIT_WAIT_MAX_S = 30.0
+# After a restart: what a resumed thread is told, and what a new one learns of the old run.
+RESUMED_GUIDANCE = (
+    "The daemon was restarted while you were working on {identifier}; this thread continues. "
+    "Check the state of the workspace, then pick up where you left off."
+)
+INTERRUPTED_NOTE = (
+    "\n\nA previous session on this ticket was interrupted by a restart of the daemon; the "
+    "workspace keeps what it did. Its last message was:\n\n{said}\n"
+)
 # Stage prompts get at most this many comments (the newest), each cut to this many characters.
 MAX_PROMPT_COMMENTS = 100
 MAX_COMMENT_CHARS = 10_000
@@ -70,6 +79,10 @@ class AttemptContext:
     """Stage mode: the stage this attempt works in."""
     turns_used: int = 0
     """Turns already started in the stage by earlier attempts (the progress guard)."""
+    resume_thread_id: str | None = None
+    """A run a restart interrupted: its thread, continued when its workspace survived."""
+    last_message: str | None = None
+    """That run's agent's last message, told to a new thread when the old one cannot go on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +160,8 @@ async def run_attempt(
             tools=tools,
             handle_tool=handle_tool,
             on_event=on_event,
+            # A thread refers to files in its workspace: one made afresh cannot be continued.
+            resume_thread_id=None if workspace.created_now else ctx.resume_thread_id,
         )
         max_turns = (stage.max_turns if stage else None) or settings.agent.max_turns
         budget = stage.max_total_turns - ctx.turns_used if stage else max_turns
@@ -158,9 +173,15 @@ async def run_attempt(
             await _step("agent startup", session.start())
             turn = 1
             while True:
-                if turn == 1:
+                if turn == 1 and session.resumed:
+                    prompt = RESUMED_GUIDANCE.format(identifier=current.identifier)
+                elif turn == 1:
                     template = stage.prompt_template if stage else settings.prompt_template
                     prompt = _render(template, current, attempt, variables)
+                    if ctx.resume_thread_id is not None:
+                        prompt += INTERRUPTED_NOTE.format(
+                            said=ctx.last_message or "(nothing was reported)"
+                        )
                 elif stage is not None:
                     prompt = stage_continuation_prompt(current, stage.name, turn, max_turns)
                 else:

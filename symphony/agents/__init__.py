@@ -16,6 +16,9 @@ from symphony.config import CodexSettings
 from symphony.errors import SymphonyError
 from symphony.tools import ToolResult, ToolSpec
 
+RESUMED = "resumed"
+"""The message of `session_started` when the session continued an interrupted thread."""
+
 # Failure categories (spec §10.6).
 CODEX_NOT_FOUND = "codex_not_found"
 INVALID_WORKSPACE_CWD = "invalid_workspace_cwd"
@@ -76,6 +79,8 @@ class AgentLaunch:
     tools: Sequence[ToolSpec] = ()
     handle_tool: ToolHandler | None = None
     on_event: EventSink = field(default=lambda event: None)
+    resume_thread_id: str | None = None
+    """Continue this thread (interrupted by a restart) when the agent can; else start one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,9 @@ class TurnResult:
 class AgentSession(Protocol):
     @property
     def pid(self) -> int | None: ...
+
+    resumed: bool
+    """After `start`: whether it continues `AgentLaunch.resume_thread_id`'s thread."""
 
     async def start(self) -> None:
         """Launch the agent and open a thread; raises AgentError."""

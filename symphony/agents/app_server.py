@@ -46,6 +46,7 @@ from symphony.agents import (
     PORT_EXIT,
     RESPONSE_ERROR,
     RESPONSE_TIMEOUT,
+    RESUMED,
     STARTUP_FAILED,
     TURN_CANCELLED,
     TURN_FAILED,
@@ -120,6 +121,9 @@ class AppServerSession:
     half of it), for the process to exit once stdin is closed, and (half) after SIGTERM.
     """
 
+    resumed = False
+    """The session continues the thread `launch.resume_thread_id` named (codex still had it)."""
+
     def __init__(self, launch: AgentLaunch, *, stop_grace_s: float = 2.0) -> None:
         self._launch = launch
         self._settings = launch.settings
@@ -180,8 +184,8 @@ class AppServerSession:
                 self._logger.warning("agent_startup_failed", reason=str(exc))
             await self.stop()
             raise
-        self._logger.debug("agent_session_started", thread_id=self._thread_id)
-        self._emit("session_started")
+        self._logger.debug("agent_session_started", thread_id=self._thread_id, resumed=self.resumed)
+        self._emit("session_started", message=RESUMED if self.resumed else None)
 
     async def run_turn(self, prompt: str, *, title: str) -> TurnResult:
         """Start a turn on the thread and stream it to its end; raises AgentError unless it
@@ -290,6 +294,21 @@ class AppServerSession:
             "approvalPolicy": _plain(self._settings.approval_policy),
             "sandbox": self._settings.thread_sandbox,
         }
+        resume = self._launch.resume_thread_id
+        if resume is not None:
+            # A run a restart interrupted: continue its thread when codex still has it.
+            try:
+                result = await self._request("thread/resume", {**params, "threadId": resume})
+            except AgentError as exc:
+                if exc.category not in (RESPONSE_ERROR,):
+                    raise
+                self._logger.info("agent_resume_refused", thread_id=resume, reason=str(exc))
+            else:
+                resumed = _dig(result, "thread", "id")
+                if resumed == resume:
+                    self._thread_id, self.resumed = resume, True
+                    return
+                self._logger.info("agent_resume_refused", thread_id=resume, reason="other thread")
         if self._launch.tools:
             params["dynamicTools"] = [
                 {

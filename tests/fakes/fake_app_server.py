@@ -9,8 +9,9 @@ Run it as `python3 fake_app_server.py`. The environment picks the behaviour:
 
 - `FAKE_AGENT_SCENARIO`: the scenario of each turn, comma-separated; the last one repeats
   (`tool,complete` runs `tool` on turn 1 and `complete` afterwards). Default `complete`.
-  Scenarios: complete, tool, approval, legacy_approval, fail, interrupted, input, hang, crash,
-  malformed, unknown_request, write_file, slow, stream.
+  Scenarios: complete, tool, approval, legacy_approval, fail, interrupted, input, hang, busy
+  (a started turn with token usage that never ends), crash, malformed, unknown_request,
+  write_file, slow, stream.
 - `FAKE_AGENT_RECORD`: a file; the fake appends one JSON line describing itself (pid, cwd,
   argv, env names, `FAKE_AGENT_RECORD_ENV` values) and then every message it receives.
 - `FAKE_AGENT_RECORD_ENV`: comma-separated names whose values go into that first line.
@@ -23,6 +24,10 @@ Run it as `python3 fake_app_server.py`. The environment picks the behaviour:
 - `FAKE_AGENT_STREAM_TICK_MS`: when paced, write at most once per this many ms, batching the
   lines that fell due meanwhile (default 0: one write per line).
 - `FAKE_AGENT_STDERR_JSON=1`: `complete` also prints a protocol-looking failure to stderr.
+- `FAKE_AGENT_CHECK_OVERLAP=1`: at start, record `{"_fake": "overlap", ...}` when another fake
+  agent is already alive in the same working directory.
+- `thread/resume` of the fake's thread succeeds (as if codex kept it on disk), unless
+  `FAKE_AGENT_RESUME=fail`, which answers that no such thread exists.
 - `FAKE_AGENT_IGNORE_EOF=1`, `FAKE_AGENT_IGNORE_SIGTERM=1`, `FAKE_AGENT_SPAWN_CHILD=1`: make
   `hang` as stubborn as a wedged agent (keeps running after stdin closes, ignores SIGTERM,
   owns a child process whose pid is recorded).
@@ -30,6 +35,7 @@ Run it as `python3 fake_app_server.py`. The environment picks the behaviour:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -45,6 +51,8 @@ from typing import Any, NoReturn
 Message = dict[str, Any]
 
 THREAD_ID = "thr-fake-0001"
+THREAD_USAGE_FILE = ".fake-thread-usage.json"
+"""In the agent's working directory: the thread's token totals, as codex keeps its rollouts."""
 HUGE_LINE_BYTES = 11 * 1024 * 1024
 
 
@@ -134,6 +142,30 @@ class Protocol:
                 deferred.append(message)
         finally:
             self.held.extend(deferred)
+
+
+def agents_in(cwd: str) -> list[int]:
+    """Other live fake agents working in `cwd` (my own parent shell aside): two agents in one
+    workspace at once is what a restart must never cause."""
+    mine = {os.getpid(), os.getppid()}
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in mine:
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/cwd") != cwd:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as file:
+                command = file.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as file:
+                if file.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    continue  # dead, not yet reaped
+        except OSError:
+            continue
+        # The python running this script, not a shell that launched one.
+        if len(command) > 1 and command[1].endswith(b"fake_app_server.py"):
+            found.append(int(entry))
+    return found
 
 
 def at_eof() -> NoReturn:
@@ -412,6 +444,13 @@ class Turn:
             pass  # heard, never answered
         at_eof()
 
+    def scenario_busy(self) -> None:
+        """Start a turn, use some tokens, say something, then work on without ever finishing."""
+        self.started()
+        self.usage(120, 30)
+        self.agent_message("still working on it")
+        self.scenario_hang()
+
     def scenario_crash(self) -> None:
         self.started()
         self.command("cargo build")
@@ -625,6 +664,9 @@ class FakeAppServer:
     def add_usage(self, input_tokens: int, output_tokens: int) -> Message:
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+        # Codex keeps a thread's totals on disk: a resumed thread reports them cumulatively.
+        with open(THREAD_USAGE_FILE, "w", encoding="utf-8") as file:
+            json.dump([self.input_tokens, self.output_tokens], file)
         return self.breakdown(input_tokens, output_tokens)
 
     def totals(self) -> Message:
@@ -655,6 +697,10 @@ class FakeAppServer:
                 "env": {name: os.environ.get(name) for name in names},
             }
         )
+        if os.environ.get("FAKE_AGENT_CHECK_OVERLAP") == "1":
+            others = agents_in(os.getcwd())
+            if others:
+                self.io.record({"_fake": "overlap", "pid": os.getpid(), "others": others})
         print("fake-app-server: starting (logs go to stderr)", file=sys.stderr, flush=True)
         while True:
             message = self.io.read()
@@ -681,6 +727,8 @@ class FakeAppServer:
             self.io.respond_error(request_id, "Not initialized")
         elif method == "thread/start":
             self.thread_start(request_id, params)
+        elif method == "thread/resume":
+            self.thread_resume(request_id, params)
         elif method == "turn/start":
             self.turn_start(request_id, params)
         elif method == "turn/interrupt":
@@ -739,6 +787,20 @@ class FakeAppServer:
             },
         )
         self.io.notify("thread/started", {"thread": thread})
+
+    def thread_resume(self, request_id: Any, params: Message) -> None:
+        # The fake's one thread, kept "on disk" across processes, unless told it is gone.
+        if params.get("threadId") != THREAD_ID or os.environ.get("FAKE_AGENT_RESUME") == "fail":
+            self.io.respond_error(
+                request_id, f"no rollout found for thread {params.get('threadId')}"
+            )
+            return
+        with (
+            contextlib.suppress(OSError, ValueError),
+            open(THREAD_USAGE_FILE, encoding="utf-8") as file,
+        ):
+            self.input_tokens, self.output_tokens = json.load(file)
+        self.thread_start(request_id, {k: v for k, v in params.items() if k != "threadId"})
 
     def turn_start(self, request_id: Any, params: Message) -> None:
         if not self.thread_started or params.get("threadId") != THREAD_ID:
