@@ -21,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import structlog
 import uvloop
 
 from symphony import check, process
@@ -33,6 +34,8 @@ from symphony.observability.terminal import ConsoleLogStream, TerminalStatus
 from symphony.orchestrator import Orchestrator
 from symphony.prompt import check_prompts, render_prompt
 from symphony.runner import stage_context
+from symphony.store import Store
+from symphony.store.lock import DaemonLock
 from symphony.tracker import Tracker, TrackerContext, create_tracker, resolve_states
 
 EXIT_OK = 0
@@ -189,16 +192,33 @@ def _run(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         console = Console(stderr=True)
-    configure_logging(
+    files = configure_logging(
         fmt=args.log_format,
         level=args.log_level,
         logs_root=args.logs_root,
         stream=ConsoleLogStream(console) if console is not None else None,
     )
     settings, tracker = _load(args.workflow)
-    orchestrator = Orchestrator(settings, tracker=tracker)
-    port = args.port if args.port is not None else settings.server.port
-    return uvloop.run(_serve(orchestrator, port, console, args.logs_root))
+    if files is not None:
+        files.keep(settings.logs.max_file_mb * 1024 * 1024, settings.logs.keep_days)
+    assert settings.state is not None
+    # One daemon per workflow: the lock comes before the store is opened or anything runs.
+    lock = DaemonLock(Path(f"{settings.state.path}.lock"))
+    lock.acquire(str(settings.workflow_path))
+    store, damage = Store.open(settings.state.path)
+    if damage is not None:
+        structlog.get_logger("symphony").error(damage)
+    try:
+        orchestrator = Orchestrator(settings, tracker=tracker, store=store)
+        if damage is not None:
+            orchestrator.activity.add(
+                orchestrator.clock.wall(), "state_reset", damage, level="error"
+            )
+        port = args.port if args.port is not None else settings.server.port
+        return uvloop.run(_serve(orchestrator, port, console, args.logs_root))
+    finally:
+        store.close()
+        lock.release()
 
 
 async def _serve(
@@ -207,7 +227,6 @@ async def _serve(
     console: Any = None,
     logs_root: Path | None = None,
 ) -> int:
-    import structlog
 
     loop = asyncio.get_running_loop()
     status: asyncio.Task[None] | None = None
@@ -288,8 +307,6 @@ class StopSignals:
         self.received = 0
 
     def __call__(self, signum: int) -> None:
-        import structlog
-
         log = structlog.get_logger("symphony")
         name = signal.Signals(signum).name
         self.received += 1

@@ -15,9 +15,10 @@ import dataclasses
 import functools
 import os
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -35,6 +36,14 @@ from symphony.observability.metrics import TrackerRequests
 from symphony.observability.snapshot import build_issue_snapshot, build_snapshot
 from symphony.prompt import check_prompts
 from symphony.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
+from symphony.store import Store
+from symphony.store.recovery import (
+    INSTANCE_VARIABLE,
+    Recovered,
+    orphan_groups,
+    restore,
+    stop_groups,
+)
 from symphony.tracker import (
     TRACKER_INTERNAL,
     Tracker,
@@ -124,6 +133,7 @@ class Health:
 
     workflow_error: str | None = None
     workflow_error_fingerprint: str | None = None
+    store_error: str | None = None
     tracker_error: str | None = None
     last_tick_at: datetime | None = None
     last_tick_ms: float | None = None
@@ -132,15 +142,21 @@ class Health:
 
 
 def agent_environment(
-    environ: Mapping[str, str], secret_names: Sequence[str], settings: Settings
+    environ: Mapping[str, str],
+    secret_names: Sequence[str],
+    settings: Settings,
+    instance_id: str | None = None,
 ) -> dict[str, str]:
-    """The daemon's environment minus the tracker's declared secrets, plus where the workflow is.
+    """The daemon's environment minus the tracker's declared secrets, plus where the workflow is
+    and which daemon instance started the process (how a restart finds an old daemon's agents).
 
     Hooks and agents both get it; neither ever sees a tracker credential.
     """
     hidden = set(secret_names)
     env = {name: value for name, value in environ.items() if name not in hidden}
     env["SYMPHONY_WORKFLOW_DIR"] = str(settings.workflow_dir)
+    if instance_id is not None:
+        env[INSTANCE_VARIABLE] = instance_id
     return env
 
 
@@ -154,8 +170,12 @@ class Orchestrator:
         session_factory: Callable[[AgentLaunch], AgentSession] = open_session,
         tracker: Tracker | None = None,
         watch: bool = True,
+        store: Store | None = None,
     ) -> None:
         self.settings = settings
+        self.store = store
+        self.instance_id = uuid.uuid4().hex[:16]
+        """Which daemon this is: in every child's environment, and in the store."""
         self.environ: Mapping[str, str] = dict(os.environ if environ is None else environ)
         self.clock: Clock = clock or SystemClock()
         self.state = core.SchedulerState()
@@ -197,6 +217,7 @@ class Orchestrator:
             {
                 "workflow_error": health.workflow_error,
                 "tracker_error": health.tracker_error,
+                "store_error": health.store_error,
                 "last_tick_at": health.last_tick_at.isoformat() if health.last_tick_at else None,
                 "last_tick_ms": health.last_tick_ms,
                 "dispatched": health.dispatched,
@@ -240,6 +261,8 @@ class Orchestrator:
         self._listeners.append(listener)
 
     async def run(self) -> None:
+        if self.store is not None:
+            await self._recover(self.store)
         await self._resolve_states()
         await self._ensure_stage_states()
         await self._startup_cleanup()
@@ -281,6 +304,7 @@ class Orchestrator:
                 self._next_tick = self.clock.monotonic() + self.settings.polling.interval_ms / 1000
             if core.due_retries(self.state, self.clock.monotonic()):
                 await self._process_retries()
+            self._save()
             self._notify()
 
     def _handle(self, event: QueueEvent) -> bool:
@@ -475,11 +499,13 @@ class Orchestrator:
             tracker=self.tracker,
             workspaces=self._workspaces,
             agent_env=agent_environment(
-                self.environ, self.tracker.secret_env_names(), self.settings
+                self.environ, self.tracker.secret_env_names(), self.settings, self.instance_id
             ),
             open_session=self._session_factory,
             stage=stage,
             turns_used=start.turns_used,
+            resume_thread_id=start.resume_thread_id,
+            last_message=start.last_message,
         )
         self.health.dispatched += 1
         log.info(
@@ -593,6 +619,39 @@ class Orchestrator:
                     "startup cleanup failed", issue_identifier=issue.identifier, reason=str(exc)
                 )
 
+    async def _recover(self, store: Store) -> None:
+        """Carry on where the last daemon stopped (symphony.store.recovery), before any poll."""
+        wall, mono = self.clock.wall(), self.clock.monotonic()
+        previous = store.register_instance(self.instance_id, os.getpid(), wall)
+        forgotten = store.forget_totals_before(wall - timedelta(days=self.settings.state.keep_days))
+        if forgotten:
+            log.info("forgot the totals of long-quiet tickets", tickets=forgotten)
+        saved = store.load(wall)
+        stopped = await stop_groups(orphan_groups(previous))
+        if stopped:
+            log.warning("stopped agents an earlier daemon left running", process_groups=stopped)
+        restore(self.state, saved, mono, wall)
+        recovered = Recovered(len(saved.runs), len(saved.retries), len(saved.transitions), stopped)
+        if saved.runs or saved.retries or saved.transitions or stopped:
+            log.info("recovered", summary=recovered.summary())
+            self.activity.add(wall, "recovered", recovered.summary())
+        self._save()
+
+    def _save(self, *, keep_runs: bool = False) -> None:
+        """Write this pass's changes to the store; a failing disk is reported, never fatal."""
+        if self.store is None:
+            return
+        try:
+            self.store.save(
+                self.state, self.clock.monotonic(), self.clock.wall(), keep_runs=keep_runs
+            )
+        except Exception as exc:
+            if self.health.store_error != str(exc):
+                log.error("saving state failed; a restart would lose this pass", reason=str(exc))
+            self.health.store_error = str(exc)
+        else:
+            self.health.store_error = None
+
     async def _ensure_stage_states(self) -> None:
         """Stage mode: make the tracker able to hold every state the daemon moves tickets to
         (labels-as-states trackers create the missing labels)."""
@@ -611,15 +670,18 @@ class Orchestrator:
 
     async def _shutdown(self) -> None:
         waiting = [t.identifier for t in self.state.transitions.values() if not t.in_flight]
-        if waiting:
+        if waiting and self.store is None:
             # Kept in memory only: after a restart these tickets run their stage again.
             log.warning("stopping with decided moves not yet written", issue_identifiers=waiting)
+        # Saved as running before they are stopped: the next daemon continues them.
+        self._save()
         self._perform(core.stop_all(self.state))
         while self._workers:
             self._handle(await self._queue.get())
         for task in list(self._removals.values()):
             with contextlib.suppress(Exception):
                 await task
+        self._save(keep_runs=True)  # totals of the stopped runs; their rows stay for the restart
         self._notify()
 
     # Workflow reload
@@ -754,7 +816,9 @@ class Orchestrator:
         masker.set(self.environ.get(name, "") for name in self.tracker.secret_env_names())
 
     def _new_workspaces(self, settings: Settings) -> WorkspaceManager:
-        env = agent_environment(self.environ, self.tracker.secret_env_names(), settings)
+        env = agent_environment(
+            self.environ, self.tracker.secret_env_names(), settings, self.instance_id
+        )
         return WorkspaceManager(settings.workspace.root, settings.hooks, env=env)
 
     def _notify(self) -> None:

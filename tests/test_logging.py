@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,3 +88,31 @@ def test_logging_to_a_terminal_that_went_away_never_fails_the_caller() -> None:
 
     configure_logging(stream=Gone())
     structlog.get_logger("t").warning("still stopping")  # must not raise
+
+
+def test_a_ticket_log_past_its_size_limit_rotates_to_one_older_copy(tmp_path: Path) -> None:
+    files = configure_logging(logs_root=tmp_path / "logs", stream=io.StringIO())
+    assert files is not None
+    files.keep(max_bytes=2_000, keep_days=30)
+    for n in range(100):
+        structlog.get_logger("t").info("tick", issue_identifier="ABC-1", n=n)
+    current, older = tmp_path / "logs" / "ABC-1.log", tmp_path / "logs" / "ABC-1.log.1"
+    assert current.stat().st_size <= 2_000 and older.stat().st_size <= 2_000
+    assert "n=99" in current.read_text()
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["ABC-1.log", "ABC-1.log.1"]
+
+
+def test_old_ticket_logs_are_deleted_but_never_a_file_another_program_wrote(
+    tmp_path: Path,
+) -> None:
+    logs = tmp_path / "logs"
+    files = configure_logging(logs_root=logs, stream=io.StringIO())
+    assert files is not None
+    structlog.get_logger("t").info("tick", issue_identifier="OLD-1")
+    structlog.get_logger("t").info("tick", issue_identifier="NEW-1")
+    (logs / "nginx.log").write_text("127.0.0.1 - - GET /\n")
+    month_ago = time.time() - 40 * 86_400
+    for name in ("OLD-1.log", "nginx.log"):
+        os.utime(logs / name, (month_ago, month_ago))
+    files.keep(max_bytes=10_000_000, keep_days=30)
+    assert sorted(p.name for p in logs.iterdir()) == ["NEW-1.log", "nginx.log"]

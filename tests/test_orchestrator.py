@@ -9,14 +9,17 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from symphony import scheduling as core
 from symphony.config import HooksSettings, load_settings
 from symphony.orchestrator import Orchestrator, agent_environment
+from symphony.store import Store
 from symphony.workspace import WorkspaceManager
 from tests.factories import make_settings
 
@@ -174,6 +177,36 @@ async def test_tickets_dispatch_in_parallel_and_reach_human_review_through_the_t
     snapshot = run.orchestrator.snapshot()
     assert snapshot["codex_totals"]["total_tokens"] > 0
     assert snapshot["codex_totals"]["seconds_running"] > 0
+
+
+async def test_ticket_totals_outlive_the_daemon_and_long_quiet_tickets_are_forgotten(
+    board: Board, tmp_path: Path
+) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow()
+    env = scenario_env(
+        "tool",
+        FAKE_AGENT_TOOL="local_move_issue",
+        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
+    )
+    store, _ = Store.open(tmp_path / "state.db")
+    quiet = core.SchedulerState()
+    quiet.ticket_totals["id-OLD"] = core.TicketTotals("OLD-1", 10, 5, 15, 1.0)
+    quiet.changed_totals.add("id-OLD")
+    store.save(quiet, 0.0, datetime.now(UTC) - timedelta(days=120))
+    run = start(board, env, watch=False, store=store)
+    try:
+        await run.until(lambda: board.state_of("ABC-1") == "Human Review")
+        await run.until(lambda: not run.orchestrator.state.claimed)
+    finally:
+        await run.stop()
+    spent = run.orchestrator.state.ticket_totals["ABC-1"].total_tokens
+    assert spent > 0
+    # 120 days quiet is past the default 90: gone. The ticket that just ran is kept.
+    saved = store.load(datetime.now(UTC))
+    assert set(saved.ticket_totals) == {"ABC-1"}
+    assert saved.ticket_totals["ABC-1"].total_tokens == spent
+    assert run.orchestrator.snapshot()["tickets"][0]["issue_identifier"] == "ABC-1"
 
 
 async def test_ticket_moved_to_terminal_state_stops_its_run_and_removes_the_workspace(

@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
+import time
 from collections.abc import Iterable, MutableMapping
 from pathlib import Path
 from typing import Any, Protocol, TextIO, cast
@@ -137,15 +139,45 @@ def issue_log_path(logs_root: Path, identifier: str) -> Path:
 
 
 class IssueLogFiles:
-    """Appends each ticket's records to `<logs_root>/<workspace_key>.log`."""
+    """Appends each ticket's records to `<logs_root>/<workspace_key>.log`.
+
+    Bounded for a daemon that runs for weeks (`keep`): a file that grows past its size limit is
+    rotated to `<name>.log.1` (one older copy kept), and files untouched for `keep_days` are
+    deleted when the daemon starts and once a day after. Only files that read as this daemon's
+    records are deleted: `--logs-root` may be a folder other programs write to as well.
+    """
 
     def __init__(self, root: Path, stream: LineSink) -> None:
         self.root = root
         self._stream = stream
         self._failed = False
+        self._max_bytes: int | None = None
+        self._keep_days: int | None = None
+        self._sizes: dict[Path, int] = {}
+        self._pruned_at = 0.0
 
     def path_for(self, identifier: str) -> Path:
         return issue_log_path(self.root, identifier)
+
+    def keep(self, max_bytes: int, keep_days: int) -> None:
+        """Set the retention, and delete what is older than it now."""
+        self._max_bytes, self._keep_days = max_bytes, keep_days
+        self.prune()
+
+    def prune(self) -> int:
+        """Delete log files untouched for `keep_days`; returns how many."""
+        self._pruned_at = time.time()
+        if self._keep_days is None or not self.root.is_dir():
+            return 0
+        cutoff = time.time() - self._keep_days * 86_400
+        removed = 0
+        for path in [*self.root.glob("*.log"), *self.root.glob("*.log.1")]:
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime < cutoff and _holds_our_records(path):
+                    path.unlink()
+                    self._sizes.pop(path, None)
+                    removed += 1
+        return removed
 
     def __call__(
         self, _: Any, __: str, event: MutableMapping[str, Any]
@@ -154,8 +186,13 @@ class IssueLogFiles:
         if isinstance(identifier, str):
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
-                with self.path_for(identifier).open("a", encoding="utf-8") as handle:
-                    handle.write(render_kv(dict(event)) + "\n")
+                line = render_kv(dict(event)) + "\n"
+                path = self.path_for(identifier)
+                self._rotate(path, len(line.encode("utf-8")))
+                with path.open("a", encoding="utf-8") as handle:
+                    handle.write(line)
+                if self._keep_days is not None and time.time() - self._pruned_at > 86_400:
+                    self.prune()
                 self._failed = False
             except OSError as exc:
                 if not self._failed:
@@ -164,6 +201,26 @@ class IssueLogFiles:
                     )
                 self._failed = True
         return event
+
+    def _rotate(self, path: Path, adding: int) -> None:
+        if self._max_bytes is None:
+            return
+        size = self._sizes.get(path)
+        if size is None:
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                size = 0
+        if size + adding > self._max_bytes and size > 0:
+            os.replace(path, path.with_name(path.name + ".1"))
+            size = 0
+        self._sizes[path] = size + adding
+
+
+def _holds_our_records(path: Path) -> bool:
+    """Whether a file starts the way every per-ticket record does (`ts=...`)."""
+    with path.open("rb") as handle:
+        return handle.read(3) == b"ts="
 
 
 class TolerantSink:

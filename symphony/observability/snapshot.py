@@ -44,9 +44,31 @@ def build_snapshot(
             "seconds_running": round(totals.ended_seconds + live_seconds, 3),
         },
         "rate_limits": dict(state.rate_limits) if state.rate_limits is not None else None,
+        "tickets": _ticket_rows(state),
         "health": health or {},
         "activity": activity or [],
     }
+
+
+TICKET_ROWS = 50
+"""The tickets with the most tokens, across all their attempts and restarts, in the snapshot."""
+
+
+def _ticket_rows(state: SchedulerState) -> list[dict[str, Any]]:
+    ranked = sorted(
+        state.ticket_totals.items(), key=lambda kv: (-kv[1].total_tokens, kv[1].identifier)
+    )
+    return [
+        {
+            "issue_id": issue_id,
+            "issue_identifier": totals.identifier,
+            "input_tokens": totals.input_tokens,
+            "output_tokens": totals.output_tokens,
+            "total_tokens": totals.total_tokens,
+            "seconds": round(totals.seconds, 1),
+        }
+        for issue_id, totals in ranked[:TICKET_ROWS]
+    ]
 
 
 def build_issue_snapshot(

@@ -1,0 +1,304 @@
+"""Restarts through the real CLI, with real signals: `kill -9` at bad moments, two daemons at
+once, a damaged state file, a graceful restart. Agents are the scripted fake in real
+subprocesses; each one records itself, and whether another agent was alive in its workspace
+when it started (`FAKE_AGENT_CHECK_OVERLAP`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.adapters.daemon import DEMO_AGENT
+from tests.stage_flow import two_stages
+from tests.test_orchestrator import Board
+from tests.test_workspace import is_alive, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+class Daemon:
+    """`python -m symphony` on a board's WORKFLOW.md, its log lines collected as they come."""
+
+    def __init__(self, board: Board, env: dict[str, str], *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "symphony", str(board.workflow), "--no-tui", *args],
+            cwd=board.root,
+            env={**os.environ, **env},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        assert self.proc.stderr is not None
+        stream = self.proc.stderr
+        threading.Thread(target=lambda: self.lines.extend(stream), daemon=True).start()
+
+    def wait_for(self, needle: str, count: int = 1, timeout: float = 30) -> list[str]:
+        found: list[str] = []
+
+        def enough() -> bool:
+            found[:] = [line for line in list(self.lines) if needle in line]
+            return len(found) >= count
+
+        if not wait_until(enough, timeout):
+            raise AssertionError(f"{needle!r} x{count} not logged; got:\n{''.join(self.lines)}")
+        return found
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(30)
+        finally:
+            self.proc.kill()
+
+    def url(self) -> str:
+        (line,) = self.wait_for("http server listening")
+        match = re.search(r"url=(\S+)", line)
+        assert match is not None
+        return match.group(1)
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def agents(path: Path) -> list[dict[str, Any]]:
+    return [r for r in records(path) if r.get("_fake") == "started"]
+
+
+def when(line: str) -> float:
+    match = re.search(r"ts=(\S+)", line)
+    assert match is not None, line
+    return datetime.fromisoformat(match.group(1)).timestamp()
+
+
+def busy_board(board: Board, count: int = 3) -> dict[str, str]:
+    for n in range(1, count + 1):
+        board.ticket(f"ABC-{n}")
+    board.write_workflow()
+    return {
+        "FAKE_AGENT_SCENARIO": "busy",
+        "FAKE_AGENT_RECORD": str(board.root / "agents.jsonl"),
+        "FAKE_AGENT_SPAWN_CHILD": "1",
+        "FAKE_AGENT_IGNORE_EOF": "1",  # an agent that outlives its daemon, as seen in the field
+        "FAKE_AGENT_CHECK_OVERLAP": "1",
+    }
+
+
+def test_kill_9_with_three_agents_running_never_lets_two_agents_serve_one_ticket(
+    tmp_path: Path,
+) -> None:
+    board = Board(tmp_path)
+    env = busy_board(board)
+    record = board.root / "agents.jsonl"
+    first = Daemon(board, env)
+    try:
+        first.wait_for("agent turn_started", 3)
+        old = [a["pid"] for a in agents(record)]
+        assert wait_until(
+            lambda: len([r for r in records(record) if r.get("_fake") == "child"]) == 3
+        )
+        old += [r["pid"] for r in records(record) if r.get("_fake") == "child"]
+        first.kill9()
+        assert all(is_alive(pid) for pid in old), "the old agents outlive their daemon"
+        second = Daemon(board, env, "--port", "0")
+        try:
+            second.wait_for("agent turn_started", 3)
+            assert not [pid for pid in old if is_alive(pid)]
+            (recovered,) = second.wait_for("event=recovered")
+            assert "recovered 3 run(s)" in recovered and "stopped 3 orphaned" in recovered
+            assert len(agents(record)) == 6  # each ticket ran again, once
+            assert [r for r in records(record) if r.get("_fake") == "overlap"] == []
+            # The order that makes it safe: orphans stopped before the first new dispatch.
+            log = "".join(second.lines)
+            assert log.index("stopped agents an earlier daemon left running") < log.index(
+                "event=dispatching"
+            )
+            state = httpx.get(f"{second.url()}api/v1/state").json()
+            tokens = {row["issue_identifier"]: row["total_tokens"] for row in state["tickets"]}
+            # 150 tokens before the kill and 150 since, for each ticket: nothing lost.
+            assert wait_until(
+                lambda: (
+                    {
+                        row["issue_identifier"]: row["total_tokens"]
+                        for row in httpx.get(f"{second.url()}api/v1/state").json()["tickets"]
+                    }
+                    == {"ABC-1": 300, "ABC-2": 300, "ABC-3": 300}
+                )
+            ), tokens
+        finally:
+            assert second.stop() == 0
+    finally:
+        first.proc.kill()
+
+
+def test_kill_9_during_a_failure_backoff_keeps_the_original_due_time(tmp_path: Path) -> None:
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    board.write_workflow(agent={"max_retry_backoff_ms": 300_000})
+    env = {"FAKE_AGENT_SCENARIO": "fail"}
+    first = Daemon(board, env)
+    try:
+        (retrying,) = first.wait_for("event=retrying")
+        assert "attempt=1" in retrying and "delay_s=10.0" in retrying
+        due = when(retrying) + 10.0
+        time.sleep(2)  # well inside the backoff
+        first.kill9()
+    finally:
+        first.proc.kill()
+    second = Daemon(board, env)
+    try:
+        (dispatch,) = second.wait_for("event=dispatching", timeout=30)
+        assert "attempt=1" in dispatch  # the retry, not a fresh first run
+        assert abs(when(dispatch) - due) < 1.0, when(dispatch) - due
+    finally:
+        second.stop()
+
+
+def test_kill_9_right_after_a_stage_move_neither_repeats_it_nor_runs_the_ticket_twice(
+    tmp_path: Path,
+) -> None:
+    board = Board(tmp_path)
+    board.ticket("DEMO-1")
+    config = {
+        "tracker": {
+            "kind": "local",
+            "provider": {"path": "board"},
+            "terminal_states": ["Done", "Cancelled"],
+        },
+        "polling": {"interval_ms": 500},
+        "workspace": {"root": "workspaces"},
+        "codex": {"command": f"{sys.executable} {DEMO_AGENT}"},
+        "stages": two_stages(),
+        "escalation_state": "Needs Attention",
+    }
+    board.workflow.write_text(f"---\n{yaml.safe_dump(config, sort_keys=False)}---\n")
+    ticket = board.tickets / "DEMO-1.md"
+    env = {"DEMO_AGENT_DELAY_MS": "0"}
+    first = Daemon(board, env)
+    try:
+        # Killed the moment the daemon's move lands on the board, before it can confirm it.
+        assert wait_until(lambda: "state: Plan Review" in ticket.read_text(), 30)
+        first.kill9()
+    finally:
+        first.proc.kill()
+    second = Daemon(board, env)
+    try:
+        second.wait_for("event=started")
+        # The outbox goes first, then polls: let a few pass; nothing may run in a checkpoint.
+        ticks = len(second.wait_for("event=started"))
+        time.sleep(2.5)
+        assert ticks == 1
+    finally:
+        second.stop()
+    text = ticket.read_text()
+    assert board.state_of("DEMO-1") == "Plan Review"
+    assert text.count("— symphony · plan") == 1
+    assert text.count("— symphony · done") == 1
+    dispatches = [ln for ln in first.lines + second.lines if "event=dispatching" in ln]
+    assert len(dispatches) == 1
+
+
+def test_two_daemons_started_at_once_on_one_workflow_run_exactly_one(tmp_path: Path) -> None:
+    board = Board(tmp_path)
+    env = busy_board(board, count=1)
+    both = [Daemon(board, env), Daemon(board, env)]
+    try:
+        assert wait_until(lambda: any(d.proc.poll() is not None for d in both), 20)
+        (loser,) = [d for d in both if d.proc.poll() is not None]
+        (winner,) = [d for d in both if d is not loser]
+        assert loser.proc.returncode == 1
+        loser.wait_for("daemon_already_running")
+        (message,) = loser.wait_for("another symphony daemon")
+        assert f"pid {winner.proc.pid}" in message and "Traceback" not in "".join(loser.lines)
+        winner.wait_for("agent turn_started")
+        assert len(agents(board.root / "agents.jsonl")) == 1
+    finally:
+        for daemon in both:
+            daemon.stop()
+
+
+def test_a_garbage_state_file_is_moved_aside_and_the_daemon_works(tmp_path: Path) -> None:
+    board = Board(tmp_path)
+    env = busy_board(board, count=1)
+    state = board.root / ".symphony" / "state.db"
+    state.parent.mkdir()
+    state.write_bytes(os.urandom(8192))
+    daemon = Daemon(board, env)
+    try:
+        (said,) = daemon.wait_for("could not be read")
+        assert "level=error" in said and "moved to" in said
+        daemon.wait_for("agent turn_started")
+    finally:
+        assert daemon.stop() == 0
+    assert list(state.parent.glob("state.db.corrupt-*"))
+
+
+def _first_prompt(record: Path, agent_index: int) -> str:
+    """The text of the first turn/start the `agent_index`th agent received."""
+    agent_lines = records(record)
+    starts = [i for i, r in enumerate(agent_lines) if r.get("_fake") == "started"]
+    begin = starts[agent_index]
+    end = starts[agent_index + 1] if agent_index + 1 < len(starts) else len(agent_lines)
+    for message in agent_lines[begin:end]:
+        if message.get("method") == "turn/start":
+            return "".join(part.get("text", "") for part in message["params"]["input"])
+    raise AssertionError("no turn/start recorded")
+
+
+def _methods(record: Path, agent_index: int) -> list[str]:
+    agent_lines = records(record)
+    starts = [i for i, r in enumerate(agent_lines) if r.get("_fake") == "started"]
+    end = starts[agent_index + 1] if agent_index + 1 < len(starts) else len(agent_lines)
+    return [str(m.get("method")) for m in agent_lines[starts[agent_index] : end] if "method" in m]
+
+
+@pytest.mark.parametrize("resume", ["works", "fails"])
+def test_a_graceful_restart_continues_the_interrupted_run(tmp_path: Path, resume: str) -> None:
+    board = Board(tmp_path)
+    env = busy_board(board, count=1)
+    env.pop("FAKE_AGENT_IGNORE_EOF")
+    if resume == "fails":
+        env["FAKE_AGENT_RESUME"] = "fail"
+    record = board.root / "agents.jsonl"
+    first = Daemon(board, env)
+    try:
+        first.wait_for("agent turn_started")
+        assert first.stop() == 0
+    finally:
+        first.proc.kill()
+    second = Daemon(board, env)
+    try:
+        (dispatch,) = second.wait_for("event=dispatching")
+        assert "attempt=1" in dispatch
+        second.wait_for("agent turn_started")
+        methods = _methods(record, 1)
+        prompt = _first_prompt(record, 1)
+        if resume == "works":
+            assert "thread/resume" in methods and "thread/start" not in methods
+            assert prompt.startswith("The daemon was restarted while you were working on ABC-1")
+        else:
+            assert methods.index("thread/resume") < methods.index("thread/start")
+            assert prompt.startswith("Work on ABC-1")
+            assert "interrupted by a restart" in prompt and "still working on it" in prompt
+    finally:
+        assert second.stop() == 0
