@@ -23,10 +23,12 @@
    per line, as an agent that flushes every notification does (a pipe read per line). 50 Python
    agents each waking 200 times a second can saturate a 2-core machine; the report says so when
    it happens, since a starved daemon reads more lines per wake-up and its figure then
-   understates what a free machine would show. Target: under 25% of one core.
+   understates what a free machine would show. The daemon saves its state every loop pass as
+   the CLI's does (`symphony.store`); the batched writer is measured once more without a store
+   to show what saving costs. Target: under 25% of one core.
 
-Run from the repository root: `python bench/agent_stream.py` (about 90 s, most of it 50 login
-shells starting twice).
+Run from the repository root: `python bench/agent_stream.py` (about 2 minutes, most of it 50 login
+shells starting three times).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from symphony.agents import AgentEvent, AgentLaunch, AgentSession, EventSink
 from symphony.agents.app_server import AppServerSession
 from symphony.config import CodexSettings, load_settings
 from symphony.orchestrator import Orchestrator
+from symphony.store import Store
 from tests.test_orchestrator import FAKE_AGENT, Board
 
 FAKE_COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_AGENT))}"
@@ -197,9 +200,10 @@ class LoadRun:
         return self.lines / self.window_s
 
 
-async def orchestrator_under_load(tick_ms: int) -> LoadRun:
+async def orchestrator_under_load(tick_ms: int, *, with_store: bool = True) -> LoadRun:
     """50 streaming sessions under the real orchestrator; `tick_ms` > 0 makes each agent batch
-    the lines due in that time into one write."""
+    the lines due in that time into one write. `with_store` saves every loop pass to a state
+    file, as the daemon the CLI starts does."""
     counter = EventCounter()
     with tempfile.TemporaryDirectory() as folder:
         board = Board(Path(folder))
@@ -222,6 +226,7 @@ async def orchestrator_under_load(tick_ms: int) -> LoadRun:
             environ=env,
             session_factory=counter.session_factory(),
             watch=False,
+            store=Store.open(Path(folder) / "state.db")[0] if with_store else None,
         )
         task = asyncio.create_task(orchestrator.run())
         try:
@@ -319,6 +324,10 @@ def main() -> None:
     report_load(
         f"lines due every {BATCH_TICK_MS} ms sent in one write",
         uvloop.run(orchestrator_under_load(BATCH_TICK_MS)),
+    )
+    report_load(
+        "the same without saving state (what the store costs)",
+        uvloop.run(orchestrator_under_load(BATCH_TICK_MS, with_store=False)),
     )
     report_load("one write per line", uvloop.run(orchestrator_under_load(0)))
 

@@ -60,6 +60,10 @@ log = structlog.get_logger("symphony.orchestrator")
 
 T = TypeVar("T")
 
+PROGRESS_SAVE_S = 1.0
+"""How stale the store may let an agent's progress (tokens, turns, last message) get. A kill -9
+loses at most this much of it, and a continued thread's usage catches up on its first report."""
+
 
 class Clock(Protocol):
     def monotonic(self) -> float: ...
@@ -194,6 +198,8 @@ class Orchestrator:
         self._stopping = False
         self._watch = watch
         self._next_tick = 0.0
+        self._unsaved = False
+        self._saved_at = float("-inf")
         self._listeners: list[Callable[[], None]] = []
 
     # Public surface
@@ -302,16 +308,21 @@ class Orchestrator:
             if refresh or now >= self._next_tick:
                 await self._tick()
                 self._next_tick = self.clock.monotonic() + self.settings.polling.interval_ms / 1000
+                self._unsaved = True
             if core.due_retries(self.state, self.clock.monotonic()):
                 await self._process_retries()
-            self._save()
+                self._unsaved = True
+            self._save_pass()
             self._notify()
 
     def _handle(self, event: QueueEvent) -> bool:
         """Apply one queued event; True when it asks for an immediate tick."""
         if isinstance(event, AgentUpdate):
             core.on_agent_event(self.state, event.issue_id, event.event, event.at, event.at_wall)
+            if event.event.kind == "session_started":
+                self._unsaved = True  # the thread a restart would continue
             return False
+        self._unsaved = True
         if isinstance(event, WorkerExited):
             self._workers.pop(event.issue_id, None)
             entry = self.state.running.get(event.issue_id)
@@ -427,6 +438,8 @@ class Orchestrator:
     # Effects
 
     def _perform(self, effects: Sequence[core.Effect]) -> None:
+        if effects:
+            self._unsaved = True
         for effect in effects:
             self.activity.add_effect(self.clock.wall(), effect)
             if isinstance(effect, core.StartWorker):
@@ -623,9 +636,10 @@ class Orchestrator:
         """Carry on where the last daemon stopped (symphony.store.recovery), before any poll."""
         wall, mono = self.clock.wall(), self.clock.monotonic()
         previous = store.register_instance(self.instance_id, os.getpid(), wall)
-        forgotten = store.forget_totals_before(wall - timedelta(days=self.settings.state.keep_days))
-        if forgotten:
-            log.info("forgot the totals of long-quiet tickets", tickets=forgotten)
+        if self.settings.state is not None:
+            keep = timedelta(days=self.settings.state.keep_days)
+            if forgotten := store.forget_totals_before(wall - keep):
+                log.info("forgot the totals of long-quiet tickets", tickets=forgotten)
         saved = store.load(wall)
         stopped = await stop_groups(orphan_groups(previous))
         if stopped:
@@ -637,8 +651,18 @@ class Orchestrator:
             self.activity.add(wall, "recovered", recovered.summary())
         self._save()
 
+    def _save_pass(self) -> None:
+        """Save at the end of a loop pass: at once when something a restart needs changed (a
+        dispatch, an exit, a retry, a move, a new thread), else at most every
+        `PROGRESS_SAVE_S` (a streaming agent's tokens and messages wake the loop hundreds of
+        times a second, and a save per wake-up would double the daemon's CPU)."""
+        now = self.clock.monotonic()
+        if self._unsaved or now - self._saved_at >= PROGRESS_SAVE_S:
+            self._save()
+
     def _save(self, *, keep_runs: bool = False) -> None:
         """Write this pass's changes to the store; a failing disk is reported, never fatal."""
+        self._unsaved, self._saved_at = False, self.clock.monotonic()
         if self.store is None:
             return
         try:

@@ -111,6 +111,7 @@ class Store:
         # What the file holds now, per table: a save writes only the difference.
         self._written: dict[str, dict[str, Row]] = {}
         self._walls: dict[float, str] = {}
+        self._issues: dict[str, tuple[Issue, str]] = {}
         self.writes = 0
         """Rows written or deleted since the store was opened (for benchmarks)."""
 
@@ -252,12 +253,19 @@ class Store:
                 text = self._walls[at] = (wall_now + timedelta(seconds=at - mono_now)).isoformat()
             return text
 
+        def issue_json(issue: Issue) -> str:
+            # An entry keeps its issue object until a refresh replaces it: encode it once.
+            known = self._issues.get(issue.id)
+            if known is None or known[0] is not issue:
+                known = self._issues[issue.id] = (issue, issue_to_json(issue))
+            return known[1]
+
         tables: dict[str, dict[str, Row]] = {
             "runs": {
                 issue_id: (
                     issue_id, e.identifier, e.attempt, e.stage, e.pid, e.thread_id,
                     e.session_id, e.started_at_wall.isoformat(), e.turn_count, e.last_message,
-                    e.input_tokens, e.output_tokens, e.total_tokens, issue_to_json(e.issue),
+                    e.input_tokens, e.output_tokens, e.total_tokens, issue_json(e.issue),
                 )
                 for issue_id, e in state.running.items()
             },
@@ -274,7 +282,7 @@ class Store:
             },
             "transitions": {
                 issue_id: (
-                    issue_id, t.key, issue_to_json(t.issue), plan_to_json(t.plan),
+                    issue_id, t.key, issue_json(t.issue), plan_to_json(t.plan),
                     t.turns_used, t.attempts, wall(t.due_at), t.error,
                 )
                 for issue_id, t in state.transitions.items()
@@ -285,6 +293,8 @@ class Store:
         due = {r.due_at for r in state.retry_attempts.values()}
         due.update(t.due_at for t in state.transitions.values())
         self._walls = {at: text for at, text in self._walls.items() if at in due}
+        held = state.running.keys() | state.transitions.keys()
+        self._issues = {k: v for k, v in self._issues.items() if k in held}
         changed_totals = state.changed_totals
         if keep_runs:
             del tables["runs"]
