@@ -5,12 +5,16 @@ parse, scripts compile."""
 from __future__ import annotations
 
 import py_compile
+import re
+import shlex
 import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
-from symphony.config import load_settings
+from symphony import cli
+from symphony.config import HooksSettings, load_settings
 from symphony.prompt import StageContext, check_prompts, render_prompt
 from symphony.tracker import TrackerContext, create_tracker
 from symphony_adapters.local.board import LocalBoard
@@ -85,3 +89,46 @@ async def test_example_ticket_files_parse(ticket: Path) -> None:
 )
 def test_example_scripts_compile(script: Path, tmp_path: Path) -> None:
     py_compile.compile(str(script), cfile=str(tmp_path / "out.pyc"), doraise=True)
+
+
+def _unit_service_section(text: str) -> dict[str, str]:
+    """The [Service] settings of a systemd unit, continuation lines joined."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    section, values = "", {}
+    for line in joined.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            section = line
+        elif section == "[Service]":
+            key, _, value = line.partition("=")
+            values[key] = value
+    return values
+
+
+def test_the_systemd_unit_runs_the_daemon_with_options_it_accepts_and_stops_it_gracefully(
+    tmp_path: Path,
+) -> None:
+    text = (EXAMPLES / "deploy" / "symphony.service").read_text()
+    service = _unit_service_section(text)
+    program, *args = shlex.split(service["ExecStart"])
+    assert program.endswith("/symphony")
+    options = cli._run_parser().parse_intermixed_args(args)  # exits on an option it lacks
+    assert options.no_tui and options.logs_root == Path("/var/log/symphony")
+    # SIGTERM to the daemon alone, and time for the after_run hooks before systemd kills.
+    assert service["KillMode"] == "mixed" and service["KillSignal"] == "SIGTERM"
+    assert int(service["TimeoutStopSec"]) > HooksSettings().timeout_ms / 1000
+    assert service["Restart"] == "on-failure"
+    # The WORKFLOW.md lines its comment gives put state and workspaces in StateDirectory.
+    snippet = re.search(r"# In WORKFLOW.md.*?\n#\n((?:#   .*\n)+)", text)
+    assert snippet is not None
+    extra = yaml.safe_load("\n".join(line[4:] for line in snippet.group(1).splitlines()))
+    workflow = (EXAMPLES / "local" / "WORKFLOW.md").read_text()
+    front, body = workflow.split("---\n")[1:3]
+    config = {**yaml.safe_load(front), **extra}
+    (tmp_path / "WORKFLOW.md").write_text(f"---\n{yaml.safe_dump(config)}---\n{body}")
+    state_dir = tmp_path / "var-lib-symphony"
+    settings = load_settings(tmp_path / "WORKFLOW.md", {"STATE_DIRECTORY": str(state_dir)})
+    assert settings.state is not None and settings.state.path == state_dir / "state.db"
+    assert settings.workspace.root == state_dir / "workspaces"

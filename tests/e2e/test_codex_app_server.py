@@ -21,6 +21,7 @@ from structlog.testing import capture_logs
 from symphony.agents import PORT_EXIT, AgentError, AgentEvent, AgentLaunch
 from symphony.agents.app_server import AppServerSession
 from symphony.config import CodexSettings
+from symphony.tools import ToolResult, ToolSpec
 from tests.e2e.conftest import codex_command, processes_using
 from tests.e2e.fake_model import (
     CallTool,
@@ -305,3 +306,57 @@ async def test_error_lines_codex_writes_to_stderr_are_logged_as_warnings(
         # Codex logs an ERROR at startup when bubblewrap is not on PATH; with it, nothing to see.
         pytest.skip("codex wrote no ERROR line to stderr on this machine")
     assert [log["log_level"] for log in errors] == ["warning"] * len(errors)
+
+
+async def test_a_thread_interrupted_by_a_restart_is_resumed_with_its_history_and_tools(
+    tmp_path: Path, codex_env: dict[str, str]
+) -> None:
+    """What a restarted daemon relies on: a new codex process continues the thread by id,
+    with the conversation so far and the dynamic tools it was started with."""
+    calls: list[Any] = []
+
+    async def handle_tool(name: str, arguments: Any) -> ToolResult:
+        calls.append((name, arguments))
+        return ToolResult(True, {"recorded": True})
+
+    tool = ToolSpec("report_outcome", "Report the outcome.", {"type": "object"})
+
+    def script(request: ModelRequest) -> list[Step]:
+        if request.prompt.startswith("first"):
+            return [Say("first turn done")]
+        return [CallTool("report_outcome", {"outcome": "done"}), Say("second turn done")]
+
+    def launch(resume: str | None) -> AppServerSession:
+        return AppServerSession(
+            AgentLaunch(
+                workspace=tmp_path,
+                settings=CodexSettings(**codex_settings(model)),
+                env=codex_env,
+                tools=(tool,),
+                handle_tool=handle_tool,
+                resume_thread_id=resume,
+            )
+        )
+
+    with FakeModel(script) as model:
+        first = launch(None)
+        try:
+            await asyncio.wait_for(first.start(), TIMEOUT_S)
+            await asyncio.wait_for(first.run_turn("first prompt", title="T"), TIMEOUT_S)
+        finally:
+            await first.stop()
+        thread_id = first.thread_id
+        second = launch(thread_id)
+        try:
+            await asyncio.wait_for(second.start(), TIMEOUT_S)
+            await asyncio.wait_for(second.run_turn("second prompt", title="T"), TIMEOUT_S)
+        finally:
+            await second.stop()
+
+    assert_model_healthy(model)
+    assert second.resumed and second.thread_id == thread_id
+    resumed = [r for r in model.requests if r.prompt == "second prompt"]
+    assert resumed, "the resumed thread never reached the model"
+    assert "first prompt" in resumed[0].user_texts  # the history came along
+    assert "report_outcome" in resumed[0].tool_names
+    assert calls == [("report_outcome", {"outcome": "done"})]
