@@ -888,7 +888,8 @@ def on_agent_event(
     if usage is not None:
         # Absolute thread totals: add only what grew since the last report. A total lower than
         # the last one means a new thread started counting from zero. A thread resumed after a
-        # restart reports what it had used before too: its first report is only the baseline.
+        # restart reports what it used before it too: its entry starts at the totals saved for
+        # it (`_dispatch`), so only what it used beyond them counts.
         totals = state.totals
         ticket = _ticket_totals(state, entry)
         for name in ("input_tokens", "output_tokens", "total_tokens"):

@@ -110,6 +110,8 @@ class Store:
         self.path = path
         # What the file holds now, per table: a save writes only the difference.
         self._written: dict[str, dict[str, Row]] = {}
+        self._written_stale = False
+        """A save failed midway: `_written` may claim rows the file does not have."""
         self._walls: dict[float, str] = {}
         self._issues: dict[str, tuple[Issue, str]] = {}
         self.writes = 0
@@ -298,6 +300,9 @@ class Store:
         changed_totals = state.changed_totals
         if keep_runs:
             del tables["runs"]
+        if self._written_stale:
+            self._written = self._rows_on_disk()
+            self._written_stale = False
         with self._transaction():
             for table, rows in tables.items():
                 self._sync(table, rows)
@@ -370,10 +375,13 @@ class Store:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
+            self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            # Nothing of it reached the file (a failed COMMIT may have rolled back already).
+            self._written_stale = True
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
 
 
 _KEYS = {

@@ -85,6 +85,37 @@ def test_a_save_writes_only_what_changed(tmp_path: Path) -> None:
     assert Store.open(tmp_path / "state.db")[0].load(NOW).retries == []
 
 
+class FailingCommit:
+    """A connection whose next COMMIT fails, as on a full disk."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if sql == "COMMIT":
+            raise sqlite3.OperationalError("database or disk is full")
+        return self.db.execute(sql, *args)
+
+
+def test_a_save_that_failed_is_written_in_full_by_the_next_one(tmp_path: Path) -> None:
+    store, _ = Store.open(tmp_path / "state.db")
+    state = busy_state()
+    store.save(state, 120.0, NOW)
+    state.retry_attempts["id-F-1"] = core.RetryEntry(
+        "id-F-1", "F-1", 1, due_at=150.0, kind=core.RetryKind.FAILURE
+    )
+    del state.retry_attempts["id-B-1"]
+    db = store._db
+    store._db = FailingCommit(db)  # type: ignore[assignment]
+    with pytest.raises(sqlite3.OperationalError):
+        store.save(state, 121.0, NOW)
+    store._db = db
+    store.save(state, 122.0, NOW)
+    # Neither the new retry nor the removal was lost with the failed transaction.
+    saved = Store.open(tmp_path / "state.db")[0].load(NOW)
+    assert [r.identifier for r in saved.retries] == ["F-1"]
+
+
 def test_a_file_that_is_not_a_database_is_moved_aside_and_a_fresh_store_started(
     tmp_path: Path,
 ) -> None:
