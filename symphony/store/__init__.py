@@ -290,8 +290,11 @@ class Store:
                 for issue_id, t in state.transitions.items()
             },
             "kept_workspaces": {k: (k, v) for k, v in state.kept_workspaces.items()},
-            "completed": {k: (k,) for k in state.completed},
         }  # fmt: skip
+        if len(state.completed) != len(self._written.get("completed", ())):
+            # Only ever added to, and after weeks it is every ticket ever finished: its size
+            # says whether anything changed.
+            tables["completed"] = {k: (k,) for k in state.completed}
         due = {r.due_at for r in state.retry_attempts.values()}
         due.update(t.due_at for t in state.transitions.values())
         self._walls = {at: text for at, text in self._walls.items() if at in due}

@@ -82,7 +82,11 @@ def test_a_save_writes_only_what_changed(tmp_path: Path) -> None:
     del state.retry_attempts["id-B-1"]
     store.save(state, 123.0, NOW + timedelta(seconds=3))
     assert store.writes == first + 2  # one deletion
-    assert Store.open(tmp_path / "state.db")[0].load(NOW).retries == []
+    state.completed.add("id-E-2")
+    store.save(state, 124.0, NOW + timedelta(seconds=4))
+    assert store.writes == first + 3  # one completed id
+    saved = Store.open(tmp_path / "state.db")[0].load(NOW)
+    assert saved.retries == [] and saved.completed == {"id-E-1", "id-E-2"}
 
 
 class FailingCommit:
