@@ -31,21 +31,18 @@ import hashlib
 import os
 import re
 import shutil
-import signal
 import stat
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 import structlog
 
-from symphony import process
 from symphony.config import HooksSettings
 from symphony.errors import SymphonyError
+from symphony.shell import Outcome, ScriptResult, run_script
 from symphony.workspace_marks import MARKS_DIR, OwnershipMarks
 
 log = structlog.get_logger(__name__)
@@ -59,15 +56,12 @@ WORKSPACE_NOT_OWNED = "workspace_not_owned"
 
 # Hook output kept for the log: the end of the output is where the error usually is.
 OUTPUT_TAIL_BYTES = 2048
-# How long a timed-out hook gets to exit on SIGTERM before its process group is SIGKILLed.
-TERM_GRACE_SECONDS = 1.0
 
 _DISALLOWED = re.compile(r"[^A-Za-z0-9._-]")
 _VALID_KEY = re.compile(r"[A-Za-z0-9._-]+")
 _HASH_HEX_CHARS = 16  # 64 bits of sha256, hex is within the allowed key alphabet
 
 HookName = Literal["after_create", "before_run", "after_run", "before_remove"]
-Outcome = Literal["completed", "failed", "timed_out"]
 
 
 class WorkspaceError(SymphonyError):
@@ -373,51 +367,13 @@ class WorkspaceManager:
             hook=name, workspace=str(path), issue_identifier=workspace.identifier or None
         )
         bound.debug("hook started", timeout_ms=timeout_ms)
-        started = time.monotonic()
-        with contextlib.ExitStack() as stack:
-            try:
-                # A file, not a pipe, collects output: a background child holding a pipe open
-                # could make us wait past the hook's own exit, and a file needs no reader task.
-                output = stack.enter_context(tempfile.TemporaryFile())
-                proc = await asyncio.create_subprocess_exec(
-                    self._shell,
-                    "-lc",
-                    script,
-                    cwd=path,
-                    env=env,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=asyncio.subprocess.STDOUT,
-                    # Own process group, so a timeout can kill everything the hook started.
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                result = _HookResult(name, "failed", None, f"could not start: {exc}")
-                _log_result(bound, result, started, b"", 0)
-                return result
-            process.track(proc.pid)
-            try:
-                await asyncio.wait_for(proc.wait(), timeout_ms / 1000)
-            except TimeoutError:
-                await _terminate_group(proc)
-                result = _HookResult(
-                    name, "timed_out", proc.returncode, f"timed out after {timeout_ms} ms"
-                )
-            except BaseException:
-                # Cancelled (the worker was stopped): the hook must not outlive its owner.
-                _signal_group(proc.pid, signal.SIGKILL)
-                raise
-            else:
-                code = proc.returncode
-                if code == 0:
-                    result = _HookResult(name, "completed", 0, "completed")
-                else:
-                    result = _HookResult(name, "failed", code, f"exited with status {code}")
-            finally:
-                process.untrack(proc.pid)
-            tail, total = _read_tail(output)
-        _log_result(bound, result, started, tail, total)
-        return None if result.outcome == "completed" else result
+        ran = await run_script(
+            self._shell, script, cwd=path, env=env, timeout_ms=timeout_ms,
+            tail_bytes=OUTPUT_TAIL_BYTES,
+        )  # fmt: skip
+        result = _HookResult(name, ran.outcome, ran.exit_code, ran.detail)
+        _log_result(bound, result, ran)
+        return None if ran.ok else result
 
 
 def _foreign(path: Path) -> str:
@@ -434,42 +390,15 @@ def _foreign(path: Path) -> str:
     )
 
 
-async def _terminate_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the hook's process group, then SIGKILL whatever is left after a short grace."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), TERM_GRACE_SECONDS)
-    finally:
-        # Sent even when the shell already exited (children may ignore SIGTERM or outlive it)
-        # and when we are cancelled during the grace.
-        _signal_group(proc.pid, signal.SIGKILL)
-    await proc.wait()
-
-
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
-    # The group is gone once every member exited; that is the goal, not an error.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
-
-
-def _read_tail(output: IO[bytes]) -> tuple[bytes, int]:
-    output.seek(0, os.SEEK_END)
-    total = output.tell()
-    output.seek(max(0, total - OUTPUT_TAIL_BYTES))
-    return output.read(), total
-
-
-def _log_result(bound: Any, result: _HookResult, started: float, tail: bytes, total: int) -> None:
-    text = tail.decode("utf-8", "replace")
+def _log_result(bound: Any, result: _HookResult, ran: ScriptResult) -> None:
     fields: dict[str, Any] = {
         "outcome": result.outcome,
         "exit_code": result.exit_code,
-        "duration_ms": int((time.monotonic() - started) * 1000),
-        "output": text,
+        "duration_ms": int(ran.duration_s * 1000),
+        "output": ran.output,
     }
-    if total > len(tail):
-        fields["output_truncated"] = f"showing last {len(tail)} of {total} bytes"
+    if ran.total_bytes > len(ran.tail):
+        fields["output_truncated"] = f"showing last {len(ran.tail)} of {ran.total_bytes} bytes"
     if result.outcome == "completed":
         bound.info("hook completed", **fields)
     else:

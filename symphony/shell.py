@@ -1,0 +1,129 @@
+"""Run one shell script from WORKFLOW.md in a workspace: a hook, or a verification gate.
+
+The script runs with `<shell> -lc` in its own process group, so a timeout (or a cancelled
+caller) ends everything it started. Output goes to a temporary file rather than a pipe: a
+background child that inherits the output can never keep the caller waiting past the script's
+own exit, and no reader task is needed. What comes back is the outcome, the exit code, how long
+it ran and the tail of its output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+from symphony import process
+
+# How long a timed-out script gets to exit on SIGTERM before its process group is SIGKILLed.
+TERM_GRACE_SECONDS = 1.0
+
+Outcome = Literal["completed", "failed", "timed_out"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptResult:
+    outcome: Outcome
+    exit_code: int | None
+    detail: str
+    """`completed`, `exited with status N`, `timed out after N ms`, `could not start: ...`."""
+    duration_s: float
+    tail: bytes
+    """The last `tail_bytes` of its output (stdout and stderr together)."""
+    total_bytes: int
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "completed"
+
+    @property
+    def output(self) -> str:
+        return self.tail.decode("utf-8", "replace")
+
+
+async def run_script(
+    shell: str,
+    script: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_ms: int,
+    tail_bytes: int,
+    end_group: bool = False,
+) -> ScriptResult:
+    """Run `script` to completion or timeout. `end_group` also ends whatever the script left
+    running in its group after a normal exit (a gate's test server must not outlive the gate;
+    a hook's background service may)."""
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        try:
+            output = stack.enter_context(tempfile.TemporaryFile())
+            proc = await asyncio.create_subprocess_exec(
+                shell,
+                "-lc",
+                script,
+                cwd=cwd,
+                env=dict(env),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=output,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return ScriptResult(
+                "failed", None, f"could not start: {exc}", time.monotonic() - started, b"", 0
+            )
+        process.track(proc.pid)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_ms / 1000)
+        except TimeoutError:
+            await terminate_group(proc)
+            outcome: Outcome = "timed_out"
+            detail = f"timed out after {timeout_ms} ms"
+        except BaseException:
+            # Cancelled (the worker was stopped): the script must not outlive its owner.
+            signal_group(proc.pid, signal.SIGKILL)
+            raise
+        else:
+            code = proc.returncode
+            outcome = "completed" if code == 0 else "failed"
+            detail = "completed" if code == 0 else f"exited with status {code}"
+            if end_group:
+                signal_group(proc.pid, signal.SIGKILL)
+        finally:
+            process.untrack(proc.pid)
+        tail, total = _read_tail(output, tail_bytes)
+    return ScriptResult(outcome, proc.returncode, detail, time.monotonic() - started, tail, total)
+
+
+async def terminate_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the script's process group, then SIGKILL whatever is left after a short grace."""
+    signal_group(proc.pid, signal.SIGTERM)
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), TERM_GRACE_SECONDS)
+    finally:
+        # Sent even when the shell already exited (children may ignore SIGTERM or outlive it)
+        # and when we are cancelled during the grace.
+        signal_group(proc.pid, signal.SIGKILL)
+    await proc.wait()
+
+
+def signal_group(pgid: int, signum: signal.Signals) -> None:
+    # The group is gone once every member exited; that is the goal, not an error.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _read_tail(output: IO[bytes], tail_bytes: int) -> tuple[bytes, int]:
+    output.seek(0, os.SEEK_END)
+    total = output.tell()
+    output.seek(max(0, total - tail_bytes))
+    return output.read(), total
