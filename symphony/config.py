@@ -71,6 +71,9 @@ class PollingSettings:
 @dataclass(frozen=True, slots=True)
 class WorkspaceSettings:
     root: Path
+    base_ref: str | None = None
+    """What a ticket's changes are compared against in its evidence (`git diff <base>...HEAD`);
+    None: the commit the workspace was at when it was created."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,8 @@ class AgentSettings:
     max_concurrent_agents_by_state: Mapping[str, int] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    max_in_review: int | None = None
+    """Stage mode: hold new tickets while this many wait for a person's review."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,13 +178,14 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         ),
         "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
         "polling": ("interval_ms",),
-        "workspace": ("root",),
+        "workspace": ("root", "base_ref"),
         "hooks": ("after_create", "before_run", "after_run", "before_remove", "timeout_ms"),
         "agent": (
             "max_concurrent_agents",
             "max_turns",
             "max_retry_backoff_ms",
             "max_concurrent_agents_by_state",
+            "max_in_review",
         ),
         "codex": (
             "command",
@@ -295,6 +301,9 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
     else:
         raise ConfigError(INVALID_CONFIG, "workspace.root must be a path string")
     check_workspace_root(root, workflow.path.parent, environ)
+    base_ref = workspace_raw.get("base_ref")
+    if base_ref is not None and (not isinstance(base_ref, str) or not base_ref.strip()):
+        raise ConfigError(INVALID_CONFIG, "workspace.base_ref must be a git ref, e.g. main")
 
     hooks_raw = _section(raw, "hooks")
     hooks = HooksSettings(
@@ -315,6 +324,11 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
             agent_raw, "agent.max_retry_backoff_ms", _AGENT.max_retry_backoff_ms, 0
         ),
         max_concurrent_agents_by_state=_per_state_limits(agent_raw),
+        max_in_review=(
+            _int(agent_raw, "agent.max_in_review", 0, 1)
+            if agent_raw.get("max_in_review") is not None
+            else None
+        ),
     )
 
     codex_raw = _section(raw, "codex")
@@ -352,14 +366,19 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
             warnings=warnings,
         )
         tracker = _with_checkpoints(_stage_states(tracker, tracker_raw, machine.states), machine)
-    elif "escalation_state" in raw:
-        warnings.append("escalation_state is used only with stages, so it is ignored")
+    else:
+        for key, used in (
+            ("escalation_state", "escalation_state" in raw),
+            ("agent.max_in_review", agent.max_in_review is not None),
+        ):
+            if used:
+                warnings.append(f"{key} is used only with stages, so it is ignored")
 
     return Settings(
         workflow_path=workflow.path,
         tracker=tracker,
         polling=polling,
-        workspace=WorkspaceSettings(root=root),
+        workspace=WorkspaceSettings(root=root, base_ref=base_ref.strip() if base_ref else None),
         hooks=hooks,
         agent=agent,
         codex=codex,

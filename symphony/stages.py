@@ -39,9 +39,27 @@ STAGE_KEYS = (
     "max_turns",
     "approval_policy",
     "thread_sandbox",
+    "verify",
+    "max_fix_turns",
+    "on_verify_failed",
+    "verify_output_chars",
+    "evidence",
 )
+GATE_KEYS = ("name", "run", "timeout_ms")
+DEFAULT_MAX_FIX_TURNS = 2
+DEFAULT_VERIFY_OUTPUT_CHARS = 4_000
 
 _UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """A verification command the daemon runs in the workspace when the agent reports done."""
+
+    name: str
+    run: str
+    timeout_ms: int | None = None
+    """None: `hooks.timeout_ms`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +78,26 @@ class Stage:
     approval_policy: Any = None
     has_approval_policy: bool = False
     thread_sandbox: str | None = None
+    verify: tuple[Gate, ...] = ()
+    max_fix_turns: int = DEFAULT_MAX_FIX_TURNS
+    """Turns the agent gets to fix what a failed round of gates found, before escalation."""
+    on_verify_failed: str = DEFAULT_ESCALATION_STATE
+    verify_output_chars: int = DEFAULT_VERIFY_OUTPUT_CHARS
+    """How much of a failed gate's output (its end) the fix prompt and the comment carry."""
+    evidence: bool = False
+    """Post the evidence comment on success (default: when the stage has gates)."""
+
+    @property
+    def outcome_targets(self) -> tuple[tuple[str, str], ...]:
+        """(setting, state) for every outcome that moves a ticket out of this stage."""
+        targets = [
+            ("on_success", self.on_success),
+            ("on_blocked", self.on_blocked),
+            ("on_stuck", self.on_stuck),
+        ]
+        if self.verify:
+            targets.append(("on_verify_failed", self.on_verify_failed))
+        return tuple(targets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +127,7 @@ class StageMachine:
         skip = {normalize_state(s) for s in (*self.states, *terminal)}
         seen: dict[str, str] = {}
         for stage in self.stages:
-            for target in (stage.on_success, stage.on_blocked, stage.on_stuck):
+            for _, target in stage.outcome_targets:
                 key = normalize_state(target)
                 if key not in skip:
                     seen.setdefault(key, target)
@@ -99,8 +137,19 @@ class StageMachine:
         """Every state the daemon may move a ticket to."""
         seen: dict[str, str] = {}
         for stage in self.stages:
-            for target in (stage.on_success, stage.on_blocked, stage.on_stuck):
+            for _, target in stage.outcome_targets:
                 seen.setdefault(normalize_state(target), target)
+        return tuple(seen.values())
+
+    def review_states(self, terminal: Iterable[str]) -> tuple[str, ...]:
+        """Where a stage hands its tickets to a person for review: `on_success` targets that no
+        stage runs and that are not terminal (Plan Review, Human Review)."""
+        skip = {normalize_state(s) for s in (*self.states, *terminal)}
+        seen: dict[str, str] = {}
+        for stage in self.stages:
+            key = normalize_state(stage.on_success)
+            if key not in skip:
+                seen.setdefault(key, stage.on_success)
         return tuple(seen.values())
 
 
@@ -111,6 +160,8 @@ class Outcome(enum.Enum):
     DONE = "done"
     BLOCKED = "blocked"
     STUCK = "stuck"
+    VERIFY_FAILED = "verify_failed"
+    """The agent reported done, but the daemon's gates kept failing through every fix turn."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,13 +299,7 @@ def parse_stages(
         where = f"stages.{name}"
         if not isinstance(body, Mapping):
             raise ConfigError(INVALID_CONFIG, f"{where} must be a map of settings")
-        for key in body:
-            if key not in STAGE_KEYS:
-                close = difflib.get_close_matches(str(key), STAGE_KEYS, n=1, cutoff=0.6)
-                hint = f"; did you mean `{close[0]}`?" if close else ""
-                warnings.append(
-                    f"{where}.{key} is not a setting symphony knows, so it is ignored{hint}"
-                )
+        _warn_unknown(body, STAGE_KEYS, where, warnings)
         states = _states(body.get("states"), f"{where}.states")
         for state in states:
             key = normalize_state(state)
@@ -267,6 +312,10 @@ def parse_stages(
             owner[key] = name
         template, source, line = _prompt(body, where, workflow_dir, body_template, body_line)
         stage_max_turns = _positive(body, "max_turns", where, None)
+        gates = _gates(body.get("verify"), f"{where}.verify", warnings)
+        evidence = body.get("evidence", bool(gates))
+        if not isinstance(evidence, bool):
+            raise ConfigError(INVALID_CONFIG, f"{where}.evidence must be true or false")
         stages.append(
             Stage(
                 name=name,
@@ -283,8 +332,22 @@ def parse_stages(
                 approval_policy=body.get("approval_policy"),
                 has_approval_policy="approval_policy" in body,
                 thread_sandbox=_optional_text(body, "thread_sandbox", where),
+                verify=gates,
+                max_fix_turns=_count(body, "max_fix_turns", where, DEFAULT_MAX_FIX_TURNS),
+                on_verify_failed=_state_name(
+                    body.get("on_verify_failed", escalation), f"{where}.on_verify_failed"
+                ),
+                verify_output_chars=_positive(
+                    body, "verify_output_chars", where, DEFAULT_VERIFY_OUTPUT_CHARS
+                )
+                or DEFAULT_VERIFY_OUTPUT_CHARS,
+                evidence=evidence,
             )
         )
+        if not gates:
+            for key in ("max_fix_turns", "on_verify_failed", "verify_output_chars"):
+                if key in body:
+                    warnings.append(f"{where}.{key} is used only with {where}.verify")
     terminal = {normalize_state(s) for s in terminal_states}
     for stage in stages:
         for state in stage.states:
@@ -294,11 +357,7 @@ def parse_stages(
                     f"state {state!r} of stages.{stage.name} is also a terminal state",
                 )
         own = {normalize_state(s) for s in stage.states}
-        for outcome, target in (
-            ("on_success", stage.on_success),
-            ("on_blocked", stage.on_blocked),
-            ("on_stuck", stage.on_stuck),
-        ):
+        for outcome, target in stage.outcome_targets:
             if normalize_state(target) in own:
                 raise ConfigError(
                     INVALID_CONFIG,
@@ -373,6 +432,49 @@ def _positive(body: Mapping[str, Any], key: str, where: str, default: int | None
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(INVALID_CONFIG, f"{where}.{key} must be an integer of at least 1")
+    return value
+
+
+def _warn_unknown(
+    body: Mapping[str, Any], known: Sequence[str], where: str, warnings: list[str]
+) -> None:
+    for key in body:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            warnings.append(
+                f"{where}.{key} is not a setting symphony knows, so it is ignored{hint}"
+            )
+
+
+def _gates(value: Any, where: str, warnings: list[str]) -> tuple[Gate, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError(INVALID_CONFIG, f"{where} must be a list of gates, each {{name, run}}")
+    gates: list[Gate] = []
+    for n, item in enumerate(value):
+        at = f"{where}[{n}]"
+        if not isinstance(item, Mapping):
+            raise ConfigError(INVALID_CONFIG, f"{at} must be a map with name and run")
+        _warn_unknown(item, GATE_KEYS, at, warnings)
+        name, run = item.get("name"), item.get("run")
+        if not isinstance(name, str) or not name.strip() or "\n" in name:
+            raise ConfigError(INVALID_CONFIG, f"{at}.name must be a short name (one line)")
+        if not isinstance(run, str) or not run.strip():
+            raise ConfigError(INVALID_CONFIG, f"{at}.run must be a shell command")
+        if any(g.name == name.strip() for g in gates):
+            raise ConfigError(INVALID_CONFIG, f"{where} has two gates named {name.strip()!r}")
+        gates.append(Gate(name.strip(), run.strip(), _positive(item, "timeout_ms", at, None)))
+    return tuple(gates)
+
+
+def _count(body: Mapping[str, Any], key: str, where: str, default: int) -> int:
+    value = body.get(key, default)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(INVALID_CONFIG, f"{where}.{key} must be an integer of at least 0")
     return value
 
 

@@ -169,13 +169,98 @@ def test_matching_active_states_are_accepted_and_unknown_stage_keys_warned(
 def test_without_stages_the_workflow_stays_in_spec_mode(tmp_path: Path) -> None:
     (tmp_path / "board").mkdir()
     path = tmp_path / "WORKFLOW.md"
-    path.write_text(f"{HEAD}escalation_state: Help\n---\nbody\n")
+    path.write_text(f"{HEAD}escalation_state: Help\nagent:\n  max_in_review: 2\n---\nbody\n")
     settings = load_settings(path, {})
     assert settings.machine is None
     assert any("escalation_state is used only with stages" in w for w in settings.warnings)
+    assert any("agent.max_in_review is used only with stages" in w for w in settings.warnings)
     with pytest.raises(ConfigError):
         path.write_text(f"{HEAD}stages: []\n---\nbody\n")
         load_settings(path, {})
+
+
+VERIFYING = """  implement:
+    states: [Ready]
+    on_success: Human Review
+    verify:
+      - name: tests
+        run: pytest -q
+        timeout_ms: 900000
+      - name: lint
+        run: ruff check .
+    max_fix_turns: 3
+    on_verify_failed: Broken
+"""
+
+
+def test_verification_gates_are_declared_in_order_with_their_limits(tmp_path: Path) -> None:
+    settings = load_settings(
+        workflow(tmp_path, VERIFYING, extra="agent:\n  max_in_review: 2\n"), {}
+    )
+    assert settings.machine is not None and settings.agent.max_in_review == 2
+    (stage,) = settings.machine.stages
+    assert [(g.name, g.run, g.timeout_ms) for g in stage.verify] == [
+        ("tests", "pytest -q", 900000),
+        ("lint", "ruff check .", None),
+    ]
+    assert (stage.max_fix_turns, stage.on_verify_failed, stage.verify_output_chars) == (
+        3,
+        "Broken",
+        4000,
+    )
+    assert stage.evidence  # a stage with gates hands over with evidence by default
+    # The escalation of failed verification is a checkpoint, but not a review queue.
+    terminal = settings.tracker.terminal_states
+    assert "Broken" in settings.machine.checkpoint_states(terminal)
+    assert settings.machine.review_states(terminal) == ("Human Review",)
+
+
+def test_without_gates_a_stage_fails_no_verification_and_posts_no_evidence(
+    tmp_path: Path,
+) -> None:
+    stages = (
+        "  a:\n    states: [Todo]\n    on_success: X\n    on_blocked: Help\n"
+        "    on_stuck: Help\n    max_fix_turns: 1\n"
+    )
+    settings = load_settings(workflow(tmp_path, stages), {})
+    assert settings.machine is not None
+    (stage,) = settings.machine.stages
+    assert stage.verify == () and not stage.evidence
+    assert "Needs Attention" not in settings.machine.targets()
+    assert any("max_fix_turns is used only with stages.a.verify" in w for w in settings.warnings)
+
+
+@pytest.mark.parametrize(
+    ("verify", "message"),
+    [
+        ("    verify: pytest\n", "stages.a.verify must be a list of gates"),
+        ("    verify:\n      - run: pytest\n", "stages.a.verify[0].name must be a short name"),
+        ("    verify:\n      - name: t\n", "stages.a.verify[0].run must be a shell command"),
+        (
+            "    verify:\n      - {name: t, run: a}\n      - {name: t, run: b}\n",
+            "two gates named 't'",
+        ),
+        (
+            "    verify:\n      - {name: t, run: a, timeout_ms: 0}\n",
+            "stages.a.verify[0].timeout_ms must be an integer of at least 1",
+        ),
+        (
+            "    verify:\n      - {name: t, run: a}\n    max_fix_turns: -1\n",
+            "max_fix_turns must be an integer of at least 0",
+        ),
+        (
+            "    verify:\n      - {name: t, run: a}\n    on_verify_failed: Todo\n",
+            "one of the stage's own states",
+        ),
+    ],
+)
+def test_a_gate_the_daemon_cannot_run_is_a_clear_config_error(
+    tmp_path: Path, verify: str, message: str
+) -> None:
+    stages = f"  a:\n    states: [Todo]\n    on_success: X\n{verify}"
+    with pytest.raises(SymphonyError) as err:
+        load_settings(workflow(tmp_path, stages), {})
+    assert message in err.value.message
 
 
 # Outcomes
