@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import os
 import re
@@ -56,6 +57,7 @@ WORKSPACE_NOT_OWNED = "workspace_not_owned"
 
 # Hook output kept for the log: the end of the output is where the error usually is.
 OUTPUT_TAIL_BYTES = 2048
+GIT_TIMEOUT_S = 10.0
 
 _DISALLOWED = re.compile(r"[^A-Za-z0-9._-]")
 _VALID_KEY = re.compile(r"[A-Za-z0-9._-]+")
@@ -103,6 +105,8 @@ class Workspace:
     key: str
     created_now: bool
     identifier: str = ""
+    base: str | None = None
+    """The commit its git checkout was at when it was created (`Mark.base`), if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,10 +188,16 @@ class WorkspaceManager:
                     )
                 raise result.error()
             # The hook may have replaced the directory (`rm -rf` then `git clone`): whatever
-            # real directory our own hook left at the path is ours.
+            # real directory our own hook left at the path is ours. Its commit now is where the
+            # ticket's work starts from.
+            base = await _git_head(path, self._env)
             with contextlib.suppress(OSError):
                 if path.is_dir() and not path.is_symlink():
-                    self._marks.stamp(path.name, identifier, path)
+                    self._marks.stamp(path.name, identifier, path, base)
+            return dataclasses.replace(workspace, base=base)
+        if not created_now:
+            mark = self._marks.read(path.name)
+            return dataclasses.replace(workspace, base=mark.base if mark else None)
         return workspace
 
     def _claim(self, identifier: str, path: Path) -> bool:
@@ -374,6 +384,28 @@ class WorkspaceManager:
         result = _HookResult(name, ran.outcome, ran.exit_code, ran.detail)
         _log_result(bound, result, ran)
         return None if ran.ok else result
+
+
+async def _git_head(path: Path, env: Mapping[str, str]) -> str | None:
+    """The commit checked out at `path`, or None when it is not a git work tree."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "git", "-C", str(path), "rev-parse", "--verify", "--quiet", "HEAD",
+            env={**env, "GIT_TERMINAL_PROMPT": "0"},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+    except OSError:
+        return None
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT_S)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return None
+    head = out.decode(errors="replace").strip()
+    return head if proc.returncode == 0 and head else None
 
 
 def _foreign(path: Path) -> str:

@@ -32,6 +32,9 @@ class Mark:
     identifier: str
     device: int | None
     inode: int | None
+    base: str | None = None
+    """The commit the workspace's git checkout was at when symphony made it (the default base
+    its changes are compared against), when it is a git work tree."""
 
     @property
     def pending(self) -> bool:
@@ -53,21 +56,22 @@ class OwnershipMarks:
             return None
         if not isinstance(data, dict) or not isinstance(data.get("identifier"), str):
             return None
-        device, inode = data.get("device"), data.get("inode")
+        device, inode, base = data.get("device"), data.get("inode"), data.get("base")
         return Mark(
             data["identifier"],
             device if isinstance(device, int) else None,
             inode if isinstance(inode, int) else None,
+            base if isinstance(base, str) else None,
         )
 
     def write_pending(self, key: str, identifier: str) -> None:
         """Announce that `<root>/<key>` is about to be created by symphony. Raises OSError."""
         self._write(key, identifier, None)
 
-    def stamp(self, key: str, identifier: str, path: Path) -> None:
+    def stamp(self, key: str, identifier: str, path: Path, base: str | None = None) -> None:
         """Record the directory now at `path` as ours. Raises OSError."""
         info = os.lstat(path)
-        self._write(key, identifier, (info.st_dev, info.st_ino))
+        self._write(key, identifier, (info.st_dev, info.st_ino), base)
 
     def owns(self, key: str, path: Path) -> bool:
         """True when the real directory at `path` is the one the mark for `key` names."""
@@ -84,12 +88,15 @@ class OwnershipMarks:
         with contextlib.suppress(FileNotFoundError):
             (self.folder / key).unlink()
 
-    def _write(self, key: str, identifier: str, identity: tuple[int, int] | None) -> None:
+    def _write(
+        self, key: str, identifier: str, identity: tuple[int, int] | None, base: str | None = None
+    ) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         document = {
             "identifier": identifier,
             "device": identity[0] if identity else None,
             "inode": identity[1] if identity else None,
+            "base": base,
             "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         handle, temp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=self.folder)

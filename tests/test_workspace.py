@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import stat
+import subprocess
 import time
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
@@ -400,6 +401,31 @@ async def test_after_create_runs_only_when_workspace_is_new(tmp_path: Path) -> N
     assert (await workspaces.prepare("ABC-1")).created_now
     assert not (await workspaces.prepare("ABC-1")).created_now
     assert (tmp_path / "out").read_text() == "created\n"
+
+
+GIT_INIT = (
+    "git init -q . && git -c user.name=t -c user.email=t@localhost commit -q --allow-empty -m base"
+)
+
+
+async def test_the_commit_a_new_git_workspace_starts_at_is_remembered_as_its_base(
+    tmp_path: Path,
+) -> None:
+    workspaces = manager(tmp_path, after_create=GIT_INIT)
+    created = await workspaces.prepare("ABC-1")
+    head = subprocess.run(
+        ["git", "-C", str(created.path), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    assert created.base == head and len(head) == 40
+    subprocess.run(
+        ["git", "-C", str(created.path), "-c", "user.name=t", "-c", "user.email=t@localhost",
+         "commit", "-q", "--allow-empty", "-m", "work"],
+        check=True,
+    )  # fmt: skip
+    # Reused after the agent committed: the base is still where the work started.
+    assert (await workspaces.prepare("ABC-1")).base == head
+    # Not a git work tree: no base.
+    assert (await manager(tmp_path / "plain", after_create="true").prepare("X-1")).base is None
 
 
 async def test_failed_after_create_removes_new_directory_and_raises_hook_failed(
