@@ -13,17 +13,21 @@ schedules the retry or removes the workspace as the reason requires.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from symphony.agents import RESUMED, AgentEvent
 from symphony.config import AgentSettings, Settings, TrackerSettings
+from symphony.evidence import WorkspaceFacts, build_evidence
 from symphony.issue import BlockerRef, Issue, normalize_state
-from symphony.stages import Report, TransitionPlan, plan_transition
+from symphony.outcomes import CLOSED, ESCALATED, GATE, HANDOFF, REWORK, OutcomeRecord
+from symphony.stages import Outcome, Report, TransitionPlan, plan_transition
+from symphony.verification import Verification
 
 CONTINUATION_DELAY_S = 1.0
 FAILURE_BASE_DELAY_S = 10.0
@@ -111,6 +115,8 @@ class StageProgress:
 
     stage: str
     turns: int = 0
+    entered_at: datetime | None = None
+    """When the ticket was first dispatched into the stage (time to hand-off)."""
 
 
 @dataclass(slots=True)
@@ -172,6 +178,12 @@ class SchedulerState:
     ticket_totals: dict[str, TicketTotals] = field(default_factory=dict)
     changed_totals: set[str] = field(default_factory=set)
     """Tickets whose totals changed since the store last saved them (kept small, per pass)."""
+    handed_off: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Stage mode: the review states (normalized) the daemon handed each ticket to, in order."""
+    in_review: int = 0
+    """Stage mode: tickets in review states at the last poll (`observe_review_queue`)."""
+    new_outcomes: list[OutcomeRecord] = field(default_factory=list)
+    """Outcome records not yet in the store (the store takes them at its next save)."""
 
 
 # Effects: what the shell must do. Plain values, compared in tests.
@@ -270,6 +282,10 @@ class WorkerExit:
     error: str | None = None
     report: Report | None = None
     stuck: bool = False
+    verification: Verification | None = None
+    """The gates the daemon ran after a `done` report, round by round."""
+    facts: WorkspaceFacts | None = None
+    """The workspace's git facts, for the evidence of a hand-off."""
 
 
 # Eligibility and ordering
@@ -354,6 +370,7 @@ class Wait(enum.Enum):
     CLAIMED = "claimed"
     STATE_LIMIT = "state_limit"
     NO_SLOT = "no_slot"
+    REVIEW_FULL = "review_full"
 
 
 def _plan(
@@ -372,6 +389,7 @@ def _plan(
     for entry in state.running.values():
         key = normalize_state(entry.issue.state)
         per_state[key] = per_state.get(key, 0) + 1
+    review_full = _review_full(state, settings)
     for issue in sort_for_dispatch(candidates):
         if not has_required_fields(issue):
             yield issue, Wait.INCOMPLETE
@@ -387,6 +405,8 @@ def _plan(
             yield issue, Wait.CLAIMED
         elif free <= 0:
             yield issue, Wait.NO_SLOT
+        elif review_full is not None and _adds_to_review(issue, state, settings, review_full):
+            yield issue, Wait.REVIEW_FULL
         else:
             key = normalize_state(issue.state)
             limit = agent.max_concurrent_agents_by_state.get(key)
@@ -396,6 +416,41 @@ def _plan(
             per_state[key] = per_state.get(key, 0) + 1
             free -= 1
             yield issue, None
+
+
+def _review_full(state: SchedulerState, settings: Settings) -> frozenset[str] | None:
+    """The review states when `agent.max_in_review` is reached, else None."""
+    limit, machine = settings.agent.max_in_review, settings.machine
+    if limit is None or machine is None or state.in_review < limit:
+        return None
+    return frozenset(
+        normalize_state(s) for s in machine.review_states(settings.tracker.terminal_states)
+    )
+
+
+def _adds_to_review(
+    issue: Issue, state: SchedulerState, settings: Settings, review: frozenset[str]
+) -> bool:
+    """A new ticket whose stage hands over to review; one handed to review before (rework,
+    or on to its next stage) goes on."""
+    assert settings.machine is not None
+    stage = settings.machine.stage_for(issue.state)
+    return (
+        stage is not None
+        and normalize_state(stage.on_success) in review
+        and not state.handed_off.get(issue.id)
+    )
+
+
+def observe_review_queue(state: SchedulerState, polled: Iterable[Issue], settings: Settings) -> int:
+    """Count the polled tickets that wait in a review state (the queue `max_in_review` caps)."""
+    machine = settings.machine
+    if machine is None:
+        state.in_review = 0
+        return 0
+    review = {normalize_state(s) for s in machine.review_states(settings.tracker.terminal_states)}
+    state.in_review = sum(1 for issue in polled if normalize_state(issue.state) in review)
+    return state.in_review
 
 
 def select_dispatches(
@@ -459,6 +514,11 @@ def describe_wait(issue: Issue, wait: Wait, state: SchedulerState, settings: Set
     if wait is Wait.CLAIMED:
         retry = state.retry_attempts.get(issue.id)
         return "waits for its retry" if retry is not None else "claimed"
+    if wait is Wait.REVIEW_FULL:
+        return (
+            f"waits for reviewers: {state.in_review} tickets wait for review "
+            f"(agent.max_in_review: {agent.max_in_review})"
+        )
     return {
         Wait.INCOMPLETE: "lacks an id, identifier, title or state",
         Wait.NOT_ACTIVE: f"state {issue.state!r} is not active",
@@ -497,7 +557,12 @@ def _dispatch(
     progress = state.stage_progress.get(issue.id)
     if progress is None or progress.stage != stage.name:
         # A new entry into the stage starts the count again.
-        progress = state.stage_progress[issue.id] = StageProgress(stage.name)
+        progress = state.stage_progress[issue.id] = StageProgress(stage.name, entered_at=wall)
+        if normalize_state(stage.on_success) in state.handed_off.get(issue.id, ()):
+            # Back for more work in a stage that handed it to review before: a rework round.
+            state.new_outcomes.append(
+                OutcomeRecord(wall, REWORK, issue.id, issue.identifier, {"stage": stage.name})
+            )
     return StartWorker(issue, attempt, stage.name, progress.turns, resume, last_message)
 
 
@@ -569,7 +634,11 @@ def _stage_name(settings: Settings, issue_state: str) -> str | None:
 
 
 def sweep_kept_workspaces(
-    state: SchedulerState, refreshed: Sequence[Issue], requested: Iterable[str], settings: Settings
+    state: SchedulerState,
+    refreshed: Sequence[Issue],
+    requested: Iterable[str],
+    settings: Settings,
+    wall: datetime,
 ) -> list[Effect]:
     """Remove the kept workspace of a released issue once it turns terminal.
 
@@ -590,7 +659,24 @@ def sweep_kept_workspaces(
         elif settings.tracker.is_terminal(issue.state):
             del state.kept_workspaces[issue_id]
             effects.append(RemoveWorkspace(issue.identifier))
+            _record_closed(state, issue, wall)
     return effects
+
+
+def _record_closed(state: SchedulerState, issue: Issue, wall: datetime) -> None:
+    """A ticket the daemon handed to review reached a terminal state: it was accepted, at once
+    when no review state saw it twice."""
+    handed = state.handed_off.pop(issue.id, None)
+    if not handed:
+        return
+    totals = state.ticket_totals.get(issue.id)
+    data = {
+        "first_pass": len(set(handed)) == len(handed),
+        "handoffs": len(handed),
+        "state": issue.state,
+        "tokens": totals.total_tokens if totals is not None else 0,
+    }
+    state.new_outcomes.append(OutcomeRecord(wall, CLOSED, issue.id, issue.identifier, data))
 
 
 def stop_all(state: SchedulerState) -> list[Effect]:
@@ -615,6 +701,16 @@ def on_worker_exit(
     state.totals.ended_seconds += ran
     _ticket_totals(state, entry).seconds += ran
     state.changed_totals.add(issue_id)
+    if result.verification is not None:
+        at = entry.started_at_wall + timedelta(seconds=ran)
+        state.new_outcomes.extend(
+            OutcomeRecord(
+                at, GATE, issue_id, entry.identifier,
+                {"gate": gate.name, "passed": gate.passed, "stage": entry.stage},
+            )
+            for round_ in result.verification.rounds
+            for gate in round_.results
+        )  # fmt: skip
     reason = entry.stop_reason
     if reason is StopReason.SHUTDOWN:
         state.claimed.discard(issue_id)
@@ -664,15 +760,44 @@ def _stage_outcome(
         return None  # a reload removed the stage: its tickets are judged afresh
     progress = state.stage_progress.get(entry.issue.id)
     turns = progress.turns if progress is not None and progress.stage == stage.name else 0
+    report, verification = result.report, result.verification
+    evidence = None
+    if (
+        stage.evidence
+        and report is not None
+        and report.outcome is Outcome.DONE
+        and (verification is None or verification.passed)
+    ):
+        totals = state.ticket_totals.get(entry.issue.id) or TicketTotals(entry.identifier)
+        evidence = build_evidence(
+            identifier=entry.identifier,
+            stage=stage.name,
+            target=stage.on_success,
+            report=report,
+            verification=verification,
+            facts=result.facts,
+            turns=turns,
+            tokens=(totals.input_tokens, totals.output_tokens, totals.total_tokens),
+            agent_seconds=totals.seconds,
+            hand_off=state.handed_off.get(entry.issue.id, ()).count(
+                normalize_state(stage.on_success)
+            )
+            + 1,
+        )
     plan = plan_transition(
         stage,
-        result.report,
+        report,
         stuck=result.stuck,
         turns_used=turns,
         last_message=entry.last_message,
+        verification=verification,
+        evidence=evidence,
     )
     if plan is None:
         return None
+    review = {normalize_state(s) for s in machine.review_states(settings.tracker.terminal_states)}
+    if plan.outcome is Outcome.DONE and normalize_state(plan.target) in review:
+        plan = dataclasses.replace(plan, hands_off=True)
     state.transition_seq += 1
     pending = PendingTransition(
         issue=entry.issue,
@@ -704,7 +829,12 @@ def due_transitions(state: SchedulerState, now: float) -> list[Effect]:
 
 
 def on_transition_confirmed(
-    state: SchedulerState, issue_id: str, *, moved: bool, reason: str | None = None
+    state: SchedulerState,
+    issue_id: str,
+    *,
+    moved: bool,
+    wall: datetime,
+    reason: str | None = None,
 ) -> list[Effect]:
     """The tracker shows the ticket in its target (`moved`), or a person moved it elsewhere
     first (`moved=False`): either way the daemon is done with it until a person acts."""
@@ -712,7 +842,9 @@ def on_transition_confirmed(
     if pending is None:
         return []
     state.claimed.discard(issue_id)
-    state.stage_progress.pop(issue_id, None)
+    progress = state.stage_progress.pop(issue_id, None)
+    if moved:
+        _record_move(state, pending, progress, wall)
     # The workspace stays for the next stage (or the reviewer) until the ticket turns terminal.
     state.kept_workspaces[issue_id] = pending.identifier
     plan = pending.plan
@@ -728,6 +860,37 @@ def on_transition_confirmed(
             else reason or "moved by a person meanwhile",
         ),
     ]
+
+
+def _record_move(
+    state: SchedulerState,
+    pending: PendingTransition,
+    progress: StageProgress | None,
+    wall: datetime,
+) -> None:
+    plan, issue_id = pending.plan, pending.issue.id
+    if plan.hands_off:
+        target = normalize_state(plan.target)
+        before = state.handed_off.get(issue_id, ())
+        state.handed_off[issue_id] = (*before, target)
+        totals = state.ticket_totals.get(issue_id)
+        entered = progress.entered_at if progress is not None else None
+        data: dict[str, Any] = {
+            "stage": plan.stage,
+            "state": plan.target,
+            "rework": target in before,
+            "tokens": totals.total_tokens if totals is not None else 0,
+        }
+        if entered is not None:
+            data["seconds"] = round(max((wall - entered).total_seconds(), 0.0), 1)
+        state.new_outcomes.append(OutcomeRecord(wall, HANDOFF, issue_id, pending.identifier, data))
+    elif plan.outcome is not Outcome.DONE:
+        state.new_outcomes.append(
+            OutcomeRecord(
+                wall, ESCALATED, issue_id, pending.identifier,
+                {"stage": plan.stage, "outcome": plan.outcome.value, "state": plan.target},
+            )
+        )  # fmt: skip
 
 
 def on_transition_failed(

@@ -33,6 +33,7 @@ MAX_QUESTION_CHARS = 1_000
 MAX_TITLE_CHARS = 200
 MAX_DESCRIPTION_CHARS = 20_000
 MAX_BLOCKERS = 20
+MAX_URL_CHARS = 2_000
 
 
 def stage_tool_specs(stage: str, follow_up_states: Sequence[str]) -> list[ToolSpec]:
@@ -57,6 +58,9 @@ def stage_tool_specs(stage: str, follow_up_states: Sequence[str]) -> list[ToolSp
                         "maxItems": MAX_QUESTIONS,
                         "items": string_schema(MAX_QUESTION_CHARS, "A question for a person."),
                     },
+                    "pull_request": string_schema(
+                        MAX_URL_CHARS, "The URL of the pull/merge request you opened, if any."
+                    ),
                 },
                 ["outcome", "summary"],
             ),
@@ -91,7 +95,7 @@ def parse_report(arguments: Any) -> Report | ToolResult:
     args = _object(arguments, REPORT_OUTCOME)
     if isinstance(args, ToolResult):
         return args
-    extra = sorted(set(args) - {"outcome", "summary", "plan", "open_questions"})
+    extra = sorted(set(args) - {"outcome", "summary", "plan", "open_questions", "pull_request"})
     if extra:
         return invalid_arguments(f"unexpected argument(s) {', '.join(extra)}")
     outcome = args.get("outcome")
@@ -112,8 +116,19 @@ def parse_report(arguments: Any) -> Report | ToolResult:
         return invalid_arguments(
             f"each open question must be non-empty text of at most {MAX_QUESTION_CHARS} chars"
         )
+    pull_request = _text(args, "pull_request", MAX_URL_CHARS, required=False)
+    if isinstance(pull_request, ToolResult):
+        return pull_request
+    if pull_request is not None and not pull_request.strip().startswith(("https://", "http://")):
+        return invalid_arguments("'pull_request' must be the request's http(s) URL")
     assert summary is not None
-    return Report(Outcome(outcome), summary, plan, tuple(q.strip() for q in questions))
+    return Report(
+        Outcome(outcome),
+        summary,
+        plan,
+        tuple(q.strip() for q in questions),
+        pull_request.strip() if pull_request else None,
+    )
 
 
 def parse_follow_up(

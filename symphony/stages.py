@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from symphony.config import INVALID_CONFIG, ConfigError
+from symphony.evidence import render_evidence
 from symphony.issue import normalize_state
+from symphony.verification import Verification, describe_failures
 
 DEFAULT_ESCALATION_STATE = "Needs Attention"
 TOTAL_TURNS_PER_MAX_TURNS = 2
@@ -172,15 +174,19 @@ class Report:
     summary: str
     plan: str | None = None
     open_questions: tuple[str, ...] = ()
+    pull_request: str | None = None
+    """The pull/merge request the agent says it opened (a URL)."""
 
 
 @dataclass(frozen=True, slots=True)
 class PlannedComment:
-    """A comment the daemon posts as part of a transition. `kind` is its marker: `plan`
-    comments are found again (the newest one is `{{ plan }}`) and edited in place."""
+    """A comment the daemon posts as part of a transition. `kind` is its marker. A `single`
+    comment exists once per ticket and is edited in place on later transitions: the plan (the
+    newest one is `{{ plan }}`) and the evidence."""
 
     kind: str
     body: str
+    single: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +195,10 @@ class TransitionPlan:
     outcome: Outcome
     target: str
     comments: tuple[PlannedComment, ...]
+    evidence: Mapping[str, Any] | None = None
+    """The evidence bundle of a hand-off, also written to the workspace."""
+    hands_off: bool = False
+    """The target is a review state: the ticket goes to a person for review."""
 
 
 def plan_transition(
@@ -198,21 +208,46 @@ def plan_transition(
     stuck: bool,
     turns_used: int,
     last_message: str | None,
+    verification: Verification | None = None,
+    evidence: Mapping[str, Any] | None = None,
 ) -> TransitionPlan | None:
     """Where a finished stage run takes its ticket, or None when nothing was decided (no report
-    and turns left: the stage continues)."""
+    and turns left: the stage continues). A `done` whose verification failed to the end goes
+    to `on_verify_failed`; a `done` with `evidence` hands over with the evidence comment."""
+    if (
+        report is not None
+        and report.outcome is Outcome.DONE
+        and verification is not None
+        and not verification.passed
+    ):
+        fixes = verification.fix_turns
+        body = (
+            f"The agent reported stage `{stage.name}` done, but the daemon's verification "
+            f"still failed after {fixes} fix turn{'s' if fixes != 1 else ''}; moving the "
+            f"ticket to {stage.on_verify_failed}.\n\n{describe_failures(verification.last)}"
+            f"\n\nThe agent's last summary:\n\n{report.summary.strip()}"
+        )
+        return TransitionPlan(
+            stage.name,
+            Outcome.VERIFY_FAILED,
+            stage.on_verify_failed,
+            (PlannedComment("verify_failed", body),),
+        )
     if report is not None and report.outcome is Outcome.DONE:
         comments: list[PlannedComment] = []
         if report.plan:
-            comments.append(PlannedComment("plan", report.plan.strip()))
-        comments.append(
-            PlannedComment(
-                "done",
-                f"Stage `{stage.name}` is done; moving the ticket to {stage.on_success}.\n\n"
-                f"{report.summary.strip()}",
+            comments.append(PlannedComment("plan", report.plan.strip(), single=True))
+        if evidence is not None:
+            comments.append(PlannedComment("evidence", render_evidence(evidence), single=True))
+        else:
+            comments.append(
+                PlannedComment(
+                    "done",
+                    f"Stage `{stage.name}` is done; moving the ticket to {stage.on_success}."
+                    f"\n\n{report.summary.strip()}",
+                )
             )
-        )
-        return TransitionPlan(stage.name, Outcome.DONE, stage.on_success, tuple(comments))
+        return TransitionPlan(stage.name, Outcome.DONE, stage.on_success, tuple(comments), evidence)
     if report is not None and report.outcome is Outcome.BLOCKED:
         body = (
             f"The agent is blocked in stage `{stage.name}`; moving the ticket to "

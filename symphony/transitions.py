@@ -8,7 +8,8 @@ it fails. Every step is safe to repeat:
   the read-back) means only the comments are checked; in neither its stage nor the target
   means a person moved it meanwhile, and the daemon gives way;
 - each comment carries a marker with the transition's key, and is posted only when no comment
-  with that marker exists yet; the plan comment is found by its own marker and edited in place;
+  with that marker exists yet; a comment the ticket has once (the plan, the evidence) is found
+  by its kind's marker and edited in place, so a rework round updates it;
 - the move is confirmed by reading the ticket back.
 """
 
@@ -55,12 +56,13 @@ async def _post_comments(tracker: Tracker, issue: Issue, pending: PendingTransit
     existing = await tracker.list_comments(issue)
     markers = [marker_of(comment.body) for comment in existing]
     for planned in pending.plan.comments:
-        if planned.kind == "plan":
-            plans = [c for c, m in zip(existing, markers, strict=True) if m and m[0] == "plan"]
-            if not plans:
-                await tracker.add_comment(issue, marked(planned.body, "plan"))
-            elif unmarked(plans[-1].body) != planned.body:
-                await tracker.edit_comment(issue, plans[-1].id, marked(planned.body, "plan"))
+        if planned.single:
+            kind = planned.kind
+            found = [c for c, m in zip(existing, markers, strict=True) if m and m[0] == kind]
+            if not found:
+                await tracker.add_comment(issue, marked(planned.body, kind))
+            elif unmarked(found[-1].body) != planned.body:
+                await tracker.edit_comment(issue, found[-1].id, marked(planned.body, kind))
         elif (planned.kind, pending.key) not in markers:
             await tracker.add_comment(issue, marked(planned.body, planned.kind, pending.key))
 

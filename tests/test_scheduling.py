@@ -523,9 +523,9 @@ def test_released_issue_keeps_its_workspace_until_it_turns_terminal() -> None:
     core.on_worker_exit(state, "id-A-1", core.WorkerExit(False), settings, 1.0)
     assert state.kept_workspaces == {"id-A-1": "A-1"}
     review = [make_issue("A-1", state="Human Review")]
-    assert core.sweep_kept_workspaces(state, review, ["id-A-1"], settings) == []
+    assert core.sweep_kept_workspaces(state, review, ["id-A-1"], settings, WALL) == []
     done = [make_issue("A-1", state="Done")]
-    assert core.sweep_kept_workspaces(state, done, ["id-A-1"], settings) == [
+    assert core.sweep_kept_workspaces(state, done, ["id-A-1"], settings, WALL) == [
         core.RemoveWorkspace("A-1")
     ]
     assert state.kept_workspaces == {}
@@ -547,7 +547,7 @@ def test_kept_workspace_is_forgotten_when_the_issue_vanishes_or_is_dispatched_ag
     state = core.SchedulerState()
     settings = make_settings()
     state.kept_workspaces = {"id-A-1": "A-1", "id-A-2": "A-2"}
-    assert core.sweep_kept_workspaces(state, [], ["id-A-1"], settings) == []
+    assert core.sweep_kept_workspaces(state, [], ["id-A-1"], settings, WALL) == []
     assert "id-A-1" not in state.kept_workspaces
     core.select_dispatches(state, [make_issue("A-2")], settings, 0.0, WALL)
     assert state.kept_workspaces == {}
@@ -620,7 +620,7 @@ def test_a_report_becomes_a_pending_transition_that_keeps_the_claim_until_confir
     assert perform == core.PerformTransition(issue.id, "A-1", "Plan Review", 1)
     assert issue.id in state.claimed and issue.id in state.transitions
     assert core.select_dispatches(state, [issue], settings, 2.0, WALL) == []  # no double dispatch
-    done, released = core.on_transition_confirmed(state, issue.id, moved=True)
+    done, released = core.on_transition_confirmed(state, issue.id, moved=True, wall=WALL)
     assert isinstance(done, core.TransitionDone) and done.confirmed and done.target == "Plan Review"
     assert isinstance(released, core.Released)
     assert issue.id not in state.claimed and issue.id not in state.stage_progress

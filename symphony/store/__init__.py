@@ -29,6 +29,7 @@ from typing import Any
 
 from symphony.errors import SymphonyError
 from symphony.issue import BlockerRef, Issue
+from symphony.outcomes import OutcomeRecord
 from symphony.scheduling import SchedulerState, TicketTotals, Totals
 from symphony.stages import Outcome, PlannedComment, TransitionPlan
 from symphony.store.schema import MIGRATIONS, Migration
@@ -92,7 +93,7 @@ class Saved:
 
     runs: list[RunRow] = field(default_factory=list)
     retries: list[RetryRow] = field(default_factory=list)
-    stage_progress: dict[str, tuple[str, int]] = field(default_factory=dict)
+    stage_progress: dict[str, tuple[str, int, datetime | None]] = field(default_factory=dict)
     transitions: list[TransitionRow] = field(default_factory=list)
     kept_workspaces: dict[str, str] = field(default_factory=dict)
     completed: set[str] = field(default_factory=set)
@@ -100,6 +101,7 @@ class Saved:
     totals: Totals = field(default_factory=Totals)
     instances: list[str] = field(default_factory=list)
     transition_seq: int = 0
+    handed_off: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class Store:
@@ -209,8 +211,13 @@ class Store:
                     row[7], row[8], (row[9], row[10], row[11]),
                 )
             )  # fmt: skip
-        for issue_id, stage, turns in db.execute("SELECT * FROM stage_progress"):
-            saved.stage_progress[issue_id] = (stage, turns)
+        for issue_id, stage, turns, entered in db.execute(
+            "SELECT issue_id, stage, turns, entered_at FROM stage_progress"
+        ):
+            saved.stage_progress[issue_id] = (stage, turns, _optional_time(entered))
+        for issue_id, states in db.execute("SELECT issue_id, states FROM handed_off"):
+            with contextlib.suppress(ValueError, TypeError):
+                saved.handed_off[issue_id] = tuple(str(s) for s in json.loads(states))
         for row in db.execute("SELECT * FROM transitions"):
             saved.transitions.append(
                 TransitionRow(
@@ -279,8 +286,15 @@ class Store:
                 for issue_id, r in state.retry_attempts.items()
             },
             "stage_progress": {
-                issue_id: (issue_id, p.stage, p.turns)
+                issue_id: (
+                    issue_id, p.stage, p.turns,
+                    p.entered_at.isoformat() if p.entered_at is not None else None,
+                )
                 for issue_id, p in state.stage_progress.items()
+            },
+            "handed_off": {
+                issue_id: (issue_id, json.dumps(list(states)))
+                for issue_id, states in state.handed_off.items()
             },
             "transitions": {
                 issue_id: (
@@ -300,7 +314,7 @@ class Store:
         self._walls = {at: text for at, text in self._walls.items() if at in due}
         held = state.running.keys() | state.transitions.keys()
         self._issues = {k: v for k, v in self._issues.items() if k in held}
-        changed_totals = state.changed_totals
+        changed_totals, outcomes = state.changed_totals, state.new_outcomes
         if keep_runs:
             del tables["runs"]
         if self._written_stale:
@@ -318,6 +332,16 @@ class Store:
                     (
                         issue_id, totals.identifier, totals.input_tokens, totals.output_tokens,
                         totals.total_tokens, round(totals.seconds, 3), wall_now.isoformat(),
+                    ),
+                )  # fmt: skip
+                self.writes += 1
+            for record in outcomes:
+                self._db.execute(
+                    "INSERT INTO outcomes (at, kind, issue_id, identifier, data) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (
+                        record.at.isoformat(), record.kind, record.issue_id, record.identifier,
+                        json.dumps(dict(record.data), sort_keys=True),
                     ),
                 )  # fmt: skip
                 self.writes += 1
@@ -341,14 +365,32 @@ class Store:
                 delete=False,
             )
         changed_totals.clear()
+        outcomes.clear()
 
-    def forget_totals_before(self, cutoff: datetime) -> int:
-        """Drop the totals of tickets not updated since `cutoff` (the store stays bounded)."""
+    def forget_before(self, cutoff: datetime) -> int:
+        """Drop the totals of tickets not updated since `cutoff`, and outcome records older
+        than it (the store stays bounded); returns how many tickets' totals went."""
         with self._transaction():
             cursor = self._db.execute(
                 "DELETE FROM ticket_totals WHERE updated_at < ?", (cutoff.isoformat(),)
             )
+            self._db.execute("DELETE FROM outcomes WHERE at < ?", (cutoff.isoformat(),))
         return cursor.rowcount
+
+    def outcomes(self, since: datetime) -> list[OutcomeRecord]:
+        """Outcome records from `since` on, oldest first."""
+        rows = self._db.execute(
+            "SELECT at, kind, issue_id, identifier, data FROM outcomes WHERE at >= ? ORDER BY id",
+            (since.isoformat(),),
+        )
+        records = []
+        for at, kind, issue_id, identifier, data in rows:
+            moment = _optional_time(at)
+            if moment is None:
+                continue
+            with contextlib.suppress(ValueError, TypeError):
+                records.append(OutcomeRecord(moment, kind, issue_id, identifier, json.loads(data)))
+        return records
 
     def _sync(self, table: str, rows: Mapping[str, Row], *, delete: bool = True) -> None:
         written = self._written.setdefault(table, {})
@@ -391,6 +433,7 @@ _KEYS = {
     "runs": "issue_id",
     "retries": "issue_id",
     "stage_progress": "issue_id",
+    "handed_off": "issue_id",
     "transitions": "issue_id",
     "kept_workspaces": "issue_id",
     "completed": "issue_id",
@@ -469,7 +512,9 @@ def plan_to_json(plan: TransitionPlan) -> str:
             "stage": plan.stage,
             "outcome": plan.outcome.value,
             "target": plan.target,
-            "comments": [[c.kind, c.body] for c in plan.comments],
+            "comments": [[c.kind, c.body, c.single] for c in plan.comments],
+            "evidence": plan.evidence,
+            "hands_off": plan.hands_off,
         }
     )
 
@@ -480,7 +525,13 @@ def plan_from_json(text: str) -> TransitionPlan:
         data["stage"],
         Outcome(data["outcome"]),
         data["target"],
-        tuple(PlannedComment(kind, body) for kind, body in data["comments"]),
+        tuple(
+            # Written before comments said so, only the plan was one of a kind.
+            PlannedComment(c[0], c[1], bool(c[2]) if len(c) > 2 else c[0] == "plan")
+            for c in data["comments"]
+        ),
+        data.get("evidence"),
+        bool(data.get("hands_off", False)),
     )
 
 

@@ -94,8 +94,9 @@ def restore(state: SchedulerState, saved: Saved, mono_now: float, wall_now: date
             resume_tokens=run.tokens,
         )
         state.claimed.add(run.issue_id)
-    for issue_id, (stage, turns) in saved.stage_progress.items():
-        state.stage_progress[issue_id] = StageProgress(stage, turns)
+    for issue_id, (stage, turns, entered) in saved.stage_progress.items():
+        state.stage_progress[issue_id] = StageProgress(stage, turns, entered)
+    state.handed_off.update(saved.handed_off)
     for move in saved.transitions:
         state.transitions[move.issue_id] = PendingTransition(
             issue=move.issue,

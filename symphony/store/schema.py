@@ -57,6 +57,21 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        2,
+        """
+        -- When a ticket entered its stage: the time from entry to hand-off.
+        ALTER TABLE stage_progress ADD COLUMN entered_at TEXT;
+        -- The review states the daemon handed each ticket to (a JSON list), for rework.
+        CREATE TABLE handed_off (issue_id TEXT PRIMARY KEY, states TEXT NOT NULL);
+        -- Outcome records (hand-offs, rework, escalations, gates, closed): the metrics.
+        CREATE TABLE outcomes (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, kind TEXT NOT NULL,
+            issue_id TEXT NOT NULL, identifier TEXT NOT NULL, data TEXT NOT NULL
+        );
+        CREATE INDEX outcomes_at ON outcomes (at);
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -10,6 +10,7 @@ import pytest
 
 from symphony import scheduling as core
 from symphony.agents import AgentEvent, TokenUsage
+from symphony.outcomes import HANDOFF, OutcomeRecord
 from symphony.stages import Outcome, PlannedComment, TransitionPlan
 from symphony.store import STORE_NEWER, Store, StoreError
 from symphony.store.schema import MIGRATIONS, Migration
@@ -31,7 +32,14 @@ def busy_state() -> core.SchedulerState:
     state.retry_attempts["id-B-1"] = core.RetryEntry(
         "id-B-1", "B-1", 3, due_at=140.0, kind=core.RetryKind.FAILURE, error="boom"
     )
-    plan = TransitionPlan("plan", Outcome.DONE, "Plan Review", (PlannedComment("plan", "1. x"),))
+    plan = TransitionPlan(
+        "plan",
+        Outcome.DONE,
+        "Plan Review",
+        (PlannedComment("plan", "1. x", single=True), PlannedComment("evidence", "e", True)),
+        evidence={"ticket": "C-1", "tokens": {"total": 3}},
+        hands_off=True,
+    )
     state.transitions["id-C-1"] = core.PendingTransition(
         make_issue("C-1", native_ref={"path": "C-1.md"}),
         plan,
@@ -40,7 +48,9 @@ def busy_state() -> core.SchedulerState:
         attempts=2,
         due_at=130.0,
     )
-    state.stage_progress["id-C-1"] = core.StageProgress("plan", 2)
+    state.stage_progress["id-C-1"] = core.StageProgress("plan", 2, WALL)
+    state.handed_off["id-D-1"] = ("human review",)
+    state.new_outcomes.append(OutcomeRecord(NOW, HANDOFF, "id-D-1", "D-1", {"seconds": 5.0}))
     state.kept_workspaces["id-D-1"] = "D-1"
     state.completed.add("id-E-1")
     state.transition_seq = 3
@@ -50,9 +60,16 @@ def busy_state() -> core.SchedulerState:
 def test_what_a_save_keeps_comes_back_with_wall_clock_due_times(tmp_path: Path) -> None:
     store, damage = Store.open(tmp_path / "state.db")
     assert damage is None
-    store.save(busy_state(), mono_now=120.0, wall_now=NOW)
+    state = busy_state()
+    store.save(state, mono_now=120.0, wall_now=NOW)
+    assert state.new_outcomes == []  # taken by the store
     store.close()
-    saved = Store.open(tmp_path / "state.db")[0].load(NOW)
+    reopened = Store.open(tmp_path / "state.db")[0]
+    assert reopened.outcomes(NOW - timedelta(days=1)) == [
+        OutcomeRecord(NOW, HANDOFF, "id-D-1", "D-1", {"seconds": 5.0})
+    ]
+    assert reopened.outcomes(NOW + timedelta(seconds=1)) == []
+    saved = reopened.load(NOW)
     assert [(r.identifier, r.pgid, r.thread_id, r.tokens) for r in saved.runs] == [
         ("A-1", 4242, "thr-1", (10, 5, 15)),
         ("A-2", None, None, (0, 0, 0)),
@@ -61,9 +78,11 @@ def test_what_a_save_keeps_comes_back_with_wall_clock_due_times(tmp_path: Path) 
     assert (retry.identifier, retry.attempt, retry.error) == ("B-1", 3, "boom")
     assert retry.due_at == NOW + timedelta(seconds=20)  # due 20 s after the save
     (move,) = saved.transitions
+    assert move.plan == busy_state().transitions["id-C-1"].plan
     assert move.plan.target == "Plan Review" and move.plan.comments[0].body == "1. x"
     assert move.issue.native_ref == {"path": "C-1.md"} and move.attempts == 2
-    assert saved.stage_progress == {"id-C-1": ("plan", 2)}
+    assert saved.stage_progress == {"id-C-1": ("plan", 2, WALL)}
+    assert saved.handed_off == {"id-D-1": ("human review",)}
     assert saved.kept_workspaces == {"id-D-1": "D-1"} and saved.completed == {"id-E-1"}
     assert saved.ticket_totals["id-A-1"].total_tokens == 15
     assert saved.totals.total_tokens == 15 and saved.transition_seq == 3
@@ -177,7 +196,7 @@ def test_migrations_run_in_order_once_each(tmp_path: Path) -> None:
 def test_old_ticket_totals_are_forgotten_so_the_store_stays_bounded(tmp_path: Path) -> None:
     store, _ = Store.open(tmp_path / "state.db")
     store.save(busy_state(), 120.0, NOW - timedelta(days=100))
-    assert store.forget_totals_before(NOW - timedelta(days=90)) == 1
+    assert store.forget_before(NOW - timedelta(days=90)) == 1
     assert store.load(NOW).ticket_totals == {}
 
 

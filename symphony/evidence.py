@@ -1,0 +1,297 @@
+"""The evidence a hand-off carries: what the daemon itself saw, not what the agent claims.
+
+When a stage with `evidence` succeeds, the daemon posts one comment on the ticket (edited in
+place on later hand-offs) and writes the same bundle as JSON into the workspace
+(`.symphony/evidence.json`). It holds each gate of the last verification round with command,
+exit code and duration, the workspace's git facts (branch, commits and diff stat against the
+base, uncommitted changes), the pull request the agent names, turns, tokens and agent time, the
+agent's summary and open questions, and how many fix turns and hand-offs it took.
+
+`workspace_facts` reads git in the workspace (I/O, in the worker); `build_evidence` and
+`render_evidence` are pure, so the scheduling core assembles the bundle with its own records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from symphony.verification import Verification
+
+if TYPE_CHECKING:
+    from symphony.stages import Report
+
+EVIDENCE_DIR = ".symphony"
+EVIDENCE_FILE = "evidence.json"
+MAX_COMMITS = 20
+MAX_DIFF_STAT_CHARS = 4_000
+GIT_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceFacts:
+    """A git workspace as the daemon found it after the stage's last turn."""
+
+    branch: str | None
+    head: str | None
+    base: str | None
+    """What the changes are compared against: `workspace.base_ref`, or the start commit."""
+    base_source: str
+    """`workspace.base_ref`, `workspace start`, or why there is no base."""
+    commits: tuple[str, ...] = ()
+    """`<short sha> <subject>`, newest first, at most MAX_COMMITS."""
+    more_commits: int = 0
+    diff_stat: str = ""
+    uncommitted: int = 0
+    """Paths with changes not committed (staged, unstaged or untracked)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "branch": self.branch,
+            "head": self.head,
+            "base": self.base,
+            "base_source": self.base_source,
+            "commits": list(self.commits),
+            "more_commits": self.more_commits,
+            "diff_stat": self.diff_stat,
+            "uncommitted": self.uncommitted,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkspaceFacts:
+        return cls(
+            data.get("branch"),
+            data.get("head"),
+            data.get("base"),
+            str(data.get("base_source", "")),
+            tuple(data.get("commits") or ()),
+            int(data.get("more_commits") or 0),
+            str(data.get("diff_stat") or ""),
+            int(data.get("uncommitted") or 0),
+        )
+
+
+# The bundle (pure)
+
+
+def build_evidence(
+    *,
+    identifier: str,
+    stage: str,
+    target: str,
+    report: Report,
+    verification: Verification | None,
+    facts: WorkspaceFacts | None,
+    turns: int,
+    tokens: tuple[int, int, int],
+    agent_seconds: float,
+    hand_off: int,
+) -> dict[str, Any]:
+    """The evidence of one hand-off, JSON-safe."""
+    gates = None
+    if verification is not None and verification.rounds:
+        gates = {
+            "passed": verification.passed,
+            "rounds": len(verification.rounds),
+            "fix_turns": verification.fix_turns,
+            "results": [
+                {k: v for k, v in result.to_json().items() if k != "output"}
+                for result in verification.last.results
+            ],
+        }
+    return {
+        "ticket": identifier,
+        "stage": stage,
+        "handed_to": target,
+        "hand_off": hand_off,
+        "verification": gates,
+        "workspace": facts.to_json() if facts is not None else None,
+        "pull_request": report.pull_request,
+        "turns": turns,
+        "tokens": {"input": tokens[0], "output": tokens[1], "total": tokens[2]},
+        "agent_seconds": round(agent_seconds, 1),
+        "summary": report.summary,
+        "open_questions": list(report.open_questions),
+    }
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> str:
+    """The evidence comment, in Markdown that reads well as plain text too."""
+    lines = [
+        f"**Evidence** for {evidence['ticket']}: stage `{evidence['stage']}` handed to "
+        f"{evidence['handed_to']} (hand-off {evidence['hand_off']}). Everything below is what "
+        "the daemon ran and read itself, except the agent's summary.",
+        "",
+    ]
+    gates = evidence.get("verification")
+    if gates:
+        lines += ["| Gate | Command | Result | Exit code | Time |", "|---|---|---|---|---|"]
+        for result in gates["results"]:
+            code = "" if result["exit_code"] is None else str(result["exit_code"])
+            lines.append(
+                f"| {_cell(result['name'])} | `{_cell(result['run'])}` | {result['outcome']} "
+                f"| {code} | {result['duration_s']:.1f} s |"
+            )
+        fixes = gates["fix_turns"]
+        lines += [
+            "",
+            "All gates passed"
+            + (f" after {fixes} fix turn{'s' if fixes != 1 else ''}." if fixes else " at once."),
+            "",
+        ]
+    workspace = evidence.get("workspace")
+    if workspace:
+        lines += _workspace_lines(workspace)
+    if evidence.get("pull_request"):
+        lines += [f"Pull request (as the agent reports it): {evidence['pull_request']}", ""]
+    tokens = evidence["tokens"]
+    lines += [
+        f"Turns in this stage: {evidence['turns']}. Tokens for the ticket so far: "
+        f"{tokens['total']:,} ({tokens['input']:,} in, {tokens['output']:,} out). Agent time: "
+        f"{_duration(evidence['agent_seconds'])}.",
+        "",
+        "**The agent's summary**",
+        "",
+        str(evidence["summary"]).strip(),
+    ]
+    questions = evidence.get("open_questions") or []
+    if questions:
+        lines += ["", "**Open questions**", "", *(f"- {q}" for q in questions)]
+    return "\n".join(lines)
+
+
+def _workspace_lines(workspace: Mapping[str, Any]) -> list[str]:
+    head = (workspace.get("head") or "")[:12]
+    where = f"Branch `{workspace['branch']}` at `{head}`" if workspace.get("branch") else "HEAD"
+    base = workspace.get("base")
+    if not base:
+        return [f"{where}; no base to compare with ({workspace['base_source']}).", ""]
+    commits = list(workspace.get("commits") or [])
+    count = len(commits) + int(workspace.get("more_commits") or 0)
+    lines = [
+        f"{where}: {count} commit{'s' if count != 1 else ''} since `{base[:12]}` "
+        f"({workspace['base_source']}).",
+    ]
+    lines += [f"- {commit}" for commit in commits]
+    if workspace.get("more_commits"):
+        lines.append(f"- ... and {workspace['more_commits']} more")
+    stat = str(workspace.get("diff_stat") or "").rstrip()
+    lines += ["", f"```\n{stat}\n```" if stat else "No changes against the base."]
+    uncommitted = int(workspace.get("uncommitted") or 0)
+    if uncommitted:
+        lines.append(f"Not committed: {uncommitted} path{'s' if uncommitted != 1 else ''}.")
+    return [*lines, ""]
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min"
+
+
+# The workspace's git facts (I/O)
+
+
+async def workspace_facts(
+    path: Path, *, base_ref: str | None, start_commit: str | None, env: Mapping[str, str]
+) -> WorkspaceFacts | None:
+    """What git says about the workspace, or None when it is not a git work tree."""
+    inside = await _git(path, env, "rev-parse", "--is-inside-work-tree")
+    if inside is None or inside.strip() != "true":
+        return None
+    head = (await _git(path, env, "rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
+    branch = (await _git(path, env, "rev-parse", "--abbrev-ref", "HEAD") or "").strip()
+    status = await _git(path, env, "status", "--porcelain", "--untracked-files=all") or ""
+    uncommitted = sum(1 for line in status.splitlines() if line.strip())
+    if base_ref is not None:
+        resolved = await _git(
+            path, env, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}"
+        )
+        base = base_ref if resolved else None
+        source = "workspace.base_ref" if resolved else f"workspace.base_ref {base_ref!r} not found"
+    else:
+        base = start_commit
+        source = "where the workspace started" if start_commit else "start commit not recorded"
+    facts = WorkspaceFacts(
+        branch if branch and branch != "HEAD" else None,
+        head or None,
+        base,
+        source,
+        uncommitted=uncommitted,
+    )
+    if base is None or not head:
+        return facts
+    log = await _git(
+        path, env, "log", f"--max-count={MAX_COMMITS + 1}", "--format=%h %s", f"{base}..HEAD"
+    )
+    commits = [line for line in (log or "").splitlines() if line.strip()]
+    total = await _git(path, env, "rev-list", "--count", f"{base}..HEAD")
+    count = int(total.strip()) if total and total.strip().isdigit() else len(commits)
+    stat = await _git(path, env, "diff", "--stat", f"{base}...HEAD") or ""
+    if len(stat) > MAX_DIFF_STAT_CHARS:
+        stat = stat[:MAX_DIFF_STAT_CHARS] + "\n... (diff stat cut)"
+    return WorkspaceFacts(
+        facts.branch,
+        facts.head,
+        base,
+        source,
+        tuple(commits[:MAX_COMMITS]),
+        max(count - min(len(commits), MAX_COMMITS), 0),
+        stat,
+        uncommitted,
+    )
+
+
+async def _git(path: Path, env: Mapping[str, str], *args: str) -> str | None:
+    """Git's output, or None when it failed or could not run."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "git", "-C", str(path), *args,
+            env={**env, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+    except OSError:
+        return None
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT_S)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return None
+    return out.decode("utf-8", "replace") if proc.returncode == 0 else None
+
+
+def write_evidence_file(workspace: Path, evidence: Mapping[str, Any]) -> Path | None:
+    """Write the bundle to `<workspace>/.symphony/evidence.json`; None when the workspace is
+    gone. The folder ignores itself in git, so an agent's `git add -A` never commits it."""
+    folder = workspace / EVIDENCE_DIR
+    if not workspace.is_dir():
+        return None
+    folder.mkdir(exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("*\n", encoding="utf-8")
+    target = folder / EVIDENCE_FILE
+    temp = folder / f".{EVIDENCE_FILE}.tmp"
+    temp.write_text(json.dumps(evidence, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    temp.replace(target)
+    return target
+
+
+def read_evidence_file(workspace: Path) -> dict[str, Any] | None:
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads((workspace / EVIDENCE_DIR / EVIDENCE_FILE).read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            return data
+    return None

@@ -1,0 +1,136 @@
+"""Outcome metrics: the figures a team steers its fleet by, from the daemon's own records.
+
+The scheduling core notes what happens to tickets as `OutcomeRecord`s (hand-offs to review,
+rework rounds, escalations, gate results, tickets closed after review); the store keeps them;
+`summarize` turns a window of them into the figures `/metrics`, the dashboard and
+`symphony report` show:
+
+- handed to review: hand-offs into a review state (Plan Review, Human Review);
+- first-pass acceptance: of the tickets closed after review, the share with no rework round;
+- rework rate: rework rounds per hand-off;
+- verify pass rate, per gate: rounds in which the gate passed;
+- median time from a ticket's entry into a stage to its hand-off;
+- tokens per accepted ticket: the ticket's tokens over all its attempts, when it closed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+HANDOFF = "handoff"
+REWORK = "rework"
+ESCALATED = "escalated"
+GATE = "gate"
+CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeRecord:
+    at: datetime
+    kind: str
+    issue_id: str
+    identifier: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GateRate:
+    runs: int
+    passed: int
+
+    @property
+    def rate(self) -> float | None:
+        return self.passed / self.runs if self.runs else None
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeSummary:
+    handoffs: int = 0
+    reworks: int = 0
+    escalations: int = 0
+    closed: int = 0
+    closed_first_pass: int = 0
+    median_handoff_s: float | None = None
+    tokens_per_accepted: float | None = None
+    gates: Mapping[str, GateRate] = field(default_factory=dict)
+
+    @property
+    def first_pass_rate(self) -> float | None:
+        return self.closed_first_pass / self.closed if self.closed else None
+
+    @property
+    def rework_rate(self) -> float | None:
+        return self.reworks / self.handoffs if self.handoffs else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "handoffs": self.handoffs,
+            "reworks": self.reworks,
+            "escalations": self.escalations,
+            "closed": self.closed,
+            "closed_first_pass": self.closed_first_pass,
+            "first_pass_rate": self.first_pass_rate,
+            "rework_rate": self.rework_rate,
+            "median_handoff_s": self.median_handoff_s,
+            "tokens_per_accepted": self.tokens_per_accepted,
+            "gates": {
+                name: {"runs": g.runs, "passed": g.passed, "rate": g.rate}
+                for name, g in sorted(self.gates.items())
+            },
+        }
+
+
+def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
+    handoffs = reworks = escalations = closed = first_pass = 0
+    durations: list[float] = []
+    tokens: list[int] = []
+    gates: dict[str, list[int]] = {}
+    for record in records:
+        data = record.data
+        if record.kind == HANDOFF:
+            handoffs += 1
+            seconds = data.get("seconds")
+            if isinstance(seconds, int | float):
+                durations.append(float(seconds))
+        elif record.kind == REWORK:
+            reworks += 1
+        elif record.kind == ESCALATED:
+            escalations += 1
+        elif record.kind == CLOSED:
+            closed += 1
+            first_pass += 1 if data.get("first_pass") else 0
+            if isinstance(data.get("tokens"), int):
+                tokens.append(data["tokens"])
+        elif record.kind == GATE:
+            counts = gates.setdefault(str(data.get("gate")), [0, 0])
+            counts[0] += 1
+            counts[1] += 1 if data.get("passed") else 0
+    return OutcomeSummary(
+        handoffs,
+        reworks,
+        escalations,
+        closed,
+        first_pass,
+        statistics.median(durations) if durations else None,
+        statistics.fmean(tokens) if tokens else None,
+        {name: GateRate(runs, passed) for name, (runs, passed) in gates.items()},
+    )
+
+
+def daily(
+    records: Iterable[OutcomeRecord], *, end: datetime, days: int
+) -> list[tuple[str, OutcomeSummary]]:
+    """One summary per UTC day, oldest first, for the `days` days up to `end` (the plots)."""
+    first = (end - timedelta(days=days - 1)).date()
+    buckets: dict[str, list[OutcomeRecord]] = {
+        (first + timedelta(days=n)).isoformat(): [] for n in range(days)
+    }
+    for record in records:
+        key = record.at.date().isoformat()
+        if key in buckets:
+            buckets[key].append(record)
+    return [(day, summarize(rows)) for day, rows in buckets.items()]
