@@ -28,6 +28,7 @@ from symphony import scheduling as core
 from symphony.agents import AgentEvent, AgentLaunch, AgentSession, open_session
 from symphony.config import Settings, build_settings, workflow_fingerprint
 from symphony.errors import SymphonyError
+from symphony.evidence import read_evidence_file, write_evidence_file
 from symphony.issue import normalize_state
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board, board_row
@@ -145,6 +146,19 @@ class Health:
     failures: dict[str, int] = field(default_factory=dict)
 
 
+def _write_evidence(
+    workspaces: WorkspaceManager, identifier: str, evidence: Mapping[str, Any]
+) -> None:
+    """The hand-off's evidence as JSON in the workspace; a failure costs only the file."""
+    path = workspaces.owned_path(identifier)
+    if path is None:
+        return
+    try:
+        write_evidence_file(path, evidence)
+    except OSError as exc:
+        log.warning("could not write the evidence file", workspace=str(path), reason=str(exc))
+
+
 def agent_environment(
     environ: Mapping[str, str],
     secret_names: Sequence[str],
@@ -256,6 +270,8 @@ class Orchestrator:
             board = board_row(row, self.state)
             detail.update(state=row.state, stage=row.stage, reason=board["reason"], title=row.title)
         detail["activity"] = self.activity.for_issue(detail["issue_identifier"])
+        workspace = self._workspaces.owned_path(detail["issue_identifier"])
+        detail["evidence"] = read_evidence_file(workspace) if workspace is not None else None
         return detail
 
     def workspace_path(self, identifier: str) -> Path:
@@ -342,7 +358,11 @@ class Orchestrator:
                 )
             else:
                 effects = core.on_transition_confirmed(
-                    self.state, event.issue_id, moved=event.result == "moved", reason=event.detail
+                    self.state,
+                    event.issue_id,
+                    moved=event.result == "moved",
+                    wall=self.clock.wall(),
+                    reason=event.detail,
                 )
             self._perform(effects)
             # A confirmed move may have freed a slot or made a ticket of the next stage ready.
@@ -375,7 +395,11 @@ class Orchestrator:
             log.warning("reconcile skipped, runs kept", reason=str(exc))
             return
         self._perform(core.apply_refresh(self.state, refreshed, ids, self.settings))
-        self._perform(core.sweep_kept_workspaces(self.state, refreshed, kept, self.settings))
+        self._perform(
+            core.sweep_kept_workspaces(
+                self.state, refreshed, kept, self.settings, self.clock.wall()
+            )
+        )
 
     async def _dispatch_candidates(self) -> None:
         settings = self.settings
@@ -395,6 +419,7 @@ class Orchestrator:
             self.activity.add(self.clock.wall(), "tracker_recovered", "tracker reads work again")
             self.health.tracker_error = None
         candidates = [issue for issue in issues if tracker_settings.is_active(issue.state)]
+        core.observe_review_queue(self.state, issues, settings)
         effects = core.select_dispatches(
             self.state, candidates, settings, self.clock.monotonic(), self.clock.wall()
         )
@@ -549,7 +574,13 @@ class Orchestrator:
             if removal is not None:
                 await asyncio.shield(removal)
             end = await run_attempt(issue, attempt, ctx, on_event)
-            result = core.WorkerExit(True, report=end.report, stuck=end.stuck)
+            result = core.WorkerExit(
+                True,
+                report=end.report,
+                stuck=end.stuck,
+                verification=end.verification,
+                facts=end.facts,
+            )
             log.info("completed")
         except AttemptFailed as exc:
             result = core.WorkerExit(False, str(exc))
@@ -578,10 +609,14 @@ class Orchestrator:
         if stage is not None:
             own.update(normalize_state(state) for state in stage.states)
 
+        workspaces = self._workspaces
+
         async def write() -> None:
             structlog.contextvars.bind_contextvars(
                 issue_id=perform.issue_id, issue_identifier=perform.identifier
             )
+            if pending.plan.evidence is not None:
+                _write_evidence(workspaces, pending.identifier, pending.plan.evidence)
             try:
                 result, detail = await write_transition(tracker, pending, own)
             except TrackerError as exc:
@@ -638,7 +673,7 @@ class Orchestrator:
         previous = store.register_instance(self.instance_id, os.getpid(), wall)
         if self.settings.state is not None:
             keep = timedelta(days=self.settings.state.keep_days)
-            if forgotten := store.forget_totals_before(wall - keep):
+            if forgotten := store.forget_before(wall - keep):
                 log.info("forgot the totals of long-quiet tickets", tickets=forgotten)
         saved = store.load(wall)
         stopped = await stop_groups(orphan_groups(previous))

@@ -18,6 +18,8 @@ import structlog
 from symphony.agents import AgentEvent, AgentLaunch, AgentSession, EventSink, open_session
 from symphony.config import CodexSettings, Settings
 from symphony.errors import SymphonyError
+from symphony.evidence import WorkspaceFacts, workspace_facts
+from symphony.gates import run_gates
 from symphony.issue import Issue
 from symphony.observability.logging import masker
 from symphony.prompt import (
@@ -34,9 +36,10 @@ from symphony.stage_tools import (
     parse_report,
     stage_tool_specs,
 )
-from symphony.stages import Report, Stage, marker_of, unmarked
+from symphony.stages import Outcome, Report, Stage, marker_of, unmarked
 from symphony.tools import ToolResult
 from symphony.tracker import TRACKER_RATE_LIMITED, NewTicket, Tracker, TrackerError
+from symphony.verification import GateRound, Verification, fix_prompt
 from symphony.workspace import Workspace, WorkspaceManager
 
 log = structlog.get_logger("symphony.runner")
@@ -88,10 +91,14 @@ class AttemptContext:
 @dataclass(frozen=True, slots=True)
 class AttemptEnd:
     """How a normal attempt ended. In stage mode: the agent's report, or `stuck` when the
-    stage's turn budget ran out without one; both unset means the stage continues."""
+    stage's turn budget ran out without one; both unset means the stage continues. A `done`
+    report in a stage with gates comes with the `verification` the daemon ran, and a stage
+    with evidence with the workspace's git `facts`."""
 
     report: Report | None = None
     stuck: bool = False
+    verification: Verification | None = None
+    facts: WorkspaceFacts | None = None
 
 
 async def run_attempt(
@@ -115,6 +122,12 @@ async def run_attempt(
             tools += stage_tool_specs(stage.name, follow_up_states)
         withheld = {t.name for t in ctx.tracker.agent_tools() if t.moves_ticket} if stage else set()
         turn_report: Report | None = None
+
+        def take_report() -> Report | None:
+            """The report of the turn that just ended, and a clean slate for the next."""
+            nonlocal turn_report
+            report, turn_report = turn_report, None
+            return report
 
         async def handle_tool(name: str, arguments: Any) -> ToolResult:
             nonlocal turn_report
@@ -190,9 +203,26 @@ async def run_attempt(
                 turn_report = None
                 result = await _step(f"turn {turn}", session.run_turn(prompt, title=title))
                 bound.info("turn completed", session_id=result.session_id, turn=turn)
-                if turn_report is not None:
-                    bound.info("worker done", reason=f"reported {turn_report.outcome.value}")
-                    return AttemptEnd(report=turn_report)
+                if turn_report is not None and stage is not None:
+                    report, verification = turn_report, None
+                    if stage.verify and report.outcome is Outcome.DONE:
+                        report, verification = await _verify(
+                            stage, report, current, session, launch, settings, take_report
+                        )
+                    facts = None
+                    if (
+                        stage.evidence
+                        and report.outcome is Outcome.DONE
+                        and (verification is None or verification.passed)
+                    ):
+                        facts = await workspace_facts(
+                            workspace.path,
+                            base_ref=settings.workspace.base_ref,
+                            start_commit=workspace.base,
+                            env=launch.env,
+                        )
+                    bound.info("worker done", reason=f"reported {report.outcome.value}")
+                    return AttemptEnd(report=report, verification=verification, facts=facts)
                 refreshed = await _step("issue refresh", _refresh(ctx.tracker, issue.id))
                 match = next((i for i in refreshed if i.id == issue.id), None)
                 if match is None:
@@ -227,6 +257,53 @@ async def run_attempt(
     finally:
         await ctx.workspaces.after_run(workspace)
     return AttemptEnd()
+
+
+async def _verify(
+    stage: Stage,
+    report: Report,
+    issue: Issue,
+    session: AgentSession,
+    launch: AgentLaunch,
+    settings: Settings,
+    take_report: Callable[[], Report | None],
+) -> tuple[Report, Verification]:
+    """Run the stage's gates after a `done` report; while they fail and fix turns are left,
+    give the agent a fix turn on the same thread with what failed, then run them again.
+    Returns the report that stands (a fix turn may report anew, `blocked` ends it) and every
+    round that ran."""
+    rounds: list[GateRound] = []
+    title = f"{issue.identifier}: {issue.title}"
+    take_report()
+    while True:
+        gate_round = await run_gates(
+            stage.verify,
+            cwd=launch.workspace,
+            env=launch.env,
+            default_timeout_ms=settings.hooks.timeout_ms,
+            output_chars=stage.verify_output_chars,
+        )
+        rounds.append(gate_round)
+        fix_turn = len(rounds)
+        if gate_round.passed or fix_turn > stage.max_fix_turns:
+            break
+        log.info("verification failed, fix turn", fix_turn=fix_turn, gates=[
+            r.name for r in gate_round.failures
+        ])  # fmt: skip
+        prompt = fix_prompt(issue.identifier, gate_round, fix_turn, stage.max_fix_turns)
+        await _step(f"fix turn {fix_turn}", session.run_turn(prompt, title=title))
+        again = take_report()
+        if again is not None:
+            report = again
+            if report.outcome is Outcome.BLOCKED:
+                break
+    verification = Verification(tuple(rounds))
+    log.info(
+        "verification passed" if verification.passed else "verification gave up",
+        rounds=len(rounds),
+        fix_turns=verification.fix_turns,
+    )
+    return report, verification
 
 
 def _agent_settings(settings: Settings, stage: Stage | None) -> CodexSettings:

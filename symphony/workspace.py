@@ -149,6 +149,11 @@ class WorkspaceManager:
         self._check_contained(path)
         return path
 
+    def owned_path(self, identifier: str) -> Path | None:
+        """The ticket's workspace when it exists and symphony made it, else None."""
+        path = self.path_for(identifier)
+        return path if self._marks.owns(path.name, path) and path.is_dir() else None
+
     async def prepare(self, identifier: str) -> Workspace:
         """Ensure the workspace directory exists; run `after_create` only if it was made now.
 
