@@ -17,6 +17,11 @@ small, real piece of work in its workspace (the current directory):
    `{"state": "Human Review"}` so the ticket leaves the active states;
 6. completes the turn with a short summary.
 
+When the daemon's verification of a `done` fails, it gets a fix turn (the prompt says which
+gate failed): it commits what it left uncommitted and reports `done` again. A ticket whose text
+says the agent "forgets to commit" gets a first try that leaves its notes uncommitted, so the
+quickstart shows the daemon catching it.
+
 For trying the stage machine's other paths: `DEMO_AGENT_OUTCOME=blocked` reports `blocked`
 with a question, `DEMO_AGENT_OUTCOME=silent` never reports (the daemon's progress guard then
 escalates the ticket), and `DEMO_AGENT_FOLLOW_UP` (JSON arguments of `create_follow_up`) makes
@@ -50,6 +55,8 @@ MOVE_TOOL = "local_move_issue"
 REPORT_TOOL = "report_outcome"
 FOLLOW_UP_TOOL = "create_follow_up"
 REVIEW_STATE = "Human Review"
+FIX_TURN = "the daemon ran this stage's verification"
+FORGETS_TO_COMMIT = "forgets to commit"
 NOTES_DIR = "NOTES"
 GIT_IDENTITY = ["-c", "user.name=symphony-demo", "-c", "user.email=demo@localhost"]
 
@@ -332,6 +339,18 @@ class TurnWork:
                 },
             )
             return f"Reported {self.identifier} as blocked."
+        if FIX_TURN in self.prompt:
+            notes = f"{NOTES_DIR}/{safe_name(self.identifier)}.md"
+            self.usage(len(self.prompt) // 4 + 200, 40)
+            output = re.search(r"```+\n(.*?)\n```", self.prompt, re.DOTALL)
+            said = output.group(1).splitlines()[0] if output and output.group(1) else "nothing"
+            committed = self.commit(notes)
+            summary = f"Verification said {said!r}; " + (
+                f"committed {notes}." if committed else "nothing was left to commit."
+            )
+            self.call_tool(REPORT_TOOL, {"outcome": "done", "summary": summary})
+            self.say(summary)
+            return summary
         if "plan" in stage.lower():
             plan = (
                 f"1. Read the code that {self.title!r} touches.\n"
@@ -346,7 +365,8 @@ class TurnWork:
             return f"Planned {self.identifier}."
         notes = self.write_notes()
         self.usage(len(self.prompt) // 4 + 400, 60)
-        committed = self.commit(notes)
+        # A deliberate slip for the demonstration: the daemon's verification catches it.
+        committed = FORGETS_TO_COMMIT not in self.prompt and self.commit(notes)
         follow_up = os.environ.get("DEMO_AGENT_FOLLOW_UP")
         if follow_up and self.agent.turns == 1 and FOLLOW_UP_TOOL in self.agent.tools:
             self.call_tool(FOLLOW_UP_TOOL, json.loads(follow_up))
