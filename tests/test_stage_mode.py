@@ -63,6 +63,7 @@ class StageBoard:
         implement: dict[str, Any] | None = None,
         plan: dict[str, Any] | None = None,
         hooks: dict[str, Any] | None = None,
+        codex: dict[str, Any] | None = None,
         **agent: Any,
     ) -> None:
         config = {
@@ -75,7 +76,8 @@ class StageBoard:
             "workspace": {"root": "workspaces"},
             "hooks": hooks or {},
             "agent": {"max_concurrent_agents": 4, "max_retry_backoff_ms": 1000, **agent},
-            "codex": {"command": f"{sys.executable} {DEMO_AGENT}", "read_timeout_ms": 5000},
+            "codex": codex
+            or {"command": f"{sys.executable} {DEMO_AGENT}", "read_timeout_ms": 5000},
             "stages": two_stages(plan=plan, implement=implement),
             "escalation_state": "Needs Attention",
         }
