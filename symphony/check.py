@@ -18,7 +18,7 @@ from symphony.errors import SymphonyError
 from symphony.issue import Issue, normalize_state
 from symphony.preflight import agent_command_problem
 from symphony.prompt import StageContext, render_prompt
-from symphony.scheduling import SchedulerState, explain_dispatch
+from symphony.scheduling import SchedulerState, explain_dispatch, observe_review_queue
 from symphony.tracker import Tracker, resolve_states
 
 
@@ -40,6 +40,11 @@ async def report(settings: Settings, tracker: Tracker) -> int:
         resolved = await resolve_states(settings.tracker, tracker)
         candidates = await tracker.fetch_issues_by_states(resolved.active_states)
         known = await tracker.tracker_states() if settings.machine is not None else None
+        in_review: list[Issue] = []
+        if settings.machine is not None and settings.agent.max_in_review is not None:
+            in_review = await tracker.fetch_issues_by_states(
+                settings.machine.review_states(resolved.terminal_states)
+            )
     finally:
         await tracker.aclose()
     settings = dataclasses.replace(settings, tracker=resolved)
@@ -57,8 +62,17 @@ async def report(settings: Settings, tracker: Tracker) -> int:
     for warning in preflight_warnings(settings):
         print(f"warning: {warning}")
     errors = _machine(settings, known)
+    state = SchedulerState()
+    if settings.agent.max_in_review is not None and settings.machine is not None:
+        waiting = observe_review_queue(state, in_review, settings)
+        full = waiting >= settings.agent.max_in_review
+        print(
+            f"review queue  {waiting} ticket(s) wait for review, at most "
+            f"{settings.agent.max_in_review} (agent.max_in_review)"
+            + ("; new tickets wait" if full else "")
+        )
     print(f"\n{len(candidates)} ticket(s) in active states:")
-    errors += _verdicts(settings, candidates)
+    errors += _verdicts(settings, candidates, state)
     for error in errors:
         print(f"error: {error}")
     if errors:
@@ -78,6 +92,11 @@ def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
             f"blocked: {stage.on_blocked}; stuck after {stage.max_total_turns} turns: "
             f"{stage.on_stuck}"
         )
+        if stage.verify:
+            print(
+                f"  {'':<12} verify: {', '.join(g.name for g in stage.verify)}; after "
+                f"{stage.max_fix_turns} fix turn(s) still failing: {stage.on_verify_failed}"
+            )
     needed = (*machine.states, *machine.targets())
     if known is None:
         print("  the tracker accepts any state name (labels are created at start where needed)")
@@ -91,10 +110,10 @@ def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
     ]
 
 
-def _verdicts(settings: Settings, candidates: Sequence[Issue]) -> list[str]:
+def _verdicts(settings: Settings, candidates: Sequence[Issue], state: SchedulerState) -> list[str]:
     machine = settings.machine
     failures: list[str] = []
-    for issue, wait in explain_dispatch(SchedulerState(), candidates, settings):
+    for issue, wait in explain_dispatch(state, candidates, settings):
         verdict = "would dispatch" if wait is None else f"waits: {wait}"
         stage = machine.stage_for(issue.state) if machine is not None else None
         where = f"{issue.state} ({stage.name})" if stage is not None else issue.state

@@ -35,6 +35,7 @@ from symphony.observability.board import Board, board_row
 from symphony.observability.logging import masker
 from symphony.observability.metrics import TrackerRequests
 from symphony.observability.snapshot import build_issue_snapshot, build_snapshot
+from symphony.outcomes import outcome_report
 from symphony.prompt import check_prompts
 from symphony.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
 from symphony.store import Store
@@ -61,6 +62,10 @@ log = structlog.get_logger("symphony.orchestrator")
 
 T = TypeVar("T")
 
+OUTCOME_WINDOW_DAYS = 7
+"""The outcome figures (`outcomes.summary`, /metrics, the dashboard) cover this many days."""
+OUTCOME_PLOT_DAYS = 14
+"""The dashboard's plots show one point per day for this many days."""
 PROGRESS_SAVE_S = 1.0
 """How stale the store may let an agent's progress (tokens, turns, last message) get. A kill -9
 loses at most this much of it, and a continued thread's usage catches up on its first report."""
@@ -214,6 +219,8 @@ class Orchestrator:
         self._next_tick = 0.0
         self._unsaved = False
         self._saved_at = float("-inf")
+        self._outcomes: dict[str, Any] | None = None
+        self._held_for_review = 0
         self._listeners: list[Callable[[], None]] = []
 
     # Public surface
@@ -247,6 +254,12 @@ class Orchestrator:
             self.activity.newest(),
         )
         snapshot["board"] = self.board.snapshot(self.state)
+        snapshot["review"] = {
+            "waiting": self.state.in_review,
+            "limit": self.settings.agent.max_in_review,
+            "held": self._held_for_review,
+        }
+        snapshot["outcomes"] = self._outcomes
         snapshot["mode"] = "stages" if self.settings.machine is not None else "spec"
         return snapshot
 
@@ -380,8 +393,26 @@ class Orchestrator:
         await self._reconcile()
         if self.health.workflow_error is None:
             await self._dispatch_candidates()
+        self._refresh_outcomes()
         self.health.last_tick_at = self.clock.wall()
         self.health.last_tick_ms = (time.perf_counter() - started) * 1000
+
+    def _refresh_outcomes(self) -> None:
+        """Recompute the outcome figures from the store, once a poll (they change slowly)."""
+        if self.store is None:
+            return
+        wall = self.clock.wall()
+        try:
+            records = self.store.outcomes(wall - timedelta(days=OUTCOME_PLOT_DAYS))
+        except Exception as exc:  # a failing disk costs the figures, never the poll
+            log.warning("outcome figures unavailable", reason=str(exc))
+            return
+        self._outcomes = outcome_report(
+            [*records, *self.state.new_outcomes],
+            end=wall,
+            window_days=OUTCOME_WINDOW_DAYS,
+            plot_days=OUTCOME_PLOT_DAYS,
+        )
 
     async def _reconcile(self) -> None:
         """Refresh running issues (and released ones whose workspace was kept) in one read."""
@@ -420,6 +451,7 @@ class Orchestrator:
             self.health.tracker_error = None
         candidates = [issue for issue in issues if tracker_settings.is_active(issue.state)]
         core.observe_review_queue(self.state, issues, settings)
+        self._held_for_review = core.held_for_review(self.state, candidates, settings)
         effects = core.select_dispatches(
             self.state, candidates, settings, self.clock.monotonic(), self.clock.wall()
         )
@@ -685,6 +717,7 @@ class Orchestrator:
             log.info("recovered", summary=recovered.summary())
             self.activity.add(wall, "recovered", recovered.summary())
         self._save()
+        self._refresh_outcomes()
 
     def _save_pass(self) -> None:
         """Save at the end of a loop pass: at once when something a restart needs changed (a

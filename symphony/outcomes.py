@@ -134,3 +134,19 @@ def daily(
         if key in buckets:
             buckets[key].append(record)
     return [(day, summarize(rows)) for day, rows in buckets.items()]
+
+
+def outcome_report(
+    records: Iterable[OutcomeRecord], *, end: datetime, window_days: int, plot_days: int
+) -> dict[str, Any]:
+    """The figures of the last `window_days`, and one set per day for `plot_days` (JSON)."""
+    rows = list(records)
+    start = end - timedelta(days=window_days)
+    return {
+        "window_days": window_days,
+        "summary": summarize(r for r in rows if r.at >= start).to_json(),
+        "daily": [
+            {"day": day, **summary.to_json()}
+            for day, summary in daily(rows, end=end, days=plot_days)
+        ],
+    }

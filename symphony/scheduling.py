@@ -453,6 +453,11 @@ def observe_review_queue(state: SchedulerState, polled: Iterable[Issue], setting
     return state.in_review
 
 
+def held_for_review(state: SchedulerState, candidates: Iterable[Issue], settings: Settings) -> int:
+    """How many candidates wait only because the review queue is full."""
+    return sum(1 for _, wait in _plan(state, candidates, settings) if wait is Wait.REVIEW_FULL)
+
+
 def select_dispatches(
     state: SchedulerState,
     candidates: Iterable[Issue],

@@ -267,6 +267,27 @@ def test_check_shows_the_machine_and_each_tickets_stage(board: StageBoard) -> No
     assert "DEMO-1           Todo (plan)" in out and "DEMO-2           Ready (implement)" in out
 
 
+async def test_check_shows_the_gates_and_a_full_review_queue_holding_new_tickets(
+    board: StageBoard, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from symphony import check
+
+    board.ticket("DEMO-1", state="Human Review")
+    board.ticket("DEMO-2", state="Ready")
+    board.write_workflow(
+        implement={"verify": [{"name": "tests", "run": "true"}], "on_verify_failed": "Broken"},
+        max_in_review=1,
+    )
+    settings = load_settings(board.workflow, dict(os.environ))
+    tracker = create_tracker(settings.tracker, TrackerContext(board.root, os.environ))
+    assert await check.report(settings, tracker) == 0
+    out = capsys.readouterr().out
+    assert "verify: tests; after 2 fix turn(s) still failing: Broken" in out
+    assert "review queue  1 ticket(s) wait for review, at most 1 (agent.max_in_review)" in out
+    assert "new tickets wait" in out
+    assert "waits: waits for reviewers: 1 tickets wait for review" in out
+
+
 async def test_check_fails_on_a_state_the_tracker_does_not_have(
     board: StageBoard, capsys: pytest.CaptureFixture[str]
 ) -> None:

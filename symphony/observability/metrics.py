@@ -133,7 +133,69 @@ def render_metrics(snapshot: dict[str, Any]) -> str:
             for category, count in sorted(stats["errors"].items())
         ],
     )
+    review = snapshot.get("review") or {}
+    if review.get("limit") is not None:
+        metric(
+            "symphony_review_queue",
+            "gauge",
+            "Tickets waiting for a person's review (Plan Review, Human Review, ...).",
+            [("", review.get("waiting", 0))],
+        )
+        metric(
+            "symphony_review_queue_limit",
+            "gauge",
+            "agent.max_in_review: new tickets wait while the review queue is this long.",
+            [("", review["limit"])],
+        )
+        metric(
+            "symphony_held_for_review",
+            "gauge",
+            "Tickets that would be dispatched but wait for the review queue to shrink.",
+            [("", review.get("held", 0))],
+        )
+    outcomes = snapshot.get("outcomes")
+    if outcomes is not None:
+        _outcome_metrics(metric, outcomes)
     return "\n".join(lines) + "\n"
+
+
+def _outcome_metrics(metric: Any, outcomes: dict[str, Any]) -> None:
+    days = outcomes["window_days"]
+    summary = outcomes["summary"]
+    window = f"over the last {days} days"
+
+    def figure(value: float | None) -> float:
+        return math.nan if value is None else value
+
+    for name, key, what in (
+        ("handoffs", "handoffs", "Hand-offs to review"),
+        ("reworks", "reworks", "Rework rounds"),
+        ("escalations", "escalations", "Tickets escalated (blocked, stuck, verification failed)"),
+        ("accepted", "closed", "Tickets closed after review"),
+    ):
+        metric(f"symphony_outcome_{name}", "gauge", f"{what} {window}.", [("", summary[key])])
+    for name, key, what in (
+        ("first_pass_ratio", "first_pass_rate", "Closed tickets that needed no rework round"),
+        ("rework_ratio", "rework_rate", "Rework rounds per hand-off"),
+        ("handoff_seconds_median", "median_handoff_s", "Median time from stage entry to hand-off"),
+        (
+            "tokens_per_accepted",
+            "tokens_per_accepted",
+            "Mean tokens of a ticket closed after review",
+        ),
+    ):
+        metric(
+            f"symphony_outcome_{name}",
+            "gauge",
+            f"{what} {window} (NaN without data).",
+            [("", figure(summary[key]))],
+        )
+    metric(
+        "symphony_gate_pass_ratio",
+        "gauge",
+        f"Share of verification rounds in which each gate passed, {window}.",
+        [(_labels(gate=gate), figure(g["rate"])) for gate, g in summary["gates"].items()],
+    )
 
 
 def _number(value: float) -> str:

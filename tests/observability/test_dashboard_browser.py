@@ -10,6 +10,7 @@ each step is saved under `test-artifacts/` (`SYMPHONY_TEST_ARTIFACTS` overrides)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -71,15 +72,20 @@ def _quickstart(root: Path) -> Path:
     return root / "WORKFLOW.md"
 
 
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """The CLI daemon on the quickstart board with `--port 0`; yields (url, workdir)."""
-    workflow = _quickstart(tmp_path)
-    # The demo agent holds each turn open, so the tickets stay running while the page is read.
-    env = dict(os.environ, DEMO_AGENT_DELAY_MS="600000")
+@contextlib.contextmanager
+def _daemon(root: Path, delay_ms: str, **settings: str) -> Iterator[str]:
+    """The CLI daemon on the quickstart board with `--port 0`, and the quickstart's `settings`
+    (`key: value` lines of its WORKFLOW.md) changed; yields its URL."""
+    workflow = _quickstart(root)
+    text = workflow.read_text()
+    for key, value in settings.items():
+        text, found = re.subn(rf"(?m)^(\s*{key}:) \S+", rf"\g<1> {value}", text)
+        assert found == 1, key
+    workflow.write_text(text)
+    env = dict(os.environ, DEMO_AGENT_DELAY_MS=delay_ms)
     proc = subprocess.Popen(
         [sys.executable, "-m", "symphony", str(workflow), "--port", "0", "--no-tui"],
-        cwd=tmp_path,
+        cwd=root,
         env=env,
         stderr=subprocess.PIPE,
         text=True,
@@ -96,13 +102,21 @@ def daemon(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         assert url is not None, "the daemon exited before serving"
         # Keep reading its log so the daemon never blocks on a full pipe.
         threading.Thread(target=lambda: sum(1 for _ in stderr), daemon=True).start()
-        yield url, tmp_path
+        yield url
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         finally:
             proc.kill()
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The quickstart daemon whose demo agent holds each turn open, so tickets stay running
+    while the page is read; yields (url, workdir)."""
+    with _daemon(tmp_path, "600000") as url:
+        yield url, tmp_path
 
 
 def _set_state(ticket: Path, state: str) -> None:
@@ -183,6 +197,46 @@ def test_dashboard_shows_the_fleet_and_updates_by_itself(daemon: tuple[str, Path
             assert page_errors == []
         except Exception:
             page.screenshot(path=artifacts / "dashboard-failure.png", full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+def test_dashboard_shows_outcomes_evidence_and_a_full_review_queue(tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    artifacts = _artifacts()
+    # A fast agent: the plans reach Plan Review and DEMO-4, after a fix turn, Human Review.
+    with (
+        _daemon(tmp_path, "0", max_in_review="2") as url,
+        sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(executable_path=_chromium(), args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page_errors: list[str] = []
+        page.on("pageerror", lambda error: page_errors.append(str(error)))
+        page.set_default_timeout(TIMEOUT_MS)
+        expect.set_options(timeout=TIMEOUT_MS)
+        try:
+            page.goto(url)
+            banner = page.locator("#banner-review")
+            expect(banner).to_contain_text("Reviewers are behind: 3 tickets wait for review")
+            expect(page.locator('[data-card="review"] .value')).to_have_text("3 / 2")
+            # Outcomes: three hand-offs (two plans, one implementation) and the gates' record.
+            expect(page.locator('[data-card="handoffs"] .value')).to_have_text("3")
+            expect(page.locator('[data-card="handoffs"] svg.spark')).to_have_count(1)
+            expect(page.locator('#gates tr[data-gate="committed"]')).to_contain_text("50%")
+            expect(page.locator('#gates tr[data-gate="tests"]')).to_contain_text("100%")
+            # The hand-off's evidence in the ticket's panel: what the daemon ran.
+            page.locator('#board tr[data-issue="DEMO-4"]').click()
+            evidence = page.locator("#evidence")
+            expect(evidence).to_contain_text("Evidence (hand-off 1 to Human Review)")
+            expect(evidence).to_contain_text("passed after 1 fix turn(s)")
+            expect(evidence).to_contain_text("NOTES/DEMO-4.md")
+            page.screenshot(path=artifacts / "dashboard-outcomes.png", full_page=True)
+            assert page_errors == []
+        except Exception:
+            page.screenshot(path=artifacts / "dashboard-outcomes-failure.png", full_page=True)
             raise
         finally:
             browser.close()

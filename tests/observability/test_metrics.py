@@ -60,3 +60,37 @@ def test_metrics_label_values_are_escaped_and_missing_tick_is_nan() -> None:
     text = render_metrics(_snapshot(failures={'turn "1"\\x\n': 2}, last_tick_ms=None))
     assert 'symphony_failures_total{reason="turn \\"1\\"\\\\x\\n"} 2\n' in text
     assert "symphony_tick_duration_ms NaN\n" in text
+
+
+def test_the_review_queue_and_outcome_figures_are_exported() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from symphony.outcomes import CLOSED, GATE, HANDOFF, OutcomeRecord, outcome_report
+
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    records = [
+        OutcomeRecord(now, HANDOFF, "1", "A-1", {"seconds": 600.0}),
+        OutcomeRecord(now, HANDOFF, "2", "A-2", {"seconds": 1200.0}),
+        OutcomeRecord(now, CLOSED, "1", "A-1", {"first_pass": True, "tokens": 5000}),
+        OutcomeRecord(now, GATE, "1", "A-1", {"gate": "tests", "passed": False}),
+        OutcomeRecord(now, GATE, "1", "A-1", {"gate": "tests", "passed": True}),
+        # Older than the 7-day window: in the plots' range, not in the figures.
+        OutcomeRecord(now - timedelta(days=9), HANDOFF, "3", "A-3", {"seconds": 1.0}),
+    ]
+    snapshot = {
+        **_snapshot(),
+        "review": {"waiting": 2, "limit": 2, "held": 3},
+        "outcomes": outcome_report(records, end=now, window_days=7, plot_days=14),
+    }
+    samples = _samples(render_metrics(snapshot))
+    assert samples["symphony_review_queue"] == "2" and samples["symphony_held_for_review"] == "3"
+    assert samples["symphony_outcome_handoffs"] == "2"
+    assert samples["symphony_outcome_first_pass_ratio"] == "1"
+    assert samples["symphony_outcome_handoff_seconds_median"] == "900"
+    assert samples["symphony_outcome_tokens_per_accepted"] == "5000"
+    assert samples['symphony_gate_pass_ratio{gate="tests"}'] == "0.5"
+    assert samples["symphony_outcome_rework_ratio"] == "0"
+    daily = snapshot["outcomes"]["daily"]
+    assert len(daily) == 14 and daily[-1]["handoffs"] == 2 and daily[4]["handoffs"] == 1
+    # Without a review limit or a store, neither family appears.
+    assert "symphony_review_queue" not in render_metrics(_snapshot())
