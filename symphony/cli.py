@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from symphony.observability.logging import configure_logging, masker
 from symphony.observability.terminal import ConsoleLogStream, TerminalStatus
 from symphony.orchestrator import Orchestrator
 from symphony.prompt import check_prompts, render_prompt
+from symphony.report import parse_window, report_text
 from symphony.runner import stage_context
 from symphony.store import Store
 from symphony.store.lock import DaemonLock
@@ -53,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _render(_render_parser().parse_intermixed_args(args[1:]))
         if args and args[0] == "init":
             return _init(_init_parser().parse_intermixed_args(args[1:]))
+        if args and args[0] == "report":
+            return _report(_report_parser().parse_intermixed_args(args[1:]))
         return _run(_run_parser().parse_intermixed_args(args))
     except SymphonyError as exc:
         print(f"symphony: {exc}", file=sys.stderr)
@@ -82,7 +86,9 @@ def _workflow_arg(parser: argparse.ArgumentParser) -> None:
 def _run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="symphony",
-        description="Run coding agents on tracker tickets. Subcommands: check, render, init.",
+        description=(
+            "Run coding agents on tracker tickets. Subcommands: check, render, init, report."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"symphony {version()}")
     _workflow_arg(parser)
@@ -157,6 +163,37 @@ def _init(args: argparse.Namespace) -> int:
         print(f"next: edit {target}: {written.next_step}; then")
     print(f"  symphony check {target}     # see what the daemon would do")
     print(f"  symphony {target}           # run it")
+    return EXIT_OK
+
+
+def _report_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony report",
+        description="Print the workflow's outcome figures (hand-offs, rework, gates).",
+    )
+    _workflow_arg(parser)
+    parser.add_argument("--since", default="7d", help="how far back: 90m, 24h, 7d (default) or 2w")
+    return parser
+
+
+def _report(args: argparse.Namespace) -> int:
+    window = parse_window(args.since)
+    settings = load_settings(args.workflow)
+    assert settings.state is not None
+    store = Store.read_only(settings.state.path)
+    try:
+        print(
+            report_text(
+                store,
+                workflow=str(settings.workflow_path),
+                window=window,
+                label=args.since.strip(),
+                now=datetime.now(UTC),
+            )
+        )
+    finally:
+        if store is not None:
+            store.close()
     return EXIT_OK
 
 

@@ -347,3 +347,43 @@ def test_stop_signals_stop_once_then_warn_then_force() -> None:
     assert (stops, exits) == (["stop"], [])
     handler(signal.SIGTERM)
     assert (stops, exits) == (["stop"], [1])
+
+
+def test_report_prints_the_outcome_figures_while_a_daemon_holds_the_store(board: Board) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from symphony import scheduling as core
+    from symphony.outcomes import CLOSED, GATE, HANDOFF, REWORK, OutcomeRecord
+    from symphony.store import Store
+
+    board.write_workflow()
+    empty = run_cli("report", cwd=board.root)
+    assert empty.returncode == 0 and "No state yet" in empty.stdout
+    now = datetime.now(UTC)
+    state = core.SchedulerState()
+    state.new_outcomes += [
+        OutcomeRecord(now - timedelta(days=20), HANDOFF, "0", "OLD-1", {"seconds": 5.0}),
+        OutcomeRecord(now, HANDOFF, "1", "A-1", {"seconds": 1800.0}),
+        OutcomeRecord(now, REWORK, "1", "A-1", {}),
+        OutcomeRecord(now, HANDOFF, "1", "A-1", {"seconds": 600.0}),
+        OutcomeRecord(now, CLOSED, "1", "A-1", {"first_pass": False, "tokens": 12345}),
+        OutcomeRecord(now, GATE, "1", "A-1", {"gate": "tests", "passed": True}),
+        OutcomeRecord(now, GATE, "1", "A-1", {"gate": "tests", "passed": False}),
+    ]
+    # The daemon's own connection stays open (and writing) while the report reads.
+    store, _ = Store.open(board.root / ".symphony" / "state.db")
+    try:
+        store.save(state, 0.0, now)
+        result = run_cli("report", "--since", "7d", cwd=board.root)
+    finally:
+        store.close()
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"Outcomes of {board.workflow}, last 7d" in out
+    assert "handed to review               2" in out  # the 20-day-old one is outside
+    assert "rework rate 50%" in out and "first-pass acceptance 0%" in out
+    assert "time to hand-off          20 min" in out
+    assert "tokens per accepted       12,345" in out
+    assert "tests                        50%   1 of 2" in out
+    wrong = run_cli("report", "--since", "soon", cwd=board.root)
+    assert wrong.returncode == 1 and "--since must be like 90m, 24h, 7d or 2w" in wrong.stderr

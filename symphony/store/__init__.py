@@ -32,7 +32,7 @@ from symphony.issue import BlockerRef, Issue
 from symphony.outcomes import OutcomeRecord
 from symphony.scheduling import SchedulerState, TicketTotals, Totals
 from symphony.stages import Outcome, PlannedComment, TransitionPlan
-from symphony.store.schema import MIGRATIONS, Migration
+from symphony.store.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 
 STORE_NEWER = "store_newer_schema"
 STORE_UNUSABLE = "store_unusable"
@@ -142,6 +142,26 @@ class Store:
                 f"the state file {path} could not be read ({exc}); it was moved to {moved} "
                 "and the daemon starts with no saved state"
             )
+
+    @classmethod
+    def read_only(cls, path: Path) -> Store | None:
+        """The store at `path` for reading beside a running daemon (`symphony report`), or None
+        when there is none yet. Never creates, migrates or moves anything. Raises StoreError."""
+        if not path.is_file():
+            return None
+        try:
+            db = sqlite3.connect(
+                f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
+            )
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(STORE_UNUSABLE, f"{path} cannot be read: {exc}") from None
+        if version > SCHEMA_VERSION:
+            db.close()
+            raise StoreError(
+                STORE_NEWER, f"{path} was written by a newer symphony (schema {version})"
+            )
+        return cls(db, path)
 
     @classmethod
     def _open(cls, path: Path, migrations: Sequence[Migration]) -> Store:
@@ -378,11 +398,16 @@ class Store:
         return cursor.rowcount
 
     def outcomes(self, since: datetime) -> list[OutcomeRecord]:
-        """Outcome records from `since` on, oldest first."""
-        rows = self._db.execute(
-            "SELECT at, kind, issue_id, identifier, data FROM outcomes WHERE at >= ? ORDER BY id",
-            (since.isoformat(),),
-        )
+        """Outcome records from `since` on, oldest first (none in a store from before they
+        were kept)."""
+        try:
+            rows = self._db.execute(
+                "SELECT at, kind, issue_id, identifier, data FROM outcomes WHERE at >= ? "
+                "ORDER BY id",
+                (since.isoformat(),),
+            ).fetchall()
+        except sqlite3.OperationalError:
+            return []
         records = []
         for at, kind, issue_id, identifier, data in rows:
             moment = _optional_time(at)
