@@ -35,7 +35,7 @@ from symphony.observability.board import Board, board_row
 from symphony.observability.logging import masker
 from symphony.observability.metrics import TrackerRequests
 from symphony.observability.snapshot import build_issue_snapshot, build_snapshot
-from symphony.outcomes import outcome_report
+from symphony.outcomes import OutcomeRecord, outcome_report
 from symphony.prompt import check_prompts
 from symphony.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
 from symphony.store import Store
@@ -66,6 +66,8 @@ OUTCOME_WINDOW_DAYS = 7
 """The outcome figures (`outcomes.summary`, /metrics, the dashboard) cover this many days."""
 OUTCOME_PLOT_DAYS = 14
 """The dashboard's plots show one point per day for this many days."""
+OUTCOME_REFRESH_S = 600.0
+"""Without new records, the figures are recomputed this often (the window moves on)."""
 PROGRESS_SAVE_S = 1.0
 """How stale the store may let an agent's progress (tokens, turns, last message) get. A kill -9
 loses at most this much of it, and a continued thread's usage catches up on its first report."""
@@ -220,6 +222,9 @@ class Orchestrator:
         self._unsaved = False
         self._saved_at = float("-inf")
         self._outcomes: dict[str, Any] | None = None
+        self._outcome_log: list[OutcomeRecord] = []
+        """The saved outcome records of the plot window, kept so a poll never re-reads them."""
+        self._outcomes_at = float("-inf")
         self._held_for_review = 0
         self._listeners: list[Callable[[], None]] = []
 
@@ -398,21 +403,23 @@ class Orchestrator:
         self.health.last_tick_ms = (time.perf_counter() - started) * 1000
 
     def _refresh_outcomes(self) -> None:
-        """Recompute the outcome figures from the store, once a poll (they change slowly)."""
+        """Recompute the outcome figures at a poll when records were added since, and every
+        `OUTCOME_REFRESH_S` as the window moves on."""
         if self.store is None:
             return
-        wall = self.clock.wall()
-        try:
-            records = self.store.outcomes(wall - timedelta(days=OUTCOME_PLOT_DAYS))
-        except Exception as exc:  # a failing disk costs the figures, never the poll
-            log.warning("outcome figures unavailable", reason=str(exc))
+        now = self.clock.monotonic()
+        if self._outcomes is not None and now - self._outcomes_at < OUTCOME_REFRESH_S:
             return
+        wall = self.clock.wall()
+        cutoff = wall - timedelta(days=OUTCOME_PLOT_DAYS)
+        self._outcome_log = [r for r in self._outcome_log if r.at >= cutoff]
         self._outcomes = outcome_report(
-            [*records, *self.state.new_outcomes],
+            self._outcome_log,
             end=wall,
             window_days=OUTCOME_WINDOW_DAYS,
             plot_days=OUTCOME_PLOT_DAYS,
         )
+        self._outcomes_at = now
 
     async def _reconcile(self) -> None:
         """Refresh running issues (and released ones whose workspace was kept) in one read."""
@@ -717,6 +724,7 @@ class Orchestrator:
             log.info("recovered", summary=recovered.summary())
             self.activity.add(wall, "recovered", recovered.summary())
         self._save()
+        self._outcome_log = store.outcomes(wall - timedelta(days=OUTCOME_PLOT_DAYS))
         self._refresh_outcomes()
 
     def _save_pass(self) -> None:
@@ -732,7 +740,9 @@ class Orchestrator:
         """Write this pass's changes to the store; a failing disk is reported, never fatal."""
         self._unsaved, self._saved_at = False, self.clock.monotonic()
         if self.store is None:
+            self.state.new_outcomes.clear()  # only a store keeps outcome records
             return
+        recorded = list(self.state.new_outcomes)
         try:
             self.store.save(
                 self.state, self.clock.monotonic(), self.clock.wall(), keep_runs=keep_runs
@@ -743,6 +753,9 @@ class Orchestrator:
             self.health.store_error = str(exc)
         else:
             self.health.store_error = None
+            if recorded:
+                self._outcome_log += recorded
+                self._outcomes_at = float("-inf")  # new figures at the next poll
 
     async def _ensure_stage_states(self) -> None:
         """Stage mode: make the tracker able to hold every state the daemon moves tickets to

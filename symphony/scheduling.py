@@ -26,7 +26,7 @@ from symphony.config import AgentSettings, Settings, TrackerSettings
 from symphony.evidence import WorkspaceFacts, build_evidence
 from symphony.issue import BlockerRef, Issue, normalize_state
 from symphony.outcomes import CLOSED, ESCALATED, GATE, HANDOFF, REWORK, OutcomeRecord
-from symphony.stages import Outcome, Report, TransitionPlan, plan_transition
+from symphony.stages import Outcome, Report, Stage, TransitionPlan, plan_transition
 from symphony.verification import Verification
 
 CONTINUATION_DELAY_S = 1.0
@@ -765,38 +765,14 @@ def _stage_outcome(
         return None  # a reload removed the stage: its tickets are judged afresh
     progress = state.stage_progress.get(entry.issue.id)
     turns = progress.turns if progress is not None and progress.stage == stage.name else 0
-    report, verification = result.report, result.verification
-    evidence = None
-    if (
-        stage.evidence
-        and report is not None
-        and report.outcome is Outcome.DONE
-        and (verification is None or verification.passed)
-    ):
-        totals = state.ticket_totals.get(entry.issue.id) or TicketTotals(entry.identifier)
-        evidence = build_evidence(
-            identifier=entry.identifier,
-            stage=stage.name,
-            target=stage.on_success,
-            report=report,
-            verification=verification,
-            facts=result.facts,
-            turns=turns,
-            tokens=(totals.input_tokens, totals.output_tokens, totals.total_tokens),
-            agent_seconds=totals.seconds,
-            hand_off=state.handed_off.get(entry.issue.id, ()).count(
-                normalize_state(stage.on_success)
-            )
-            + 1,
-        )
     plan = plan_transition(
         stage,
-        report,
+        result.report,
         stuck=result.stuck,
         turns_used=turns,
         last_message=entry.last_message,
-        verification=verification,
-        evidence=evidence,
+        verification=result.verification,
+        evidence=_evidence(state, entry, stage, result, turns),
     )
     if plan is None:
         return None
@@ -816,6 +792,34 @@ def _stage_outcome(
     state.transitions[entry.issue.id] = pending
     state.claimed.add(entry.issue.id)
     return PerformTransition(entry.issue.id, entry.identifier, plan.target, 1)
+
+
+def _evidence(
+    state: SchedulerState, entry: RunningEntry, stage: Stage, result: WorkerExit, turns: int
+) -> dict[str, Any] | None:
+    """The evidence bundle of a verified (or unverified) `done` in a stage with evidence."""
+    report, verification = result.report, result.verification
+    if (
+        not stage.evidence
+        or report is None
+        or report.outcome is not Outcome.DONE
+        or (verification is not None and not verification.passed)
+    ):
+        return None
+    totals = state.ticket_totals.get(entry.issue.id) or TicketTotals(entry.identifier)
+    handed = state.handed_off.get(entry.issue.id, ())
+    return build_evidence(
+        identifier=entry.identifier,
+        stage=stage.name,
+        target=stage.on_success,
+        report=report,
+        verification=verification,
+        facts=result.facts,
+        turns=turns,
+        tokens=(totals.input_tokens, totals.output_tokens, totals.total_tokens),
+        agent_seconds=totals.seconds,
+        hand_off=handed.count(normalize_state(stage.on_success)) + 1,
+    )
 
 
 def due_transitions(state: SchedulerState, now: float) -> list[Effect]:

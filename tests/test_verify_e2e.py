@@ -105,6 +105,8 @@ async def test_a_failed_gate_gets_a_fix_turn_and_the_hand_off_carries_true_evide
     assert evidence["workspace"]["diff_stat"].rstrip() == stat and stat in evidence_comment
     assert evidence["workspace"]["branch"] == "main" and evidence["hand_off"] == 2
     assert git(workspace, "status", "--porcelain") == ""  # the evidence file stays out of git
+    # Without a store nothing keeps outcome records: none pile up in memory.
+    assert run.orchestrator.state.new_outcomes == []
 
 
 async def test_fix_turns_that_do_not_fix_it_escalate_with_the_last_failure(
