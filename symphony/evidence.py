@@ -13,7 +13,6 @@ agent's summary and open questions, and how many fix turns and hand-offs it took
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from symphony.git import git_output
 from symphony.verification import Verification
 
 if TYPE_CHECKING:
@@ -30,7 +30,6 @@ EVIDENCE_DIR = ".symphony"
 EVIDENCE_FILE = "evidence.json"
 MAX_COMMITS = 20
 MAX_DIFF_STAT_CHARS = 4_000
-GIT_TIMEOUT_S = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,15 +204,15 @@ async def workspace_facts(
     path: Path, *, base_ref: str | None, start_commit: str | None, env: Mapping[str, str]
 ) -> WorkspaceFacts | None:
     """What git says about the workspace, or None when it is not a git work tree."""
-    inside = await _git(path, env, "rev-parse", "--is-inside-work-tree")
+    inside = await git_output(path, env, "rev-parse", "--is-inside-work-tree")
     if inside is None or inside.strip() != "true":
         return None
-    head = (await _git(path, env, "rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
-    branch = (await _git(path, env, "rev-parse", "--abbrev-ref", "HEAD") or "").strip()
-    status = await _git(path, env, "status", "--porcelain", "--untracked-files=all") or ""
+    head = (await git_output(path, env, "rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
+    branch = (await git_output(path, env, "rev-parse", "--abbrev-ref", "HEAD") or "").strip()
+    status = await git_output(path, env, "status", "--porcelain", "--untracked-files=all") or ""
     uncommitted = sum(1 for line in status.splitlines() if line.strip())
     if base_ref is not None:
-        resolved = await _git(
+        resolved = await git_output(
             path, env, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}"
         )
         base = base_ref if resolved else None
@@ -230,13 +229,13 @@ async def workspace_facts(
     )
     if base is None or not head:
         return facts
-    log = await _git(
+    log = await git_output(
         path, env, "log", f"--max-count={MAX_COMMITS + 1}", "--format=%h %s", f"{base}..HEAD"
     )
     commits = [line for line in (log or "").splitlines() if line.strip()]
-    total = await _git(path, env, "rev-list", "--count", f"{base}..HEAD")
+    total = await git_output(path, env, "rev-list", "--count", f"{base}..HEAD")
     count = int(total.strip()) if total and total.strip().isdigit() else len(commits)
-    stat = await _git(path, env, "diff", "--stat", f"{base}...HEAD") or ""
+    stat = await git_output(path, env, "diff", "--stat", f"{base}...HEAD") or ""
     if len(stat) > MAX_DIFF_STAT_CHARS:
         stat = stat[:MAX_DIFF_STAT_CHARS] + "\n... (diff stat cut)"
     return WorkspaceFacts(
@@ -249,27 +248,6 @@ async def workspace_facts(
         stat,
         uncommitted,
     )
-
-
-async def _git(path: Path, env: Mapping[str, str], *args: str) -> str | None:
-    """Git's output, or None when it failed or could not run."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            "git", "-C", str(path), *args,
-            env={**env, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"},
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
-    except OSError:
-        return None
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT_S)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return None
-    return out.decode("utf-8", "replace") if proc.returncode == 0 else None
 
 
 def write_evidence_file(workspace: Path, evidence: Mapping[str, Any]) -> Path | None:

@@ -43,6 +43,7 @@ import structlog
 
 from symphony.config import HooksSettings
 from symphony.errors import SymphonyError
+from symphony.git import git_output
 from symphony.shell import Outcome, ScriptResult, run_script
 from symphony.workspace_marks import MARKS_DIR, OwnershipMarks
 
@@ -57,7 +58,6 @@ WORKSPACE_NOT_OWNED = "workspace_not_owned"
 
 # Hook output kept for the log: the end of the output is where the error usually is.
 OUTPUT_TAIL_BYTES = 2048
-GIT_TIMEOUT_S = 10.0
 
 _DISALLOWED = re.compile(r"[^A-Za-z0-9._-]")
 _VALID_KEY = re.compile(r"[A-Za-z0-9._-]+")
@@ -393,24 +393,8 @@ class WorkspaceManager:
 
 async def _git_head(path: Path, env: Mapping[str, str]) -> str | None:
     """The commit checked out at `path`, or None when it is not a git work tree."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            "git", "-C", str(path), "rev-parse", "--verify", "--quiet", "HEAD",
-            env={**env, "GIT_TERMINAL_PROMPT": "0"},
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
-    except OSError:
-        return None
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT_S)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return None
-    head = out.decode(errors="replace").strip()
-    return head if proc.returncode == 0 and head else None
+    head = (await git_output(path, env, "rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
+    return head or None
 
 
 def _foreign(path: Path) -> str:

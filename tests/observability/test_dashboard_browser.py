@@ -20,6 +20,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -119,124 +120,121 @@ def daemon(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         yield url, tmp_path
 
 
+@contextlib.contextmanager
+def _page(name: str, height: int) -> Iterator[Any]:
+    """A page of a headless Chromium with the tests' timeouts; on failure a screenshot
+    `<name>-failure.png` is saved, and at the end the page must have raised no script error."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=_chromium(), args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": height})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.set_default_timeout(TIMEOUT_MS)
+        expect.set_options(timeout=TIMEOUT_MS)
+        try:
+            yield page
+            assert errors == []
+        except Exception:
+            page.screenshot(path=_artifacts() / f"{name}-failure.png", full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
 def _set_state(ticket: Path, state: str) -> None:
     text = ticket.read_text()
     ticket.write_text(re.sub(r"(?m)^state: .*$", f"state: {state}", text, count=1))
 
 
 def test_dashboard_shows_the_fleet_and_updates_by_itself(daemon: tuple[str, Path]) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     url, workdir = daemon
     board = workdir / ".symphony" / "board"
     artifacts = _artifacts()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=_chromium(), args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page_errors: list[str] = []
-        page.on("pageerror", lambda error: page_errors.append(str(error)))
-        page.set_default_timeout(TIMEOUT_MS)
-        expect.set_options(timeout=TIMEOUT_MS)
-        try:
-            page.goto(url)
-            running = page.locator("#running tbody tr")
+    with _page("dashboard", 900) as page:
+        page.goto(url)
+        running = page.locator("#running tbody tr")
 
-            # Three slots: the two Todo tickets (planning) and the Ready one (implementing);
-            # DEMO-3 waits for DEMO-2.
-            expect(running).to_have_count(3)
-            shown = sorted(running.evaluate_all("rows => rows.map(r => r.dataset.issue)"))
-            api = httpx.get(f"{url}api/v1/state").json()
-            assert shown == sorted(row["issue_identifier"] for row in api["running"])
-            assert shown == ["DEMO-1", "DEMO-2", "DEMO-4"]
-            expect(page.locator("#connection")).to_have_text("live")
-            expect(page.locator('[data-card="running"] .value')).to_have_text("3")
-            title = page.locator('#running tr[data-issue="DEMO-1"] td').nth(1)
-            expect(title).to_have_text("Add a usage example to the README")
-            # The board view: the waiting ticket, its stage and why it waits.
-            waiting = page.locator('#board tr[data-issue="DEMO-3"]')
-            expect(waiting).to_contain_text("plan")
-            expect(waiting).to_contain_text("blocked by DEMO-2 (Todo)")
-            expect(page.locator('#board tr[data-issue="DEMO-4"]')).to_contain_text("implement")
-            page.screenshot(path=artifacts / "dashboard-running.png", full_page=True)
-            # A tracker URL only becomes a link when it is a web or file address.
-            linkable = page.evaluate(
-                "[linkable('https://t/1'), linkable('file:///b/1.md'),"
-                " linkable('javascript:alert(1)'), linkable(' javascript:x'), linkable(null)]"
-            )
-            assert linkable == [True, True, False, False, False]
+        # Three slots: the two Todo tickets (planning) and the Ready one (implementing);
+        # DEMO-3 waits for DEMO-2.
+        expect(running).to_have_count(3)
+        shown = sorted(running.evaluate_all("rows => rows.map(r => r.dataset.issue)"))
+        api = httpx.get(f"{url}api/v1/state").json()
+        assert shown == sorted(row["issue_identifier"] for row in api["running"])
+        assert shown == ["DEMO-1", "DEMO-2", "DEMO-4"]
+        expect(page.locator("#connection")).to_have_text("live")
+        expect(page.locator('[data-card="running"] .value')).to_have_text("3")
+        title = page.locator('#running tr[data-issue="DEMO-1"] td').nth(1)
+        expect(title).to_have_text("Add a usage example to the README")
+        # The board view: the waiting ticket, its stage and why it waits.
+        waiting = page.locator('#board tr[data-issue="DEMO-3"]')
+        expect(waiting).to_contain_text("plan")
+        expect(waiting).to_contain_text("blocked by DEMO-2 (Todo)")
+        expect(page.locator('#board tr[data-issue="DEMO-4"]')).to_contain_text("implement")
+        page.screenshot(path=artifacts / "dashboard-running.png", full_page=True)
+        # A tracker URL only becomes a link when it is a web or file address.
+        linkable = page.evaluate(
+            "[linkable('https://t/1'), linkable('file:///b/1.md'),"
+            " linkable('javascript:alert(1)'), linkable(' javascript:x'), linkable(null)]"
+        )
+        assert linkable == [True, True, False, False, False]
 
-            # The detail panel shows the session and where its workspace is.
-            page.locator('#running tr[data-issue="DEMO-1"]').click()
-            detail = page.locator("#detail")
-            expect(detail).to_be_visible()
-            expect(detail.locator("h2")).to_have_text("DEMO-1")
-            expect(detail).to_contain_text(str(workdir / ".symphony" / "workspaces" / "DEMO-1"))
-            expect(detail).to_contain_text("turn_started")
-            page.screenshot(path=artifacts / "dashboard-detail.png", full_page=True)
-            page.keyboard.press("Escape")
-            expect(detail).to_be_hidden()
+        # The detail panel shows the session and where its workspace is.
+        page.locator('#running tr[data-issue="DEMO-1"]').click()
+        detail = page.locator("#detail")
+        expect(detail).to_be_visible()
+        expect(detail.locator("h2")).to_have_text("DEMO-1")
+        expect(detail).to_contain_text(str(workdir / ".symphony" / "workspaces" / "DEMO-1"))
+        expect(detail).to_contain_text("turn_started")
+        page.screenshot(path=artifacts / "dashboard-detail.png", full_page=True)
+        page.keyboard.press("Escape")
+        expect(detail).to_be_hidden()
 
-            # A ticket moved to Done leaves the table without a reload; its successor starts.
-            _set_state(board / "DEMO-2.md", "Done")
-            httpx.post(f"{url}api/v1/refresh")
-            expect(page.locator('#running tr[data-issue="DEMO-2"]')).to_have_count(0)
-            expect(page.locator('#running tr[data-issue="DEMO-3"]')).to_have_count(1)
-            stopped = page.locator("#activity li", has_text="DEMO-2").filter(has_text="stopping")
-            expect(stopped.first).to_contain_text("terminal")
+        # A ticket moved to Done leaves the table without a reload; its successor starts.
+        _set_state(board / "DEMO-2.md", "Done")
+        httpx.post(f"{url}api/v1/refresh")
+        expect(page.locator('#running tr[data-issue="DEMO-2"]')).to_have_count(0)
+        expect(page.locator('#running tr[data-issue="DEMO-3"]')).to_have_count(1)
+        stopped = page.locator("#activity li", has_text="DEMO-2").filter(has_text="stopping")
+        expect(stopped.first).to_contain_text("terminal")
 
-            # A broken WORKFLOW.md raises the banner with its error; a fix clears it.
-            workflow = workdir / "WORKFLOW.md"
-            good = workflow.read_text()
-            workflow.write_text(good.replace("interval_ms: 5000", "interval_ms: soon"))
-            banner = page.locator("#banner-workflow")
-            expect(banner).to_be_visible()
-            expect(banner).to_contain_text("polling.interval_ms must be an integer")
-            page.screenshot(path=artifacts / "dashboard-broken-workflow.png", full_page=True)
-            workflow.write_text(good)
-            expect(banner).to_have_count(0)
-            assert page_errors == []
-        except Exception:
-            page.screenshot(path=artifacts / "dashboard-failure.png", full_page=True)
-            raise
-        finally:
-            browser.close()
+        # A broken WORKFLOW.md raises the banner with its error; a fix clears it.
+        workflow = workdir / "WORKFLOW.md"
+        good = workflow.read_text()
+        workflow.write_text(good.replace("interval_ms: 5000", "interval_ms: soon"))
+        banner = page.locator("#banner-workflow")
+        expect(banner).to_be_visible()
+        expect(banner).to_contain_text("polling.interval_ms must be an integer")
+        page.screenshot(path=artifacts / "dashboard-broken-workflow.png", full_page=True)
+        workflow.write_text(good)
+        expect(banner).to_have_count(0)
 
 
 def test_dashboard_shows_outcomes_evidence_and_a_full_review_queue(tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     artifacts = _artifacts()
     # A fast agent: the plans reach Plan Review and DEMO-4, after a fix turn, Human Review.
     with (
         _daemon(tmp_path, "0", max_in_review="2") as url,
-        sync_playwright() as playwright,
+        _page("dashboard-outcomes", 1000) as page,
     ):
-        browser = playwright.chromium.launch(executable_path=_chromium(), args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page_errors: list[str] = []
-        page.on("pageerror", lambda error: page_errors.append(str(error)))
-        page.set_default_timeout(TIMEOUT_MS)
-        expect.set_options(timeout=TIMEOUT_MS)
-        try:
-            page.goto(url)
-            banner = page.locator("#banner-review")
-            expect(banner).to_contain_text("Reviewers are behind: 3 tickets wait for review")
-            expect(page.locator('[data-card="review"] .value')).to_have_text("3 / 2")
-            # Outcomes: three hand-offs (two plans, one implementation) and the gates' record.
-            expect(page.locator('[data-card="handoffs"] .value')).to_have_text("3")
-            expect(page.locator('[data-card="handoffs"] svg.spark')).to_have_count(1)
-            expect(page.locator('#gates tr[data-gate="committed"]')).to_contain_text("50%")
-            expect(page.locator('#gates tr[data-gate="tests"]')).to_contain_text("100%")
-            # The hand-off's evidence in the ticket's panel: what the daemon ran.
-            page.locator('#board tr[data-issue="DEMO-4"]').click()
-            evidence = page.locator("#evidence")
-            expect(evidence).to_contain_text("Evidence (hand-off 1 to Human Review)")
-            expect(evidence).to_contain_text("passed after 1 fix turn(s)")
-            expect(evidence).to_contain_text("NOTES/DEMO-4.md")
-            page.screenshot(path=artifacts / "dashboard-outcomes.png", full_page=True)
-            assert page_errors == []
-        except Exception:
-            page.screenshot(path=artifacts / "dashboard-outcomes-failure.png", full_page=True)
-            raise
-        finally:
-            browser.close()
+        page.goto(url)
+        banner = page.locator("#banner-review")
+        expect(banner).to_contain_text("Reviewers are behind: 3 tickets wait for review")
+        expect(page.locator('[data-card="review"] .value')).to_have_text("3 / 2")
+        # Outcomes: three hand-offs (two plans, one implementation) and the gates' record.
+        expect(page.locator('[data-card="handoffs"] .value')).to_have_text("3")
+        expect(page.locator('[data-card="handoffs"] svg.spark')).to_have_count(1)
+        expect(page.locator('#gates tr[data-gate="committed"]')).to_contain_text("50%")
+        expect(page.locator('#gates tr[data-gate="tests"]')).to_contain_text("100%")
+        # The hand-off's evidence in the ticket's panel: what the daemon ran.
+        page.locator('#board tr[data-issue="DEMO-4"]').click()
+        evidence = page.locator("#evidence")
+        expect(evidence).to_contain_text("Evidence (hand-off 1 to Human Review)")
+        expect(evidence).to_contain_text("passed after 1 fix turn(s)")
+        expect(evidence).to_contain_text("NOTES/DEMO-4.md")
+        page.screenshot(path=artifacts / "dashboard-outcomes.png", full_page=True)
