@@ -24,6 +24,7 @@ from symphony.issue import normalize_state
 from symphony.workflow import Workflow, read_workflow
 
 if TYPE_CHECKING:
+    from symphony.pricing import Pricing
     from symphony.stages import StageMachine
 
 INVALID_CONFIG = "invalid_workflow_config"
@@ -125,6 +126,17 @@ class StateSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetSettings:
+    """Spend limits: per ticket (a window a person renews by moving it back) and per day."""
+
+    per_ticket_usd: float | None = None
+    warn_at: float = 0.8
+    """The share of `per_ticket_usd` at which the ticket gets one warning comment."""
+    per_day_usd: float | None = None
+    on_exceeded: str = "Needs Attention"
+
+
+@dataclass(frozen=True, slots=True)
 class LogSettings:
     """Retention of the per-ticket log files (`--logs-root`)."""
 
@@ -153,6 +165,9 @@ class Settings:
     state: StateSettings | None = None
     """Where the durable store is; None only in settings built by hand (tests)."""
     logs: LogSettings = field(default_factory=LogSettings)
+    pricing: Pricing | None = None
+    """What tokens cost (`symphony.pricing`); None only in settings built by hand (tests)."""
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
 
     @property
     def workflow_dir(self) -> Path:
@@ -175,6 +190,8 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "escalation_state",
             "state",
             "logs",
+            "pricing",
+            "budget",
         ),
         "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
         "polling": ("interval_ms",),
@@ -199,6 +216,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "server": ("port", "host"),
         "state": ("path", "keep_days"),
         "logs": ("max_file_mb", "keep_days"),
+        "budget": ("per_ticket_usd", "warn_at", "per_day_usd", "on_exceeded"),
     }
 )
 
@@ -374,6 +392,8 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
             if used:
                 warnings.append(f"{key} is used only with stages, so it is ignored")
 
+    from symphony.pricing import parse_pricing
+
     return Settings(
         workflow_path=workflow.path,
         tracker=tracker,
@@ -390,6 +410,12 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         machine=machine,
         state=_state(_section(raw, "state"), workflow.path, environ),
         logs=_logs(_section(raw, "logs")),
+        pricing=parse_pricing(raw.get("pricing")),
+        budget=_budget(
+            _section(raw, "budget"),
+            machine.escalation_state if machine is not None else None,
+            tracker,
+        ),
     )
 
 
@@ -410,6 +436,36 @@ def _state(
     else:
         raise ConfigError(INVALID_CONFIG, "state.path must be a path string")
     return StateSettings(path=path, keep_days=_int(raw, "state.keep_days", 90, 1))
+
+
+_BUDGET = BudgetSettings()
+
+
+def _budget(
+    raw: Mapping[str, Any], escalation: str | None, tracker: TrackerSettings
+) -> BudgetSettings:
+    def usd(key: str) -> float | None:
+        value = raw.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ConfigError(INVALID_CONFIG, f"budget.{key} must be a positive amount of USD")
+        return float(value)
+
+    warn_at = raw.get("warn_at", _BUDGET.warn_at)
+    if isinstance(warn_at, bool) or not isinstance(warn_at, int | float) or not 0 < warn_at <= 1:
+        raise ConfigError(INVALID_CONFIG, "budget.warn_at must be a share above 0 and at most 1")
+    default = escalation or _BUDGET.on_exceeded
+    target = raw.get("on_exceeded", default)
+    if not isinstance(target, str) or not target.strip() or "\n" in target:
+        raise ConfigError(INVALID_CONFIG, "budget.on_exceeded must be a state name")
+    if tracker.is_active(target.strip()):
+        raise ConfigError(
+            INVALID_CONFIG,
+            f"budget.on_exceeded is {target.strip()!r}, an active state: the ticket would run "
+            "again at once; use a state where a person takes over",
+        )
+    return BudgetSettings(usd("per_ticket_usd"), float(warn_at), usd("per_day_usd"), target.strip())
 
 
 def _logs(raw: Mapping[str, Any]) -> LogSettings:

@@ -26,6 +26,7 @@ import structlog
 
 from symphony import scheduling as core
 from symphony.agents import AgentEvent, AgentLaunch, AgentSession, open_session
+from symphony.budgets import check_budgets
 from symphony.config import Settings, build_settings, workflow_fingerprint
 from symphony.errors import SymphonyError
 from symphony.evidence import read_evidence_file, write_evidence_file
@@ -34,10 +35,16 @@ from symphony.observability.activity import Activity
 from symphony.observability.board import Board, board_row
 from symphony.observability.logging import masker
 from symphony.observability.metrics import TrackerRequests
-from symphony.observability.snapshot import build_issue_snapshot, build_snapshot
+from symphony.observability.snapshot import (
+    build_costs,
+    build_issue_snapshot,
+    build_snapshot,
+    ticket_cost,
+)
 from symphony.outcomes import OutcomeRecord, outcome_report
 from symphony.prompt import check_prompts
 from symphony.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
+from symphony.stages import Outcome
 from symphony.store import Store
 from symphony.store.recovery import (
     INSTANCE_VARIABLE,
@@ -54,7 +61,7 @@ from symphony.tracker import (
     create_tracker,
     resolve_states,
 )
-from symphony.transitions import write_transition
+from symphony.transitions import post_comment_once, write_transition
 from symphony.workflow import read_workflow
 from symphony.workspace import WorkspaceManager
 
@@ -226,6 +233,7 @@ class Orchestrator:
         """The saved outcome records of the plot window, kept so a poll never re-reads them."""
         self._outcomes_at = float("-inf")
         self._held_for_review = 0
+        self._unpriced_models: set[str] = set()
         self._listeners: list[Callable[[], None]] = []
 
     # Public surface
@@ -265,6 +273,7 @@ class Orchestrator:
             "held": self._held_for_review,
         }
         snapshot["outcomes"] = self._outcomes
+        snapshot["costs"] = build_costs(self.state, self.clock.wall(), self.settings.budget)
         snapshot["mode"] = "stages" if self.settings.machine is not None else "spec"
         return snapshot
 
@@ -290,6 +299,8 @@ class Orchestrator:
         detail["activity"] = self.activity.for_issue(detail["issue_identifier"])
         workspace = self._workspaces.owned_path(detail["issue_identifier"])
         detail["evidence"] = read_evidence_file(workspace) if workspace is not None else None
+        totals = self.state.ticket_totals.get(detail["issue_id"])
+        detail.update(ticket_cost(totals) if totals is not None else {"cost_usd": None})
         return detail
 
     def workspace_path(self, identifier: str) -> Path:
@@ -338,6 +349,7 @@ class Orchestrator:
                 break
             now = self.clock.monotonic()
             self._perform(core.detect_stalls(self.state, self.settings, now))
+            self._perform(check_budgets(self.state, self.settings))
             self._perform(core.due_transitions(self.state, now))
             if refresh or now >= self._next_tick:
                 await self._tick()
@@ -352,9 +364,17 @@ class Orchestrator:
     def _handle(self, event: QueueEvent) -> bool:
         """Apply one queued event; True when it asks for an immediate tick."""
         if isinstance(event, AgentUpdate):
-            core.on_agent_event(self.state, event.issue_id, event.event, event.at, event.at_wall)
+            core.on_agent_event(
+                self.state,
+                event.issue_id,
+                event.event,
+                event.at,
+                event.at_wall,
+                self.settings.pricing,
+            )
             if event.event.kind == "session_started":
                 self._unsaved = True  # the thread a restart would continue
+                self._check_priced(event.issue_id)
             return False
         self._unsaved = True
         if isinstance(event, WorkerExited):
@@ -401,6 +421,25 @@ class Orchestrator:
         self._refresh_outcomes()
         self.health.last_tick_at = self.clock.wall()
         self.health.last_tick_ms = (time.perf_counter() - started) * 1000
+
+    def _check_priced(self, issue_id: str) -> None:
+        """Say once per model that its sessions have no price: their cost shows as unknown."""
+        entry = self.state.running.get(issue_id)
+        if entry is None or entry.price is not None:
+            return
+        model = entry.model or "(not named by the agent)"
+        if model in self._unpriced_models:
+            return
+        self._unpriced_models.add(model)
+        message = (
+            f"no price for model {model}: its tokens are counted and its cost shows as "
+            "unknown; add it under `pricing:` in WORKFLOW.md"
+        )
+        log.warning("model has no price", model=model, issue_identifier=entry.identifier)
+        self.activity.add(
+            self.clock.wall(), "unpriced_model", message, issue_identifier=entry.identifier,
+            level="warning",
+        )  # fmt: skip
 
     def _refresh_outcomes(self) -> None:
         """Recompute the outcome figures at a poll when records were added since, and every
@@ -465,7 +504,9 @@ class Orchestrator:
         self._perform(effects)
         reasons = dict(
             (issue.id, why)
-            for issue, why in core.explain_dispatch(self.state, candidates, settings)
+            for issue, why in core.explain_dispatch(
+                self.state, candidates, settings, self.clock.wall()
+            )
         )
         pending = {i: t.plan.target for i, t in self.state.transitions.items()}
         for move in self.board.update(issues, reasons, settings, pending):
@@ -510,6 +551,8 @@ class Orchestrator:
                 self._start_worker(effect)
             elif isinstance(effect, core.PerformTransition):
                 self._start_transition(effect)
+            elif isinstance(effect, core.PostComment):
+                self._post_comment(effect)
             elif isinstance(effect, core.TransitionDone):
                 log.info(
                     "ticket moved" if effect.confirmed else "move abandoned",
@@ -645,7 +688,10 @@ class Orchestrator:
             else None
         )
         own = {normalize_state(pending.issue.state)}
-        if stage is not None:
+        if pending.plan.outcome is Outcome.BUDGET_EXCEEDED:
+            # Stopped wherever it was being worked on, in either mode.
+            own.update(normalize_state(s) for s in self.settings.tracker.active_states)
+        elif stage is not None:
             own.update(normalize_state(state) for state in stage.states)
 
         workspaces = self._workspaces
@@ -664,6 +710,24 @@ class Orchestrator:
                 log.exception("transition write failed unexpectedly")
                 result, detail = "failed", f"internal error: {exc!r}"
             self._queue.put_nowait(TransitionWritten(perform.issue_id, result, detail))
+
+        self._tasks.create_task(write())
+
+    def _post_comment(self, post: core.PostComment) -> None:
+        """Best effort, once: a comment that cannot be written is logged, never retried."""
+        assert self._tasks is not None
+        tracker = self.tracker
+
+        async def write() -> None:
+            try:
+                await post_comment_once(tracker, post.issue, post.kind, post.key, post.body)
+            except Exception as exc:
+                log.warning(
+                    "comment not posted",
+                    issue_identifier=post.issue.identifier,
+                    kind=post.kind,
+                    reason=str(exc),
+                )
 
         self._tasks.create_task(write())
 

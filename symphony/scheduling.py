@@ -23,10 +23,19 @@ from typing import Any
 
 from symphony.agents import RESUMED, AgentEvent
 from symphony.config import AgentSettings, Settings, TrackerSettings
+from symphony.costs import UNKNOWN_MODEL, Spend, budget_exceeded_text, day_key, usd
 from symphony.evidence import WorkspaceFacts, build_evidence
 from symphony.issue import BlockerRef, Issue, normalize_state
 from symphony.outcomes import CLOSED, ESCALATED, GATE, HANDOFF, REWORK, OutcomeRecord
-from symphony.stages import Outcome, Report, Stage, TransitionPlan, plan_transition
+from symphony.pricing import Price, Pricing
+from symphony.stages import (
+    Outcome,
+    PlannedComment,
+    Report,
+    Stage,
+    TransitionPlan,
+    plan_transition,
+)
 from symphony.verification import Verification
 
 CONTINUATION_DELAY_S = 1.0
@@ -43,6 +52,8 @@ class StopReason(enum.Enum):
     SHUTDOWN = "shutdown"
     STAGE_CHANGED = "stage_changed"
     """Stage mode: a person moved the ticket to a state of another stage."""
+    BUDGET = "budget"
+    """The ticket spent its budget window (`budget.per_ticket_usd`)."""
 
 
 class RetryKind(enum.Enum):
@@ -77,6 +88,7 @@ class RunningEntry:
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+    cached_input_tokens: int = 0
     turn_count: int = 0
     stop_reason: StopReason | None = None
     recent_events: deque[RecentEvent] = field(default_factory=lambda: deque(maxlen=RECENT_EVENTS))
@@ -85,6 +97,14 @@ class RunningEntry:
     resumed: bool = False
     """It asked to continue a thread a restart interrupted; its token fields start at that
     thread's totals until the session says whether it really resumed."""
+    model: str | None = None
+    """The model the agent said its thread runs."""
+    price: Price | None = None
+    """The model's price, fixed when the session started; None: its cost is unknown."""
+    cost_usd: float = 0.0
+    """What this run's usage cost (of the usage that had a price)."""
+    unpriced_tokens: int = 0
+    """Tokens of this run without a price: its cost is unknown, not zero."""
 
     @property
     def identifier(self) -> str:
@@ -104,9 +124,9 @@ class RetryEntry:
     """A run a restart interrupted: the thread to continue, when the agent can resume it."""
     last_message: str | None = None
     """What that run's agent last said, for a new thread when the old one cannot resume."""
-    resume_tokens: tuple[int, int, int] = (0, 0, 0)
-    """The interrupted thread's totals (input, output, total) when it stopped: a resumed
-    thread reports from there on, so only what grows beyond them is new."""
+    resume_tokens: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """The interrupted thread's totals (input, output, total, cached input) when it stopped: a
+    resumed thread reports from there on, so only what grows beyond them is new."""
 
 
 @dataclass(slots=True)
@@ -144,13 +164,36 @@ class PendingTransition:
 
 @dataclass(slots=True)
 class TicketTotals:
-    """Tokens and agent time of one ticket across all its attempts, stages and restarts."""
+    """Tokens, cost and agent time of one ticket across all its attempts, stages and restarts,
+    and where it stands against its budget."""
 
     identifier: str
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
     seconds: float = 0.0
+    cached_input_tokens: int = 0
+    cost_usd: float = 0.0
+    """The cost of its priced usage."""
+    unpriced_tokens: int = 0
+    """Tokens of models without a price: while any, its cost is unknown."""
+    cost_by_stage: dict[str, float] = field(default_factory=dict)
+    """Cost per stage (`run` in spec mode), for the budget comments."""
+    budget_base_usd: float = 0.0
+    """Its cost when the current budget window opened (a person renews it by moving the
+    ticket back after the daemon stopped it)."""
+    budget_window: int = 1
+    budget_warned: bool = False
+    budget_exceeded: bool = False
+
+    @property
+    def known_cost_usd(self) -> float | None:
+        """The cost, or None while some of its tokens have no price."""
+        return None if self.unpriced_tokens else self.cost_usd
+
+    @property
+    def window_spent_usd(self) -> float:
+        return self.cost_usd - self.budget_base_usd
 
 
 @dataclass(slots=True)
@@ -184,6 +227,10 @@ class SchedulerState:
     """Stage mode: tickets in review states at the last poll (`observe_review_queue`)."""
     new_outcomes: list[OutcomeRecord] = field(default_factory=list)
     """Outcome records not yet in the store (the store takes them at its next save)."""
+    daily_costs: dict[str, Spend] = field(default_factory=dict)
+    """The fleet's spend per UTC day (`YYYY-MM-DD`)."""
+    model_costs: dict[str, Spend] = field(default_factory=dict)
+    """The fleet's spend per model (`unknown` when the agent named none)."""
 
 
 # Effects: what the shell must do. Plain values, compared in tests.
@@ -258,8 +305,20 @@ class TransitionRetry:
     error: str
 
 
+@dataclass(frozen=True, slots=True)
+class PostComment:
+    """Post a comment on the ticket once: `kind` and `key` make its marker, so a repeat is a
+    no-op (the budget warning)."""
+
+    issue: Issue
+    kind: str
+    key: str
+    body: str
+
+
 Effect = (
     StartWorker
+    | PostComment
     | StopWorker
     | RemoveWorkspace
     | RetryScheduled
@@ -371,10 +430,14 @@ class Wait(enum.Enum):
     STATE_LIMIT = "state_limit"
     NO_SLOT = "no_slot"
     REVIEW_FULL = "review_full"
+    DAILY_BUDGET = "daily_budget"
 
 
 def _plan(
-    state: SchedulerState, candidates: Iterable[Issue], settings: Settings
+    state: SchedulerState,
+    candidates: Iterable[Issue],
+    settings: Settings,
+    wall: datetime | None = None,
 ) -> Iterator[tuple[Issue, Wait | None]]:
     """Each candidate in dispatch order with why it waits, or None when it would be dispatched.
 
@@ -390,6 +453,7 @@ def _plan(
         key = normalize_state(entry.issue.state)
         per_state[key] = per_state.get(key, 0) + 1
     review_full = _review_full(state, settings)
+    spent_today = wall is not None and daily_budget_spent(state, settings, wall)
     for issue in sort_for_dispatch(candidates):
         if not has_required_fields(issue):
             yield issue, Wait.INCOMPLETE
@@ -405,6 +469,8 @@ def _plan(
             yield issue, Wait.CLAIMED
         elif free <= 0:
             yield issue, Wait.NO_SLOT
+        elif spent_today:
+            yield issue, Wait.DAILY_BUDGET
         elif review_full is not None and _adds_to_review(issue, state, settings, review_full):
             yield issue, Wait.REVIEW_FULL
         else:
@@ -453,6 +519,13 @@ def observe_review_queue(state: SchedulerState, polled: Iterable[Issue], setting
     return state.in_review
 
 
+def daily_budget_spent(state: SchedulerState, settings: Settings, wall: datetime) -> bool:
+    """The fleet spent `budget.per_day_usd` today (UTC): no new work starts until tomorrow."""
+    limit = settings.budget.per_day_usd
+    today = state.daily_costs.get(day_key(wall))
+    return limit is not None and today is not None and today.usd >= limit
+
+
 def held_for_review(state: SchedulerState, candidates: Iterable[Issue], settings: Settings) -> int:
     """How many candidates wait only because the review queue is full."""
     return sum(1 for _, wait in _plan(state, candidates, settings) if wait is Wait.REVIEW_FULL)
@@ -469,7 +542,7 @@ def select_dispatches(
     effects: list[Effect] = []
     if len(state.running) >= settings.agent.max_concurrent_agents:
         return effects  # no slot: skip the sort, the common case of a busy fleet
-    for issue, wait in _plan(state, candidates, settings):
+    for issue, wait in _plan(state, candidates, settings, wall):
         if wait is None:
             effects.append(_dispatch(state, issue, None, now, wall, settings))
         elif wait is Wait.NO_SLOT:
@@ -478,13 +551,16 @@ def select_dispatches(
 
 
 def explain_dispatch(
-    state: SchedulerState, candidates: Iterable[Issue], settings: Settings
+    state: SchedulerState,
+    candidates: Iterable[Issue],
+    settings: Settings,
+    wall: datetime | None = None,
 ) -> list[tuple[Issue, str | None]]:
     """What the next dispatch would do with each candidate, in order, without doing it: None
-    for a dispatch, else why it waits, in words."""
+    for a dispatch, else why it waits, in words. With `wall`, today's spend counts too."""
     return [
         (issue, None if wait is None else describe_wait(issue, wait, state, settings))
-        for issue, wait in _plan(state, candidates, settings)
+        for issue, wait in _plan(state, candidates, settings, wall)
     ]
 
 
@@ -519,6 +595,11 @@ def describe_wait(issue: Issue, wait: Wait, state: SchedulerState, settings: Set
     if wait is Wait.CLAIMED:
         retry = state.retry_attempts.get(issue.id)
         return "waits for its retry" if retry is not None else "claimed"
+    if wait is Wait.DAILY_BUDGET:
+        return (
+            f"waits for tomorrow (UTC): the fleet spent its {usd(settings.budget.per_day_usd)} "
+            "for today (budget.per_day_usd)"
+        )
     if wait is Wait.REVIEW_FULL:
         return (
             f"waits for reviewers: {state.in_review} tickets wait for review "
@@ -554,9 +635,21 @@ def _dispatch(
         resumed=resume is not None,
     )
     if retry is not None and resume is not None:
-        entry.input_tokens, entry.output_tokens, entry.total_tokens = retry.resume_tokens
+        (
+            entry.input_tokens,
+            entry.output_tokens,
+            entry.total_tokens,
+            entry.cached_input_tokens,
+        ) = retry.resume_tokens
     state.claimed.add(issue.id)
     state.kept_workspaces.pop(issue.id, None)
+    totals = state.ticket_totals.get(issue.id)
+    if totals is not None and totals.budget_exceeded:
+        # The daemon stopped it at its budget and a person moved it back: one more window.
+        totals.budget_base_usd = totals.cost_usd
+        totals.budget_window += 1
+        totals.budget_warned = totals.budget_exceeded = False
+        state.changed_totals.add(issue.id)
     if stage is None:
         return StartWorker(issue, attempt, resume_thread_id=resume, last_message=last_message)
     progress = state.stage_progress.get(issue.id)
@@ -720,6 +813,8 @@ def on_worker_exit(
     if reason is StopReason.SHUTDOWN:
         state.claimed.discard(issue_id)
         return []
+    if reason is StopReason.BUDGET:
+        return [_budget_transition(state, entry, settings, now)]
     if reason in (
         StopReason.TERMINAL,
         StopReason.INACTIVE,
@@ -779,17 +874,23 @@ def _stage_outcome(
     review = {normalize_state(s) for s in machine.review_states(settings.tracker.terminal_states)}
     if plan.outcome is Outcome.DONE and normalize_state(plan.target) in review:
         plan = dataclasses.replace(plan, hands_off=True)
+    return _pend(state, entry, plan, turns=turns, now=now)
+
+
+def _pend(
+    state: SchedulerState, entry: RunningEntry, plan: TransitionPlan, *, turns: int, now: float
+) -> PerformTransition:
+    """Keep `plan` pending, the ticket claimed, and start writing it."""
     state.transition_seq += 1
-    pending = PendingTransition(
+    state.transitions[entry.issue.id] = PendingTransition(
         issue=entry.issue,
         plan=plan,
-        key=f"{stage.name}-{state.transition_seq}",
+        key=f"{plan.stage}-{state.transition_seq}",
         turns_used=turns,
         due_at=now,
         in_flight=True,
         attempts=1,
     )
-    state.transitions[entry.issue.id] = pending
     state.claimed.add(entry.issue.id)
     return PerformTransition(entry.issue.id, entry.identifier, plan.target, 1)
 
@@ -820,6 +921,27 @@ def _evidence(
         agent_seconds=totals.seconds,
         hand_off=handed.count(normalize_state(stage.on_success)) + 1,
     )
+
+
+def _budget_transition(
+    state: SchedulerState, entry: RunningEntry, settings: Settings, now: float
+) -> PerformTransition:
+    """A run stopped at its ticket's budget: to `budget.on_exceeded`, with the breakdown."""
+    budget = settings.budget
+    totals = _ticket_totals(state, entry)
+    totals.budget_exceeded = True
+    state.changed_totals.add(entry.issue.id)
+    limit = budget.per_ticket_usd or 0.0
+    body = budget_exceeded_text(
+        totals.window_spent_usd, limit, budget.on_exceeded, totals.cost_usd, totals.cost_by_stage
+    )
+    plan = TransitionPlan(
+        entry.stage or "run",
+        Outcome.BUDGET_EXCEEDED,
+        budget.on_exceeded,
+        (PlannedComment("budget_exceeded", body),),
+    )
+    return _pend(state, entry, plan, turns=0, now=now)
 
 
 def due_transitions(state: SchedulerState, now: float) -> list[Effect]:
@@ -1000,6 +1122,8 @@ def on_retries_refreshed(
             effects.append(_requeue(state, retry, "previous run still stopping", settings, now))
         elif not has_slot(state, settings.agent, issue.state):
             effects.append(_requeue(state, retry, "no available orchestrator slots", settings, now))
+        elif daily_budget_spent(state, settings, wall):
+            effects.append(_requeue(state, retry, "the daily budget is spent", settings, now))
         else:
             effects.append(_dispatch(state, issue, retry.attempt, now, wall, settings, retry))
     return effects
@@ -1027,9 +1151,15 @@ def _requeue(
 
 
 def on_agent_event(
-    state: SchedulerState, issue_id: str, event: AgentEvent, now: float, wall: datetime
+    state: SchedulerState,
+    issue_id: str,
+    event: AgentEvent,
+    now: float,
+    wall: datetime,
+    pricing: Pricing | None = None,
 ) -> None:
-    """Fold one agent update into the live session fields, token totals and rate limits."""
+    """Fold one agent update into the live session fields, token and cost totals, and rate
+    limits. `pricing` prices the model a starting session names."""
     entry = state.running.get(issue_id)
     if entry is None:
         return
@@ -1044,11 +1174,16 @@ def on_agent_event(
         entry.thread_id = event.thread_id
     if event.session_id is not None:
         entry.session_id = event.session_id
-    if event.kind == "session_started" and entry.resumed:
-        entry.resumed = False
-        if event.message != RESUMED:
-            # A new thread after all: it counts from zero.
-            entry.input_tokens = entry.output_tokens = entry.total_tokens = 0
+    if event.kind == "session_started":
+        if event.model is not None:
+            entry.model = event.model
+        entry.price = pricing.price_for(entry.model) if pricing is not None else None
+        if entry.resumed:
+            entry.resumed = False
+            if event.message != RESUMED:
+                # A new thread after all: it counts from zero.
+                entry.input_tokens = entry.output_tokens = entry.total_tokens = 0
+                entry.cached_input_tokens = 0
     if event.kind == "turn_started":
         entry.turn_count += 1
         progress = state.stage_progress.get(issue_id)
@@ -1064,16 +1199,49 @@ def on_agent_event(
         # it (`_dispatch`), so only what it used beyond them counts.
         totals = state.totals
         ticket = _ticket_totals(state, entry)
-        for name in ("input_tokens", "output_tokens", "total_tokens"):
+        deltas: dict[str, int] = {}
+        for name in ("input_tokens", "output_tokens", "total_tokens", "cached_input_tokens"):
             new = getattr(usage, name)
             old = getattr(entry, name)
-            delta = new - old if new >= old else new
-            setattr(totals, name, getattr(totals, name) + delta)
+            delta = deltas[name] = new - old if new >= old else new
+            if name != "cached_input_tokens":
+                setattr(totals, name, getattr(totals, name) + delta)
             setattr(ticket, name, getattr(ticket, name) + delta)
             setattr(entry, name, new)
+        _add_cost(state, entry, ticket, deltas, wall)
         state.changed_totals.add(issue_id)
     if event.rate_limits is not None:
         state.rate_limits = event.rate_limits
+
+
+def _add_cost(
+    state: SchedulerState,
+    entry: RunningEntry,
+    ticket: TicketTotals,
+    deltas: Mapping[str, int],
+    wall: datetime,
+) -> None:
+    """Price what a usage report added, onto the run, the ticket, the day and the model."""
+    tokens = deltas["total_tokens"]
+    if tokens <= 0 and deltas["input_tokens"] <= 0 and deltas["output_tokens"] <= 0:
+        return
+    day = state.daily_costs.setdefault(day_key(wall), Spend())
+    model = state.model_costs.setdefault(entry.model or UNKNOWN_MODEL, Spend())
+    if entry.price is None:
+        entry.unpriced_tokens += tokens
+        ticket.unpriced_tokens += tokens
+        day.add(None, tokens)
+        model.add(None, tokens)
+        return
+    cost = entry.price.cost_usd(
+        deltas["input_tokens"], deltas["cached_input_tokens"], deltas["output_tokens"]
+    )
+    entry.cost_usd += cost
+    ticket.cost_usd += cost
+    stage = entry.stage or "run"
+    ticket.cost_by_stage[stage] = ticket.cost_by_stage.get(stage, 0.0) + cost
+    day.add(cost, tokens)
+    model.add(cost, tokens)
 
 
 def _ticket_totals(state: SchedulerState, entry: RunningEntry) -> TicketTotals:

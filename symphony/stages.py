@@ -164,6 +164,8 @@ class Outcome(enum.Enum):
     STUCK = "stuck"
     VERIFY_FAILED = "verify_failed"
     """The agent reported done, but the daemon's gates kept failing through every fix turn."""
+    BUDGET_EXCEEDED = "budget_exceeded"
+    """The ticket spent its budget window; the daemon stopped the agent (any mode)."""
 
 
 @dataclass(frozen=True, slots=True)

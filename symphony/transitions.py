@@ -67,6 +67,16 @@ async def _post_comments(tracker: Tracker, issue: Issue, pending: PendingTransit
             await tracker.add_comment(issue, marked(planned.body, planned.kind, pending.key))
 
 
+async def post_comment_once(tracker: Tracker, issue: Issue, kind: str, key: str, body: str) -> bool:
+    """Post `body` marked with `kind` and `key` unless the ticket already has it; True when
+    posted."""
+    existing = await tracker.list_comments(issue)
+    if any(marker_of(comment.body) == (kind, key) for comment in existing):
+        return False
+    await tracker.add_comment(issue, marked(body, kind, key))
+    return True
+
+
 async def _read(tracker: Tracker, issue_id: str) -> Issue | None:
     found = await tracker.fetch_issues_by_ids([issue_id])
     return next((issue for issue in found if issue.id == issue_id), None)

@@ -38,11 +38,13 @@ class AgentError(SymphonyError):
 
 @dataclass(frozen=True, slots=True)
 class TokenUsage:
-    """Absolute totals for a thread (never per-call deltas)."""
+    """Absolute totals for a thread (never per-call deltas). `input_tokens` includes the
+    `cached_input_tokens` read from the provider's prompt cache (priced lower)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+    cached_input_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,8 @@ class AgentEvent:
     `kind` is e.g. `session_started`, `turn_started`, `turn_completed`, `turn_failed`,
     `notification`, `approval_auto_approved`, `tool_call`, `unsupported_tool_call`,
     `turn_input_required`, `malformed`. `usage` is present only when the protocol reported
-    absolute thread totals; `rate_limits` only when it reported them.
+    absolute thread totals; `rate_limits` only when it reported them; `model` on
+    `session_started`, when the agent named the model its thread runs.
     """
 
     kind: str
@@ -63,6 +66,7 @@ class AgentEvent:
     message: str | None = None
     usage: TokenUsage | None = None
     rate_limits: Mapping[str, Any] | None = None
+    model: str | None = None
 
 
 ToolHandler = Callable[[str, Any], Awaitable[ToolResult]]

@@ -139,6 +139,7 @@ class AppServerSession:
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
         self._failure: AgentError | None = None
         self._thread_id: str | None = None
+        self._model: str | None = None
         self._turn_id: str | None = None
         self._session_id: str | None = None
         self._active_turn_id: str | None = None  # a turn codex has not reported finished
@@ -185,7 +186,7 @@ class AppServerSession:
             await self.stop()
             raise
         self._logger.debug("agent_session_started", thread_id=self._thread_id, resumed=self.resumed)
-        self._emit("session_started", message=RESUMED if self.resumed else None)
+        self._emit("session_started", message=RESUMED if self.resumed else None, model=self._model)
 
     async def run_turn(self, prompt: str, *, title: str) -> TurnResult:
         """Start a turn on the thread and stream it to its end; raises AgentError unless it
@@ -307,6 +308,7 @@ class AppServerSession:
                 resumed = _dig(result, "thread", "id")
                 if resumed == resume:
                     self._thread_id, self.resumed = resume, True
+                    self._model = _model(result)
                     return
                 self._logger.info("agent_resume_refused", thread_id=resume, reason="other thread")
         if self._launch.tools:
@@ -324,6 +326,7 @@ class AppServerSession:
         if not isinstance(thread_id, str) or not thread_id:
             raise AgentError(RESPONSE_ERROR, "thread/start returned no thread id")
         self._thread_id = thread_id
+        self._model = _model(result)
 
     def _begin_turn(self, waiter: _TurnWaiter, result: Any, title: str) -> None:
         """Runs in the reader as the turn/start reply is read, so that the turn's own
@@ -772,6 +775,7 @@ class AppServerSession:
         message: str | None = None,
         usage: TokenUsage | None = None,
         rate_limits: Mapping[str, Any] | None = None,
+        model: str | None = None,
     ) -> None:
         event = AgentEvent(
             kind=kind,
@@ -782,6 +786,7 @@ class AppServerSession:
             message=message,
             usage=usage,
             rate_limits=rate_limits,
+            model=model,
         )
         try:
             self._launch.on_event(event)
@@ -872,11 +877,21 @@ def _token_usage(params: Message) -> TokenUsage | None:
     input_tokens = _count(total, "inputTokens", "input_tokens")
     output_tokens = _count(total, "outputTokens", "output_tokens")
     total_tokens = _count(total, "totalTokens", "total_tokens")
+    cached = _count(total, "cachedInputTokens", "cached_input_tokens") or 0
     if total_tokens is None and input_tokens is None and output_tokens is None:
         return None
     if total_tokens is None:
         total_tokens = (input_tokens or 0) + (output_tokens or 0)
-    return TokenUsage(input_tokens or 0, output_tokens or 0, total_tokens)
+    # Cached input is part of the input; a total that says otherwise is kept within it.
+    return TokenUsage(
+        input_tokens or 0, output_tokens or 0, total_tokens, min(cached, input_tokens or 0)
+    )
+
+
+def _model(result: Any) -> str | None:
+    """The model a `thread/start` or `thread/resume` result names."""
+    model = _dig(result, "model")
+    return model.strip() if isinstance(model, str) and model.strip() else None
 
 
 def _count(values: Mapping[str, Any], *names: str) -> int | None:

@@ -91,8 +91,14 @@ def describe(effect: core.Effect) -> tuple[str, str, str, Level] | None:
             f"in {effect.delay_s:.0f} s"
         )
         return "move_retrying", effect.identifier, message, "warning"
+    if isinstance(effect, core.PostComment):
+        return effect.kind, effect.issue.identifier, effect.body, "warning"
     if isinstance(effect, core.StopWorker):
-        level = "warning" if effect.reason is core.StopReason.STALLED else "info"
+        level = (
+            "warning"
+            if effect.reason in (core.StopReason.STALLED, core.StopReason.BUDGET)
+            else "info"
+        )
         return "stopping", effect.identifier, f"{effect.reason.value}: {effect.detail}", level
     if isinstance(effect, core.RetryScheduled):
         entry = effect.entry

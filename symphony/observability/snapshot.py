@@ -10,7 +10,14 @@ import functools
 from datetime import datetime, timedelta
 from typing import Any
 
-from symphony.scheduling import RetryEntry, RunningEntry, SchedulerState
+from symphony.config import BudgetSettings
+from symphony.costs import Spend, day_key
+from symphony.scheduling import RetryEntry, RunningEntry, SchedulerState, TicketTotals
+
+COST_SOURCE = "pricing"
+"""Where costs come from: the workflow's prices times the usage the agent reported (the agents
+driven today report no cost of their own)."""
+COST_DAYS = 14
 
 # Formatting an aware datetime costs microseconds, and each running row has two that rarely
 # change between snapshots; remembering the recent ones makes a 100-row snapshot a third cheaper.
@@ -66,9 +73,48 @@ def _ticket_rows(state: SchedulerState) -> list[dict[str, Any]]:
             "output_tokens": totals.output_tokens,
             "total_tokens": totals.total_tokens,
             "seconds": round(totals.seconds, 1),
+            **ticket_cost(totals),
         }
         for issue_id, totals in ranked[:TICKET_ROWS]
     ]
+
+
+def ticket_cost(totals: TicketTotals) -> dict[str, Any]:
+    """A ticket's cost across all its attempts (null while any of it is unpriced), by stage,
+    and its current budget window."""
+    known = totals.known_cost_usd
+    return {
+        "cost_usd": None if known is None else round(known, 6),
+        "cost_by_stage": {k: round(v, 6) for k, v in totals.cost_by_stage.items()},
+        "unpriced_tokens": totals.unpriced_tokens,
+        "budget_window": totals.budget_window,
+        "budget_window_spent_usd": None if known is None else round(totals.window_spent_usd, 6),
+    }
+
+
+def build_costs(
+    state: SchedulerState, wall: datetime, budget: BudgetSettings, *, days: int = COST_DAYS
+) -> dict[str, Any]:
+    """The fleet's spend: today, each of the last `days` UTC days, per model, and the budget."""
+    first = wall.date() - timedelta(days=days - 1)
+    daily = []
+    for n in range(days):
+        day = (first + timedelta(days=n)).isoformat()
+        daily.append({"day": day, **state.daily_costs.get(day, Spend()).to_json()})
+    today = state.daily_costs.get(day_key(wall), Spend())
+    return {
+        "cost_source": COST_SOURCE,
+        "today": today.to_json(),
+        "daily": daily,
+        "by_model": {model: spend.to_json() for model, spend in sorted(state.model_costs.items())},
+        "budget": {
+            "per_ticket_usd": budget.per_ticket_usd,
+            "warn_at": budget.warn_at,
+            "per_day_usd": budget.per_day_usd,
+            "on_exceeded": budget.on_exceeded,
+            "daily_spent": budget.per_day_usd is not None and today.usd >= budget.per_day_usd,
+        },
+    }
 
 
 def build_issue_snapshot(
@@ -128,7 +174,12 @@ def _running_row(issue_id: str, entry: RunningEntry, now: float, wall: datetime)
             "input_tokens": entry.input_tokens,
             "output_tokens": entry.output_tokens,
             "total_tokens": entry.total_tokens,
+            "cached_input_tokens": entry.cached_input_tokens,
         },
+        "model": entry.model,
+        # Unknown (null), never zero, while some of the run's tokens have no price.
+        "cost_usd": None if entry.unpriced_tokens else round(entry.cost_usd, 6),
+        "cost_source": COST_SOURCE,
     }
 
 

@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from symphony.costs import Spend
 from symphony.errors import SymphonyError
 from symphony.issue import BlockerRef, Issue
 from symphony.outcomes import OutcomeRecord
@@ -57,8 +58,10 @@ class RunRow:
     started_at: datetime
     turn_count: int
     last_message: str | None
-    tokens: tuple[int, int, int]
+    tokens: tuple[int, int, int, int]
+    """input, output, total, cached input."""
     issue: Issue
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +75,7 @@ class RetryRow:
     url: str | None
     resume_thread_id: str | None
     last_message: str | None
-    resume_tokens: tuple[int, int, int]
+    resume_tokens: tuple[int, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,8 @@ class Saved:
     instances: list[str] = field(default_factory=list)
     transition_seq: int = 0
     handed_off: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    daily_costs: dict[str, Spend] = field(default_factory=dict)
+    model_costs: dict[str, Spend] = field(default_factory=dict)
 
 
 class Store:
@@ -220,15 +225,15 @@ class Store:
             saved.runs.append(
                 RunRow(
                     row[0], row[1], row[2], row[3], row[4], row[5], row[6],
-                    _time(row[7], wall_now), row[8], row[9], (row[10], row[11], row[12]),
-                    issue_from_json(row[13]),
+                    _time(row[7], wall_now), row[8], row[9],
+                    (row[10], row[11], row[12], row[14]), issue_from_json(row[13]), row[15],
                 )
             )  # fmt: skip
         for row in db.execute("SELECT * FROM retries"):
             saved.retries.append(
                 RetryRow(
                     row[0], row[1], row[2], _time(row[3], wall_now), row[4], row[5], row[6],
-                    row[7], row[8], (row[9], row[10], row[11]),
+                    row[7], row[8], (row[9], row[10], row[11], row[12]),
                 )
             )  # fmt: skip
         for issue_id, stage, turns, entered in db.execute(
@@ -248,10 +253,14 @@ class Store:
         saved.kept_workspaces = dict(db.execute("SELECT * FROM kept_workspaces"))
         saved.completed = {row[0] for row in db.execute("SELECT issue_id FROM completed")}
         for row in db.execute(
-            "SELECT issue_id, identifier, input_tokens, output_tokens, total_tokens, seconds "
+            "SELECT issue_id, identifier, input_tokens, output_tokens, total_tokens, seconds, "
+            "cached_input_tokens, cost_usd, unpriced_tokens, cost_by_stage, budget "
             "FROM ticket_totals"
         ):
-            saved.ticket_totals[row[0]] = TicketTotals(*row[1:])
+            saved.ticket_totals[row[0]] = _ticket_from_row(row)
+        for table, into in (("daily_costs", saved.daily_costs), ("model_costs", saved.model_costs)):
+            for key, spent, tokens, unpriced in db.execute(f"SELECT * FROM {table}"):
+                into[key] = Spend(spent, tokens, unpriced)
         meta = dict(db.execute("SELECT key, value FROM meta"))
         if "totals" in meta:
             saved.totals = Totals(**json.loads(meta["totals"]))
@@ -295,6 +304,7 @@ class Store:
                     issue_id, e.identifier, e.attempt, e.stage, e.pid, e.thread_id,
                     e.session_id, e.started_at_wall.isoformat(), e.turn_count, e.last_message,
                     e.input_tokens, e.output_tokens, e.total_tokens, issue_json(e.issue),
+                    e.cached_input_tokens, e.model,
                 )
                 for issue_id, e in state.running.items()
             },
@@ -324,6 +334,14 @@ class Store:
                 for issue_id, t in state.transitions.items()
             },
             "kept_workspaces": {k: (k, v) for k, v in state.kept_workspaces.items()},
+            "daily_costs": {
+                day: (day, round(c.usd, 9), c.tokens, c.unpriced_tokens)
+                for day, c in state.daily_costs.items()
+            },
+            "model_costs": {
+                model: (model, round(c.usd, 9), c.tokens, c.unpriced_tokens)
+                for model, c in state.model_costs.items()
+            },
         }  # fmt: skip
         if len(state.completed) != len(self._written.get("completed", ())):
             # Only ever added to, and after weeks it is every ticket ever finished: its size
@@ -348,10 +366,23 @@ class Store:
                 if totals is None:
                     continue
                 self._db.execute(
-                    "INSERT OR REPLACE INTO ticket_totals VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO ticket_totals (issue_id, identifier, input_tokens, "
+                    "output_tokens, total_tokens, seconds, updated_at, cached_input_tokens, "
+                    "cost_usd, unpriced_tokens, cost_by_stage, budget) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         issue_id, totals.identifier, totals.input_tokens, totals.output_tokens,
                         totals.total_tokens, round(totals.seconds, 3), wall_now.isoformat(),
+                        totals.cached_input_tokens, totals.cost_usd, totals.unpriced_tokens,
+                        json.dumps(totals.cost_by_stage, sort_keys=True),
+                        json.dumps(
+                            {
+                                "base_usd": totals.budget_base_usd,
+                                "window": totals.budget_window,
+                                "warned": totals.budget_warned,
+                                "exceeded": totals.budget_exceeded,
+                            }
+                        ),
                     ),
                 )  # fmt: skip
                 self.writes += 1
@@ -459,6 +490,8 @@ _KEYS = {
     "retries": "issue_id",
     "stage_progress": "issue_id",
     "handed_off": "issue_id",
+    "daily_costs": "day",
+    "model_costs": "model",
     "transitions": "issue_id",
     "kept_workspaces": "issue_id",
     "completed": "issue_id",
@@ -558,6 +591,19 @@ def plan_from_json(text: str) -> TransitionPlan:
         data.get("evidence"),
         bool(data.get("hands_off", False)),
     )
+
+
+def _ticket_from_row(row: Row) -> TicketTotals:
+    totals = TicketTotals(row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8])
+    with contextlib.suppress(ValueError, TypeError):
+        totals.cost_by_stage = {str(k): float(v) for k, v in json.loads(row[9]).items()}
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        budget = json.loads(row[10])
+        totals.budget_base_usd = float(budget.get("base_usd", 0.0))
+        totals.budget_window = int(budget.get("window", 1))
+        totals.budget_warned = bool(budget.get("warned", False))
+        totals.budget_exceeded = bool(budget.get("exceeded", False))
+    return totals
 
 
 def _optional_time(value: Any) -> datetime | None:

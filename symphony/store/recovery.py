@@ -112,6 +112,8 @@ def restore(state: SchedulerState, saved: Saved, mono_now: float, wall_now: date
     state.kept_workspaces.update(saved.kept_workspaces)
     state.completed.update(saved.completed)
     state.ticket_totals.update(saved.ticket_totals)
+    state.daily_costs.update(saved.daily_costs)
+    state.model_costs.update(saved.model_costs)
     state.totals = saved.totals
     state.transition_seq = max(state.transition_seq, saved.transition_seq)
 

@@ -72,6 +72,29 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX outcomes_at ON outcomes (at);
         """,
     ),
+    Migration(
+        3,
+        """
+        -- Money: cached input (priced apart), the model of a run, cost per ticket with its
+        -- budget window, and the fleet's spend per day and per model.
+        ALTER TABLE runs ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN model TEXT;
+        ALTER TABLE retries ADD COLUMN resume_cached INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE ticket_totals ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE ticket_totals ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+        ALTER TABLE ticket_totals ADD COLUMN unpriced_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE ticket_totals ADD COLUMN cost_by_stage TEXT NOT NULL DEFAULT '{}';
+        ALTER TABLE ticket_totals ADD COLUMN budget TEXT NOT NULL DEFAULT '{}';
+        CREATE TABLE daily_costs (
+            day TEXT PRIMARY KEY, usd REAL NOT NULL, tokens INTEGER NOT NULL,
+            unpriced_tokens INTEGER NOT NULL
+        );
+        CREATE TABLE model_costs (
+            model TEXT PRIMARY KEY, usd REAL NOT NULL, tokens INTEGER NOT NULL,
+            unpriced_tokens INTEGER NOT NULL
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

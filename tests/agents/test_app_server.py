@@ -290,11 +290,12 @@ async def test_token_usage_events_carry_absolute_thread_totals(harness: Harness)
 
     usages = [event.usage for event in harness.of_kind("token_usage")]
     # The fake reports per-call usage (120/30, 200/45) as `last`; only running totals count.
+    # A quarter of each input came from the prompt cache (part of the input, priced apart).
     assert usages == [
-        TokenUsage(120, 30, 150),
-        TokenUsage(320, 75, 395),
-        TokenUsage(440, 105, 545),
-        TokenUsage(640, 150, 790),
+        TokenUsage(120, 30, 150, 30),
+        TokenUsage(320, 75, 395, 80),
+        TokenUsage(440, 105, 545, 110),
+        TokenUsage(640, 150, 790, 160),
     ]
     assert harness.of_kind("token_usage")[-1].session_id == "thr-fake-0001-turn-0002"
 

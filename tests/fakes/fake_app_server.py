@@ -11,7 +11,7 @@ Run it as `python3 fake_app_server.py`. The environment picks the behaviour:
   (`tool,complete` runs `tool` on turn 1 and `complete` afterwards). Default `complete`.
   Scenarios: complete, tool, approval, legacy_approval, fail, interrupted, input, hang, busy
   (a started turn with token usage that never ends), crash, malformed, unknown_request,
-  write_file, slow, stream.
+  write_file, slow, stream, spend (usage reports at a steady pace, see `scenario_spend`).
 - `FAKE_AGENT_RECORD`: a file; the fake appends one JSON line describing itself (pid, cwd,
   argv, env names, `FAKE_AGENT_RECORD_ENV` values) and then every message it receives.
 - `FAKE_AGENT_RECORD_ENV`: comma-separated names whose values go into that first line.
@@ -551,19 +551,49 @@ class Turn:
                 out.flush()
                 sent = due
             wake = max(began + sent / rate, wrote_at + tick_s)
-            # Waiting on stdin rather than sleeping keeps the stream interruptible.
-            readable, _, _ = select.select([sys.stdin], [], [], max(0.0, wake - time.monotonic()))
-            if readable:
-                held, self.io.held = self.io.held, deque()  # what is readable is new input
-                message = self.io.read()
-                self.io.held = held
-                if message is None:
-                    at_eof()
-                if message.get("method") == "turn/interrupt":
-                    self.io.respond(message.get("id"), {})
-                    return False
-                self.io.held.append(message)
+            if self.interrupted_within(wake - time.monotonic()):
+                return False
         return True
+
+    def interrupted_within(self, seconds: float) -> bool:
+        """Wait on stdin (not a sleep: the turn stays interruptible); True when the client
+        interrupted the turn meanwhile (answered here, as codex does)."""
+        readable, _, _ = select.select([sys.stdin], [], [], max(0.0, seconds))
+        if not readable:
+            return False
+        held, self.io.held = self.io.held, deque()  # what is readable is new input
+        message = self.io.read()
+        self.io.held = held
+        if message is None:
+            at_eof()
+        if message.get("method") == "turn/interrupt":
+            self.io.respond(message.get("id"), {})
+            return True
+        self.io.held.append(message)
+        return False
+
+    def scenario_spend(self) -> None:
+        """Report usage every FAKE_AGENT_SPEND_MS (default 50): FAKE_AGENT_SPEND more input and
+        output tokens each time (default `100000,10000`), FAKE_AGENT_SPEND_REPORTS times
+        (default 0: until interrupted), recording each report's totals; then complete."""
+        self.started()
+        per_input, per_output = (
+            int(n) for n in os.environ.get("FAKE_AGENT_SPEND", "100000,10000").split(",")
+        )
+        reports = int(os.environ.get("FAKE_AGENT_SPEND_REPORTS", "0"))
+        interval_s = int(os.environ.get("FAKE_AGENT_SPEND_MS", "50")) / 1000
+        sent = 0
+        while reports == 0 or sent < reports:
+            self.usage(per_input, per_output)
+            sent += 1
+            totals = [self.server.input_tokens, self.server.output_tokens]
+            self.io.record({"_fake": "usage", "report": sent, "totals": totals})
+            if self.interrupted_within(interval_s):
+                self.io.record({"_fake": "interrupted", "after_report": sent})
+                self.finish("interrupted")
+                return
+        self.agent_message(f"spent {sent} reports' worth")
+        self.finish()
 
     def stream_cycle(self, item_id: str) -> list[bytes]:
         """A repeating mix of what a busy codex turn streams: message, reasoning and command

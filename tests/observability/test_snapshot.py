@@ -37,7 +37,14 @@ def test_snapshot_has_running_rows_retry_rows_token_totals_and_rate_limits() -> 
     (row,) = snapshot["running"]
     assert row["issue_identifier"] == "A-1" and row["url"] == "https://t/A-1"
     assert row["turn_count"] == 1 and row["session_id"] == "th-tu"
-    assert row["tokens"] == {"input_tokens": 80, "output_tokens": 20, "total_tokens": 100}
+    assert row["tokens"] == {
+        "input_tokens": 80,
+        "output_tokens": 20,
+        "total_tokens": 100,
+        "cached_input_tokens": 0,
+    }
+    # No model was named and nothing priced it: the cost is unknown, not zero.
+    assert row["model"] is None and row["cost_usd"] is None
     assert row["runtime_seconds"] == 15.0
     assert "recent_events" not in row  # only the one-issue view carries them
     (retry,) = snapshot["retrying"]

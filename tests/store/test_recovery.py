@@ -48,7 +48,7 @@ def test_a_continued_thread_counts_only_what_grew_beyond_its_totals_at_the_resta
     state = core.SchedulerState()
     state.retry_attempts["id-A-1"] = core.RetryEntry(
         "id-A-1", "A-1", 2, 0.0, core.RetryKind.CONTINUATION, resume_thread_id="thr-1",
-        resume_tokens=(900, 100, 1000),
+        resume_tokens=(900, 100, 1000, 0),
     )  # fmt: skip
     state.claimed.add("id-A-1")
     (start,) = core.on_retries_refreshed(

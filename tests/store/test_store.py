@@ -71,8 +71,8 @@ def test_what_a_save_keeps_comes_back_with_wall_clock_due_times(tmp_path: Path) 
     assert reopened.outcomes(NOW + timedelta(seconds=1)) == []
     saved = reopened.load(NOW)
     assert [(r.identifier, r.pgid, r.thread_id, r.tokens) for r in saved.runs] == [
-        ("A-1", 4242, "thr-1", (10, 5, 15)),
-        ("A-2", None, None, (0, 0, 0)),
+        ("A-1", 4242, "thr-1", (10, 5, 15, 0)),
+        ("A-2", None, None, (0, 0, 0, 0)),
     ]
     (retry,) = saved.retries
     assert (retry.identifier, retry.attempt, retry.error) == ("B-1", 3, "boom")
