@@ -292,7 +292,25 @@ class Orchestrator:
                 "retry": None,
             }
         if detail is None:
-            return None
+            # Not running, retrying or polled (finished, or parked outside the workflow's
+            # states), but it has a history: what it cost and used.
+            known = next(
+                (
+                    (issue_id, t)
+                    for issue_id, t in self.state.ticket_totals.items()
+                    if wanted in (issue_id, t.identifier)
+                ),
+                None,
+            )
+            if known is None:
+                return None
+            detail = {
+                "issue_identifier": known[1].identifier,
+                "issue_id": known[0],
+                "status": "idle",
+                "running": None,
+                "retry": None,
+            }
         if row is not None:
             board = board_row(row, self.state)
             detail.update(state=row.state, stage=row.stage, reason=board["reason"], title=row.title)

@@ -56,6 +56,7 @@ class Board:
         hooks: dict[str, Any] | None = None,
         polling_ms: int = 60_000,
         prompt: str = "Work on {{ issue.identifier }}: {{ issue.title }}",
+        **sections: Any,
     ) -> None:
         config = {
             "tracker": {
@@ -74,6 +75,7 @@ class Board:
                 "turn_timeout_ms": 20_000,
                 **(codex or {}),
             },
+            **sections,
         }
         self.workflow.write_text(f"---\n{yaml.safe_dump(config)}---\n{prompt}\n")
 

@@ -155,6 +155,7 @@ class FakeModel:
         self._lock = threading.Lock()
         self._requests: list[ModelRequest] = []
         self._reported_total = 0
+        self._reported = [0, 0, 0]  # input (cached included), cached input, output
         self._unexpected: list[str] = []
         self._errors: list[str] = []
         self._stopping = threading.Event()
@@ -185,6 +186,13 @@ class FakeModel:
         """Sum of `usage.total_tokens` over every `response.completed` sent."""
         with self._lock:
             return self._reported_total
+
+    @property
+    def reported_usage(self) -> tuple[int, int, int]:
+        """(input, cached input, output) tokens summed over every `response.completed` sent;
+        input includes the cached part, as the Responses API reports it."""
+        with self._lock:
+            return (self._reported[0], self._reported[1], self._reported[2])
 
     @property
     def unexpected_requests(self) -> list[str]:
@@ -252,9 +260,12 @@ class FakeModel:
         with self._lock:
             self._unexpected.append(what)
 
-    def _add_reported(self, total_tokens: int) -> None:
+    def _add_reported(self, usage: dict[str, Any]) -> None:
         with self._lock:
-            self._reported_total += total_tokens
+            self._reported_total += int(usage["total_tokens"])
+            self._reported[0] += int(usage["input_tokens"])
+            self._reported[1] += int(usage["input_tokens_details"]["cached_tokens"])
+            self._reported[2] += int(usage["output_tokens"])
 
     def _reply_for(self, request: ModelRequest) -> Fail | Stall | list[Event]:
         """What to answer: an HTTP failure, a stall, or the events of a stream."""
@@ -360,7 +371,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         for kind, payload in events:
             if kind == "response.completed":
-                self.server.fake._add_reported(int(payload["response"]["usage"]["total_tokens"]))
+                self.server.fake._add_reported(payload["response"]["usage"])
 
     def _stall(self, step: Stall) -> None:
         stopping = self.server.fake._stopping

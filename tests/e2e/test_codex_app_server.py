@@ -21,6 +21,7 @@ from structlog.testing import capture_logs
 from symphony.agents import PORT_EXIT, AgentError, AgentEvent, AgentLaunch
 from symphony.agents.app_server import AppServerSession
 from symphony.config import CodexSettings
+from symphony.pricing import Price
 from symphony.tools import ToolResult, ToolSpec
 from tests.e2e.conftest import codex_command, processes_using
 from tests.e2e.fake_model import (
@@ -360,3 +361,39 @@ async def test_a_thread_interrupted_by_a_restart_is_resumed_with_its_history_and
     assert "first prompt" in resumed[0].user_texts  # the history came along
     assert "report_outcome" in resumed[0].tool_names
     assert calls == [("report_outcome", {"outcome": "done"})]
+
+
+async def test_what_codex_reports_it_used_is_priced_into_the_tickets_cost(
+    board: Board, codex_env: dict[str, str]
+) -> None:
+    board.ticket("ABC-1")
+    script = [
+        Shell("printf hi > hi.txt"),
+        CallTool(MOVE_TOOL, {"state": "Human Review"}),
+        Say("ok"),
+    ]
+    pricing = {"fake-model": {"input": 1.25, "cached_input": 0.125, "output": 10.0}}
+    with FakeModel(script) as model:
+        board.write_workflow(codex=codex_settings(model), pricing=pricing)
+        run = start(board, codex_env, watch=False)
+        try:
+            await run.until(
+                lambda: (
+                    board.state_of("ABC-1") == "Human Review" and not run.orchestrator.state.running
+                ),
+                timeout=TIMEOUT_S,
+            )
+        finally:
+            await run.stop()
+    assert_model_healthy(model)
+    input_tokens, cached, output = model.reported_usage
+    assert cached > 0  # the fake model reports cache hits: they must be priced apart
+    expected = Price(1.25, 10.0, 0.125).cost_usd(input_tokens, cached, output)
+    totals = run.orchestrator.state.ticket_totals["ABC-1"]
+    assert (totals.input_tokens, totals.cached_input_tokens, totals.output_tokens) == (
+        input_tokens,
+        cached,
+        output,
+    )
+    assert totals.known_cost_usd == pytest.approx(expected)
+    assert run.orchestrator.state.model_costs["fake-model"].known_usd == pytest.approx(expected)

@@ -23,6 +23,8 @@ Run it as `python3 fake_app_server.py`. The environment picks the behaviour:
   them. Either way the lines are built before the turn starts, so writing costs the fake little.
 - `FAKE_AGENT_STREAM_TICK_MS`: when paced, write at most once per this many ms, batching the
   lines that fell due meanwhile (default 0: one write per line).
+- `FAKE_AGENT_MODEL`: the model `thread/start` names (default `fake-model`).
+- `FAKE_AGENT_SPEND`, `FAKE_AGENT_SPEND_REPORTS`, `FAKE_AGENT_SPEND_MS`: see `scenario_spend`.
 - `FAKE_AGENT_STDERR_JSON=1`: `complete` also prints a protocol-looking failure to stderr.
 - `FAKE_AGENT_CHECK_OVERLAP=1`: at start, record `{"_fake": "overlap", ...}` when another fake
   agent is already alive in the same working directory.
@@ -804,7 +806,7 @@ class FakeAppServer:
             request_id,
             {
                 "thread": thread,
-                "model": "fake-model",
+                "model": os.environ.get("FAKE_AGENT_MODEL", "fake-model"),
                 "modelProvider": "fake",
                 "cwd": cwd,
                 "approvalPolicy": params.get("approvalPolicy", "never"),
