@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from pathlib import Path
 
 from symphony.errors import SymphonyError
@@ -33,7 +34,7 @@ class DaemonLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _read_pid(fd)
+            holder = _holder_pid(fd)
             os.close(fd)
             who = f"pid {holder}" if holder else "another process"
             raise LockError(
@@ -44,8 +45,9 @@ class DaemonLock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        mine = f"{os.getpid()}\n".encode()
+        os.pwrite(fd, mine, 0)
+        os.ftruncate(fd, len(mine))
         self._fd = fd
 
     def release(self) -> None:
@@ -53,6 +55,33 @@ class DaemonLock:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+
+
+def _holder_pid(fd: int, patience_s: float = 1.0) -> int | None:
+    """The pid of the lock's holder, once it has written it.
+
+    A daemon writes its pid just after it takes the lock, so one that lost a race by
+    microseconds may find the file empty or still naming a previous, dead holder: wait a
+    moment for a live pid rather than name the wrong process.
+    """
+    deadline = time.monotonic() + patience_s
+    while True:
+        pid = _read_pid(fd)
+        if pid is not None and _alive(pid):
+            return pid
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _read_pid(fd: int) -> int | None:
