@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from symphony.costs import usd
 from symphony.git import git_output
 from symphony.verification import Verification
 
@@ -90,6 +91,7 @@ def build_evidence(
     tokens: tuple[int, int, int],
     agent_seconds: float,
     hand_off: int,
+    cost_usd: float | None = None,
 ) -> dict[str, Any]:
     """The evidence of one hand-off, JSON-safe."""
     gates = None
@@ -113,6 +115,7 @@ def build_evidence(
         "pull_request": report.pull_request,
         "turns": turns,
         "tokens": {"input": tokens[0], "output": tokens[1], "total": tokens[2]},
+        "cost_usd": None if cost_usd is None else round(cost_usd, 4),
         "agent_seconds": round(agent_seconds, 1),
         "summary": report.summary,
         "open_questions": list(report.open_questions),
@@ -151,8 +154,8 @@ def render_evidence(evidence: Mapping[str, Any]) -> str:
     tokens = evidence["tokens"]
     lines += [
         f"Turns in this stage: {evidence['turns']}. Tokens for the ticket so far: "
-        f"{tokens['total']:,} ({tokens['input']:,} in, {tokens['output']:,} out). Agent time: "
-        f"{_duration(evidence['agent_seconds'])}.",
+        f"{tokens['total']:,} ({tokens['input']:,} in, {tokens['output']:,} out), costing "
+        f"{usd(evidence.get('cost_usd'))}. Agent time: {_duration(evidence['agent_seconds'])}.",
         "",
         "**The agent's summary**",
         "",

@@ -10,7 +10,8 @@ rework rounds, escalations, gate results, tickets closed after review); the stor
 - rework rate: rework rounds per hand-off;
 - verify pass rate, per gate: rounds in which the gate passed;
 - median time from a ticket's entry into a stage to its hand-off;
-- tokens per accepted ticket: the ticket's tokens over all its attempts, when it closed.
+- tokens and cost per accepted ticket: over all its attempts, when it closed (a cost is
+  unknown when a model had no price).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class OutcomeSummary:
     median_handoff_s: float | None = None
     tokens_per_accepted: float | None = None
     gates: Mapping[str, GateRate] = field(default_factory=dict)
+    cost_per_accepted_usd: float | None = None
+    """Mean cost of a ticket closed after review; None when any of them cost an unknown
+    amount (a model without a price) or none closed."""
 
     @property
     def first_pass_rate(self) -> float | None:
@@ -77,6 +81,7 @@ class OutcomeSummary:
             "rework_rate": self.rework_rate,
             "median_handoff_s": self.median_handoff_s,
             "tokens_per_accepted": self.tokens_per_accepted,
+            "cost_per_accepted_usd": self.cost_per_accepted_usd,
             "gates": {
                 name: {"runs": g.runs, "passed": g.passed, "rate": g.rate}
                 for name, g in sorted(self.gates.items())
@@ -88,6 +93,7 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
     handoffs = reworks = escalations = closed = first_pass = 0
     durations: list[float] = []
     tokens: list[int] = []
+    costs: list[float | None] = []
     gates: dict[str, list[int]] = {}
     for record in records:
         data = record.data
@@ -105,6 +111,8 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
             first_pass += 1 if data.get("first_pass") else 0
             if isinstance(data.get("tokens"), int):
                 tokens.append(data["tokens"])
+            cost = data.get("cost_usd")
+            costs.append(float(cost) if isinstance(cost, int | float) else None)
         elif record.kind == GATE:
             counts = gates.setdefault(str(data.get("gate")), [0, 0])
             counts[0] += 1
@@ -118,7 +126,14 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
         statistics.median(durations) if durations else None,
         statistics.fmean(tokens) if tokens else None,
         {name: GateRate(runs, passed) for name, (runs, passed) in gates.items()},
+        _mean_known(costs),
     )
+
+
+def _mean_known(values: list[float | None]) -> float | None:
+    if not values or any(v is None for v in values):
+        return None
+    return statistics.fmean(v for v in values if v is not None)
 
 
 def daily(

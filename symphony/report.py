@@ -11,6 +11,7 @@ import re
 from datetime import datetime, timedelta
 
 from symphony.config import INVALID_CONFIG, ConfigError
+from symphony.costs import usd
 from symphony.outcomes import OutcomeSummary, summarize
 from symphony.store import Store
 
@@ -33,7 +34,13 @@ def report_text(
     if store is None:
         return f"{header}\n\nNo state yet: the daemon has not run this workflow."
     summary = summarize(store.outcomes(since))
-    return f"{header}\n\n{format_summary(summary)}"
+    text = f"{header}\n\n{format_summary(summary)}"
+    tickets = store.ticket_costs(since)
+    if tickets:
+        text += f"\n\n{'ticket':<22}{'cost':>10}   tokens"
+        for identifier, cost, tokens in tickets:
+            text += f"\n{identifier:<22}{usd(cost):>10}   {tokens:,}"
+    return text
 
 
 def format_summary(s: OutcomeSummary) -> str:
@@ -51,6 +58,11 @@ def format_summary(s: OutcomeSummary) -> str:
             "tokens per accepted",
             "-" if s.tokens_per_accepted is None else f"{round(s.tokens_per_accepted):,}",
             "all attempts of a ticket",
+        ),
+        (
+            "cost per accepted",
+            "-" if s.closed == 0 else usd(s.cost_per_accepted_usd),
+            "unknown when a model had no price",
         ),
     ]
     lines = [f"{name:<22}{value:>10}   {note}".rstrip() for name, value, note in rows]

@@ -773,6 +773,7 @@ def _record_closed(state: SchedulerState, issue: Issue, wall: datetime) -> None:
         "handoffs": len(handed),
         "state": issue.state,
         "tokens": totals.total_tokens if totals is not None else 0,
+        "cost_usd": totals.known_cost_usd if totals is not None else None,
     }
     state.new_outcomes.append(OutcomeRecord(wall, CLOSED, issue.id, issue.identifier, data))
 
@@ -920,6 +921,7 @@ def _evidence(
         tokens=(totals.input_tokens, totals.output_tokens, totals.total_tokens),
         agent_seconds=totals.seconds,
         hand_off=handed.count(normalize_state(stage.on_success)) + 1,
+        cost_usd=totals.known_cost_usd,
     )
 
 

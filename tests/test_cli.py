@@ -366,10 +366,15 @@ def test_report_prints_the_outcome_figures_while_a_daemon_holds_the_store(board:
         OutcomeRecord(now, HANDOFF, "1", "A-1", {"seconds": 1800.0}),
         OutcomeRecord(now, REWORK, "1", "A-1", {}),
         OutcomeRecord(now, HANDOFF, "1", "A-1", {"seconds": 600.0}),
-        OutcomeRecord(now, CLOSED, "1", "A-1", {"first_pass": False, "tokens": 12345}),
+        OutcomeRecord(
+            now, CLOSED, "1", "A-1", {"first_pass": False, "tokens": 12345, "cost_usd": 4.5}
+        ),
         OutcomeRecord(now, GATE, "1", "A-1", {"gate": "tests", "passed": True}),
         OutcomeRecord(now, GATE, "1", "A-1", {"gate": "tests", "passed": False}),
     ]
+    state.ticket_totals["1"] = core.TicketTotals("A-1", total_tokens=12345, cost_usd=4.5)
+    state.ticket_totals["2"] = core.TicketTotals("B-2", total_tokens=99, unpriced_tokens=99)
+    state.changed_totals.update({"1", "2"})
     # The daemon's own connection stays open (and writing) while the report reads.
     store, _ = Store.open(board.root / ".symphony" / "state.db")
     try:
@@ -385,5 +390,8 @@ def test_report_prints_the_outcome_figures_while_a_daemon_holds_the_store(board:
     assert "time to hand-off          20 min" in out
     assert "tokens per accepted       12,345" in out
     assert "tests                        50%   1 of 2" in out
+    assert "cost per accepted          $4.50" in out
+    assert "A-1                        $4.50   12,345" in out
+    assert "B-2                      unknown   99" in out
     wrong = run_cli("report", "--since", "soon", cwd=board.root)
     assert wrong.returncode == 1 and "--since must be like 90m, 24h, 7d or 2w" in wrong.stderr

@@ -114,5 +114,9 @@ def test_the_comment_reads_as_a_report_and_escapes_table_cells() -> None:
     assert "(hand-off 2)" in text
     assert "| lint | `ruff check . \\| tee lint.txt` | passed | 0 | 0.4 s |" in text
     assert "All gates passed at once." in text
-    assert "Tokens for the ticket so far: 1,234 (1,200 in, 34 out). Agent time: 2 min." in text
+    assert (
+        "Tokens for the ticket so far: 1,234 (1,200 in, 34 out), costing unknown. Agent time: "
+        "2 min." in text
+    )
+    assert "costing $0.42." in render_evidence({**evidence, "cost_usd": 0.4213})
     assert text.endswith("- Should sub accept floats?")

@@ -129,7 +129,13 @@ def test_hand_off_rework_and_acceptance_are_recorded_as_the_ticket_goes_round() 
     assert effects == [core.RemoveWorkspace("A-1")]
     (closed,) = [r for r in state.new_outcomes if r.kind == CLOSED]
     # Both runs count: the ticket's tokens over all its attempts.
-    assert closed.data == {"first_pass": False, "handoffs": 2, "state": "Done", "tokens": 2000}
+    assert closed.data == {
+        "first_pass": False,
+        "handoffs": 2,
+        "state": "Done",
+        "tokens": 2000,
+        "cost_usd": None,  # no model was priced in this test: unknown, not zero
+    }
     assert "id-A-1" not in state.handed_off
     summary = summarize(state.new_outcomes)
     assert (summary.handoffs, summary.reworks, summary.closed, summary.first_pass_rate) == (

@@ -156,7 +156,47 @@ def render_metrics(snapshot: dict[str, Any]) -> str:
     outcomes = snapshot.get("outcomes")
     if outcomes is not None:
         _outcome_metrics(metric, outcomes)
+    costs = snapshot.get("costs")
+    if costs is not None:
+        _cost_metrics(metric, costs)
     return "\n".join(lines) + "\n"
+
+
+def _cost_metrics(metric: Any, costs: dict[str, Any]) -> None:
+    by_model = costs["by_model"]
+    metric(
+        "symphony_cost_usd_total",
+        "counter",
+        "Cost of agent usage by model, in USD, of the tokens that had a price.",
+        [(_labels(model=model), spend["usd"]) for model, spend in by_model.items()],
+    )
+    metric(
+        "symphony_unpriced_tokens_total",
+        "counter",
+        "Tokens of models without a price (their cost is unknown), by model.",
+        [(_labels(model=model), spend["unpriced_tokens"]) for model, spend in by_model.items()],
+    )
+    today = costs["today"]
+    metric(
+        "symphony_cost_usd_today",
+        "gauge",
+        "The fleet's spend so far today (UTC), in USD (NaN while some of it is unpriced).",
+        [("", math.nan if today["known_usd"] is None else today["known_usd"])],
+    )
+    budget = costs["budget"]
+    if budget["per_day_usd"] is not None:
+        metric(
+            "symphony_daily_budget_usd",
+            "gauge",
+            "budget.per_day_usd: no new work starts today once it is spent.",
+            [("", budget["per_day_usd"])],
+        )
+        metric(
+            "symphony_daily_budget_spent",
+            "gauge",
+            "1 while today's budget is spent and new dispatch is held, else 0.",
+            [("", 1 if budget["daily_spent"] else 0)],
+        )
 
 
 def _outcome_metrics(metric: Any, outcomes: dict[str, Any]) -> None:
@@ -182,6 +222,11 @@ def _outcome_metrics(metric: Any, outcomes: dict[str, Any]) -> None:
             "tokens_per_accepted",
             "tokens_per_accepted",
             "Mean tokens of a ticket closed after review",
+        ),
+        (
+            "cost_per_accepted_usd",
+            "cost_per_accepted_usd",
+            "Mean cost of a ticket closed after review",
         ),
     ):
         metric(

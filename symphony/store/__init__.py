@@ -428,6 +428,19 @@ class Store:
             self._db.execute("DELETE FROM outcomes WHERE at < ?", (cutoff.isoformat(),))
         return cursor.rowcount
 
+    def ticket_costs(self, since: datetime, limit: int = 20) -> list[tuple[str, float | None, int]]:
+        """(identifier, cost or None when unknown, tokens) of the tickets that used the agent
+        since `since`, the costliest first."""
+        try:
+            rows = self._db.execute(
+                "SELECT identifier, cost_usd, unpriced_tokens, total_tokens FROM ticket_totals "
+                "WHERE updated_at >= ? ORDER BY cost_usd DESC, total_tokens DESC LIMIT ?",
+                (since.isoformat(), limit),
+            ).fetchall()
+        except sqlite3.OperationalError:
+            return []
+        return [(name, None if unpriced else cost, tokens) for name, cost, unpriced, tokens in rows]
+
     def outcomes(self, since: datetime) -> list[OutcomeRecord]:
         """Outcome records from `since` on, oldest first (none in a store from before they
         were kept)."""

@@ -94,3 +94,24 @@ def test_the_review_queue_and_outcome_figures_are_exported() -> None:
     assert len(daily) == 14 and daily[-1]["handoffs"] == 2 and daily[4]["handoffs"] == 1
     # Without a review limit or a store, neither family appears.
     assert "symphony_review_queue" not in render_metrics(_snapshot())
+
+
+def test_spend_is_exported_per_model_with_unknown_cost_as_nan_never_zero() -> None:
+    from datetime import UTC, datetime
+
+    from symphony import scheduling as core
+    from symphony.config import BudgetSettings
+    from symphony.costs import Spend
+    from symphony.observability.snapshot import build_costs
+
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    state = core.SchedulerState()
+    state.model_costs = {"gpt-5": Spend(3.25, 1000, 0), "mystery": Spend(0.0, 500, 500)}
+    state.daily_costs = {"2026-12-01": Spend(3.25, 1500, 500)}
+    costs = build_costs(state, now, BudgetSettings(per_day_usd=3.0))
+    samples = _samples(render_metrics({**_snapshot(), "costs": costs}))
+    assert samples['symphony_cost_usd_total{model="gpt-5"}'] == "3.25"
+    assert samples['symphony_unpriced_tokens_total{model="mystery"}'] == "500"
+    assert samples["symphony_cost_usd_today"] == "NaN"  # part of today has no price
+    assert samples["symphony_daily_budget_spent"] == "1"
+    assert costs["daily"][-1]["day"] == "2026-12-01" and len(costs["daily"]) == 14
