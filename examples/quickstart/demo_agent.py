@@ -203,7 +203,7 @@ class DemoAgent:
         self.channel.notify("thread/started", {"thread": thread})
         return {
             "thread": thread,
-            "model": "demo (no model)",
+            "model": "demo",  # priced in the quickstart WORKFLOW.md; no model is called
             "modelProvider": "demo",
             "cwd": cwd,
             "approvalPolicy": params.get("approvalPolicy", "never"),

@@ -237,4 +237,11 @@ def test_dashboard_shows_outcomes_evidence_and_a_full_review_queue(tmp_path: Pat
         expect(evidence).to_contain_text("Evidence (hand-off 1 to Human Review)")
         expect(evidence).to_contain_text("passed after 1 fix turn(s)")
         expect(evidence).to_contain_text("NOTES/DEMO-4.md")
+        # Spend: the quickstart prices the demonstration agent's pretend model.
+        expect(page.locator('[data-card="spend"] .value')).to_have_text(
+            re.compile(r"^\$\d+\.(\d\d|\d{4})$")
+        )
+        expect(page.locator('[data-card="spend"] svg.spark')).to_have_count(1)
+        expect(page.locator("#tickets tbody tr").first).to_contain_text("$")
+        expect(page.locator("#detail")).to_contain_text("Cost")
         page.screenshot(path=artifacts / "dashboard-outcomes.png", full_page=True)
