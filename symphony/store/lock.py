@@ -86,7 +86,8 @@ def _alive(pid: int) -> bool:
 
 def _read_pid(fd: int) -> int | None:
     try:
-        text = os.pread(fd, 32, 0).decode().strip()
+        text = os.pread(fd, 32, 0).decode()
     except (OSError, UnicodeDecodeError):
         return None
-    return int(text) if text.isdigit() else None
+    first = text.split("\n", 1)[0].strip()  # a longer old pid may trail until the truncate
+    return int(first) if first.isdigit() else None
