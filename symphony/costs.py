@@ -49,8 +49,11 @@ def day_key(wall: datetime) -> str:
 
 
 def usd(amount: float | None) -> str:
-    """`$4.02`, or `unknown` when a price was missing."""
-    return "unknown" if amount is None else f"${amount:,.2f}"
+    """`$4.02` (`$0.0017` below a cent, which would read as nothing), or `unknown` when a
+    price was missing."""
+    if amount is None:
+        return "unknown"
+    return f"${amount:.4f}" if 0 < amount < 0.01 else f"${amount:,.2f}"
 
 
 def by_stage(costs: Mapping[str, float]) -> str:

@@ -14,6 +14,7 @@ from symphony import scheduling as core
 from symphony.agents import RESUMED, AgentEvent, TokenUsage
 from symphony.budgets import check_budgets
 from symphony.config import BudgetSettings, ConfigError, Settings, load_settings
+from symphony.costs import usd
 from symphony.pricing import DEFAULT_PRICES, Price, Pricing, parse_pricing
 from symphony.stages import Outcome
 from symphony.store import Store
@@ -46,6 +47,16 @@ def report(
         started = AgentEvent("session_started", thread_id=f"thr-{model}", model=model)
         core.on_agent_event(state, issue_id, started, 1.0, WALL, PRICING)
     core.on_agent_event(state, issue_id, AgentEvent("token_usage", usage=usage), 2.0, WALL)
+
+
+def test_amounts_read_in_cents_and_below_a_cent_are_not_shown_as_nothing() -> None:
+    assert (usd(4.0249), usd(1234.5), usd(0.0017), usd(0.0), usd(None)) == (
+        "$4.02",
+        "$1,234.50",
+        "$0.0017",
+        "$0.00",
+        "unknown",
+    )
 
 
 def test_cached_input_is_priced_as_cached_and_not_again_as_input() -> None:
@@ -157,6 +168,21 @@ def test_the_budget_warns_once_then_stops_the_run_and_moves_the_ticket_with_the_
     assert (totals.budget_window, totals.budget_base_usd) == (2, pytest.approx(2.25))
     report(state, issue_id, TokenUsage(100_000, 0, 100_000), model="fake-model")
     assert check_budgets(state, settings) == []
+
+
+def test_a_window_spent_by_a_runs_last_report_stops_the_next_run() -> None:
+    settings = with_budget(per_ticket_usd=1.0)
+    state = core.SchedulerState()
+    issue_id = dispatch(state, settings)
+    report(state, issue_id, TokenUsage(1_000_000, 0, 1_000_000), model="fake-model")  # $1.25
+    # The run ended before a loop pass could check: no stop, a continuation instead.
+    core.on_worker_exit(state, issue_id, core.WorkerExit(True, "done"), settings, 3.0)
+    assert not state.ticket_totals[issue_id].budget_exceeded
+    state.retry_attempts.pop(issue_id)
+    state.claimed.discard(issue_id)
+    dispatch(state, settings, now=4.0)
+    (stop,) = check_budgets(state, settings)  # the window stays spent: no new one for free
+    assert isinstance(stop, core.StopWorker) and stop.reason is core.StopReason.BUDGET
 
 
 def test_the_daily_budget_holds_new_work_and_retries_until_the_next_utc_day() -> None:
