@@ -96,6 +96,11 @@ class AgentSettings:
     )
     max_in_review: int | None = None
     """Stage mode: hold new tickets while this many wait for a person's review."""
+    env_passthrough: tuple[str, ...] = ()
+    """Names (or `PREFIX*`) of the daemon's variables that children get besides the
+    allowlist."""
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Variables set in every child, values resolved at load (`$VAR` from the daemon's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +208,8 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "max_retry_backoff_ms",
             "max_concurrent_agents_by_state",
             "max_in_review",
+            "env_passthrough",
+            "env",
         ),
         "codex": (
             "command",
@@ -347,6 +354,8 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
             if agent_raw.get("max_in_review") is not None
             else None
         ),
+        env_passthrough=_env_names(agent_raw.get("env_passthrough")),
+        env=_env_values(agent_raw.get("env"), environ),
     )
 
     codex_raw = _section(raw, "codex")
@@ -564,6 +573,48 @@ def env_reference(value: object) -> str | None:
     if match is None:
         return None
     return match.group(1) or match.group(2)
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
+
+
+def _env_names(raw: object) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not all(
+        isinstance(n, str) and _ENV_PATTERN.match(n) for n in items
+    ):
+        raise ConfigError(
+            INVALID_CONFIG,
+            "agent.env_passthrough must be a list of variable names (GOPATH) or prefixes "
+            "ending in * (NPM_CONFIG_*)",
+        )
+    return tuple(items)
+
+
+def _env_values(raw: object, environ: Mapping[str, str]) -> Mapping[str, str]:
+    if raw is None:
+        return MappingProxyType({})
+    if not isinstance(raw, Mapping):
+        raise ConfigError(INVALID_CONFIG, "agent.env must be a map of variable names to values")
+    values: dict[str, str] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise ConfigError(INVALID_CONFIG, f"agent.env: {name!r} is not a variable name")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ConfigError(INVALID_CONFIG, f"agent.env.{name} must be a string")
+        text = str(value)
+        reference = env_reference(text)
+        if reference is not None:
+            text = environ.get(reference, "")
+            if not text:
+                raise ConfigError(
+                    INVALID_CONFIG, f"agent.env.{name} refers to ${reference}, which is not set"
+                )
+        values[name] = text
+    return MappingProxyType(values)
 
 
 def resolve_secret(value: object, environ: Mapping[str, str]) -> str | None:

@@ -25,9 +25,16 @@ from typing import Any, Protocol, TypeVar
 import structlog
 
 from symphony import scheduling as core
-from symphony.agents import AgentEvent, AgentLaunch, AgentSession, open_session
+from symphony.agents import (
+    AgentEvent,
+    AgentLaunch,
+    AgentSession,
+    agent_env_names,
+    open_session,
+)
 from symphony.budgets import check_budgets
 from symphony.config import Settings, build_settings, workflow_fingerprint
+from symphony.environment import child_environment
 from symphony.errors import SymphonyError
 from symphony.evidence import read_evidence_file, write_evidence_file
 from symphony.issue import normalize_state
@@ -47,7 +54,6 @@ from symphony.runner import AttemptContext, AttemptFailed, log_agent_event, run_
 from symphony.stages import Outcome
 from symphony.store import Store
 from symphony.store.recovery import (
-    INSTANCE_VARIABLE,
     Recovered,
     orphan_groups,
     restore,
@@ -171,25 +177,6 @@ def _write_evidence(
         write_evidence_file(path, evidence)
     except OSError as exc:
         log.warning("could not write the evidence file", workspace=str(path), reason=str(exc))
-
-
-def agent_environment(
-    environ: Mapping[str, str],
-    secret_names: Sequence[str],
-    settings: Settings,
-    instance_id: str | None = None,
-) -> dict[str, str]:
-    """The daemon's environment minus the tracker's declared secrets, plus where the workflow is
-    and which daemon instance started the process (how a restart finds an old daemon's agents).
-
-    Hooks and agents both get it; neither ever sees a tracker credential.
-    """
-    hidden = set(secret_names)
-    env = {name: value for name, value in environ.items() if name not in hidden}
-    env["SYMPHONY_WORKFLOW_DIR"] = str(settings.workflow_dir)
-    if instance_id is not None:
-        env[INSTANCE_VARIABLE] = instance_id
-    return env
 
 
 class Orchestrator:
@@ -636,9 +623,8 @@ class Orchestrator:
             settings=self.settings,
             tracker=self.tracker,
             workspaces=self._workspaces,
-            agent_env=agent_environment(
-                self.environ, self.tracker.secret_env_names(), self.settings, self.instance_id
-            ),
+            agent_env=self._child_env(self.settings, agent_env_names(self.settings)),
+            child_env=self._child_env(self.settings),
             open_session=self._session_factory,
             stage=stage,
             turns_used=start.turns_used,
@@ -1003,10 +989,18 @@ class Orchestrator:
         masker.set(self.environ.get(name, "") for name in self.tracker.secret_env_names())
 
     def _new_workspaces(self, settings: Settings) -> WorkspaceManager:
-        env = agent_environment(
-            self.environ, self.tracker.secret_env_names(), settings, self.instance_id
+        return WorkspaceManager(
+            settings.workspace.root, settings.hooks, env=self._child_env(settings)
         )
-        return WorkspaceManager(settings.workspace.root, settings.hooks, env=env)
+
+    def _child_env(self, settings: Settings, agent_names: Sequence[str] = ()) -> dict[str, str]:
+        return child_environment(
+            self.environ,
+            settings,
+            self.tracker.secret_env_names(),
+            self.instance_id,
+            extra_names=agent_names,
+        )
 
     def _notify(self) -> None:
         for listener in self._listeners:

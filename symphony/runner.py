@@ -77,6 +77,9 @@ class AttemptContext:
     tracker: Tracker
     workspaces: WorkspaceManager
     agent_env: Mapping[str, str]
+    """The agent's environment (`symphony.environment`), its backend's variables included."""
+    child_env: Mapping[str, str]
+    """What gates and git queries in the workspace get: the agent's, without the backend's."""
     open_session: Callable[[AgentLaunch], AgentSession] = open_session
     stage: Stage | None = None
     """Stage mode: the stage this attempt works in."""
@@ -162,14 +165,15 @@ async def run_attempt(
             return ToolResult(result.success, masker.mask_value(result.output))
 
         _check_cwd(ctx.workspaces, workspace)
+        ticket_env = {
+            "SYMPHONY_ISSUE_IDENTIFIER": issue.identifier,
+            "SYMPHONY_WORKSPACE": str(workspace.path),
+        }
+        workspace_env = {**ctx.child_env, **ticket_env}
         launch = AgentLaunch(
             workspace=workspace.path,
             settings=_agent_settings(settings, stage),
-            env={
-                **ctx.agent_env,
-                "SYMPHONY_ISSUE_IDENTIFIER": issue.identifier,
-                "SYMPHONY_WORKSPACE": str(workspace.path),
-            },
+            env={**ctx.agent_env, **ticket_env},
             tools=tools,
             handle_tool=handle_tool,
             on_event=on_event,
@@ -207,8 +211,9 @@ async def run_attempt(
                     report, verification = turn_report, None
                     if stage.verify and report.outcome is Outcome.DONE:
                         report, verification = await _verify(
-                            stage, report, current, session, launch, settings, take_report
-                        )
+                            stage, report, current, session, launch, workspace_env, settings,
+                            take_report,
+                        )  # fmt: skip
                     facts = None
                     if (
                         stage.evidence
@@ -219,7 +224,7 @@ async def run_attempt(
                             workspace.path,
                             base_ref=settings.workspace.base_ref,
                             start_commit=workspace.base,
-                            env=launch.env,
+                            env=workspace_env,
                         )
                     bound.info("worker done", reason=f"reported {report.outcome.value}")
                     return AttemptEnd(report=report, verification=verification, facts=facts)
@@ -265,6 +270,7 @@ async def _verify(
     issue: Issue,
     session: AgentSession,
     launch: AgentLaunch,
+    gate_env: Mapping[str, str],
     settings: Settings,
     take_report: Callable[[], Report | None],
 ) -> tuple[Report, Verification]:
@@ -279,7 +285,7 @@ async def _verify(
         gate_round = await run_gates(
             stage.verify,
             cwd=launch.workspace,
-            env=launch.env,
+            env=gate_env,
             default_timeout_ms=settings.hooks.timeout_ms,
             output_chars=stage.verify_output_chars,
         )

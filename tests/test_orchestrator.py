@@ -17,11 +17,12 @@ import pytest
 import yaml
 
 from symphony import scheduling as core
+from symphony.agents import CODEX_ENV_NAMES
 from symphony.config import HooksSettings, load_settings
-from symphony.orchestrator import Orchestrator, agent_environment
+from symphony.environment import BASE_NAMES
+from symphony.orchestrator import Orchestrator
 from symphony.store import Store
 from symphony.workspace import WorkspaceManager
-from tests.factories import make_settings
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +69,11 @@ class Board:
             "polling": {"interval_ms": polling_ms},
             "workspace": {"root": "workspaces"},
             "hooks": hooks or {},
-            "agent": {"max_concurrent_agents": 4, **(agent or {})},
+            "agent": {
+                "max_concurrent_agents": 4,
+                "env_passthrough": list(FAKE_ENV),
+                **(agent or {}),
+            },
             "codex": {
                 "command": f"{sys.executable} {FAKE_AGENT}",
                 "read_timeout_ms": 5000,
@@ -83,6 +88,10 @@ class Board:
 @pytest.fixture
 def board(tmp_path: Path) -> Board:
     return Board(tmp_path)
+
+
+FAKE_ENV = ("FAKE_AGENT_*", "DEMO_AGENT_*")
+"""How the tests steer the scripted agents; an agent sees nothing it is not given."""
 
 
 def scenario_env(scenario: str, **extra: str) -> dict[str, str]:
@@ -457,13 +466,39 @@ async def test_continuation_turns_run_on_one_session_up_to_max_turns(board: Boar
     assert run.orchestrator.state.retry_attempts["ABC-1"].kind.value == "continuation"
 
 
-def test_agent_environment_drops_tracker_secrets_and_names_the_workflow_folder(
-    tmp_path: Path,
-) -> None:
-    settings = make_settings(root=tmp_path / "ws")
-    env = agent_environment({"GITHUB_TOKEN": "s3cret", "PATH": "/bin"}, ["GITHUB_TOKEN"], settings)
-    assert "GITHUB_TOKEN" not in env and env["PATH"] == "/bin"
-    assert env["SYMPHONY_WORKFLOW_DIR"] == str(tmp_path)
+async def test_no_variable_outside_the_allowlist_reaches_an_agent_or_a_hook(board: Board) -> None:
+    board.ticket("ABC-1")
+    record = board.root / "record.jsonl"
+    board.write_workflow(
+        agent={"env_passthrough": [*FAKE_ENV, "GOPATH"], "env": {"CI": "true"}},
+        hooks={"after_create": f"env > {board.root / 'hook-env.txt'}"},
+    )
+    env = {
+        **{name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ},
+        "FAKE_AGENT_SCENARIO": "complete",
+        "FAKE_AGENT_RECORD": str(record),
+        "AWS_SECRET_ACCESS_KEY": "aws-secret",
+        "DATABASE_URL": "postgres://u:p@db/prod",
+        "OPENAI_API_KEY": "sk-model",
+        "GOPATH": "/go",
+    }
+    run = start(board, env, watch=False)
+    try:
+        await run.until(lambda: record.exists() and '"env_names"' in record.read_text())
+    finally:
+        await run.stop()
+    (started,) = [
+        json.loads(line) for line in record.read_text().splitlines() if '"env_names"' in line
+    ]
+    names = set(started["env_names"])
+    assert {"AWS_SECRET_ACCESS_KEY", "DATABASE_URL"}.isdisjoint(names)
+    assert {"OPENAI_API_KEY", "GOPATH", "CI", "SYMPHONY_ISSUE_IDENTIFIER"} <= names
+    # What the agent has of the daemon's environment (its login shell may add its own).
+    allowed = {*BASE_NAMES, *CODEX_ENV_NAMES, "GOPATH", "FAKE_AGENT_SCENARIO", "FAKE_AGENT_RECORD"}
+    assert names & set(env) <= allowed
+    hook = (board.root / "hook-env.txt").read_text()
+    # The model's credential is the agent's alone; hooks run the repository's scripts.
+    assert "aws-secret" not in hook and "sk-model" not in hook and "GOPATH=/go" in hook
 
 
 class FailingOnce:

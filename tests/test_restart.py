@@ -187,6 +187,7 @@ def test_kill_9_right_after_a_stage_move_neither_repeats_it_nor_runs_the_ticket_
         },
         "polling": {"interval_ms": 500},
         "workspace": {"root": "workspaces"},
+        "agent": {"env_passthrough": ["DEMO_AGENT_*"]},
         "codex": {"command": f"{sys.executable} {DEMO_AGENT}"},
         "stages": two_stages(),
         "escalation_state": "Needs Attention",

@@ -65,7 +65,7 @@ def context(
     )
     agent_env = {**os.environ, **env}
     workspaces = WorkspaceManager(settings.workspace.root, settings.hooks, env=agent_env)
-    return AttemptContext(settings, tracker, workspaces, agent_env)
+    return AttemptContext(settings, tracker, workspaces, agent_env, agent_env)
 
 
 async def test_turns_continue_while_the_issue_stays_active_and_stop_when_it_leaves(

@@ -75,7 +75,12 @@ class StageBoard:
             "polling": {"interval_ms": 60_000},
             "workspace": {"root": "workspaces"},
             "hooks": hooks or {},
-            "agent": {"max_concurrent_agents": 4, "max_retry_backoff_ms": 1000, **agent},
+            "agent": {
+                "max_concurrent_agents": 4,
+                "max_retry_backoff_ms": 1000,
+                "env_passthrough": ["FAKE_AGENT_*", "DEMO_AGENT_*"],
+                **agent,
+            },
             "codex": codex
             or {"command": f"{sys.executable} {DEMO_AGENT}", "read_timeout_ms": 5000},
             "stages": two_stages(plan=plan, implement=implement),

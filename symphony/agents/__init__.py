@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from symphony.config import CodexSettings
+from symphony.config import CodexSettings, Settings
 from symphony.errors import SymphonyError
 from symphony.tools import ToolResult, ToolSpec
 
@@ -112,6 +112,17 @@ class AgentSession(Protocol):
     async def stop(self) -> None:
         """Interrupt any turn, end the process; safe to call twice and after a failure."""
         ...
+
+
+CODEX_ENV_NAMES = ("CODEX_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "RUST_LOG")
+"""What codex needs from the daemon's environment to reach its model: its home (where a login
+keeps its credentials), an API key, an endpoint, its log filter."""
+
+
+def agent_env_names(settings: Settings) -> tuple[str, ...]:
+    """The variables of the daemon's environment that the configured agent needs besides the
+    allowlist every child gets (`symphony.environment`)."""
+    return CODEX_ENV_NAMES
 
 
 def open_session(launch: AgentLaunch) -> AgentSession:

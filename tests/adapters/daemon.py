@@ -34,7 +34,11 @@ def write_workflow(
         "tracker": dict(tracker),
         "polling": {"interval_ms": polling_ms},
         "workspace": {"root": "workspaces"},
-        "agent": {"max_concurrent_agents": 4, **(agent or {})},
+        "agent": {
+            "max_concurrent_agents": 4,
+            "env_passthrough": ["FAKE_AGENT_*", "DEMO_AGENT_*"],
+            **(agent or {}),
+        },
         "codex": {
             "command": f"{sys.executable} {agent_program}",
             "read_timeout_ms": 10_000,

@@ -1,0 +1,62 @@
+"""The environment of everything symphony starts in a workspace: agents, hooks and gates.
+
+It is built from an allowlist, never inherited: a credential in the daemon's environment
+(`AWS_SECRET_ACCESS_KEY`, `DATABASE_URL`, a tracker token) reaches no child unless the workflow
+names it. A child gets
+
+- the basics a shell and a toolchain need (`BASE_NAMES`, and every `LC_*` locale variable),
+- the names listed in `agent.env_passthrough` (a name, or a prefix ending in `*`), when the
+  daemon has them,
+- the pairs of `agent.env` (values resolved from the daemon's environment at load),
+- an agent, and only an agent, the variables its backend needs to reach its model
+  (`extra_names`, e.g. codex's `CODEX_HOME` and `OPENAI_API_KEY`), when the daemon has them,
+- symphony's own `SYMPHONY_*` variables.
+
+The tracker's declared secrets are removed last, whatever asked for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from symphony.config import Settings
+from symphony.store.recovery import INSTANCE_VARIABLE
+
+BASE_NAMES = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+    "LANG",
+    "LANGUAGE",
+)
+LOCALE_PREFIX = "LC_"
+
+
+def child_environment(
+    environ: Mapping[str, str],
+    settings: Settings,
+    secret_names: Collection[str],
+    instance_id: str | None = None,
+    extra_names: Collection[str] = (),
+) -> dict[str, str]:
+    """The environment of a hook, gate or (with its backend's `extra_names`) an agent."""
+    passthrough = settings.agent.env_passthrough
+    wanted = {*BASE_NAMES, *extra_names, *(n for n in passthrough if not n.endswith("*"))}
+    prefixes = (LOCALE_PREFIX, *(n[:-1] for n in passthrough if n.endswith("*")))
+    env = {
+        name: value
+        for name, value in environ.items()
+        if name in wanted or name.startswith(prefixes)
+    }
+    env.update(settings.agent.env)
+    env["SYMPHONY_WORKFLOW_DIR"] = str(settings.workflow_dir)
+    if instance_id is not None:
+        env[INSTANCE_VARIABLE] = instance_id
+    for name in secret_names:
+        env.pop(name, None)
+    return env
