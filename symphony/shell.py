@@ -84,42 +84,23 @@ async def run_script(
         try:
             await asyncio.wait_for(proc.wait(), timeout_ms / 1000)
         except TimeoutError:
-            await terminate_group(proc)
+            await process.end_group(proc, TERM_GRACE_SECONDS)
             outcome: Outcome = "timed_out"
             detail = f"timed out after {timeout_ms} ms"
         except BaseException:
             # Cancelled (the worker was stopped): the script must not outlive its owner.
-            signal_group(proc.pid, signal.SIGKILL)
+            process.signal_group(proc.pid, signal.SIGKILL)
             raise
         else:
             code = proc.returncode
             outcome = "completed" if code == 0 else "failed"
             detail = "completed" if code == 0 else f"exited with status {code}"
             if end_group:
-                signal_group(proc.pid, signal.SIGKILL)
+                process.signal_group(proc.pid, signal.SIGKILL)
         finally:
             process.untrack(proc.pid)
         tail, total = _read_tail(output, tail_bytes)
     return ScriptResult(outcome, proc.returncode, detail, time.monotonic() - started, tail, total)
-
-
-async def terminate_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the script's process group, then SIGKILL whatever is left after a short grace."""
-    signal_group(proc.pid, signal.SIGTERM)
-    try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), TERM_GRACE_SECONDS)
-    finally:
-        # Sent even when the shell already exited (children may ignore SIGTERM or outlive it)
-        # and when we are cancelled during the grace.
-        signal_group(proc.pid, signal.SIGKILL)
-    await proc.wait()
-
-
-def signal_group(pgid: int, signum: signal.Signals) -> None:
-    # The group is gone once every member exited; that is the goal, not an error.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
 
 
 def _read_tail(output: IO[bytes], tail_bytes: int) -> tuple[bytes, int]:

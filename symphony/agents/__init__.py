@@ -32,6 +32,11 @@ TURN_INPUT_REQUIRED = "turn_input_required"
 STARTUP_FAILED = "startup_failed"
 
 
+def truncate(text: str, limit: int = 200) -> str:
+    """`text` cut to `limit` characters, with an ellipsis when it was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class AgentError(SymphonyError):
     """A session or turn ended without success; `category` is one of the constants above."""
 

@@ -26,26 +26,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import re
-import shutil
-import signal
-from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-import orjson
 import structlog
 
-from symphony import process
 from symphony.agents import (
-    CODEX_NOT_FOUND,
     INVALID_WORKSPACE_CWD,
     PORT_EXIT,
     RESPONSE_ERROR,
-    RESPONSE_TIMEOUT,
     RESUMED,
     STARTUP_FAILED,
     TURN_CANCELLED,
@@ -57,22 +48,15 @@ from symphony.agents import (
     AgentLaunch,
     TokenUsage,
     TurnResult,
+    truncate,
 )
+from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, again, error_reply
+from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
 from symphony.tools import ToolResult
 
-MAX_LINE_BYTES = 10 * 1024 * 1024
-"""Longest protocol line accepted (spec §10.1); longer lines are skipped, not fatal."""
+__all__ = ["MAX_LINE_BYTES", "AppServerSession"]
 
-_READ_CHUNK = 256 * 1024
-_SMALL_READ = 4096
-_BATCH_PAUSE_S = 0.01
-
-_STDERR_TAIL_LINES = 20
-_STDERR_LINES_IN_ERRORS = 5
-_STDERR_LINE_CHARS = 500
 _SUMMARY_CHARS = 200
-_METHOD_NOT_FOUND = -32601
-_INTERNAL_ERROR = -32603
 
 _COMMAND_APPROVALS = frozenset(
     {"item/commandExecution/requestApproval", "item/fileChange/requestApproval"}
@@ -84,15 +68,6 @@ _TOOL_CALL = "item/tool/call"
 # Outcomes whose event is emitted where the outcome is decided (turn/completed or the user-input
 # request); `run_turn` reports every other failure as `turn_ended_with_error`.
 _REPORTED_CATEGORIES = frozenset({TURN_FAILED, TURN_CANCELLED, TURN_INPUT_REQUIRED})
-
-_LOUD_STDERR = re.compile(r"\b(error|warn|warning|panic|panicked|fatal)\b", re.IGNORECASE)
-# Codex colours its log lines even into a pipe; colour codes would hide the words above.
-_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# Frames of a Rust backtrace (`Stack backtrace:`, `  3: <unknown>`, `at src/x.rs:1`) say
-# nothing to an operator; an exit error quotes the lines before them.
-_BACKTRACE_LINE = re.compile(r"^(stack backtrace:|\s*\d+: |\s+at )", re.IGNORECASE)
-
-Message = dict[str, Any]
 
 _log = structlog.get_logger(__name__)
 
@@ -129,32 +104,42 @@ class AppServerSession:
         self._settings = launch.settings
         self._stop_grace_s = stop_grace_s
         self._tool_names = frozenset(tool.name for tool in launch.tools)
-        self._proc: asyncio.subprocess.Process | None = None
-        self._next_id = 1
-        self._pending: dict[int, asyncio.Future[Message | AgentError]] = {}
-        self._result_hooks: dict[int, Callable[[Any], None]] = {}
-        self._handlers: set[asyncio.Task[None]] = set()
-        self._reader: asyncio.Task[None] | None = None
-        self._stderr_reader: asyncio.Task[None] | None = None
-        self._stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
-        self._failure: AgentError | None = None
+        self._logger = _log.bind(workspace=str(launch.workspace))
+        self._process = AgentProcess(
+            launch.settings.command,
+            workspace=launch.workspace,
+            env=launch.env,
+            on_line=self._on_line,
+            on_long_line=self._skip_long_line,
+            logger=self._logger,
+        )
+        self._rpc = JsonRpcPeer(
+            self._process.write,
+            on_request=self._reply_to,
+            on_notification=self._on_notification,
+            on_other=lambda kind, message: self._emit(kind, message=message),
+            after_answer=self._after_answer,
+            logger=self._logger,
+        )
+        self._spawned = False
         self._thread_id: str | None = None
         self._model: str | None = None
         self._turn_id: str | None = None
         self._session_id: str | None = None
         self._active_turn_id: str | None = None  # a turn codex has not reported finished
         self._turn: _TurnWaiter | None = None
-        self._last_output = 0.0
         self._last_delta_event = float("-inf")
-        self.lines_read = 0
-        """Protocol lines read from the agent so far (diagnostics and benchmarks)."""
         self._stopping = False
         self._stop_task: asyncio.Task[None] | None = None
-        self._logger = _log.bind(workspace=str(launch.workspace))
+
+    @property
+    def lines_read(self) -> int:
+        """Protocol lines read from the agent so far (diagnostics and benchmarks)."""
+        return self._process.lines_read
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self._process.pid
 
     @property
     def thread_id(self) -> str | None:
@@ -168,7 +153,7 @@ class AppServerSession:
 
     async def start(self) -> None:
         """Launch the agent in the workspace and open a thread; raises AgentError."""
-        if self._proc is not None or self._stop_task is not None:
+        if self._spawned or self._stop_task is not None:
             raise AgentError(STARTUP_FAILED, "the session was already started")
         workspace = self._launch.workspace
         if not workspace.is_absolute() or not workspace.is_dir():
@@ -177,7 +162,9 @@ class AppServerSession:
                 f"workspace {str(workspace)!r} is not an existing absolute directory",
             )
         try:
-            await self._spawn()
+            self._spawned = True
+            await self._process.spawn(self._on_stdout_closed)
+            self._logger = self._process.logger
             await self._handshake()
         except BaseException as exc:
             if isinstance(exc, AgentError):
@@ -191,9 +178,9 @@ class AppServerSession:
     async def run_turn(self, prompt: str, *, title: str) -> TurnResult:
         """Start a turn on the thread and stream it to its end; raises AgentError unless it
         completed. `title` only labels logs and events: the protocol has no turn title."""
-        if self._failure is not None:
-            raise _again(self._failure)
-        if self._thread_id is None or self._proc is None or self._stopping:
+        if self._rpc.failure is not None:
+            raise again(self._rpc.failure)
+        if self._thread_id is None or not self._spawned or self._stopping:
             raise AgentError(PORT_EXIT, "the session is not running")
         if self._turn is not None:
             raise RuntimeError("a turn is already running on this session")
@@ -247,39 +234,6 @@ class AppServerSession:
 
     # -- startup ---------------------------------------------------------------------------
 
-    async def _spawn(self) -> None:
-        command = self._settings.command
-        # The launcher resolves bash on symphony's PATH; the agent gets launch.env and nothing
-        # else, so secrets removed from it stay removed.
-        bash = shutil.which("bash") or "/bin/bash"
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                bash,
-                "-lc",
-                command,
-                cwd=self._launch.workspace,
-                env=dict(self._launch.env),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,  # its own process group, so stop() reaches every child
-                limit=MAX_LINE_BYTES,
-            )
-        except FileNotFoundError as exc:
-            if not self._launch.workspace.is_dir():
-                raise AgentError(
-                    INVALID_WORKSPACE_CWD, f"workspace {self._launch.workspace} vanished"
-                ) from None
-            raise AgentError(CODEX_NOT_FOUND, f"cannot run bash for {command!r}: {exc}") from None
-        except OSError as exc:
-            raise AgentError(STARTUP_FAILED, f"cannot launch {command!r}: {exc}") from None
-        self._proc = proc
-        process.track(proc.pid)
-        self._logger = self._logger.bind(pid=proc.pid)
-        self._last_output = asyncio.get_running_loop().time()
-        self._reader = asyncio.create_task(self._read_stdout(proc), name="app-server-stdout")
-        self._stderr_reader = asyncio.create_task(self._read_stderr(proc), name="app-server-stderr")
-
     async def _handshake(self) -> None:
         await self._request(
             "initialize",
@@ -289,7 +243,7 @@ class AppServerSession:
                 "capabilities": {"experimentalApi": True},
             },
         )
-        await self._send({"method": "initialized"})
+        await self._rpc.notify("initialized")
         params: Message = {
             "cwd": str(self._launch.workspace),
             "approvalPolicy": _plain(self._settings.approval_policy),
@@ -358,7 +312,7 @@ class AppServerSession:
         silence_s = self._settings.turn_timeout_ms / 1000
         while True:
             # Any output line moves _last_output, so this bounds silence, not turn length.
-            remaining = self._last_output + silence_s - loop.time()
+            remaining = self._process.last_output + silence_s - loop.time()
             if remaining <= 0:
                 raise AgentError(
                     TURN_TIMEOUT,
@@ -368,7 +322,7 @@ class AppServerSession:
             if done:
                 outcome = waiter.outcome.result()
                 if isinstance(outcome, AgentError):
-                    raise _again(outcome)
+                    raise again(outcome)
                 return outcome
 
     # -- requests and writes -----------------------------------------------------------------
@@ -379,253 +333,42 @@ class AppServerSession:
         params: Message,
         *,
         timeout_s: float | None = None,
-        on_result: Callable[[Any], None] | None = None,
+        on_result: Any = None,
     ) -> Any:
-        """Send a request and return its `result`; raises AgentError on error, timeout or exit.
-
-        `on_result` runs in the reader the moment a successful reply is read, before any later
-        line is handled."""
         if timeout_s is None:
             timeout_s = self._settings.read_timeout_ms / 1000
-        request_id = self._next_id
-        self._next_id += 1
-        waiter: asyncio.Future[Message | AgentError] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = waiter
-        if on_result is not None:
-            self._result_hooks[request_id] = on_result
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self._send({"id": request_id, "method": method, "params": params})
-                reply = await waiter
-        except TimeoutError:
-            raise AgentError(
-                RESPONSE_TIMEOUT, f"no reply to {method} within {round(timeout_s * 1000)} ms"
-            ) from None
-        finally:
-            self._pending.pop(request_id, None)
-            self._result_hooks.pop(request_id, None)
-        if isinstance(reply, AgentError):
-            raise _again(reply)
-        error = reply.get("error")
-        if error is not None:
-            if isinstance(error, Mapping):
-                detail = f"{error.get('message', 'no message')} (code {error.get('code')})"
-            else:
-                detail = str(error)
-            raise AgentError(RESPONSE_ERROR, _truncate(f"{method} failed: {detail}", 1000))
-        return reply.get("result")
-
-    async def _send(self, message: Message) -> None:
-        if self._failure is not None:
-            raise _again(self._failure)
-        proc = self._proc
-        stdin = proc.stdin if proc is not None else None
-        if stdin is None or stdin.is_closing():
-            raise AgentError(PORT_EXIT, "the agent's stdin is closed")
-        try:
-            stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
-            await stdin.drain()
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            if self._failure is not None:
-                raise _again(self._failure) from None
-            raise AgentError(PORT_EXIT, f"the agent stopped reading its stdin ({exc})") from None
+        return await self._rpc.request(method, params, timeout_s=timeout_s, on_result=on_result)
 
     # -- stdout --------------------------------------------------------------------------------
 
-    async def _read_stdout(self, proc: asyncio.subprocess.Process) -> None:
-        stream = proc.stdout
-        assert stream is not None
-        pending = bytearray()  # the start of a line whose newline has not arrived yet
-        discarding = False  # inside a line longer than MAX_LINE_BYTES
-        try:
-            while chunk := await stream.read(_READ_CHUNK):
-                self._touch()
-                if discarding:
-                    newline = chunk.find(b"\n")
-                    if newline < 0:
-                        continue
-                    chunk, discarding = chunk[newline + 1 :], False
-                newline = chunk.rfind(b"\n")
-                if newline < 0:
-                    pending += chunk
-                    if len(pending) > MAX_LINE_BYTES:
-                        pending.clear()
-                        discarding = True
-                        self._skip_long_line()
-                    continue
-                complete = pending + chunk[:newline]
-                pending = bytearray(chunk[newline + 1 :])
-                for line in complete.split(b"\n"):
-                    if len(line) > MAX_LINE_BYTES:
-                        self._skip_long_line()
-                    else:
-                        self._handle_line(line)
-                if len(chunk) < _SMALL_READ:
-                    # An agent that flushes every line would otherwise wake us once per line;
-                    # a short pause lets the pipe gather a batch, at a few ms of latency.
-                    await asyncio.sleep(_BATCH_PAUSE_S)
-            if pending and not discarding:
-                self._handle_line(bytes(pending))
-        except Exception as exc:
-            self._logger.warning("agent_stdout_read_failed", error=repr(exc))
-        await self._on_stdout_closed(proc)
+    def _on_line(self, line: bytes | bytearray) -> None:
+        self._rpc.handle_line(line)
 
     def _skip_long_line(self) -> None:
         self._emit(
             "malformed", message=f"skipped a protocol line longer than {MAX_LINE_BYTES} bytes"
         )
 
-    def _touch(self) -> None:
-        self._last_output = asyncio.get_running_loop().time()
-
-    def _handle_line(self, line: bytes | bytearray) -> None:
-        self.lines_read += 1
-        if not line.strip():
-            return
-        try:
-            # orjson decodes the bytes directly (invalid UTF-8 and trailing data are errors),
-            # several times faster than the json module: decoding is most of a line's cost.
-            message = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            text = line.decode("utf-8", "replace").strip()
-            self._emit("malformed", message=_truncate(f"not JSON: {text}", _SUMMARY_CHARS))
-            return
-        if not isinstance(message, dict):
-            self._emit("other_message", message=_truncate(f"not an object: {message!r}"))
-            return
-        try:
-            self._dispatch(message)
-        except Exception:
-            # A surprising message shape must not end the session's only reader.
-            self._logger.exception("agent_message_handling_failed")
-
-    def _dispatch(self, message: Message) -> None:
-        method = message.get("method")
-        # Server request ids start at 0, so presence is tested, never truthiness.
-        has_id = message.get("id") is not None
-        params = message.get("params")
-        if not isinstance(params, dict):
-            params = {}
-        if isinstance(method, str) and has_id:
-            task = asyncio.create_task(self._answer(message["id"], method, params))
-            self._handlers.add(task)
-            task.add_done_callback(self._handlers.discard)
-        elif has_id and ("result" in message or "error" in message):
-            self._resolve(message)
-        elif isinstance(method, str):
-            self._on_notification(method, params)
-        else:
-            self._emit("other_message", message=_truncate(json.dumps(message)))
-
-    def _resolve(self, message: Message) -> None:
-        request_id = message["id"]
-        waiter = self._pending.get(request_id) if isinstance(request_id, int) else None
-        if waiter is None or waiter.done():
-            self._logger.debug("agent_late_reply", request_id=request_id)
-            return
-        hook = self._result_hooks.pop(request_id, None)
-        try:
-            if hook is not None and message.get("error") is None:
-                hook(message.get("result"))
-        finally:
-            waiter.set_result(message)
-
-    async def _on_stdout_closed(self, proc: asyncio.subprocess.Process) -> None:
+    async def _on_stdout_closed(self, returncode: int | None) -> None:
         if self._stopping:
             failure = AgentError(PORT_EXIT, "the session was stopped")
         else:
-            # Give stderr and the exit status a moment, so the error can say why it ended.
-            if self._stderr_reader is not None:
-                await asyncio.wait({self._stderr_reader}, timeout=1.0)
-            returncode = proc.returncode
-            if returncode is None:
-                with contextlib.suppress(TimeoutError):
-                    returncode = await asyncio.wait_for(proc.wait(), 1.0)
-            failure = self._exit_failure(returncode)
+            failure = self._process.exit_failure(returncode)
             self._logger.warning("agent_exited", returncode=returncode, reason=failure.message)
         self._fail(failure)
 
-    def _exit_failure(self, returncode: int | None) -> AgentError:
-        meaningful = [line for line in self._stderr_tail if not _BACKTRACE_LINE.match(line)]
-        tail = meaningful[-_STDERR_LINES_IN_ERRORS:]
-        stderr = _truncate(f"; stderr: {' | '.join(tail)}", 1000) if tail else ""
-        if returncode == 127:
-            return AgentError(
-                CODEX_NOT_FOUND,
-                f"bash could not run {self._settings.command!r} (exit 127){stderr}",
-            )
-        if returncode is None:
-            return AgentError(PORT_EXIT, f"the agent closed its stdout{stderr}")
-        if returncode < 0:
-            return AgentError(PORT_EXIT, f"the agent was killed by signal {-returncode}{stderr}")
-        return AgentError(PORT_EXIT, f"the agent exited with code {returncode}{stderr}")
-
     def _fail(self, failure: AgentError) -> None:
         """Record that the session is over and release everyone waiting on it."""
-        if self._failure is None:
-            self._failure = failure
-        failure = self._failure
-        for waiter in self._pending.values():
-            if not waiter.done():
-                waiter.set_result(failure)
+        self._rpc.fail(failure)
+        failure = self._rpc.failure or failure
         if self._turn is not None and not self._turn.outcome.done():
             self._turn.outcome.set_result(failure)
 
-    # -- stderr --------------------------------------------------------------------------------
-
-    async def _read_stderr(self, proc: asyncio.subprocess.Process) -> None:
-        """Keep stderr flowing (a full pipe would block the agent) and log it; it carries
-        diagnostics only and is never read as protocol."""
-        stream = proc.stderr
-        assert stream is not None
-        partial = b""
-        try:
-            while chunk := await stream.read(65536):
-                partial += chunk
-                *lines, partial = partial.split(b"\n")
-                for line in lines:
-                    self._stderr_line(line)
-                if len(partial) > _STDERR_LINE_CHARS * 4:
-                    self._stderr_line(partial)
-                    partial = b""
-            if partial:
-                self._stderr_line(partial)
-        except Exception as exc:
-            self._logger.debug("agent_stderr_read_failed", error=repr(exc))
-
-    def _stderr_line(self, raw: bytes) -> None:
-        text = _ANSI_ESCAPE.sub("", raw.decode("utf-8", "replace")).rstrip()
-        if not text:
-            return
-        text = _truncate(text, _STDERR_LINE_CHARS)
-        self._stderr_tail.append(text)
-        if _LOUD_STDERR.search(text):
-            self._logger.warning("agent_stderr", line=text)
-        else:
-            self._logger.debug("agent_stderr", line=text)
-
     # -- server requests -----------------------------------------------------------------------
 
-    async def _answer(self, request_id: Any, method: str, params: Message) -> None:
-        """Answer one server request; every request gets a reply so no turn waits forever."""
-        try:
-            reply = await self._reply_to(method, params)
-        except Exception as exc:
-            self._logger.exception("agent_request_handling_failed", method=method)
-            reply = {
-                "error": {
-                    "code": _INTERNAL_ERROR,
-                    "message": _truncate(f"symphony could not handle {method}: {exc}"),
-                }
-            }
-        try:
-            await self._send({"id": request_id, **reply})
-            if method == _USER_INPUT:
-                await self._interrupt_for_input(params)
-        except AgentError as exc:
-            self._logger.debug("agent_request_unanswered", method=method, reason=str(exc))
-        except Exception:
-            self._logger.exception("agent_request_reply_failed", method=method)
+    async def _after_answer(self, method: str, params: Message) -> None:
+        if method == _USER_INPUT:
+            await self._interrupt_for_input(params)
 
     async def _reply_to(self, method: str, params: Message) -> Message:
         if method in _COMMAND_APPROVALS or method in _LEGACY_APPROVALS:
@@ -642,9 +385,7 @@ class AppServerSession:
             self._emit("turn_input_required", message=_summarize(method, params))
             return {"result": {"answers": {}}}
         self._emit("other_message", message=_truncate(f"refused server request {method}"))
-        return {
-            "error": {"code": _METHOD_NOT_FOUND, "message": f"unsupported by symphony: {method}"}
-        }
+        return error_reply(METHOD_NOT_FOUND, f"unsupported by symphony: {method}")
 
     async def _call_tool(self, params: Message) -> Message:
         name = params.get("tool")
@@ -667,7 +408,7 @@ class AppServerSession:
             failure = ToolResult.failure("tool_error", f"{type(exc).__name__}: {exc}")
             success, text = False, json.dumps(failure.output)
         # The agent was waiting on us, not silent: the wait must not count towards turn_timeout.
-        self._touch()
+        self._process.touch()
         self._emit("tool_call", message=f"{name} success={str(success).lower()}")
         return _tool_reply(success, text)
 
@@ -696,9 +437,10 @@ class AppServerSession:
 
     def _on_notification(self, method: str, params: Message) -> None:
         if method.endswith(("delta", "Delta")):
-            if self._last_output - self._last_delta_event < DELTA_INTERVAL_S:
+            last_output = self._process.last_output
+            if last_output - self._last_delta_event < DELTA_INTERVAL_S:
                 return
-            self._last_delta_event = self._last_output
+            self._last_delta_event = last_output
             self._emit("notification", message=method)
             return
         if method == "thread/tokenUsage/updated":
@@ -797,43 +539,15 @@ class AppServerSession:
     # -- shutdown ------------------------------------------------------------------------------
 
     async def _shutdown(self) -> None:
-        proc = self._proc
         try:
-            if proc is not None:
-                await self._interrupt_running_turn(proc)
-                if proc.stdin is not None and not proc.stdin.is_closing():
-                    proc.stdin.close()  # codex exits by itself once stdin closes
-                if not await _wait_exit(proc, self._stop_grace_s):
-                    self._logger.warning("agent_terminating", signal="SIGTERM")
-                    _signal_group(proc, signal.SIGTERM)
-                    if not await _wait_exit(proc, self._stop_grace_s / 2):
-                        self._logger.warning("agent_terminating", signal="SIGKILL")
-                        _signal_group(proc, signal.SIGKILL)
-                        await _wait_exit(proc, 5.0)
-                # Whatever is left in the group is an orphan of this session's agent.
-                _signal_group(proc, signal.SIGKILL)
-                process.untrack(proc.pid)
-                self._logger.debug("agent_stopped", returncode=proc.returncode)
-        except asyncio.CancelledError:
-            # Only the event loop shutting down cancels this task: kill rather than orphan.
-            if proc is not None:
-                _signal_group(proc, signal.SIGKILL)
-                process.untrack(proc.pid)
-            raise
-        except Exception:
-            self._logger.exception("agent_stop_failed")
+            await self._process.stop(self._stop_grace_s, self._interrupt_running_turn)
         finally:
-            tasks = [t for t in (self._reader, self._stderr_reader, *self._handlers) if t]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._rpc.close()
             self._fail(AgentError(PORT_EXIT, "the session was stopped"))
 
-    async def _interrupt_running_turn(self, proc: asyncio.subprocess.Process) -> None:
+    async def _interrupt_running_turn(self) -> None:
         turn_id = self._active_turn_id
-        if turn_id is None or self._thread_id is None or self._failure is not None:
-            return
-        if proc.returncode is not None:
+        if turn_id is None or self._thread_id is None or self._rpc.failure is not None:
             return
         timeout_s = min(self._settings.read_timeout_ms / 1000, self._stop_grace_s / 2)
         with contextlib.suppress(AgentError):
@@ -842,26 +556,6 @@ class AppServerSession:
                 {"threadId": self._thread_id, "turnId": turn_id},
                 timeout_s=timeout_s,
             )
-
-
-async def _wait_exit(proc: asyncio.subprocess.Process, timeout_s: float) -> bool:
-    try:
-        await asyncio.wait_for(proc.wait(), timeout_s)
-    except TimeoutError:
-        return False
-    return True
-
-
-def _signal_group(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
-    # start_new_session made the agent a group leader: its pid is the group id.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
-
-
-def _again(error: AgentError) -> AgentError:
-    # One stored failure may be raised in several places; a fresh instance keeps each
-    # traceback its own.
-    return AgentError(error.category, error.message)
 
 
 def _tool_reply(success: bool, text: str) -> Message:
@@ -958,7 +652,7 @@ def _summarize(method: str, params: Message) -> str:
 
 
 def _truncate(text: str, limit: int = _SUMMARY_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return truncate(text, limit)
 
 
 def _dig(value: Any, *keys: str) -> Any:

@@ -1,0 +1,270 @@
+"""An agent's process: launched with `bash -lc <command>` in the workspace, spoken to in lines.
+
+`AgentProcess` owns the child and nothing of its protocol: it starts it in its own process
+group (tracked by `symphony.process`), hands every complete stdout line to `on_line` (in
+batches: an agent that flushes every line would otherwise wake the loop once per line; a line
+longer than `MAX_LINE_BYTES` is skipped, not fatal), keeps stderr flowing into the log with its
+last lines kept for error messages, says why the process ended, and stops it with escalation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shutil
+import signal
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from symphony import process
+from symphony.agents import (
+    CODEX_NOT_FOUND,
+    INVALID_WORKSPACE_CWD,
+    PORT_EXIT,
+    STARTUP_FAILED,
+    AgentError,
+    truncate,
+)
+
+MAX_LINE_BYTES = 10 * 1024 * 1024
+"""Longest protocol line accepted (spec §10.1); longer lines are skipped, not fatal."""
+
+_READ_CHUNK = 256 * 1024
+_SMALL_READ = 4096
+_BATCH_PAUSE_S = 0.01
+
+_STDERR_TAIL_LINES = 20
+_STDERR_LINES_IN_ERRORS = 5
+_STDERR_LINE_CHARS = 500
+
+_LOUD_STDERR = re.compile(r"\b(error|warn|warning|panic|panicked|fatal)\b", re.IGNORECASE)
+# Agents colour their log lines even into a pipe; colour codes would hide the words above.
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# Frames of a Rust backtrace (`Stack backtrace:`, `  3: <unknown>`, `at src/x.rs:1`) say
+# nothing to an operator; an exit error quotes the lines before them.
+_BACKTRACE_LINE = re.compile(r"^(stack backtrace:|\s*\d+: |\s+at )", re.IGNORECASE)
+
+
+class AgentProcess:
+    """One agent child process and its two output streams."""
+
+    def __init__(
+        self,
+        command: str,
+        *,
+        workspace: Path,
+        env: Mapping[str, str],
+        on_line: Callable[[bytes | bytearray], None],
+        on_long_line: Callable[[], None],
+        logger: Any,
+    ) -> None:
+        self.command = command
+        self._workspace = workspace
+        self._env = dict(env)
+        self._on_line = on_line
+        self._on_long_line = on_long_line
+        self.logger = logger
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._stderr_reader: asyncio.Task[None] | None = None
+        self._stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
+        self.last_output = 0.0
+        """Loop time of the latest stdout bytes: what silence timers measure from."""
+        self.lines_read = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    async def spawn(self, on_closed: Callable[[int | None], Awaitable[None]]) -> None:
+        """Start the child; `on_closed(returncode)` runs once its stdout has ended."""
+        # The launcher resolves bash on symphony's PATH; the agent gets `env` and nothing
+        # else, so what was left out of it stays out.
+        bash = shutil.which("bash") or "/bin/bash"
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                bash,
+                "-lc",
+                self.command,
+                cwd=self._workspace,
+                env=self._env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own process group, so a stop reaches every child
+                limit=MAX_LINE_BYTES,
+            )
+        except FileNotFoundError as exc:
+            if not self._workspace.is_dir():
+                raise AgentError(
+                    INVALID_WORKSPACE_CWD, f"workspace {self._workspace} vanished"
+                ) from None
+            raise AgentError(
+                CODEX_NOT_FOUND, f"cannot run bash for {self.command!r}: {exc}"
+            ) from None
+        except OSError as exc:
+            raise AgentError(STARTUP_FAILED, f"cannot launch {self.command!r}: {exc}") from None
+        self._proc = proc
+        process.track(proc.pid)
+        self.logger = self.logger.bind(pid=proc.pid)
+        self.touch()
+        self._reader = asyncio.create_task(self._read_stdout(proc, on_closed), name="agent-stdout")
+        self._stderr_reader = asyncio.create_task(self._read_stderr(proc), name="agent-stderr")
+
+    def touch(self) -> None:
+        self.last_output = asyncio.get_running_loop().time()
+
+    async def write(self, data: bytes) -> None:
+        """Write to the agent's stdin; raises AgentError(PORT_EXIT) when it cannot be."""
+        proc = self._proc
+        stdin = proc.stdin if proc is not None else None
+        if stdin is None or stdin.is_closing():
+            raise AgentError(PORT_EXIT, "the agent's stdin is closed")
+        try:
+            stdin.write(data)
+            await stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise AgentError(PORT_EXIT, f"the agent stopped reading its stdin ({exc})") from None
+
+    # -- stdout --------------------------------------------------------------------------------
+
+    async def _read_stdout(
+        self,
+        proc: asyncio.subprocess.Process,
+        on_closed: Callable[[int | None], Awaitable[None]],
+    ) -> None:
+        stream = proc.stdout
+        assert stream is not None
+        pending = bytearray()  # the start of a line whose newline has not arrived yet
+        discarding = False  # inside a line longer than MAX_LINE_BYTES
+        try:
+            while chunk := await stream.read(_READ_CHUNK):
+                self.touch()
+                if discarding:
+                    newline = chunk.find(b"\n")
+                    if newline < 0:
+                        continue
+                    chunk, discarding = chunk[newline + 1 :], False
+                newline = chunk.rfind(b"\n")
+                if newline < 0:
+                    pending += chunk
+                    if len(pending) > MAX_LINE_BYTES:
+                        pending.clear()
+                        discarding = True
+                        self._on_long_line()
+                    continue
+                complete = pending + chunk[:newline]
+                pending = bytearray(chunk[newline + 1 :])
+                for line in complete.split(b"\n"):
+                    self.lines_read += 1
+                    if len(line) > MAX_LINE_BYTES:
+                        self._on_long_line()
+                    else:
+                        self._on_line(line)
+                if len(chunk) < _SMALL_READ:
+                    # A short pause lets the pipe gather a batch, at a few ms of latency.
+                    await asyncio.sleep(_BATCH_PAUSE_S)
+            if pending and not discarding:
+                self.lines_read += 1
+                self._on_line(bytes(pending))
+        except Exception as exc:
+            self.logger.warning("agent_stdout_read_failed", error=repr(exc))
+        returncode = proc.returncode
+        if returncode is None:
+            # Give stderr and the exit status a moment, so an error can say why it ended.
+            if self._stderr_reader is not None:
+                await asyncio.wait({self._stderr_reader}, timeout=1.0)
+            with contextlib.suppress(TimeoutError):
+                returncode = await asyncio.wait_for(proc.wait(), 1.0)
+        await on_closed(returncode)
+
+    def exit_failure(self, returncode: int | None) -> AgentError:
+        """Why the agent ended, with the last meaningful lines of its stderr."""
+        meaningful = [line for line in self._stderr_tail if not _BACKTRACE_LINE.match(line)]
+        tail = meaningful[-_STDERR_LINES_IN_ERRORS:]
+        stderr = truncate(f"; stderr: {' | '.join(tail)}", 1000) if tail else ""
+        if returncode == 127:
+            return AgentError(
+                CODEX_NOT_FOUND, f"bash could not run {self.command!r} (exit 127){stderr}"
+            )
+        if returncode is None:
+            return AgentError(PORT_EXIT, f"the agent closed its stdout{stderr}")
+        if returncode < 0:
+            return AgentError(PORT_EXIT, f"the agent was killed by signal {-returncode}{stderr}")
+        return AgentError(PORT_EXIT, f"the agent exited with code {returncode}{stderr}")
+
+    # -- stderr --------------------------------------------------------------------------------
+
+    async def _read_stderr(self, proc: asyncio.subprocess.Process) -> None:
+        """Keep stderr flowing (a full pipe would block the agent) and log it; it carries
+        diagnostics only and is never read as protocol."""
+        stream = proc.stderr
+        assert stream is not None
+        partial = b""
+        try:
+            while chunk := await stream.read(65536):
+                partial += chunk
+                *lines, partial = partial.split(b"\n")
+                for line in lines:
+                    self._stderr_line(line)
+                if len(partial) > _STDERR_LINE_CHARS * 4:
+                    self._stderr_line(partial)
+                    partial = b""
+            if partial:
+                self._stderr_line(partial)
+        except Exception as exc:
+            self.logger.debug("agent_stderr_read_failed", error=repr(exc))
+
+    def _stderr_line(self, raw: bytes) -> None:
+        text = _ANSI_ESCAPE.sub("", raw.decode("utf-8", "replace")).rstrip()
+        if not text:
+            return
+        text = truncate(text, _STDERR_LINE_CHARS)
+        self._stderr_tail.append(text)
+        if _LOUD_STDERR.search(text):
+            self.logger.warning("agent_stderr", line=text)
+        else:
+            self.logger.debug("agent_stderr", line=text)
+
+    # -- stop ----------------------------------------------------------------------------------
+
+    async def stop(self, grace_s: float, polite: Callable[[], Awaitable[None]] | None) -> None:
+        """End the process and its group: `polite()` first (e.g. interrupt the turn), then
+        stdin closed and up to `grace_s` to exit, then SIGTERM and SIGKILL to the group.
+        Never raises, except the cancellation of the event loop shutting down (which kills)."""
+        proc = self._proc
+        try:
+            if proc is not None:
+                if polite is not None and proc.returncode is None:
+                    await polite()
+                if proc.stdin is not None and not proc.stdin.is_closing():
+                    proc.stdin.close()  # a well-behaved agent exits once its stdin closes
+                exited = await process.wait_exit(proc, grace_s)
+                await process.end_group(
+                    proc,
+                    0.0 if exited else grace_s / 2,
+                    on_escalate=lambda sig: self.logger.warning(
+                        "agent_terminating", signal=sig.name
+                    ),
+                )
+                self.logger.debug("agent_stopped", returncode=proc.returncode)
+        except asyncio.CancelledError:
+            # Only the event loop shutting down cancels a stop: kill rather than orphan.
+            if proc is not None:
+                process.signal_group(proc.pid, signal.SIGKILL)
+                process.untrack(proc.pid)
+            raise
+        except Exception:
+            self.logger.exception("agent_stop_failed")
+        finally:
+            tasks = [t for t in (self._reader, self._stderr_reader) if t is not None]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
