@@ -179,6 +179,10 @@ def _write_evidence(
         log.warning("could not write the evidence file", workspace=str(path), reason=str(exc))
 
 
+_STOPPED = core.Failure("worker", "stopped")
+"""The exit of a worker the orchestrator stopped (its reason is in the running entry)."""
+
+
 class Orchestrator:
     def __init__(
         self,
@@ -386,7 +390,8 @@ class Orchestrator:
             self._workers.pop(event.issue_id, None)
             entry = self.state.running.get(event.issue_id)
             if entry is not None and not event.result.ok and entry.stop_reason is None:
-                reason = (event.result.error or "failed").split(":", 1)[0]
+                failure = event.result.failure
+                reason = failure.step if failure is not None else "failed"
                 self.health.failures[reason] = self.health.failures.get(reason, 0) + 1
             effects = core.on_worker_exit(
                 self.state, event.issue_id, event.result, self.settings, self.clock.monotonic()
@@ -643,7 +648,7 @@ class Orchestrator:
         # A worker cancelled before it ever ran never reaches its `finally`, so nothing would
         # report its exit and shutdown would wait for it forever: report it here.
         if task.cancelled() and self._workers.get(issue_id) is task:
-            self._queue.put_nowait(WorkerExited(issue_id, core.WorkerExit(False, "stopped")))
+            self._queue.put_nowait(WorkerExited(issue_id, core.WorkerExit(False, _STOPPED)))
 
     async def _worker(self, issue: Any, attempt: int | None, ctx: AttemptContext) -> None:
         def on_event(event: AgentEvent) -> None:
@@ -654,7 +659,7 @@ class Orchestrator:
         # Bound in this task's context only: every record the attempt writes (hooks, agent
         # session, tool calls) carries the issue and reaches its per-issue log file.
         structlog.contextvars.bind_contextvars(issue_id=issue.id, issue_identifier=issue.identifier)
-        result = core.WorkerExit(False, "stopped")
+        result = core.WorkerExit(False, _STOPPED)
         try:
             removal = self._removals.get(issue.identifier)
             if removal is not None:
@@ -669,13 +674,13 @@ class Orchestrator:
             )
             log.info("completed")
         except AttemptFailed as exc:
-            result = core.WorkerExit(False, str(exc))
+            result = core.WorkerExit(False, exc.failure)
             log.warning("failed", reason=str(exc))
         except asyncio.CancelledError:
             # Stopped by the orchestrator: the stop reason is already recorded in its state.
             log.info("stopped")
         except Exception as exc:  # a bug must cost one attempt, never the daemon
-            result = core.WorkerExit(False, f"internal error: {exc!r}")
+            result = core.WorkerExit(False, core.Failure("internal error", repr(exc)))
             log.exception("failed", reason="internal error")
         finally:
             self._queue.put_nowait(WorkerExited(issue.id, result))

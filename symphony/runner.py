@@ -28,7 +28,7 @@ from symphony.prompt import (
     render_prompt,
     stage_continuation_prompt,
 )
-from symphony.scheduling import is_routable
+from symphony.scheduling import Failure, is_routable
 from symphony.stage_tools import (
     CREATE_FOLLOW_UP,
     REPORT_OUTCOME,
@@ -66,7 +66,11 @@ MAX_COMMENT_CHARS = 10_000
 
 
 class AttemptFailed(Exception):
-    """The attempt ended abnormally; the message is the reason shown to operators."""
+    """The attempt ended abnormally; `failure` says at which step and why."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,21 +397,25 @@ def _render(
     try:
         return render_prompt(template, issue, attempt, stage)
     except SymphonyError as exc:
-        raise AttemptFailed(f"prompt: {exc}") from None
+        raise AttemptFailed(_failure("prompt", exc)) from None
 
 
 def _check_cwd(workspaces: WorkspaceManager, workspace: Workspace) -> None:
     try:
         workspaces.check_agent_cwd(workspace)
     except SymphonyError as exc:
-        raise AttemptFailed(f"workspace: {exc}") from None
+        raise AttemptFailed(_failure("workspace", exc)) from None
 
 
 async def _step(what: str, awaitable: Awaitable[T]) -> T:
     try:
         return await awaitable
     except SymphonyError as exc:
-        raise AttemptFailed(f"{what}: {exc}") from None
+        raise AttemptFailed(_failure(what, exc)) from None
+
+
+def _failure(step: str, exc: SymphonyError) -> Failure:
+    return Failure(step, exc.message, exc.category)
 
 
 def log_agent_event(event: AgentEvent) -> None:

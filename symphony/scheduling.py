@@ -330,15 +330,31 @@ Effect = (
 
 
 @dataclass(frozen=True, slots=True)
+class Failure:
+    """Why a worker ended abnormally: the step that failed (`turn 2`, `prompt`, `workspace`,
+    `agent startup`), the error's category when it had one (`turn_failed`,
+    `response_timeout`), and what a person reads."""
+
+    step: str
+    message: str
+    category: str | None = None
+
+    def __str__(self) -> str:
+        if self.category is None:
+            return f"{self.step}: {self.message}"
+        return f"{self.step}: {self.category}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerExit:
-    """How a worker ended: `ok` after a normal turn loop, else `error` says why.
+    """How a worker ended: `ok` after a normal turn loop, else `failure` says why.
 
     In stage mode a normal end may carry the agent's `report` (its last valid `report_outcome`
     in a turn that completed) or `stuck` (the stage's turn budget ran out without one).
     """
 
     ok: bool
-    error: str | None = None
+    failure: Failure | None = None
     report: Report | None = None
     stuck: bool = False
     verification: Verification | None = None
@@ -843,7 +859,7 @@ def on_worker_exit(
     if reason is StopReason.STALLED:
         error = "stalled: no agent activity"
     else:
-        error = result.error or "worker failed"
+        error = str(result.failure) if result.failure is not None else "worker failed"
     attempt = _next_attempt(entry.attempt)
     return [_schedule_retry(state, entry.issue, attempt, RetryKind.FAILURE, error, settings, now)]
 

@@ -102,7 +102,9 @@ def test_a_tickets_cost_adds_up_over_attempts_and_a_resumed_thread_without_doubl
     report(state, issue_id, TokenUsage(1_000_000, 100_000, 1_100_000, 400_000), model="fake-model")
     first = GPT.cost_usd(1_000_000, 400_000, 100_000)
     assert state.running[issue_id].cost_usd == pytest.approx(first)
-    core.on_worker_exit(state, issue_id, core.WorkerExit(False, "boom"), settings, 3.0)
+    core.on_worker_exit(
+        state, issue_id, core.WorkerExit(False, core.Failure("turn 1", "boom")), settings, 3.0
+    )
     # Attempt 2, a new thread counting from zero.
     retry = state.retry_attempts[issue_id]
     core.on_retries_refreshed(state, [retry], [make_issue("A-1")], settings, 20.0, WALL)
@@ -155,7 +157,7 @@ def test_the_budget_warns_once_then_stops_the_run_and_moves_the_ticket_with_the_
     assert isinstance(stop, core.StopWorker) and stop.reason is core.StopReason.BUDGET
     assert stop.detail == "spent $2.25 of its $2.00 budget"
     (perform,) = core.on_worker_exit(
-        state, issue_id, core.WorkerExit(False, "stopped"), settings, 5.0
+        state, issue_id, core.WorkerExit(False, core.Failure("worker", "stopped")), settings, 5.0
     )
     assert isinstance(perform, core.PerformTransition) and perform.target == "Budget Exceeded"
     plan = state.transitions[issue_id].plan
@@ -190,7 +192,9 @@ def test_the_daily_budget_holds_new_work_and_retries_until_the_next_utc_day() ->
     state = core.SchedulerState()
     issue_id = dispatch(state, settings)
     report(state, issue_id, TokenUsage(1_000_000, 0, 1_000_000), model="fake-model")
-    core.on_worker_exit(state, issue_id, core.WorkerExit(False, "boom"), settings, 3.0)
+    core.on_worker_exit(
+        state, issue_id, core.WorkerExit(False, core.Failure("turn 1", "boom")), settings, 3.0
+    )
     other = make_issue("B-1")
     assert core.select_dispatches(state, [other], settings, 4.0, WALL) == []
     (why,) = core.explain_dispatch(state, [other], settings, WALL)

@@ -223,7 +223,9 @@ def _stop_then_exit(
 ) -> tuple[list[core.Effect], list[core.Effect]]:
     settings = make_settings()
     stops = core.apply_refresh(state, fresh, ["id-A-1"], settings)
-    exits = core.on_worker_exit(state, "id-A-1", core.WorkerExit(False, "stopped"), settings, 5.0)
+    exits = core.on_worker_exit(
+        state, "id-A-1", core.WorkerExit(False, core.Failure("worker", "stopped")), settings, 5.0
+    )
     return stops, exits
 
 
@@ -300,7 +302,11 @@ def test_abnormal_exit_backs_off_exponentially_from_ten_seconds(
     core.select_dispatches(state, [make_issue("A-1")], make_settings(), 0.0, WALL)
     state.running["id-A-1"].attempt = previous
     (scheduled,) = core.on_worker_exit(
-        state, "id-A-1", core.WorkerExit(False, "boom"), make_settings(), 0.0
+        state,
+        "id-A-1",
+        core.WorkerExit(False, core.Failure("turn 1", "boom")),
+        make_settings(),
+        0.0,
     )
     assert isinstance(scheduled, core.RetryScheduled)
     assert (scheduled.entry.attempt, scheduled.delay_s) == (attempt, delay)
@@ -316,7 +322,11 @@ def test_retry_backoff_is_capped_by_max_retry_backoff_ms() -> None:
 def test_retry_entry_records_attempt_due_time_identifier_and_error() -> None:
     state = running(make_issue("A-1", url="https://t/A-1"))
     core.on_worker_exit(
-        state, "id-A-1", core.WorkerExit(False, "turn 1: turn_failed: boom"), make_settings(), 7.0
+        state,
+        "id-A-1",
+        core.WorkerExit(False, core.Failure("turn 1", "boom", "turn_failed")),
+        make_settings(),
+        7.0,
     )
     entry = state.retry_attempts["id-A-1"]
     assert (entry.identifier, entry.attempt, entry.due_at, entry.error, entry.url) == (
@@ -367,7 +377,13 @@ def test_stall_detection_is_off_when_timeout_is_not_positive() -> None:
 
 def _queue_retry(state: core.SchedulerState, issue: Issue, now: float = 0.0) -> core.RetryEntry:
     core.select_dispatches(state, [issue], make_settings(), now, WALL)
-    core.on_worker_exit(state, issue.id, core.WorkerExit(False, "boom"), make_settings(), now)
+    core.on_worker_exit(
+        state,
+        issue.id,
+        core.WorkerExit(False, core.Failure("turn 1", "boom")),
+        make_settings(),
+        now,
+    )
     return state.retry_attempts[issue.id]
 
 

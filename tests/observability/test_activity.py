@@ -14,7 +14,11 @@ def test_a_failed_run_reads_as_dispatch_then_retry_with_its_error() -> None:
     for effect in core.select_dispatches(state, [make_issue("A-1")], settings, 0.0, WALL):
         activity.add_effect(WALL, effect)
     exit_effects = core.on_worker_exit(
-        state, "id-A-1", core.WorkerExit(False, "turn_failed"), settings, 5.0
+        state,
+        "id-A-1",
+        core.WorkerExit(False, core.Failure("turn 1", "the turn failed", "turn_failed")),
+        settings,
+        5.0,
     )
     for effect in exit_effects:
         activity.add_effect(WALL + timedelta(seconds=5), effect)
@@ -23,7 +27,7 @@ def test_a_failed_run_reads_as_dispatch_then_retry_with_its_error() -> None:
     assert dispatched["event"] == "dispatched" and dispatched["issue_identifier"] == "A-1"
     assert dispatched["message"] == "first run (Todo)" and dispatched["level"] == "info"
     assert retried["event"] == "retrying" and retried["level"] == "warning"
-    assert retried["message"] == "attempt 1 in 10 s: turn_failed"
+    assert retried["message"] == "attempt 1 in 10 s: turn 1: turn_failed: the turn failed"
     assert retried["at"] == (WALL + timedelta(seconds=5)).isoformat()
 
 

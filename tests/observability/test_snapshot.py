@@ -29,7 +29,9 @@ def test_snapshot_has_running_rows_retry_rows_token_totals_and_rate_limits() -> 
     core.on_agent_event(
         state, "id-A-1", AgentEvent("rate_limits", rate_limits={"primary": None}), 102.0, WALL
     )
-    core.on_worker_exit(state, "id-A-2", core.WorkerExit(False, "boom"), settings, 110.0)
+    core.on_worker_exit(
+        state, "id-A-2", core.WorkerExit(False, core.Failure("turn 1", "boom")), settings, 110.0
+    )
 
     snapshot = build_snapshot(state, 115.0, WALL + timedelta(seconds=15), {"workflow_error": None})
     json.dumps(snapshot)  # JSON-safe throughout
@@ -49,7 +51,7 @@ def test_snapshot_has_running_rows_retry_rows_token_totals_and_rate_limits() -> 
     assert "recent_events" not in row  # only the one-issue view carries them
     (retry,) = snapshot["retrying"]
     assert retry["issue_identifier"] == "A-2" and retry["attempt"] == 1
-    assert retry["error"] == "boom" and retry["due_in_seconds"] == 5.0
+    assert retry["error"] == "turn 1: boom" and retry["due_in_seconds"] == 5.0
     assert retry["due_at"] == (WALL + timedelta(seconds=20)).isoformat()
     totals = snapshot["codex_totals"]
     assert totals["total_tokens"] == 100
@@ -63,7 +65,9 @@ def test_issue_snapshot_finds_by_identifier_or_id_and_carries_recent_events() ->
     core.select_dispatches(state, [make_issue("A-1"), make_issue("A-2")], settings, 100.0, WALL)
     event = AgentEvent("turn_started", session_id="th-tu", message="A-1: go")
     core.on_agent_event(state, "id-A-1", event, 101.0, WALL + timedelta(seconds=1))
-    core.on_worker_exit(state, "id-A-2", core.WorkerExit(False, "boom"), settings, 110.0)
+    core.on_worker_exit(
+        state, "id-A-2", core.WorkerExit(False, core.Failure("turn 1", "boom")), settings, 110.0
+    )
 
     by_identifier = build_issue_snapshot(state, "A-1", 115.0, WALL)
     assert by_identifier is not None and by_identifier == build_issue_snapshot(
@@ -78,5 +82,5 @@ def test_issue_snapshot_finds_by_identifier_or_id_and_carries_recent_events() ->
     }
     retrying = build_issue_snapshot(state, "A-2", 115.0, WALL)
     assert retrying is not None and retrying["status"] == "retrying"
-    assert retrying["running"] is None and retrying["retry"]["error"] == "boom"
+    assert retrying["running"] is None and retrying["retry"]["error"] == "turn 1: boom"
     assert build_issue_snapshot(state, "A-3", 115.0, WALL) is None

@@ -25,7 +25,11 @@ def snapshot_with_one_run_and_one_retry(health: dict[str, Any]) -> dict[str, Any
     usage = AgentEvent("token_usage", usage=TokenUsage(1200, 34, 1234))
     core.on_agent_event(state, "id-ABC-1", usage, 5.0, WALL + timedelta(seconds=5))
     core.on_worker_exit(
-        state, "id-ABC-2", core.WorkerExit(False, "turn 1: turn_failed"), settings, 6
+        state,
+        "id-ABC-2",
+        core.WorkerExit(False, core.Failure("turn 1", "the turn failed", "turn_failed")),
+        settings,
+        6,
     )
     return build_snapshot(state, 65.0, WALL + timedelta(seconds=65), health)
 
