@@ -8,6 +8,11 @@ The registry is process-wide because signals are.
 Stopping escalates: the owner's polite step first (an agent's stdin closed, a turn
 interrupted), then SIGTERM to the group, then SIGKILL, and a last SIGKILL to the group in any
 case, since whatever is left in it is an orphan of the child.
+
+A descendant can leave its group (`setsid`, a daemonizing tool) and would then outlive every
+signal to the group. Each child is therefore spawned with a mark of its own in its environment
+(`SYMPHONY_CHILD=<id>`, inherited by everything it starts), and ending a child also kills every
+process that still carries its mark (found in `/proc`; elsewhere only the group is reached).
 """
 
 from __future__ import annotations
@@ -16,7 +21,13 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Collection
+from pathlib import Path
+
+CHILD_VARIABLE = "SYMPHONY_CHILD"
+"""Set in each child's environment to a value of its own: how its escaped descendants are
+found."""
 
 _live: set[int] = set()
 
@@ -46,6 +57,45 @@ def kill_all() -> int:
     return reached
 
 
+def new_mark() -> str:
+    """A value for `CHILD_VARIABLE` that no other child has."""
+    return uuid.uuid4().hex
+
+
+def marked(variable: str, values: Collection[str], proc: Path = Path("/proc")) -> list[int]:
+    """Pids of the live processes (not this one) whose environment sets `variable` to one of
+    `values`; none where there is no `/proc` (nothing can be proven, nothing is signalled)."""
+    if not values:
+        return []
+    wanted = {f"{variable}={value}".encode() for value in values}
+    try:
+        entries = list(proc.iterdir())
+    except OSError:
+        return []
+    me = os.getpid()
+    found = []
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone, or another user's
+        if wanted.intersection(environ.split(b"\0")):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_marked(mark: str) -> int:
+    """SIGKILL every process carrying a child's mark, wherever its group is; how many."""
+    killed = 0
+    for pid in marked(CHILD_VARIABLE, [mark]):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    return killed
+
+
 def signal_group(pgid: int, signum: signal.Signals) -> None:
     """Signal a whole group; a group that is gone (every member exited) is the goal, not an
     error."""
@@ -66,12 +116,13 @@ async def end_group(
     proc: asyncio.subprocess.Process,
     term_grace_s: float,
     *,
+    mark: str | None = None,
     on_escalate: Callable[[signal.Signals], None] | None = None,
 ) -> None:
     """SIGTERM the child's group, SIGKILL it if the child outlives `term_grace_s`, and SIGKILL
     the group once more after the child is gone (children may ignore SIGTERM or outlive their
-    parent). The group is forgotten afterwards. Cancelled midway, it kills rather than
-    orphans."""
+    parent), and every process with the child's `mark`. The group is forgotten afterwards.
+    Cancelled midway, it kills rather than orphans."""
     try:
         if proc.returncode is None:
             if on_escalate is not None:
@@ -84,4 +135,6 @@ async def end_group(
                 await wait_exit(proc, 5.0)
     finally:
         signal_group(proc.pid, signal.SIGKILL)
+        if mark is not None:
+            kill_marked(mark)
         untrack(proc.pid)

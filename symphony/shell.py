@@ -59,9 +59,10 @@ async def run_script(
     end_group: bool = False,
 ) -> ScriptResult:
     """Run `script` to completion or timeout. `end_group` also ends whatever the script left
-    running in its group after a normal exit (a gate's test server must not outlive the gate;
-    a hook's background service may)."""
+    running after a normal exit, in its group or escaped from it (a gate's test server must not
+    outlive the gate; a hook's background service may)."""
     started = time.monotonic()
+    mark = process.new_mark()
     with contextlib.ExitStack() as stack:
         try:
             output = stack.enter_context(tempfile.TemporaryFile())
@@ -70,7 +71,7 @@ async def run_script(
                 "-lc",
                 script,
                 cwd=cwd,
-                env=dict(env),
+                env={**env, process.CHILD_VARIABLE: mark},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT,
@@ -84,12 +85,13 @@ async def run_script(
         try:
             await asyncio.wait_for(proc.wait(), timeout_ms / 1000)
         except TimeoutError:
-            await process.end_group(proc, TERM_GRACE_SECONDS)
+            await process.end_group(proc, TERM_GRACE_SECONDS, mark=mark)
             outcome: Outcome = "timed_out"
             detail = f"timed out after {timeout_ms} ms"
         except BaseException:
             # Cancelled (the worker was stopped): the script must not outlive its owner.
             process.signal_group(proc.pid, signal.SIGKILL)
+            process.kill_marked(mark)
             raise
         else:
             code = proc.returncode
@@ -97,6 +99,7 @@ async def run_script(
             detail = "completed" if code == 0 else f"exited with status {code}"
             if end_group:
                 process.signal_group(proc.pid, signal.SIGKILL)
+                process.kill_marked(mark)
         finally:
             process.untrack(proc.pid)
         tail, total = _read_tail(output, tail_bytes)

@@ -74,6 +74,15 @@ async def test_a_background_child_holding_the_output_neither_hangs_nor_outlives_
     assert wait_until(lambda: not is_alive(int((tmp_path / "child").read_text())))
 
 
+async def test_a_child_that_left_the_gates_process_group_does_not_outlive_the_gate(
+    tmp_path: Path,
+) -> None:
+    script = "setsid sleep 60 > /dev/null 2>&1 & echo $! > child; echo started"
+    round_ = await gates(tmp_path, Gate("server", script))
+    assert round_.passed
+    assert wait_until(lambda: not is_alive(int((tmp_path / "child").read_text())))
+
+
 async def test_a_gate_that_cannot_start_fails_with_the_reason(tmp_path: Path) -> None:
     round_ = await gates(tmp_path / "gone", Gate("tests", "true"))
     (result,) = round_.results

@@ -63,7 +63,8 @@ class AgentProcess:
     ) -> None:
         self.command = command
         self._workspace = workspace
-        self._env = dict(env)
+        self._mark = process.new_mark()
+        self._env = {**env, process.CHILD_VARIABLE: self._mark}
         self._on_line = on_line
         self._on_long_line = on_long_line
         self.logger = logger
@@ -250,6 +251,7 @@ class AgentProcess:
                 await process.end_group(
                     proc,
                     0.0 if exited else grace_s / 2,
+                    mark=self._mark,
                     on_escalate=lambda sig: self.logger.warning(
                         "agent_terminating", signal=sig.name
                     ),
@@ -259,6 +261,7 @@ class AgentProcess:
             # Only the event loop shutting down cancels a stop: kill rather than orphan.
             if proc is not None:
                 process.signal_group(proc.pid, signal.SIGKILL)
+                process.kill_marked(self._mark)
                 process.untrack(proc.pid)
             raise
         except Exception:

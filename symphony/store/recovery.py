@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from symphony import process
 from symphony.scheduling import (
     PendingTransition,
     RetryEntry,
@@ -122,23 +123,10 @@ def orphan_groups(instances: Collection[str], proc: Path = Path("/proc")) -> set
     """Process groups holding a process that an earlier daemon instance started."""
     if not instances:
         return set()
-    wanted = {f"{INSTANCE_VARIABLE}={instance}".encode() for instance in instances}
     groups: set[int] = set()
-    try:
-        entries = list(proc.iterdir())
-    except OSError:
-        return groups  # no /proc (not Linux): nothing can be proven, nothing is signalled
-    for entry in entries:
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue  # gone, or another user's
-        if not wanted.intersection(environ.split(b"\0")):
-            continue
+    for pid in process.marked(INSTANCE_VARIABLE, instances, proc):
         with contextlib.suppress(OSError):
-            groups.add(os.getpgid(int(entry.name)))
+            groups.add(os.getpgid(pid))
     groups.discard(os.getpgrp())
     return groups
 

@@ -681,6 +681,23 @@ async def test_stop_kills_a_wedged_agent_and_its_children(harness: Harness) -> N
     assert interrupt["params"]["turnId"] == "turn-0001"
 
 
+async def test_stop_kills_a_descendant_that_left_the_agents_process_group(
+    harness: Harness,
+) -> None:
+    session = harness.session(
+        "hang", env={**os.environ, "FAKE_AGENT_SPAWN_CHILD": "setsid"}, turn_timeout_ms=200
+    )
+    await session.start()
+    with pytest.raises(AgentError):
+        await session.run_turn("go", title="t")
+    child = harness.fake_info("child")["pid"]
+    assert alive(child) and os.getpgid(child) != session.pid  # out of the group's reach
+
+    await session.stop()
+
+    assert await wait_gone(child)
+
+
 async def test_stop_is_idempotent_and_safe_after_failure(harness: Harness) -> None:
     session = harness.session("crash")
     await session.start()

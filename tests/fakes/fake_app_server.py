@@ -439,8 +439,10 @@ class Turn:
         self.finish("interrupted")
 
     def scenario_hang(self) -> None:
-        if os.environ.get("FAKE_AGENT_SPAWN_CHILD") == "1":
-            child = subprocess.Popen(["sleep", "600"])
+        spawn = os.environ.get("FAKE_AGENT_SPAWN_CHILD")
+        if spawn in ("1", "setsid"):
+            # `setsid`: a child that leaves the agent's process group, as daemonizing tools do.
+            child = subprocess.Popen(["sleep", "600"], start_new_session=spawn == "setsid")
             self.io.record({"_fake": "child", "pid": child.pid})
         while self.io.read() is not None:
             pass  # heard, never answered
