@@ -26,7 +26,7 @@ def preflight_warnings(settings: Settings) -> list[str]:
     """What `check` warns about and the daemon logs at start: unknown keys, a missing agent."""
     warnings = list(settings.warnings)
     problem = agent_command_problem(
-        settings.codex.command,
+        settings.session_settings(settings.agent.kind).command,
         {**os.environ, "SYMPHONY_WORKFLOW_DIR": str(settings.workflow_dir)},
     )
     if problem is not None:
@@ -58,7 +58,8 @@ async def report(settings: Settings, tracker: Tracker) -> int:
     print(f"workspaces    {settings.workspace.root}")
     print(f"poll every    {settings.polling.interval_ms} ms")
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
-    print(f"agent         {settings.codex.command}")
+    kind = settings.agent.kind
+    print(f"agent         {kind}: {settings.session_settings(kind).command}")
     for warning in preflight_warnings(settings):
         print(f"warning: {warning}")
     errors = _machine(settings, known)

@@ -88,6 +88,8 @@ class HooksSettings:
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
+    kind: str = "codex"
+    """Which agent runs a ticket unless its stage names another (`symphony.agents.backends`)."""
     max_concurrent_agents: int = 10
     max_turns: int = 20
     max_retry_backoff_ms: int = 300_000
@@ -173,10 +175,16 @@ class Settings:
     pricing: Pricing | None = None
     """What tokens cost (`symphony.pricing`); None only in settings built by hand (tests)."""
     budget: BudgetSettings = field(default_factory=BudgetSettings)
+    sessions: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """The settings block of every agent kind, by kind (codex's is `codex` too)."""
 
     @property
     def workflow_dir(self) -> Path:
         return self.workflow_path.parent
+
+    def session_settings(self, kind: str) -> Any:
+        """The block of agent kind `kind`: what the orchestrator times its runs by."""
+        return self.codex if kind == "codex" else self.sessions[kind]
 
 
 # Every key symphony reads, by section. Unknown keys stay allowed (spec §5.3: other tools may
@@ -203,6 +211,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "workspace": ("root", "base_ref"),
         "hooks": ("after_create", "before_run", "after_run", "before_remove", "timeout_ms"),
         "agent": (
+            "kind",
             "max_concurrent_agents",
             "max_turns",
             "max_retry_backoff_ms",
@@ -246,8 +255,11 @@ def unknown_keys(raw: Mapping[str, Any], provider_keys: Sequence[str] | None) ->
             hint = f"; did you mean `{close[0]}`?" if close else ""
             warnings.append(f"{where} is not a setting symphony knows, so it is ignored{hint}")
 
-    check("", raw, KNOWN_KEYS[""])
-    for section, known in KNOWN_KEYS.items():
+    from symphony.agents.backends import BACKENDS
+
+    sections = {**KNOWN_KEYS, **{kind: b.keys for kind, b in BACKENDS.items()}}
+    check("", raw, (*KNOWN_KEYS[""], *BACKENDS))
+    for section, known in sections.items():
         if section:
             check(section, raw.get(section), known)
     tracker = raw.get("tracker")
@@ -340,7 +352,11 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
     )
 
     agent_raw = _section(raw, "agent")
+    kind = agent_raw.get("kind", _AGENT.kind)
+    if not isinstance(kind, str) or not kind.strip():
+        raise ConfigError(INVALID_CONFIG, "agent.kind must name an agent, like codex")
     agent = AgentSettings(
+        kind=kind.strip(),
         max_concurrent_agents=_int(
             agent_raw, "agent.max_concurrent_agents", _AGENT.max_concurrent_agents, 1
         ),
@@ -358,25 +374,8 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         env=_env_values(agent_raw.get("env"), environ),
     )
 
-    codex_raw = _section(raw, "codex")
-    command = codex_raw.get("command", _CODEX.command)
-    if not isinstance(command, str) or not command.strip():
-        raise ConfigError(INVALID_CONFIG, "codex.command must be a non-empty shell command")
-    sandbox = codex_raw.get("thread_sandbox", _CODEX.thread_sandbox)
-    if not isinstance(sandbox, str):
-        raise ConfigError(INVALID_CONFIG, "codex.thread_sandbox must be a string")
-    turn_policy = codex_raw.get("turn_sandbox_policy")
-    if turn_policy is not None and not isinstance(turn_policy, dict):
-        raise ConfigError(INVALID_CONFIG, "codex.turn_sandbox_policy must be a map")
-    codex = CodexSettings(
-        command=command,
-        approval_policy=codex_raw.get("approval_policy", _CODEX.approval_policy),
-        thread_sandbox=sandbox,
-        turn_sandbox_policy=MappingProxyType(turn_policy) if turn_policy is not None else None,
-        turn_timeout_ms=_int(codex_raw, "codex.turn_timeout_ms", _CODEX.turn_timeout_ms, 1),
-        read_timeout_ms=_int(codex_raw, "codex.read_timeout_ms", _CODEX.read_timeout_ms, 1),
-        stall_timeout_ms=_int(codex_raw, "codex.stall_timeout_ms", _CODEX.stall_timeout_ms, None),
-    )
+    sessions = _sessions(raw, agent.kind)
+    codex = sessions["codex"]
 
     warnings = unknown_keys(raw, getattr(module, "PROVIDER_KEYS", None))
     machine = None
@@ -411,6 +410,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         hooks=hooks,
         agent=agent,
         codex=codex,
+        sessions=sessions,
         prompt_template=workflow.prompt_template or DEFAULT_PROMPT,
         fingerprint=workflow_fingerprint(workflow),
         server=_server(_section(raw, "server")),
@@ -448,6 +448,40 @@ def _state(
 
 
 _BUDGET = BudgetSettings()
+
+
+def parse_codex(raw: Mapping[str, Any]) -> CodexSettings:
+    """The `codex:` section (spec §6.1)."""
+    command = raw.get("command", _CODEX.command)
+    if not isinstance(command, str) or not command.strip():
+        raise ConfigError(INVALID_CONFIG, "codex.command must be a non-empty shell command")
+    sandbox = raw.get("thread_sandbox", _CODEX.thread_sandbox)
+    if not isinstance(sandbox, str):
+        raise ConfigError(INVALID_CONFIG, "codex.thread_sandbox must be a string")
+    turn_policy = raw.get("turn_sandbox_policy")
+    if turn_policy is not None and not isinstance(turn_policy, dict):
+        raise ConfigError(INVALID_CONFIG, "codex.turn_sandbox_policy must be a map")
+    return CodexSettings(
+        command=command,
+        approval_policy=raw.get("approval_policy", _CODEX.approval_policy),
+        thread_sandbox=sandbox,
+        turn_sandbox_policy=MappingProxyType(turn_policy) if turn_policy is not None else None,
+        turn_timeout_ms=_int(raw, "codex.turn_timeout_ms", _CODEX.turn_timeout_ms, 1),
+        read_timeout_ms=_int(raw, "codex.read_timeout_ms", _CODEX.read_timeout_ms, 1),
+        stall_timeout_ms=_int(raw, "codex.stall_timeout_ms", _CODEX.stall_timeout_ms, None),
+    )
+
+
+def _sessions(raw: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    """Every agent kind's block, parsed from its section (defaults when absent)."""
+    from symphony.agents.backends import BACKENDS
+
+    if kind not in BACKENDS:
+        raise ConfigError(
+            INVALID_CONFIG,
+            f"agent.kind is {kind!r}, which symphony does not drive; known: {', '.join(BACKENDS)}",
+        )
+    return MappingProxyType({name: b.parse(_section(raw, name)) for name, b in BACKENDS.items()})
 
 
 def _budget(

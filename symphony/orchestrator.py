@@ -25,13 +25,8 @@ from typing import Any, Protocol, TypeVar
 import structlog
 
 from symphony import scheduling as core
-from symphony.agents import (
-    AgentEvent,
-    AgentLaunch,
-    AgentSession,
-    agent_env_names,
-    open_session,
-)
+from symphony.agents import AgentEvent, AgentLaunch, AgentSession, open_session
+from symphony.agents.backends import backend
 from symphony.budgets import check_budgets
 from symphony.config import Settings, build_settings, workflow_fingerprint
 from symphony.environment import child_environment
@@ -628,9 +623,10 @@ class Orchestrator:
             settings=self.settings,
             tracker=self.tracker,
             workspaces=self._workspaces,
-            agent_env=self._child_env(self.settings, agent_env_names(self.settings)),
+            agent_env=self._child_env(self.settings, backend(start.agent_kind).env_names),
             child_env=self._child_env(self.settings),
             open_session=self._session_factory,
+            agent_kind=start.agent_kind,
             stage=stage,
             turns_used=start.turns_used,
             resume_thread_id=start.resume_thread_id,

@@ -15,8 +15,15 @@ from typing import Any, TypeVar
 
 import structlog
 
-from symphony.agents import AgentEvent, AgentLaunch, AgentSession, EventSink, open_session
-from symphony.config import CodexSettings, Settings
+from symphony.agents import (
+    AgentEvent,
+    AgentLaunch,
+    AgentSession,
+    EventSink,
+    SessionSettings,
+    open_session,
+)
+from symphony.config import Settings
 from symphony.errors import SymphonyError
 from symphony.evidence import WorkspaceFacts, workspace_facts
 from symphony.gates import run_gates
@@ -85,6 +92,7 @@ class AttemptContext:
     child_env: Mapping[str, str]
     """What gates and git queries in the workspace get: the agent's, without the backend's."""
     open_session: Callable[[AgentLaunch], AgentSession] = open_session
+    agent_kind: str = "codex"
     stage: Stage | None = None
     """Stage mode: the stage this attempt works in."""
     turns_used: int = 0
@@ -176,7 +184,8 @@ async def run_attempt(
         workspace_env = {**ctx.child_env, **ticket_env}
         launch = AgentLaunch(
             workspace=workspace.path,
-            settings=_agent_settings(settings, stage),
+            settings=_agent_settings(settings, stage, ctx.agent_kind),
+            kind=ctx.agent_kind,
             env={**ctx.agent_env, **ticket_env},
             tools=tools,
             handle_tool=handle_tool,
@@ -316,8 +325,12 @@ async def _verify(
     return report, verification
 
 
-def _agent_settings(settings: Settings, stage: Stage | None) -> CodexSettings:
-    """The agent settings of this run: a stage may narrow the approval policy and sandbox."""
+def _agent_settings(settings: Settings, stage: Stage | None, kind: str) -> SessionSettings:
+    """The agent settings of this run: a stage may narrow codex's approval policy and
+    sandbox."""
+    if kind != "codex":
+        block: SessionSettings = settings.session_settings(kind)
+        return block
     codex = settings.codex
     if stage is None:
         return codex

@@ -105,6 +105,8 @@ class RunningEntry:
     """What this run's usage cost (of the usage that had a price)."""
     unpriced_tokens: int = 0
     """Tokens of this run without a price: its cost is unknown, not zero."""
+    agent_kind: str = "codex"
+    """Which agent runs it; its block's `stall_timeout_ms` applies."""
 
     @property
     def identifier(self) -> str:
@@ -245,6 +247,8 @@ class StartWorker:
     """Turns already started in `stage` (the progress guard counts across attempts)."""
     resume_thread_id: str | None = None
     last_message: str | None = None
+    agent_kind: str = "codex"
+    """Which agent runs it (`agent_kind_for`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -642,6 +646,7 @@ def _dispatch(
     state.retry_attempts.pop(issue.id, None)
     resume = retry.resume_thread_id if retry is not None else None
     last_message = retry.last_message if retry is not None else None
+    kind = agent_kind_for(issue, stage, settings)
     entry = state.running[issue.id] = RunningEntry(
         issue=issue,
         attempt=attempt,
@@ -649,6 +654,7 @@ def _dispatch(
         started_at_wall=wall,
         stage=stage.name if stage is not None else None,
         resumed=resume is not None,
+        agent_kind=kind,
     )
     if retry is not None and resume is not None:
         (
@@ -667,7 +673,9 @@ def _dispatch(
         totals.budget_warned = totals.budget_exceeded = False
         state.changed_totals.add(issue.id)
     if stage is None:
-        return StartWorker(issue, attempt, resume_thread_id=resume, last_message=last_message)
+        return StartWorker(
+            issue, attempt, resume_thread_id=resume, last_message=last_message, agent_kind=kind
+        )
     progress = state.stage_progress.get(issue.id)
     if progress is None or progress.stage != stage.name:
         # A new entry into the stage starts the count again.
@@ -677,17 +685,21 @@ def _dispatch(
             state.new_outcomes.append(
                 OutcomeRecord(wall, REWORK, issue.id, issue.identifier, {"stage": stage.name})
             )
-    return StartWorker(issue, attempt, stage.name, progress.turns, resume, last_message)
+    return StartWorker(issue, attempt, stage.name, progress.turns, resume, last_message, kind)
+
+
+def agent_kind_for(issue: Issue, stage: Stage | None, settings: Settings) -> str:
+    """The agent that runs this ticket now: `agent.kind`."""
+    return settings.agent.kind
 
 
 def detect_stalls(state: SchedulerState, settings: Settings, now: float) -> list[Effect]:
-    """Stop runs with no agent activity for longer than `codex.stall_timeout_ms` (<= 0: off)."""
-    timeout_ms = settings.codex.stall_timeout_ms
-    if timeout_ms <= 0:
-        return []
+    """Stop runs with no agent activity for longer than their agent's `stall_timeout_ms`
+    (<= 0: off)."""
     effects: list[Effect] = []
     for issue_id, entry in state.running.items():
-        if entry.stop_reason is not None:
+        timeout_ms = _stall_timeout_ms(entry, settings)
+        if entry.stop_reason is not None or timeout_ms <= 0:
             continue
         since = entry.last_event_at if entry.last_event_at is not None else entry.started_at
         idle_s = now - since
@@ -1277,10 +1289,14 @@ def next_wakeup(state: SchedulerState, next_tick_at: float, settings: Settings) 
     for pending in state.transitions.values():
         if not pending.in_flight:
             soonest = min(soonest, pending.due_at)
-    timeout_ms = settings.codex.stall_timeout_ms
-    if timeout_ms > 0:
-        for entry in state.running.values():
-            if entry.stop_reason is None:
-                since = entry.last_event_at if entry.last_event_at is not None else entry.started_at
-                soonest = min(soonest, since + timeout_ms / 1000)
+    for entry in state.running.values():
+        timeout_ms = _stall_timeout_ms(entry, settings)
+        if entry.stop_reason is None and timeout_ms > 0:
+            since = entry.last_event_at if entry.last_event_at is not None else entry.started_at
+            soonest = min(soonest, since + timeout_ms / 1000)
     return soonest
+
+
+def _stall_timeout_ms(entry: RunningEntry, settings: Settings) -> int:
+    timeout: int = settings.session_settings(entry.agent_kind).stall_timeout_ms
+    return timeout

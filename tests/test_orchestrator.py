@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from symphony import scheduling as core
-from symphony.agents import CODEX_ENV_NAMES
+from symphony.agents.backends import CODEX
 from symphony.config import HooksSettings, load_settings
 from symphony.environment import BASE_NAMES
 from symphony.orchestrator import Orchestrator
@@ -494,7 +494,7 @@ async def test_no_variable_outside_the_allowlist_reaches_an_agent_or_a_hook(boar
     assert {"AWS_SECRET_ACCESS_KEY", "DATABASE_URL"}.isdisjoint(names)
     assert {"OPENAI_API_KEY", "GOPATH", "CI", "SYMPHONY_ISSUE_IDENTIFIER"} <= names
     # What the agent has of the daemon's environment (its login shell may add its own).
-    allowed = {*BASE_NAMES, *CODEX_ENV_NAMES, "GOPATH", "FAKE_AGENT_SCENARIO", "FAKE_AGENT_RECORD"}
+    allowed = {*BASE_NAMES, *CODEX.env_names, "GOPATH", "FAKE_AGENT_SCENARIO", "FAKE_AGENT_RECORD"}
     assert names & set(env) <= allowed
     hook = (board.root / "hook-env.txt").read_text()
     # The model's credential is the agent's alone; hooks run the repository's scripts.

@@ -190,6 +190,8 @@ def test_per_state_limits_normalize_names_and_ignore_invalid_entries(tmp_path: P
         ("polling:\n  interval_ms: true", r"polling\.interval_ms"),
         ("codex:\n  command: ''", r"codex\.command"),
         ("agent: [1, 2]", r"agent must be a map"),
+        ("agent:\n  kind: gemini", r"agent\.kind is 'gemini', which symphony does not drive"),
+        ("agent:\n  kind: 3", r"agent\.kind must name an agent"),
     ],
 )
 def test_invalid_values_fail_validation_naming_the_field(

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from symphony.config import CodexSettings, Settings
 from symphony.errors import SymphonyError
 from symphony.tools import ToolResult, ToolSpec
 
@@ -74,6 +73,29 @@ class AgentEvent:
     model: str | None = None
 
 
+class SessionSettings(Protocol):
+    """What every agent kind's settings block has, and all the core reads of one: how to
+    start the agent and its timeouts. The rest of a block belongs to its backend."""
+
+    @property
+    def command(self) -> str: ...
+
+    @property
+    def turn_timeout_ms(self) -> int:
+        """Longest silence during a turn."""
+        ...
+
+    @property
+    def read_timeout_ms(self) -> int:
+        """Longest wait for the answer to a request."""
+        ...
+
+    @property
+    def stall_timeout_ms(self) -> int:
+        """Longest time without any event before the orchestrator stops the run (<= 0: off)."""
+        ...
+
+
 ToolHandler = Callable[[str, Any], Awaitable[ToolResult]]
 EventSink = Callable[[AgentEvent], None]
 
@@ -83,13 +105,16 @@ class AgentLaunch:
     """Everything a session needs, captured at dispatch so a reload never changes it midway."""
 
     workspace: Path
-    settings: CodexSettings
+    settings: SessionSettings
+    """The block of the agent's kind (`CodexSettings` for codex), as the run captured it."""
     env: Mapping[str, str]
     tools: Sequence[ToolSpec] = ()
     handle_tool: ToolHandler | None = None
     on_event: EventSink = field(default=lambda event: None)
     resume_thread_id: str | None = None
     """Continue this thread (interrupted by a restart) when the agent can; else start one."""
+    kind: str = "codex"
+    """Which agent (`agent.kind`, a stage's `agent`): picks the backend."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,19 +144,8 @@ class AgentSession(Protocol):
         ...
 
 
-CODEX_ENV_NAMES = ("CODEX_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "RUST_LOG")
-"""What codex needs from the daemon's environment to reach its model: its home (where a login
-keeps its credentials), an API key, an endpoint, its log filter."""
-
-
-def agent_env_names(settings: Settings) -> tuple[str, ...]:
-    """The variables of the daemon's environment that the configured agent needs besides the
-    allowlist every child gets (`symphony.environment`)."""
-    return CODEX_ENV_NAMES
-
-
 def open_session(launch: AgentLaunch) -> AgentSession:
-    """The session for the configured agent protocol (the codex app-server protocol today)."""
-    from symphony.agents.app_server import AppServerSession
+    """The session of the launch's agent kind (see `symphony.agents.backends`)."""
+    from symphony.agents.backends import backend
 
-    return AppServerSession(launch)
+    return backend(launch.kind).session(launch)

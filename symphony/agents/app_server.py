@@ -52,6 +52,7 @@ from symphony.agents import (
 )
 from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, again, error_reply
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
+from symphony.config import CodexSettings
 from symphony.tools import ToolResult
 
 __all__ = ["MAX_LINE_BYTES", "AppServerSession"]
@@ -100,8 +101,10 @@ class AppServerSession:
     """The session continues the thread `launch.resume_thread_id` named (codex still had it)."""
 
     def __init__(self, launch: AgentLaunch, *, stop_grace_s: float = 2.0) -> None:
+        if not isinstance(launch.settings, CodexSettings):
+            raise TypeError(f"a codex session needs the codex block, not {launch.settings!r}")
         self._launch = launch
-        self._settings = launch.settings
+        self._settings: CodexSettings = launch.settings
         self._stop_grace_s = stop_grace_s
         self._tool_names = frozenset(tool.name for tool in launch.tools)
         self._logger = _log.bind(workspace=str(launch.workspace))

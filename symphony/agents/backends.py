@@ -1,0 +1,60 @@
+"""The agent kinds symphony can drive, each with its settings block, its environment and its
+session.
+
+A backend is what `agent.kind` (or a stage's `agent`) names: the WORKFLOW.md section that
+configures it (`codex:`), the keys that section may hold, the variables of the daemon's
+environment the agent needs to reach its model (`symphony.environment`), how its block is
+parsed, and the `AgentSession` that speaks its protocol. The core sees only the neutral
+`SessionSettings` of a block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from symphony.agents import AgentLaunch, AgentSession, SessionSettings
+from symphony.config import KNOWN_KEYS, parse_codex
+from symphony.errors import SymphonyError
+
+UNKNOWN_AGENT = "unknown_agent_kind"
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    kind: str
+    keys: tuple[str, ...]
+    """The keys its WORKFLOW.md section (named like the kind) may hold."""
+    env_names: tuple[str, ...]
+    """What it needs of the daemon's environment besides the allowlist every child gets."""
+    parse: Callable[[Mapping[str, Any]], SessionSettings]
+    session: Callable[[AgentLaunch], AgentSession]
+
+
+def _codex_session(launch: AgentLaunch) -> AgentSession:
+    from symphony.agents.app_server import AppServerSession
+
+    return AppServerSession(launch)
+
+
+CODEX = Backend(
+    kind="codex",
+    keys=KNOWN_KEYS["codex"],  # the spec's own section
+    # Its home (where a login keeps its credentials), an API key, an endpoint, its log filter.
+    env_names=("CODEX_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "RUST_LOG"),
+    parse=parse_codex,
+    session=_codex_session,
+)
+
+BACKENDS: Mapping[str, Backend] = {CODEX.kind: CODEX}
+
+
+def backend(kind: str) -> Backend:
+    found = BACKENDS.get(kind)
+    if found is None:
+        raise SymphonyError(
+            UNKNOWN_AGENT,
+            f"agent kind {kind!r} is not one symphony drives; known: {', '.join(BACKENDS)}",
+        )
+    return found
