@@ -36,6 +36,15 @@ def truncate(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def plain(value: Any) -> Any:
+    """Settings and tool schemas hold read-only mappings; JSON needs plain dicts and lists."""
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value
+
+
 class AgentError(SymphonyError):
     """A session or turn ended without success; `category` is one of the constants above."""
 

@@ -48,6 +48,7 @@ from symphony.agents import (
     AgentLaunch,
     TokenUsage,
     TurnResult,
+    plain,
     truncate,
 )
 from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, again, error_reply
@@ -249,7 +250,7 @@ class AppServerSession:
         await self._rpc.notify("initialized")
         params: Message = {
             "cwd": str(self._launch.workspace),
-            "approvalPolicy": _plain(self._settings.approval_policy),
+            "approvalPolicy": plain(self._settings.approval_policy),
             "sandbox": self._settings.thread_sandbox,
         }
         resume = self._launch.resume_thread_id
@@ -274,7 +275,7 @@ class AppServerSession:
                     "type": "function",
                     "name": tool.name,
                     "description": tool.description,
-                    "inputSchema": _plain(tool.input_schema),
+                    "inputSchema": plain(tool.input_schema),
                 }
                 for tool in self._launch.tools
             ]
@@ -304,10 +305,10 @@ class AppServerSession:
             "threadId": self._thread_id,
             "input": [{"type": "text", "text": prompt}],
             "cwd": str(self._launch.workspace),
-            "approvalPolicy": _plain(self._settings.approval_policy),
+            "approvalPolicy": plain(self._settings.approval_policy),
         }
         if self._settings.turn_sandbox_policy is not None:
-            params["sandboxPolicy"] = _plain(self._settings.turn_sandbox_policy)
+            params["sandboxPolicy"] = plain(self._settings.turn_sandbox_policy)
         return params
 
     async def _await_outcome(self, waiter: _TurnWaiter) -> TurnResult:
@@ -663,15 +664,6 @@ def _dig(value: Any, *keys: str) -> Any:
         if not isinstance(value, dict):
             return None
         value = value.get(key)
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """Settings hold read-only mappings; JSON needs plain dicts and lists."""
-    if isinstance(value, Mapping):
-        return {str(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
     return value
 
 

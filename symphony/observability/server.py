@@ -253,25 +253,34 @@ class RunningServer:
 
 async def serve(app: Starlette, host: str, port: int) -> RunningServer:
     """Bind `host:port` (0 = any free port) and serve `app` in the running loop."""
+    server, task, url = await serve_embedded(app, host, port, name="http-server")
+    return RunningServer(server, task, url, app)
+
+
+async def serve_embedded(
+    app: Any, host: str, port: int, *, name: str, lifespan: str = "off"
+) -> tuple[uvicorn.Server, asyncio.Task[None], str]:
+    """Serve an ASGI app in the running loop, without uvicorn's own signal handling; returns
+    the server, its task and its base URL once it accepts connections."""
     sock = _bind(host, port)
     config = uvicorn.Config(
         app,
         log_config=None,
         log_level="warning",
         access_log=False,
-        lifespan="off",
+        lifespan=lifespan,  # type: ignore[arg-type]
         timeout_graceful_shutdown=5,
     )
     server = _EmbeddedServer(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]), name="http-server")
+    task = asyncio.create_task(server.serve(sockets=[sock]), name=name)
     while not server.started:
         if task.done():
             task.result()
-            raise SymphonyError(SERVER_BIND_FAILED, "http server stopped during startup")
+            raise SymphonyError(SERVER_BIND_FAILED, f"{name} stopped during startup")
         await asyncio.sleep(0.01)
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    return RunningServer(server, task, f"http://{shown}:{bound_port}/", app)
+    return server, task, f"http://{shown}:{bound_port}/"
 
 
 def is_loopback(host: str) -> bool:

@@ -1,0 +1,170 @@
+"""The tracker's tools for agents that take them over MCP: a loopback server in the daemon.
+
+Codex receives the tools as `dynamicTools` on its own protocol. Other agents (Claude Code, ACP
+agents) reach tools through MCP, so the daemon serves them over streamable HTTP on 127.0.0.1
+(the `mcp` SDK, running in the daemon's own event loop). Each session gets a `Grant`: a random
+bearer token bound to that session's tools and handler, so a session can reach only its own
+ticket, and the tracker's credential never leaves the daemon: the agent holds a token that is
+worthless once its session ends. A request without a live token is answered 401, with no
+detail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+import structlog
+import uvicorn
+from mcp.server.lowlevel import Server
+
+from symphony.agents import ToolHandler, plain
+from symphony.observability.server import serve_embedded
+from symphony.tools import ToolResult, ToolSpec
+
+SERVER_NAME = "symphony"
+"""The name agents know the server by: its tools are `mcp__symphony__<tool>` in Claude Code."""
+MCP_PATH = "/mcp"
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one session needs to reach its tools: where, and with which token."""
+
+    url: str
+    token: str
+
+    @property
+    def authorization(self) -> str:
+        return f"Bearer {self.token}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    tools: tuple[ToolSpec, ...]
+    handle: ToolHandler
+
+
+def _key(token: str) -> str:
+    # Looked up by digest, so the time a lookup takes says nothing about any live token.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class ToolServer:
+    def __init__(self) -> None:
+        self._sessions: dict[str, _Session] = {}
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._url: str | None = None
+        self._lock = asyncio.Lock()
+        self.calls = 0
+        """Tool calls served (diagnostics)."""
+
+    async def grant(self, tools: Sequence[ToolSpec], handle: ToolHandler) -> Grant:
+        """A token for one session's tools; the server starts with the first grant."""
+        url = await self._ensure_started()
+        token = secrets.token_urlsafe(32)
+        self._sessions[_key(token)] = _Session(tuple(tools), handle)
+        return Grant(url, token)
+
+    def revoke(self, grant: Grant) -> None:
+        """The session ended: its token opens nothing any more."""
+        self._sessions.pop(_key(grant.token), None)
+
+    async def close(self) -> None:
+        server, task = self._server, self._task
+        self._server = self._task = self._url = None
+        if server is not None:
+            server.should_exit = True
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(task, 5.0)
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    # -- serving -------------------------------------------------------------------------------
+
+    async def _ensure_started(self) -> str:
+        async with self._lock:
+            if self._url is not None:
+                return self._url
+            mcp = Server(SERVER_NAME, on_list_tools=self._list_tools, on_call_tool=self._call_tool)
+            inner = mcp.streamable_http_app(streamable_http_path=MCP_PATH, json_response=True)
+
+            async def app(scope: Any, receive: Any, send: Any) -> None:
+                if scope["type"] == "http" and self._session_of(scope) is None:
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": 401,
+                            "headers": [(b"www-authenticate", b"Bearer")],
+                        }
+                    )
+                    await send({"type": "http.response.body", "body": b""})
+                    return
+                await inner(scope, receive, send)
+
+            server, task, base = await serve_embedded(
+                app, "127.0.0.1", 0, name="mcp-tool-server", lifespan="on"
+            )
+            self._server, self._task = server, task
+            self._url = base.rstrip("/") + MCP_PATH
+            log.info("mcp tool server listening", url=self._url)
+            return self._url
+
+    def _session_of(self, scope: Any) -> _Session | None:
+        for name, value in scope.get("headers", ()):
+            if name.lower() == b"authorization":
+                text = value.decode("latin-1")
+                if text.startswith("Bearer "):
+                    return self._sessions.get(_key(text[len("Bearer ") :].strip()))
+        return None
+
+    def _session_for(self, ctx: Any) -> _Session:
+        request = getattr(ctx, "request", None)
+        scope = getattr(request, "scope", None)
+        session = self._session_of(scope) if scope is not None else None
+        if session is None:
+            raise PermissionError("this session's token is no longer valid")
+        return session
+
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        session = self._session_for(ctx)
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=tool.name,
+                    description=tool.description,
+                    input_schema=plain(tool.input_schema),
+                )
+                for tool in session.tools
+            ]
+        )
+
+    async def _call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        session = self._session_for(ctx)
+        self.calls += 1
+        if params.name not in {tool.name for tool in session.tools}:
+            result = ToolResult.failure("unsupported_tool_call", f"no tool {params.name!r} here")
+        else:
+            try:
+                result = await session.handle(params.name, params.arguments or {})
+            except Exception as exc:
+                result = ToolResult.failure("tool_error", f"{type(exc).__name__}: {exc}")
+        text = json.dumps(result.output, default=str)
+        return types.CallToolResult(
+            content=[types.TextContent(text=text)], is_error=not result.success
+        )
