@@ -90,6 +90,8 @@ class HooksSettings:
 class AgentSettings:
     kind: str = "codex"
     """Which agent runs a ticket unless its stage names another (`symphony.agents.backends`)."""
+    label_override: bool = False
+    """A ticket labelled `agent:<kind>` runs on that agent, whatever its stage says."""
     max_concurrent_agents: int = 10
     max_turns: int = 20
     max_retry_backoff_ms: int = 300_000
@@ -212,6 +214,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "hooks": ("after_create", "before_run", "after_run", "before_remove", "timeout_ms"),
         "agent": (
             "kind",
+            "label_override",
             "max_concurrent_agents",
             "max_turns",
             "max_retry_backoff_ms",
@@ -355,8 +358,12 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
     kind = agent_raw.get("kind", _AGENT.kind)
     if not isinstance(kind, str) or not kind.strip():
         raise ConfigError(INVALID_CONFIG, "agent.kind must name an agent, like codex")
+    label_override = agent_raw.get("label_override", False)
+    if not isinstance(label_override, bool):
+        raise ConfigError(INVALID_CONFIG, "agent.label_override must be true or false")
     agent = AgentSettings(
         kind=kind.strip(),
+        label_override=label_override,
         max_concurrent_agents=_int(
             agent_raw, "agent.max_concurrent_agents", _AGENT.max_concurrent_agents, 1
         ),

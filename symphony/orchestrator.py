@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 
@@ -65,6 +65,9 @@ from symphony.tracker import (
 from symphony.transitions import post_comment_once, write_transition
 from symphony.workflow import read_workflow
 from symphony.workspace import WorkspaceManager
+
+if TYPE_CHECKING:
+    from symphony.agents.tool_server import ToolServer
 
 log = structlog.get_logger("symphony.orchestrator")
 
@@ -202,6 +205,7 @@ class Orchestrator:
         self.tracker_requests = TrackerRequests()
         self.board = Board()
         self._session_factory = session_factory
+        self._tool_server: ToolServer | None = None
         self.tracker: Tracker = tracker or self._new_tracker(settings)
         self._mask_tracker_secrets()
         self._workspaces = self._new_workspaces(settings)
@@ -627,6 +631,7 @@ class Orchestrator:
             child_env=self._child_env(self.settings),
             open_session=self._session_factory,
             agent_kind=start.agent_kind,
+            tool_server=self._tool_server_for(start.agent_kind),
             stage=stage,
             turns_used=start.turns_used,
             resume_thread_id=start.resume_thread_id,
@@ -856,7 +861,19 @@ class Orchestrator:
             with contextlib.suppress(Exception):
                 await task
         self._save(keep_runs=True)  # totals of the stopped runs; their rows stay for the restart
+        if self._tool_server is not None:
+            await self._tool_server.close()
         self._notify()
+
+    def _tool_server_for(self, kind: str) -> ToolServer | None:
+        """The MCP tool server, started for the first agent that takes its tools that way."""
+        if not backend(kind).tools_over_mcp:
+            return None
+        if self._tool_server is None:
+            from symphony.agents.tool_server import ToolServer
+
+            self._tool_server = ToolServer()
+        return self._tool_server
 
     # Workflow reload
 

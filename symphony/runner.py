@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
@@ -23,6 +23,7 @@ from symphony.agents import (
     SessionSettings,
     open_session,
 )
+from symphony.agents.backends import backend
 from symphony.config import Settings
 from symphony.errors import SymphonyError
 from symphony.evidence import WorkspaceFacts, workspace_facts
@@ -50,6 +51,9 @@ from symphony.verification import GateRound, Verification, fix_prompt
 from symphony.workspace import Workspace, WorkspaceManager
 
 log = structlog.get_logger("symphony.runner")
+
+if TYPE_CHECKING:
+    from symphony.agents.tool_server import ToolServer
 
 T = TypeVar("T")
 
@@ -93,6 +97,8 @@ class AttemptContext:
     """What gates and git queries in the workspace get: the agent's, without the backend's."""
     open_session: Callable[[AgentLaunch], AgentSession] = open_session
     agent_kind: str = "codex"
+    tool_server: ToolServer | None = None
+    """Serves the tools over MCP to agents that take them that way (`tools_over_mcp`)."""
     stage: Stage | None = None
     """Stage mode: the stage this attempt works in."""
     turns_used: int = 0
@@ -198,6 +204,10 @@ async def run_attempt(
         if budget <= 0:
             bound.info("worker done", reason="the stage's turn budget is used up")
             return AttemptEnd(stuck=True)
+        grant = None
+        if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and tools:
+            grant = await ctx.tool_server.grant(tools, handle_tool)
+            launch = dataclasses.replace(launch, tool_grant=grant)
         session = ctx.open_session(launch)
         try:
             await _step("agent startup", session.start())
@@ -272,6 +282,8 @@ async def run_attempt(
                 turn += 1
         finally:
             await session.stop()
+            if grant is not None and ctx.tool_server is not None:
+                ctx.tool_server.revoke(grant)
     finally:
         await ctx.workspaces.after_run(workspace)
     return AttemptEnd()

@@ -107,6 +107,10 @@ class RunningEntry:
     """Tokens of this run without a price: its cost is unknown, not zero."""
     agent_kind: str = "codex"
     """Which agent runs it; its block's `stall_timeout_ms` applies."""
+    cache_write_tokens: int = 0
+    """Of its input, what was written to the prompt cache (priced apart; not kept)."""
+    agent_cost_usd: float | None = None
+    """The cost the agent reported for its process, if it reports one."""
 
     @property
     def identifier(self) -> str:
@@ -688,8 +692,21 @@ def _dispatch(
     return StartWorker(issue, attempt, stage.name, progress.turns, resume, last_message, kind)
 
 
+AGENT_LABEL = "agent:"
+"""With `agent.label_override`, a ticket labelled `agent:<kind>` runs on that agent."""
+
+
 def agent_kind_for(issue: Issue, stage: Stage | None, settings: Settings) -> str:
-    """The agent that runs this ticket now: `agent.kind`."""
+    """The agent that runs this ticket now: a label `agent:<kind>` when the workflow lets
+    labels choose (and names a kind it knows), else the stage's `agent`, else `agent.kind`."""
+    if settings.agent.label_override:
+        for label in issue.labels:
+            if label.startswith(AGENT_LABEL):
+                kind = label[len(AGENT_LABEL) :].strip()
+                if kind == "codex" or kind in settings.sessions:
+                    return kind
+    if stage is not None and stage.agent is not None:
+        return stage.agent
     return settings.agent.kind
 
 
@@ -950,6 +967,8 @@ def _evidence(
         agent_seconds=totals.seconds,
         hand_off=handed.count(normalize_state(stage.on_success)) + 1,
         cost_usd=totals.known_cost_usd,
+        agent=entry.agent_kind,
+        model=entry.model,
     )
 
 
@@ -1213,7 +1232,7 @@ def on_agent_event(
             if event.message != RESUMED:
                 # A new thread after all: it counts from zero.
                 entry.input_tokens = entry.output_tokens = entry.total_tokens = 0
-                entry.cached_input_tokens = 0
+                entry.cached_input_tokens = entry.cache_write_tokens = 0
     if event.kind == "turn_started":
         entry.turn_count += 1
         progress = state.stage_progress.get(issue_id)
@@ -1238,10 +1257,16 @@ def on_agent_event(
                 setattr(totals, name, getattr(totals, name) + delta)
             setattr(ticket, name, getattr(ticket, name) + delta)
             setattr(entry, name, new)
+        written = usage.cache_write_tokens
+        old_written = entry.cache_write_tokens
+        deltas["cache_write_tokens"] = written - old_written if written >= old_written else written
+        entry.cache_write_tokens = written
         _add_cost(state, entry, ticket, deltas, wall)
         state.changed_totals.add(issue_id)
     if event.rate_limits is not None:
         state.rate_limits = event.rate_limits
+    if event.reported_cost_usd is not None:
+        entry.agent_cost_usd = event.reported_cost_usd
 
 
 def _add_cost(
@@ -1263,8 +1288,12 @@ def _add_cost(
         day.add(None, tokens)
         model.add(None, tokens)
         return
+    written = deltas.get("cache_write_tokens", 0)
     cost = entry.price.cost_usd(
-        deltas["input_tokens"], deltas["cached_input_tokens"], deltas["output_tokens"]
+        deltas["input_tokens"] - written,
+        deltas["cached_input_tokens"],
+        deltas["output_tokens"],
+        written,
     )
     entry.cost_usd += cost
     ticket.cost_usd += cost

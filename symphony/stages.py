@@ -46,6 +46,7 @@ STAGE_KEYS = (
     "on_verify_failed",
     "verify_output_chars",
     "evidence",
+    "agent",
 )
 GATE_KEYS = ("name", "run", "timeout_ms")
 DEFAULT_MAX_FIX_TURNS = 2
@@ -88,6 +89,8 @@ class Stage:
     """How much of a failed gate's output (its end) the fix prompt and the comment carry."""
     evidence: bool = False
     """Post the evidence comment on success (default: when the stage has gates)."""
+    agent: str | None = None
+    """The agent kind that runs this stage; None: `agent.kind`."""
 
     @property
     def outcome_targets(self) -> tuple[tuple[str, str], ...]:
@@ -379,6 +382,7 @@ def parse_stages(
                 )
                 or DEFAULT_VERIFY_OUTPUT_CHARS,
                 evidence=evidence,
+                agent=_agent_kind(body, where),
             )
         )
         if not gates:
@@ -513,6 +517,19 @@ def _count(body: Mapping[str, Any], key: str, where: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(INVALID_CONFIG, f"{where}.{key} must be an integer of at least 0")
     return value
+
+
+def _agent_kind(body: Mapping[str, Any], where: str) -> str | None:
+    from symphony.agents.backends import BACKENDS
+
+    kind = _optional_text(body, "agent", where)
+    if kind is not None and kind not in BACKENDS:
+        raise ConfigError(
+            INVALID_CONFIG,
+            f"{where}.agent is {kind!r}, which symphony does not drive; known: "
+            f"{', '.join(BACKENDS)}",
+        )
+    return kind
 
 
 def _optional_text(body: Mapping[str, Any], key: str, where: str) -> str | None:

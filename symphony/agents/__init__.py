@@ -52,12 +52,14 @@ class AgentError(SymphonyError):
 @dataclass(frozen=True, slots=True)
 class TokenUsage:
     """Absolute totals for a thread (never per-call deltas). `input_tokens` includes the
-    `cached_input_tokens` read from the provider's prompt cache (priced lower)."""
+    `cached_input_tokens` read from the provider's prompt cache (priced lower) and the
+    `cache_write_tokens` written to it (Anthropic prices those higher)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,9 @@ class AgentEvent:
     usage: TokenUsage | None = None
     rate_limits: Mapping[str, Any] | None = None
     model: str | None = None
+    reported_cost_usd: float | None = None
+    """What the agent itself says its process has cost so far (Claude Code's list-price
+    estimate), kept beside symphony's own pricing, which is what is shown."""
 
 
 class SessionSettings(Protocol):
@@ -106,6 +111,26 @@ class SessionSettings(Protocol):
 
 
 ToolHandler = Callable[[str, Any], Awaitable[ToolResult]]
+
+
+TOOL_SERVER_NAME = "symphony"
+"""What agents call the daemon's MCP tool server: Claude Code names its tools
+`mcp__symphony__<tool>`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Where one session reaches its tools over MCP (`symphony.agents.tool_server`), and the
+    bearer token that opens them to it alone."""
+
+    url: str
+    token: str
+
+    @property
+    def authorization(self) -> str:
+        return f"Bearer {self.token}"
+
+
 EventSink = Callable[[AgentEvent], None]
 
 
@@ -124,6 +149,9 @@ class AgentLaunch:
     """Continue this thread (interrupted by a restart) when the agent can; else start one."""
     kind: str = "codex"
     """Which agent (`agent.kind`, a stage's `agent`): picks the backend."""
+    tool_grant: Grant | None = None
+    """For agents that take tools over MCP: the daemon's tool server and this session's
+    token (codex takes `tools` on its own protocol instead)."""
 
 
 @dataclass(frozen=True, slots=True)

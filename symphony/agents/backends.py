@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.agents import AgentLaunch, AgentSession, SessionSettings
+from symphony.agents import AgentLaunch, AgentSession, SessionSettings, claude
 from symphony.config import KNOWN_KEYS, parse_codex
 from symphony.errors import SymphonyError
 
@@ -30,6 +30,8 @@ class Backend:
     """What it needs of the daemon's environment besides the allowlist every child gets."""
     parse: Callable[[Mapping[str, Any]], SessionSettings]
     session: Callable[[AgentLaunch], AgentSession]
+    tools_over_mcp: bool = False
+    """It takes the tracker's tools from the daemon's MCP server, not on its own protocol."""
 
 
 def _codex_session(launch: AgentLaunch) -> AgentSession:
@@ -47,7 +49,23 @@ CODEX = Backend(
     session=_codex_session,
 )
 
-BACKENDS: Mapping[str, Backend] = {CODEX.kind: CODEX}
+
+def _claude_session(launch: AgentLaunch) -> AgentSession:
+    from symphony.agents.claude import ClaudeSession
+
+    return ClaudeSession(launch)
+
+
+CLAUDE = Backend(
+    kind="claude",
+    keys=claude.KEYS,
+    env_names=claude.ENV_NAMES,
+    parse=claude.parse_settings,
+    session=_claude_session,
+    tools_over_mcp=True,
+)
+
+BACKENDS: Mapping[str, Backend] = {b.kind: b for b in (CODEX, CLAUDE)}
 
 
 def backend(kind: str) -> Backend:

@@ -25,27 +25,13 @@ import structlog
 import uvicorn
 from mcp.server.lowlevel import Server
 
-from symphony.agents import ToolHandler, plain
+from symphony.agents import TOOL_SERVER_NAME, Grant, ToolHandler, plain
 from symphony.observability.server import serve_embedded
 from symphony.tools import ToolResult, ToolSpec
 
-SERVER_NAME = "symphony"
-"""The name agents know the server by: its tools are `mcp__symphony__<tool>` in Claude Code."""
 MCP_PATH = "/mcp"
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """What one session needs to reach its tools: where, and with which token."""
-
-    url: str
-    token: str
-
-    @property
-    def authorization(self) -> str:
-        return f"Bearer {self.token}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +85,9 @@ class ToolServer:
         async with self._lock:
             if self._url is not None:
                 return self._url
-            mcp = Server(SERVER_NAME, on_list_tools=self._list_tools, on_call_tool=self._call_tool)
+            mcp = Server(
+                TOOL_SERVER_NAME, on_list_tools=self._list_tools, on_call_tool=self._call_tool
+            )
             inner = mcp.streamable_http_app(streamable_http_path=MCP_PATH, json_response=True)
 
             async def app(scope: Any, receive: Any, send: Any) -> None:

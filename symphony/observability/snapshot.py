@@ -15,8 +15,8 @@ from symphony.costs import Spend, day_key
 from symphony.scheduling import RetryEntry, RunningEntry, SchedulerState, TicketTotals
 
 COST_SOURCE = "pricing"
-"""Where costs come from: the workflow's prices times the usage the agent reported (the agents
-driven today report no cost of their own)."""
+"""Where the costs shown come from: the workflow's prices times the usage the agent reported.
+An agent's own estimate (Claude Code reports one) is kept beside as `agent_cost_usd`."""
 COST_DAYS = 14
 
 # Formatting an aware datetime costs microseconds, and each running row has two that rarely
@@ -180,6 +180,9 @@ def _running_row(issue_id: str, entry: RunningEntry, now: float, wall: datetime)
         # Unknown (null), never zero, while some of the run's tokens have no price.
         "cost_usd": None if entry.unpriced_tokens else round(entry.cost_usd, 6),
         "cost_source": COST_SOURCE,
+        # What the agent itself estimated, where it reports one; shown beside, never summed.
+        "agent_cost_usd": None if entry.agent_cost_usd is None else round(entry.agent_cost_usd, 6),
+        "agent": entry.agent_kind,
     }
 
 

@@ -1,6 +1,6 @@
-"""Fixtures for the end-to-end tests that drive the real `codex app-server` binary.
+"""Fixtures for the end-to-end tests that drive the real `codex app-server` and `claude` binaries.
 
-The binary comes from `npm ci --prefix tests/e2e` (pinned in `tests/e2e/package-lock.json`).
+The binaries come from `npm ci --prefix tests/e2e` (pinned in `tests/e2e/package-lock.json`).
 Without it these tests skip, except under CI (`CI` set), where a missing binary fails them so
 that they can never be skipped silently. Each test gets its own `CODEX_HOME` outside /tmp (codex
 refuses to put its helper binaries under a temporary folder), an environment free of the
@@ -26,6 +26,14 @@ E2E_DIR = Path(__file__).resolve().parent
 REPO_ROOT = E2E_DIR.parents[1]
 CODEX_BIN = E2E_DIR / "node_modules" / ".bin" / "codex"
 SCRATCH_ROOT = REPO_ROOT / ".pytest-tmp" / "e2e"
+
+CLAUDE_BIN = E2E_DIR / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
+"""The native Claude Code binary itself (the package's launcher only points at it)."""
+
+CLAUDE_MISSING = (
+    f"the real claude binary is not installed at {CLAUDE_BIN}; "
+    "run `npm ci --prefix tests/e2e` to install the pinned @anthropic-ai/claude-code"
+)
 
 CODEX_MISSING = (
     f"the real codex binary is not installed at {CODEX_BIN}; "
@@ -73,13 +81,13 @@ class AgentProcess:
     command: str
 
 
-def processes_using(codex_home: Path) -> list[AgentProcess]:
-    """Live processes whose environment names `codex_home` as CODEX_HOME.
+def processes_using(codex_home: Path, variable: str = "CODEX_HOME") -> list[AgentProcess]:
+    """Live processes whose environment names `codex_home` as CODEX_HOME (or `variable`).
 
     That is codex itself, and whatever it spawned: shell-snapshot helpers (which codex starts
     in a session of their own), sandboxed commands.
     """
-    marker = f"CODEX_HOME={codex_home}".encode()
+    marker = f"{variable}={codex_home}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -126,8 +134,53 @@ def codex_env(codex_home: Path) -> dict[str, str]:
     return codex_environment(codex_home)
 
 
-def _wait_for_no_processes(home: Path, timeout_s: float) -> list[AgentProcess]:
+def _wait_for_no_processes(
+    home: Path, timeout_s: float, variable: str = "CODEX_HOME"
+) -> list[AgentProcess]:
     deadline = time.monotonic() + timeout_s
-    while (pids := processes_using(home)) and time.monotonic() < deadline:
+    while (pids := processes_using(home, variable)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return pids
+
+
+@pytest.fixture
+def claude_bin() -> Path:
+    """The real claude binary; skips (or fails under CI) when it is not installed."""
+    if not os.access(CLAUDE_BIN, os.X_OK):
+        if os.environ.get("CI"):
+            pytest.fail(f"{CLAUDE_MISSING} (CI is set, so this is a failure, not a skip)")
+        pytest.skip(CLAUDE_MISSING)
+    return CLAUDE_BIN
+
+
+@pytest.fixture
+def claude_home(claude_bin: Path, tmp_path: Path) -> Iterator[Path]:
+    """A fresh home and CLAUDE_CONFIG_DIR for one test; fails it if a claude process (or
+    anything it started) outlives it."""
+    home = tmp_path / "claude-home"
+    (home / ".claude").mkdir(parents=True)
+    yield home
+    config = home / ".claude"
+    leftovers = _wait_for_no_processes(config, 10.0, "CLAUDE_CONFIG_DIR")
+    for process in leftovers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+    if leftovers:
+        pytest.fail(f"claude processes outlived the test: {leftovers}")
+
+
+def claude_environment(home: Path, base_url: str) -> dict[str, str]:
+    """The daemon's environment for Claude Code against a fake Anthropic API at `base_url`:
+    the machine's, without its Anthropic/Claude settings, with an isolated home."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("ANTHROPIC_", "CLAUDE_"))
+    }
+    env.update(
+        HOME=str(home),
+        CLAUDE_CONFIG_DIR=str(home / ".claude"),
+        ANTHROPIC_BASE_URL=base_url,
+        ANTHROPIC_API_KEY="sk-ant-fake-key",
+    )
+    return env

@@ -1,0 +1,673 @@
+"""Claude Code as a session: the `claude` CLI in stream-json mode, one process per worker run.
+
+`ClaudeSession` launches `<claude.command> -p --input-format stream-json --output-format
+stream-json --verbose` in the workspace and keeps that one process for every turn of the run:
+measured on Claude Code 2.1.332, each user line written to stdin runs one turn, which ends with
+exactly one `result` line, on the same session. (Resuming with `--resume <id>` in a new process
+per turn also works but pays the 0.3 s start and the history reload each turn.) A session id is
+chosen here (`--session-id`), so a restarted daemon can `--resume` it; a session Claude no
+longer has falls back to a new one.
+
+Posture, like codex's (`symphony.agents.app_server`):
+
+- Permission requests come to symphony (`--permission-prompt-tool stdio`, `can_use_tool`
+  control requests) and are answered by `claude.approve`: `allow` (the default, reported as
+  `approval_auto_approved`) or `deny`, so that only what `permission_mode` and `allowed_tools`
+  grant runs. A request is never left unanswered: Claude would wait forever.
+- Tools Claude refused by itself do not fail a turn (`permission_denials` in the result): each
+  is reported as a `permission_denied` event.
+- The tracker's tools come over MCP from the daemon (`symphony.agents.tool_server`), passed with
+  `--mcp-config` and `--strict-mcp-config` (a repository's own `.mcp.json` is not loaded); the
+  token reaches Claude in its environment (`SYMPHONY_MCP_TOKEN`), never on its command line.
+  A server Claude could not connect to fails the turn, since its tools would be missing.
+- Claude retries model errors for minutes by itself; `CLAUDE_CODE_MAX_RETRIES` (2 unless
+  `agent.env` says otherwise) bounds that, and the daemon's own silence and stall timers still
+  apply. An error result fails the turn whatever its `subtype` says.
+- Usage comes per turn in `result.usage`; the session reports its running total as the thread
+  totals the core expects, with cache reads and writes apart for pricing. `total_cost_usd`
+  (Claude's own estimate, cumulative for the process) is kept as `reported_cost_usd`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import structlog
+
+from symphony.agents import (
+    INVALID_WORKSPACE_CWD,
+    PORT_EXIT,
+    RESPONSE_ERROR,
+    RESPONSE_TIMEOUT,
+    RESUMED,
+    STARTUP_FAILED,
+    TURN_CANCELLED,
+    TURN_FAILED,
+    TURN_TIMEOUT,
+    AgentError,
+    AgentEvent,
+    AgentLaunch,
+    TokenUsage,
+    TurnResult,
+    truncate,
+)
+from symphony.agents import TOOL_SERVER_NAME as SERVER_NAME
+from symphony.agents.jsonrpc import again
+from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
+from symphony.config import INVALID_CONFIG, ConfigError
+
+_log = structlog.get_logger(__name__)
+
+MCP_TOKEN_VARIABLE = "SYMPHONY_MCP_TOKEN"
+APPROVALS = ("allow", "deny")
+KEYS = (
+    "command",
+    "model",
+    "permission_mode",
+    "approve",
+    "allowed_tools",
+    "disallowed_tools",
+    "extra_args",
+    "turn_timeout_ms",
+    "read_timeout_ms",
+    "stall_timeout_ms",
+)
+ENV_NAMES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_MODEL",
+    "CLAUDE_CONFIG_DIR",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+)
+"""What Claude Code needs of the daemon's environment to reach its model: a key or token, an
+endpoint, where its login and sessions live."""
+QUIET_ENV = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "CLAUDE_CODE_MAX_RETRIES": "2",
+}
+"""Set unless the agent's environment already says otherwise: no telemetry, no update checks,
+and a bound on Claude's own retries of a failing model."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaudeSettings:
+    """The `claude:` section."""
+
+    command: str = "claude"
+    model: str | None = None
+    permission_mode: str = "default"
+    approve: str = "allow"
+    allowed_tools: tuple[str, ...] = ()
+    disallowed_tools: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = ()
+    turn_timeout_ms: int = 3_600_000
+    read_timeout_ms: int = 10_000
+    stall_timeout_ms: int = 300_000
+
+
+def parse_settings(raw: Mapping[str, Any]) -> ClaudeSettings:
+    defaults = ClaudeSettings()
+
+    def text(key: str, default: str | None) -> Any:
+        value = raw.get(key, default)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(INVALID_CONFIG, f"claude.{key} must be a non-empty string")
+        return value.strip() if isinstance(value, str) else None
+
+    def names(key: str) -> tuple[str, ...]:
+        value = raw.get(key, [])
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+            raise ConfigError(INVALID_CONFIG, f"claude.{key} must be a list of strings")
+        return tuple(items)
+
+    def millis(key: str, default: int, minimum: int | None) -> int:
+        value = raw.get(key, default)
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(INVALID_CONFIG, f"claude.{key} must be an integer")
+        if minimum is not None and value < minimum:
+            raise ConfigError(INVALID_CONFIG, f"claude.{key} must be at least {minimum}")
+        return value
+
+    approve = text("approve", defaults.approve)
+    if approve not in APPROVALS:
+        raise ConfigError(INVALID_CONFIG, f"claude.approve must be one of {', '.join(APPROVALS)}")
+    return ClaudeSettings(
+        command=text("command", defaults.command),
+        model=text("model", None),
+        permission_mode=text("permission_mode", defaults.permission_mode),
+        approve=approve,
+        allowed_tools=names("allowed_tools"),
+        disallowed_tools=names("disallowed_tools"),
+        extra_args=names("extra_args"),
+        turn_timeout_ms=millis("turn_timeout_ms", defaults.turn_timeout_ms, 1),
+        read_timeout_ms=millis("read_timeout_ms", defaults.read_timeout_ms, 1),
+        stall_timeout_ms=millis("stall_timeout_ms", defaults.stall_timeout_ms, None),
+    )
+
+
+@dataclass(slots=True)
+class _Turn:
+    outcome: asyncio.Future[TurnResult | AgentError]
+    last_message: str | None = None
+    interrupted: bool = False
+
+
+@dataclass(slots=True)
+class _Usage:
+    input: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    output: int = 0
+
+    def add(self, usage: Mapping[str, Any]) -> None:
+        self.input += _count(usage, "input_tokens")
+        self.cache_read += _count(usage, "cache_read_input_tokens")
+        self.cache_write += _count(usage, "cache_creation_input_tokens")
+        self.output += _count(usage, "output_tokens")
+
+    def totals(self) -> TokenUsage:
+        # Anthropic counts input without the cache; the core's input includes both.
+        whole = self.input + self.cache_read + self.cache_write
+        return TokenUsage(
+            whole, self.output, whole + self.output, self.cache_read, self.cache_write
+        )
+
+
+@dataclass(slots=True)
+class _Pending:
+    requests: dict[str, asyncio.Future[Mapping[str, Any]]] = field(default_factory=dict)
+    next_id: int = 1
+
+
+class ClaudeSession:
+    """An `AgentSession` speaking Claude Code's stream-json protocol to one CLI process."""
+
+    resumed = False
+
+    def __init__(self, launch: AgentLaunch, *, stop_grace_s: float = 2.0) -> None:
+        if not isinstance(launch.settings, ClaudeSettings):
+            raise TypeError(f"a claude session needs the claude block, not {launch.settings!r}")
+        self._launch = launch
+        self._settings: ClaudeSettings = launch.settings
+        self._stop_grace_s = stop_grace_s
+        self._logger = _log.bind(workspace=str(launch.workspace))
+        self._process: AgentProcess | None = None
+        self._session_id: str | None = None
+        self._model: str | None = self._settings.model
+        self._turn: _Turn | None = None
+        self._turn_number = 0
+        self._control = _Pending()
+        self._usage = _Usage()
+        self._failure: AgentError | None = None
+        self._started_event = False
+        self._stopping = False
+        self._stop_task: asyncio.Task[None] | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def lines_read(self) -> int:
+        return self._process.lines_read if self._process is not None else 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Launch Claude Code and check it answers; raises AgentError."""
+        if self._process is not None or self._stop_task is not None:
+            raise AgentError(STARTUP_FAILED, "the session was already started")
+        workspace = self._launch.workspace
+        if not workspace.is_absolute() or not workspace.is_dir():
+            raise AgentError(
+                INVALID_WORKSPACE_CWD,
+                f"workspace {str(workspace)!r} is not an existing absolute directory",
+            )
+        try:
+            resume = self._launch.resume_thread_id
+            if resume is not None:
+                try:
+                    await self._launch_process(resume, resuming=True)
+                    self.resumed = True
+                except AgentError as exc:
+                    # Claude no longer has that session (or never had it): start a new one.
+                    self._logger.info("agent_resume_refused", thread_id=resume, reason=str(exc))
+                    await self._retire()
+            if not self.resumed:
+                await self._launch_process(str(uuid.uuid4()), resuming=False)
+        except BaseException as exc:
+            if isinstance(exc, AgentError):
+                self._emit("startup_failed", message=str(exc))
+                self._logger.warning("agent_startup_failed", reason=str(exc))
+            await self.stop()
+            raise
+        self._logger.debug(
+            "agent_session_started", thread_id=self._session_id, resumed=self.resumed
+        )
+
+    async def _launch_process(self, session_id: str, *, resuming: bool) -> None:
+        self._failure = None
+        self._session_id = session_id
+        env = {**QUIET_ENV, **self._launch.env}
+        grant = self._launch.tool_grant
+        if grant is not None:
+            env[MCP_TOKEN_VARIABLE] = grant.token
+        process = AgentProcess(
+            self._command(session_id, resuming),
+            workspace=self._launch.workspace,
+            env=env,
+            on_line=self._on_line,
+            on_long_line=lambda: self._emit(
+                "malformed", message=f"skipped a line longer than {MAX_LINE_BYTES} bytes"
+            ),
+            logger=self._logger,
+        )
+        self._process = process
+        await process.spawn(self._on_stdout_closed)
+        self._logger = process.logger
+        # The SDK's handshake: the answer proves the CLI is up, and a session it cannot resume
+        # makes it end here, before any turn is sent.
+        await self._control_request({"subtype": "initialize", "hooks": {}})
+
+    def _command(self, session_id: str, resuming: bool) -> str:
+        s = self._settings
+        args = [
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-prompt-tool",
+            "stdio",
+            "--permission-mode",
+            s.permission_mode,
+            *(["--resume", session_id] if resuming else ["--session-id", session_id]),
+        ]
+        if s.model is not None:
+            args += ["--model", s.model]
+        allowed = list(s.allowed_tools)
+        grant = self._launch.tool_grant
+        if grant is not None:
+            config = {
+                "mcpServers": {
+                    SERVER_NAME: {
+                        "type": "http",
+                        "url": grant.url,
+                        # Expanded by Claude from its environment: the token is not in argv.
+                        "headers": {"Authorization": f"Bearer ${{{MCP_TOKEN_VARIABLE}}}"},
+                    }
+                }
+            }
+            args += ["--mcp-config", json.dumps(config)]
+            allowed.append(f"mcp__{SERVER_NAME}")
+        args.append("--strict-mcp-config")
+        if allowed:
+            args += ["--allowedTools", ",".join(allowed)]
+        if s.disallowed_tools:
+            args += ["--disallowedTools", ",".join(s.disallowed_tools)]
+        args += list(s.extra_args)
+        return " ".join([s.command, *(shlex.quote(a) for a in args)])
+
+    async def run_turn(self, prompt: str, *, title: str) -> TurnResult:
+        """Send one user message and stream the turn to its `result`."""
+        if self._failure is not None:
+            raise again(self._failure)
+        if self._process is None or self._stopping:
+            raise AgentError(PORT_EXIT, "the session is not running")
+        if self._turn is not None:
+            raise RuntimeError("a turn is already running on this session")
+        turn = self._turn = _Turn(asyncio.get_running_loop().create_future())
+        self._turn_number += 1
+        turn_id = f"turn-{self._turn_number}"
+        self._emit("turn_started", message=title)
+        try:
+            await self._write(
+                {
+                    "type": "user",
+                    "message": {"role": "user", "content": prompt},
+                    "parent_tool_use_id": None,
+                    "session_id": self._session_id or "",
+                }
+            )
+            outcome = await self._await_outcome(turn)
+        except AgentError as exc:
+            if exc.category not in (TURN_FAILED, TURN_CANCELLED):
+                self._emit("turn_ended_with_error", message=str(exc))
+            self._logger.warning("agent_turn_failed", reason=str(exc))
+            raise
+        finally:
+            self._turn = None
+        return TurnResult(turn_id, f"{self._session_id}-{turn_id}", outcome.message)
+
+    async def _await_outcome(self, turn: _Turn) -> TurnResult:
+        assert self._process is not None
+        loop = asyncio.get_running_loop()
+        silence_s = self._settings.turn_timeout_ms / 1000
+        while True:
+            remaining = self._process.last_output + silence_s - loop.time()
+            if remaining <= 0:
+                raise AgentError(
+                    TURN_TIMEOUT,
+                    f"no output from the agent for {self._settings.turn_timeout_ms} ms",
+                )
+            done, _ = await asyncio.wait({turn.outcome}, timeout=remaining)
+            if done:
+                outcome = turn.outcome.result()
+                if isinstance(outcome, AgentError):
+                    raise again(outcome)
+                return outcome
+
+    async def stop(self) -> None:
+        """Interrupt any turn, end the process and its group; never raises (see codex's)."""
+        if self._stop_task is None:
+            self._stopping = True
+            self._stop_task = asyncio.create_task(self._retire(), name="claude-stop")
+        task = self._stop_task
+        cancelled: asyncio.CancelledError | None = None
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+        if cancelled is not None:
+            raise cancelled
+
+    async def _retire(self) -> None:
+        process = self._process
+        try:
+            if process is not None:
+                await process.stop(self._stop_grace_s, self._interrupt)
+        finally:
+            tasks = list(self._handlers)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._fail(AgentError(PORT_EXIT, "the session was stopped"))
+            self._process = None
+
+    async def _interrupt(self) -> None:
+        turn = self._turn
+        if turn is None or turn.outcome.done() or self._failure is not None:
+            return
+        turn.interrupted = True
+        timeout = min(self._settings.read_timeout_ms / 1000, self._stop_grace_s / 2)
+        try:
+            await asyncio.wait_for(self._control_request({"subtype": "interrupt"}), timeout)
+            # Claude ends the turn with an error result right after answering.
+            await asyncio.wait({turn.outcome}, timeout=timeout)
+        except (AgentError, TimeoutError):
+            pass
+
+    # -- writing -------------------------------------------------------------------------------
+
+    async def _write(self, message: Mapping[str, Any]) -> None:
+        if self._failure is not None:
+            raise again(self._failure)
+        if self._process is None:
+            raise AgentError(PORT_EXIT, "the session is not running")
+        try:
+            await self._process.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        except AgentError:
+            if self._failure is not None:
+                raise again(self._failure) from None
+            raise
+
+    async def _control_request(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        request_id = f"symphony-{self._control.next_id}"
+        self._control.next_id += 1
+        waiter: asyncio.Future[Mapping[str, Any]] = asyncio.get_running_loop().create_future()
+        self._control.requests[request_id] = waiter
+        timeout_s = self._settings.read_timeout_ms / 1000
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._write(
+                    {"type": "control_request", "request_id": request_id, "request": request}
+                )
+                return await waiter
+        except TimeoutError:
+            raise AgentError(
+                RESPONSE_TIMEOUT,
+                f"no answer to {request.get('subtype')} within {round(timeout_s * 1000)} ms",
+            ) from None
+        finally:
+            self._control.requests.pop(request_id, None)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _on_line(self, line: bytes | bytearray) -> None:
+        if not line.strip():
+            return
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            text = line.decode("utf-8", "replace").strip()
+            self._emit("malformed", message=truncate(f"not JSON: {text}"))
+            return
+        if not isinstance(message, dict):
+            return
+        try:
+            self._dispatch(message)
+        except Exception:
+            self._logger.exception("agent_message_handling_failed")
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "system":
+            self._on_system(message)
+        elif kind == "assistant":
+            self._on_assistant(message)
+        elif kind == "user":
+            self._on_tool_results(message)
+        elif kind == "result":
+            self._on_result(message)
+        elif kind == "control_request":
+            task = asyncio.create_task(self._answer(message))
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
+        elif kind == "control_response":
+            response = message.get("response") or {}
+            waiter = self._control.requests.get(str(response.get("request_id")))
+            if waiter is not None and not waiter.done():
+                if response.get("subtype") == "error":
+                    waiter.set_exception(
+                        AgentError(RESPONSE_ERROR, truncate(str(response.get("error")), 500))
+                    )
+                else:
+                    waiter.set_result(response.get("response") or {})
+        elif kind == "control_cancel_request":
+            pass  # the permission it asked for is no longer wanted; our answer is ignored
+        else:
+            self._emit("notification", message=truncate(f"{kind}"))
+
+    def _on_system(self, message: dict[str, Any]) -> None:
+        subtype = message.get("subtype")
+        if subtype == "init":
+            session = message.get("session_id")
+            if isinstance(session, str) and session:
+                self._session_id = session
+            model = message.get("model")
+            if isinstance(model, str) and model:
+                self._model = model
+            if not self._started_event:
+                self._started_event = True
+                self._emit(
+                    "session_started", message=RESUMED if self.resumed else None, model=self._model
+                )
+            if self._launch.tool_grant is not None:
+                servers = message.get("mcp_servers") or []
+                ours = [s for s in servers if isinstance(s, dict) and s.get("name") == SERVER_NAME]
+                if not ours or ours[0].get("status") != "connected":
+                    status = ours[0].get("status") if ours else "missing"
+                    self._end_turn(
+                        AgentError(
+                            STARTUP_FAILED,
+                            f"Claude could not reach symphony's tool server (status {status})",
+                        )
+                    )
+        elif subtype == "api_retry":
+            self._emit(
+                "notification",
+                message=truncate(
+                    f"api_retry {message.get('attempt')}/{message.get('max_retries')}: "
+                    f"{message.get('error')} {message.get('error_status') or ''}"
+                ),
+            )
+        else:
+            self._emit("notification", message=truncate(f"system {subtype}"))
+
+    def _on_assistant(self, message: dict[str, Any]) -> None:
+        content = (message.get("message") or {}).get("content") or []
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                if self._turn is not None:
+                    self._turn.last_message = block["text"]
+                self._emit("notification", message=truncate(f"agentMessage {block['text']}"))
+            elif block.get("type") == "tool_use":
+                self._emit("notification", message=truncate(f"tool_use {_tool_summary(block)}"))
+
+    def _on_tool_results(self, message: dict[str, Any]) -> None:
+        content = (message.get("message") or {}).get("content")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                status = "failed" if block.get("is_error") else "completed"
+                self._emit("notification", message=f"tool_result {status}")
+
+    def _on_result(self, message: dict[str, Any]) -> None:
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            self._usage.add(usage)
+            cost = message.get("total_cost_usd")
+            self._emit(
+                "token_usage",
+                usage=self._usage.totals(),
+                reported_cost_usd=float(cost) if isinstance(cost, int | float) else None,
+            )
+        for denial in message.get("permission_denials") or []:
+            if isinstance(denial, dict):
+                self._emit(
+                    "permission_denied", message=truncate(f"refused {denial.get('tool_name')}")
+                )
+        turn = self._turn
+        text = message.get("result") if isinstance(message.get("result"), str) else None
+        if message.get("is_error"):
+            if turn is not None and turn.interrupted:
+                outcome = AgentError(TURN_CANCELLED, "the turn was interrupted")
+                self._emit("turn_cancelled", message=outcome.message)
+            else:
+                detail = text or "; ".join(map(str, message.get("errors") or [])) or "error"
+                status = message.get("api_error_status")
+                reason = f"{detail} (HTTP {status})" if status else detail
+                outcome = AgentError(TURN_FAILED, truncate(reason, 1000))
+                self._emit("turn_failed", message=truncate(outcome.message))
+            self._end_turn(outcome)
+            return
+        final = (turn.last_message if turn is not None else None) or text
+        self._emit("turn_completed", message=truncate(final) if final else None)
+        self._end_turn(TurnResult("", "", final))
+
+    def _end_turn(self, outcome: TurnResult | AgentError) -> None:
+        turn = self._turn
+        if turn is not None and not turn.outcome.done():
+            turn.outcome.set_result(outcome)
+
+    async def _answer(self, message: dict[str, Any]) -> None:
+        request = message.get("request") or {}
+        request_id = message.get("request_id")
+        if request.get("subtype") == "can_use_tool":
+            tool = str(request.get("tool_name"))
+            if self._settings.approve == "allow":
+                self._emit("approval_auto_approved", message=truncate(f"{tool} allowed"))
+                answer: dict[str, Any] = {
+                    "behavior": "allow",
+                    "updatedInput": request.get("input") or {},
+                }
+            else:
+                self._emit("permission_denied", message=truncate(f"refused {tool}"))
+                answer = {"behavior": "deny", "message": "not allowed by the workflow"}
+            response = {"subtype": "success", "request_id": request_id, "response": answer}
+        else:
+            response = {
+                "subtype": "error",
+                "request_id": request_id,
+                "error": f"unsupported by symphony: {request.get('subtype')}",
+            }
+        try:
+            await self._write({"type": "control_response", "response": response})
+        except AgentError as exc:
+            self._logger.debug("agent_request_unanswered", reason=str(exc))
+
+    async def _on_stdout_closed(self, returncode: int | None) -> None:
+        process = self._process
+        if self._stopping or process is None:
+            failure = AgentError(PORT_EXIT, "the session was stopped")
+        else:
+            failure = process.exit_failure(returncode)
+            self._logger.warning("agent_exited", returncode=returncode, reason=failure.message)
+        self._fail(failure)
+
+    def _fail(self, failure: AgentError) -> None:
+        if self._failure is None:
+            self._failure = failure
+        for waiter in self._control.requests.values():
+            if not waiter.done():
+                waiter.set_exception(again(self._failure))
+        self._end_turn(self._failure)
+
+    def _emit(
+        self,
+        kind: str,
+        *,
+        message: str | None = None,
+        usage: TokenUsage | None = None,
+        model: str | None = None,
+        reported_cost_usd: float | None = None,
+    ) -> None:
+        event = AgentEvent(
+            kind=kind,
+            pid=self.pid,
+            session_id=self._session_id,
+            thread_id=self._session_id,
+            turn_id=f"turn-{self._turn_number}" if self._turn_number else None,
+            message=message,
+            usage=usage,
+            model=model,
+            reported_cost_usd=reported_cost_usd,
+        )
+        try:
+            self._launch.on_event(event)
+        except Exception:
+            self._logger.exception("agent_event_sink_failed", kind=kind)
+
+
+def _tool_summary(block: Mapping[str, Any]) -> str:
+    name = block.get("name")
+    arguments = block.get("input")
+    if isinstance(arguments, dict):
+        detail = arguments.get("command") or arguments.get("file_path") or ""
+    else:
+        detail = ""
+    return f"{name} {detail}".strip()
+
+
+def _count(values: Mapping[str, Any], name: str) -> int:
+    value = values.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

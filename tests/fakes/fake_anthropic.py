@@ -1,0 +1,286 @@
+"""A fake Anthropic Messages API on 127.0.0.1 for driving the real Claude Code CLI offline.
+
+`POST /v1/messages` answers as the real API streams (server-sent events: `message_start`,
+content blocks with their deltas, `message_delta`, `message_stop`), or as one JSON body when the
+request is not streamed. What it answers is scripted by markers in the turn's prompt, the
+newest user message that is not a tool result:
+
+    <<bash CMD>>          a Bash tool call running CMD
+    <<tool NAME JSON>>    a call of tool NAME with the JSON arguments
+    <<text WORDS>>        a text reply (ends the turn)
+    <<fail CODE N>>       the first N requests of the turn get HTTP CODE
+    <<stall SECONDS>>     the reply starts, then says nothing for SECONDS
+
+The markers run in order, one per model call of the turn (a tool call's result comes back as
+the next call); after the last one the reply is `done`. Each call reports the same usage
+(`USAGE`). Every request is recorded (`FakeAnthropic.requests`, and the log file as one JSON
+line each).
+
+In a test: `with FakeAnthropic() as model: ... model.base_url ...`. By hand:
+`python fake_anthropic.py --log FILE` prints `LISTENING <port>` when ready.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+USAGE = {
+    "input_tokens": 100,
+    "cache_creation_input_tokens": 10,
+    "cache_read_input_tokens": 50,
+    "output_tokens": 20,
+}
+MARKER = re.compile(r"<<(bash|tool|text|fail|stall)\s+(.*?)>>", re.DOTALL)
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            block.get("text", "")
+            for block in content
+            if isinstance(block, dict) and block.get("type") == "text"
+        )
+    return ""
+
+
+def is_tool_result(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
+
+
+def plan(messages: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], int, str]:
+    """The markers of the current turn, how many model calls it has had, and its prompt."""
+    start = 0
+    for index, message in enumerate(messages):
+        is_prompt = message.get("role") == "user" and not is_tool_result(message)
+        if is_prompt and (MARKER.search(text_of(message.get("content"))) or index == 0):
+            start = index
+    prompt = text_of(messages[start].get("content")) if messages else ""
+    calls = sum(1 for m in messages[start:] if m.get("role") == "assistant")
+    return MARKER.findall(prompt), calls, prompt
+
+
+class State:
+    def __init__(self, log: str | None) -> None:
+        self.log = log
+        self.lock = threading.Lock()
+        self.failures: dict[str, int] = {}
+        self.count = 0
+        self.requests: list[dict[str, Any]] = []
+
+    def record(self, entry: dict[str, Any]) -> None:
+        with self.lock:
+            self.requests.append(entry)
+            if self.log:
+                with open(self.log, "a") as out:
+                    out.write(json.dumps(entry) + "\n")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    state: State = State(None)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_HEAD(self) -> None:
+        self.send_response(404)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        self.do_HEAD()
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
+            self.reply_json(404, {"type": "error", "error": {"type": "not_found_error"}})
+            return
+        messages = body.get("messages") or []
+        markers, calls, prompt = plan(messages)
+        with self.state.lock:
+            self.state.count += 1
+            number = self.state.count
+        self.state.record(
+            {
+                "n": number,
+                "model": body.get("model"),
+                "stream": body.get("stream", False),
+                "calls": calls,
+                "messages": len(messages),
+                "prompt": prompt[-2000:],
+                "tools": [t.get("name") for t in body.get("tools") or []],
+                "tool_results": [
+                    text_of(b.get("content"))
+                    if not isinstance(b.get("content"), str)
+                    else b.get("content")
+                    for m in messages[-1:]
+                    for b in (m.get("content") if isinstance(m.get("content"), list) else [])
+                    if isinstance(b, dict) and b.get("type") == "tool_result"
+                ],
+            }
+        )
+        actions = [(k, a) for k, a in markers if k not in ("fail", "stall")]
+        for kind, argument in markers:
+            if kind == "fail":
+                code, _, times = argument.partition(" ")
+                key = f"{prompt}|{code}"
+                with self.state.lock:
+                    seen = self.state.failures.get(key, 0)
+                    self.state.failures[key] = seen + 1
+                if seen < int(times or "1"):
+                    self.reply_json(
+                        int(code),
+                        {
+                            "type": "error",
+                            "error": {"type": "api_error", "message": f"fake {code}"},
+                        },
+                    )
+                    return
+        stall = next((float(a) for k, a in markers if k == "stall"), 0.0)
+        kind, argument = actions[calls] if calls < len(actions) else ("text", "done")
+        model = body.get("model") or "claude-sonnet-4-5"
+        if kind == "bash":
+            block = {
+                "type": "tool_use",
+                "id": f"toolu_{number}",
+                "name": "Bash",
+                "input": {"command": argument, "description": "scripted command"},
+            }
+        elif kind == "tool":
+            name, _, arguments = argument.partition(" ")
+            block = {
+                "type": "tool_use",
+                "id": f"toolu_{number}",
+                "name": name,
+                "input": json.loads(arguments or "{}"),
+            }
+        else:
+            block = {"type": "text", "text": argument}
+        stop = "tool_use" if block["type"] == "tool_use" else "end_turn"
+        message = {"id": f"msg_{number}", "type": "message", "role": "assistant", "model": model}
+        if not body.get("stream"):
+            self.reply_json(
+                200,
+                {
+                    **message,
+                    "content": [block],
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": USAGE,
+                },
+            )
+            return
+        self.stream(message, block, stop, stall)
+
+    def reply_json(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def stream(
+        self, message: dict[str, Any], block: dict[str, Any], stop: str, stall: float
+    ) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+        start = {
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {**USAGE, "output_tokens": 1},
+        }
+        self.event("message_start", {"type": "message_start", "message": start})
+        if stall:
+            self.wfile.flush()
+            time.sleep(stall)
+        if block["type"] == "text":
+            opening = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            opening = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        self.event(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": opening},
+        )
+        self.event(
+            "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+        )
+        self.event("content_block_stop", {"type": "content_block_stop", "index": 0})
+        self.event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": USAGE["output_tokens"]},
+            },
+        )
+        self.event("message_stop", {"type": "message_stop"})
+        self.wfile.flush()
+        self.close_connection = True
+
+    def event(self, name: str, data: dict[str, Any]) -> None:
+        self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+
+
+class FakeAnthropic:
+    """The fake on a free port of 127.0.0.1, served from a thread while the block runs."""
+
+    def __init__(self) -> None:
+        self.state = State(None)
+        handler = type("BoundHandler", (Handler,), {"state": self.state})
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        with self.state.lock:
+            return list(self.state.requests)
+
+    def __enter__(self) -> FakeAnthropic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--log")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    Handler.state = State(args.log)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    print(f"LISTENING {server.server_address[1]}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
