@@ -92,6 +92,8 @@ def build_evidence(
     agent_seconds: float,
     hand_off: int,
     cost_usd: float | None = None,
+    agent: str | None = None,
+    model: str | None = None,
 ) -> dict[str, Any]:
     """The evidence of one hand-off, JSON-safe."""
     gates = None
@@ -113,6 +115,8 @@ def build_evidence(
         "verification": gates,
         "workspace": facts.to_json() if facts is not None else None,
         "pull_request": report.pull_request,
+        "agent": agent,
+        "model": model,
         "turns": turns,
         "tokens": {"input": tokens[0], "output": tokens[1], "total": tokens[2]},
         "cost_usd": None if cost_usd is None else round(cost_usd, 4),
@@ -152,8 +156,12 @@ def render_evidence(evidence: Mapping[str, Any]) -> str:
     if evidence.get("pull_request"):
         lines += [f"Pull request (as the agent reports it): {evidence['pull_request']}", ""]
     tokens = evidence["tokens"]
+    ran = evidence.get("agent")
+    if ran:
+        ran = f"{ran} ({evidence['model']})" if evidence.get("model") else ran
     lines += [
-        f"Turns in this stage: {evidence['turns']}. Tokens for the ticket so far: "
+        (f"Agent: {ran}. " if ran else "")
+        + f"Turns in this stage: {evidence['turns']}. Tokens for the ticket so far: "
         f"{tokens['total']:,} ({tokens['input']:,} in, {tokens['output']:,} out), costing "
         f"{usd(evidence.get('cost_usd'))}. Agent time: {_duration(evidence['agent_seconds'])}.",
         "",

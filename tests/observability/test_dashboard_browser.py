@@ -169,6 +169,9 @@ def test_dashboard_shows_the_fleet_and_updates_by_itself(daemon: tuple[str, Path
         expect(page.locator('[data-card="running"] .value')).to_have_text("3")
         title = page.locator('#running tr[data-issue="DEMO-1"] td').nth(1)
         expect(title).to_have_text("Add a usage example to the README")
+        # Which agent and model each session runs.
+        expect(page.locator('#running tr[data-issue="DEMO-1"] td.agent')).to_contain_text("codex")
+        expect(page.locator('#running tr[data-issue="DEMO-1"] td.agent')).to_contain_text("demo")
         # The board view: the waiting ticket, its stage and why it waits.
         waiting = page.locator('#board tr[data-issue="DEMO-3"]')
         expect(waiting).to_contain_text("plan")
@@ -236,6 +239,7 @@ def test_dashboard_shows_outcomes_evidence_and_a_full_review_queue(tmp_path: Pat
         evidence = page.locator("#evidence")
         expect(evidence).to_contain_text("Evidence (hand-off 1 to Human Review)")
         expect(evidence).to_contain_text("passed after 1 fix turn(s)")
+        expect(evidence).to_contain_text("by codex (demo)")
         expect(evidence).to_contain_text("NOTES/DEMO-4.md")
         # Spend: the quickstart prices the demonstration agent's pretend model.
         expect(page.locator('[data-card="spend"] .value')).to_have_text(
