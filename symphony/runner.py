@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import structlog
 
@@ -338,19 +338,18 @@ async def _verify(
 
 
 def _agent_settings(settings: Settings, stage: Stage | None, kind: str) -> SessionSettings:
-    """The agent settings of this run: a stage may narrow codex's approval policy and
-    sandbox."""
-    if kind != "codex":
-        block: SessionSettings = settings.session_settings(kind)
-        return block
-    codex = settings.codex
+    """The agent settings of this run: the stage's own block of its kind when it has one, and
+    a stage may narrow codex's approval policy and sandbox."""
+    block: Any = settings.session_settings(kind)
     if stage is None:
-        return codex
-    if stage.has_approval_policy:
-        codex = dataclasses.replace(codex, approval_policy=stage.approval_policy)
-    if stage.thread_sandbox is not None:
-        codex = dataclasses.replace(codex, thread_sandbox=stage.thread_sandbox)
-    return codex
+        return cast(SessionSettings, block)
+    block = stage.sessions.get(kind, block)
+    if kind == "codex":
+        if stage.has_approval_policy:
+            block = dataclasses.replace(block, approval_policy=stage.approval_policy)
+        if stage.thread_sandbox is not None:
+            block = dataclasses.replace(block, thread_sandbox=stage.thread_sandbox)
+    return cast(SessionSettings, block)
 
 
 async def stage_context(tracker: Tracker, issue: Issue, stage: Stage) -> StageContext:

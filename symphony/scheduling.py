@@ -1327,5 +1327,12 @@ def next_wakeup(state: SchedulerState, next_tick_at: float, settings: Settings) 
 
 
 def _stall_timeout_ms(entry: RunningEntry, settings: Settings) -> int:
-    timeout: int = settings.session_settings(entry.agent_kind).stall_timeout_ms
+    """The stall timeout of the run's agent: its stage's block of that kind, else the
+    workflow's."""
+    block = settings.session_settings(entry.agent_kind)
+    if entry.stage is not None and settings.machine is not None:
+        stage = next((s for s in settings.machine.stages if s.name == entry.stage), None)
+        if stage is not None:
+            block = stage.sessions.get(entry.agent_kind, block)
+    timeout: int = block.stall_timeout_ms
     return timeout

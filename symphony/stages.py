@@ -19,6 +19,7 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from symphony.config import INVALID_CONFIG, ConfigError
@@ -91,6 +92,9 @@ class Stage:
     """Post the evidence comment on success (default: when the stage has gates)."""
     agent: str | None = None
     """The agent kind that runs this stage; None: `agent.kind`."""
+    sessions: Mapping[str, Any] = field(default_factory=dict)
+    """An agent kind's block as this stage changes it (`stages.plan.claude: {model: …}`), by
+    kind; kinds it does not change use the workflow's block."""
 
     @property
     def outcome_targets(self) -> tuple[tuple[str, str], ...]:
@@ -339,7 +343,7 @@ def parse_stages(
         where = f"stages.{name}"
         if not isinstance(body, Mapping):
             raise ConfigError(INVALID_CONFIG, f"{where} must be a map of settings")
-        _warn_unknown(body, STAGE_KEYS, where, warnings)
+        _warn_unknown(body, (*STAGE_KEYS, *_agent_kinds()), where, warnings)
         states = _states(body.get("states"), f"{where}.states")
         for state in states:
             key = normalize_state(state)
@@ -383,6 +387,7 @@ def parse_stages(
                 or DEFAULT_VERIFY_OUTPUT_CHARS,
                 evidence=evidence,
                 agent=_agent_kind(body, where),
+                sessions=_stage_sessions(raw, body, where),
             )
         )
         if not gates:
@@ -517,6 +522,34 @@ def _count(body: Mapping[str, Any], key: str, where: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(INVALID_CONFIG, f"{where}.{key} must be an integer of at least 0")
     return value
+
+
+def _agent_kinds() -> tuple[str, ...]:
+    from symphony.agents.backends import BACKENDS
+
+    return tuple(BACKENDS)
+
+
+def _stage_sessions(
+    raw: Mapping[str, Any], body: Mapping[str, Any], where: str
+) -> Mapping[str, Any]:
+    """The agent blocks this stage overrides, each its keys over the workflow's section."""
+    from symphony.agents.backends import BACKENDS
+
+    blocks: dict[str, Any] = {}
+    for kind, backend in BACKENDS.items():
+        if kind not in body:
+            continue
+        override = body[kind]
+        if not isinstance(override, Mapping):
+            raise ConfigError(INVALID_CONFIG, f"{where}.{kind} must be a map of {kind} settings")
+        base = raw.get(kind)
+        merged = {**(base if isinstance(base, Mapping) else {}), **override}
+        try:
+            blocks[kind] = backend.parse(merged)
+        except ConfigError as exc:
+            raise ConfigError(exc.category, f"{where}: {exc.message}") from None
+    return MappingProxyType(blocks)
 
 
 def _agent_kind(body: Mapping[str, Any], where: str) -> str | None:
