@@ -82,6 +82,8 @@ def test_a_run_is_stalled_by_its_own_agents_timeout(tmp_path: Path) -> None:
         ),
         ({"claude": {"stall_timeout_ms": "soon"}}, r"claude\.stall_timeout_ms must be an integer"),
         ({"claude": {"extra_args": [1]}}, r"claude\.extra_args must be a list of strings"),
+        ({"acp": {"approve": "sometimes"}}, r"acp\.approve must be one of allow, deny"),
+        ({"agent": {"kind": "gemini"}}, r"known: codex, claude, acp"),
     ],
 )
 def test_bad_agent_settings_are_clear_config_errors(
@@ -94,3 +96,26 @@ def test_bad_agent_settings_are_clear_config_errors(
 def test_unknown_keys_of_an_agents_block_are_reported(tmp_path: Path) -> None:
     settings = load(tmp_path, claude={"modle": "x"})
     assert any("claude.modle" in w and "`model`" in w for w in settings.warnings)
+
+
+def test_a_stage_may_change_its_agents_block_over_the_workflows(tmp_path: Path) -> None:
+    plan = {**STAGES["plan"], "claude": {"model": "claude-haiku-4-5", "stall_timeout_ms": 2_000}}
+    settings = load(
+        tmp_path,
+        stages={**STAGES, "plan": plan},
+        claude={"model": "claude-sonnet-4-5", "permission_mode": "acceptEdits"},
+    )
+    assert settings.machine is not None
+    block = settings.machine.stages[0].sessions["claude"]
+    assert isinstance(block, ClaudeSettings)
+    assert (block.model, block.permission_mode) == ("claude-haiku-4-5", "acceptEdits")
+    state = core.SchedulerState()
+    core.select_dispatches(state, [make_issue("A-1", state="Todo")], settings, 0.0, WALL)
+    assert core.detect_stalls(state, settings, 1.5) == []
+    assert core.detect_stalls(state, settings, 2.5) != []  # the stage's own stall timeout
+
+
+def test_a_bad_stage_block_names_the_stage(tmp_path: Path) -> None:
+    plan = {**STAGES["plan"], "claude": {"approve": "often"}}
+    with pytest.raises(ConfigError, match=r"stages\.plan: claude\.approve must be one of"):
+        load(tmp_path, stages={**STAGES, "plan": plan})

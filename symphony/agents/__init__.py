@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,6 +35,16 @@ STARTUP_FAILED = "startup_failed"
 def truncate(text: str, limit: int = 200) -> str:
     """`text` cut to `limit` characters, with an ellipsis when it was cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def client_version() -> str:
+    """Symphony's version, as it introduces itself to an agent."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("symphony")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
 
 
 def plain(value: Any) -> Any:
@@ -62,6 +73,28 @@ class TokenUsage:
     cache_write_tokens: int = 0
 
 
+class EventKind(StrEnum):
+    """What an `AgentEvent` reports; the same words for every agent protocol."""
+
+    SESSION_STARTED = "session_started"
+    STARTUP_FAILED = "startup_failed"
+    TURN_STARTED = "turn_started"
+    TURN_COMPLETED = "turn_completed"
+    TURN_FAILED = "turn_failed"
+    TURN_CANCELLED = "turn_cancelled"
+    TURN_ENDED_WITH_ERROR = "turn_ended_with_error"
+    TURN_INPUT_REQUIRED = "turn_input_required"
+    NOTIFICATION = "notification"
+    TOKEN_USAGE = "token_usage"
+    RATE_LIMITS = "rate_limits"
+    TOOL_CALL = "tool_call"
+    UNSUPPORTED_TOOL_CALL = "unsupported_tool_call"
+    APPROVAL_AUTO_APPROVED = "approval_auto_approved"
+    PERMISSION_DENIED = "permission_denied"
+    MALFORMED = "malformed"
+    OTHER_MESSAGE = "other_message"
+
+
 @dataclass(frozen=True, slots=True)
 class AgentEvent:
     """One normalized update from a session.
@@ -73,7 +106,7 @@ class AgentEvent:
     `session_started`, when the agent named the model its thread runs.
     """
 
-    kind: str
+    kind: EventKind
     pid: int | None = None
     session_id: str | None = None
     thread_id: str | None = None
@@ -85,6 +118,11 @@ class AgentEvent:
     reported_cost_usd: float | None = None
     """What the agent itself says its process has cost so far (Claude Code's list-price
     estimate), kept beside symphony's own pricing, which is what is shown."""
+
+    def __post_init__(self) -> None:
+        # A plain string of a known kind is accepted; an unknown one is an error here, not
+        # a silently ignored event later.
+        object.__setattr__(self, "kind", EventKind(self.kind))
 
 
 class SessionSettings(Protocol):

@@ -28,7 +28,6 @@ import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 import structlog
@@ -46,8 +45,10 @@ from symphony.agents import (
     AgentError,
     AgentEvent,
     AgentLaunch,
+    EventKind,
     TokenUsage,
     TurnResult,
+    client_version,
     plain,
     truncate,
 )
@@ -172,12 +173,14 @@ class AppServerSession:
             await self._handshake()
         except BaseException as exc:
             if isinstance(exc, AgentError):
-                self._emit("startup_failed", message=str(exc))
+                self._emit(EventKind.STARTUP_FAILED, message=str(exc))
                 self._logger.warning("agent_startup_failed", reason=str(exc))
             await self.stop()
             raise
         self._logger.debug("agent_session_started", thread_id=self._thread_id, resumed=self.resumed)
-        self._emit("session_started", message=RESUMED if self.resumed else None, model=self._model)
+        self._emit(
+            EventKind.SESSION_STARTED, message=RESUMED if self.resumed else None, model=self._model
+        )
 
     async def run_turn(self, prompt: str, *, title: str) -> TurnResult:
         """Start a turn on the thread and stream it to its end; raises AgentError unless it
@@ -206,7 +209,7 @@ class AppServerSession:
             outcome = await self._await_outcome(waiter)
         except AgentError as exc:
             if not (waiter.reported and exc.category in _REPORTED_CATEGORIES):
-                self._emit("turn_ended_with_error", message=str(exc))
+                self._emit(EventKind.TURN_ENDED_WITH_ERROR, message=str(exc))
             self._logger.warning("agent_turn_failed", session_id=self._session_id, reason=str(exc))
             raise
         finally:
@@ -242,7 +245,11 @@ class AppServerSession:
         await self._request(
             "initialize",
             {
-                "clientInfo": {"name": "symphony", "title": "Symphony", "version": _version()},
+                "clientInfo": {
+                    "name": "symphony",
+                    "title": "Symphony",
+                    "version": client_version(),
+                },
                 # dynamicTools on thread/start is an experimental field.
                 "capabilities": {"experimentalApi": True},
             },
@@ -298,7 +305,7 @@ class AppServerSession:
         if not waiter.outcome.done():
             self._active_turn_id = turn_id
         self._logger.debug("agent_turn_started", session_id=self._session_id, title=title)
-        self._emit("turn_started", message=title)
+        self._emit(EventKind.TURN_STARTED, message=title)
 
     def _turn_params(self, prompt: str) -> Message:
         params: Message = {
@@ -350,7 +357,8 @@ class AppServerSession:
 
     def _skip_long_line(self) -> None:
         self._emit(
-            "malformed", message=f"skipped a protocol line longer than {MAX_LINE_BYTES} bytes"
+            EventKind.MALFORMED,
+            message=f"skipped a protocol line longer than {MAX_LINE_BYTES} bytes",
         )
 
     async def _on_stdout_closed(self, returncode: int | None) -> None:
@@ -376,7 +384,7 @@ class AppServerSession:
 
     async def _reply_to(self, method: str, params: Message) -> Message:
         if method in _COMMAND_APPROVALS or method in _LEGACY_APPROVALS:
-            self._emit("approval_auto_approved", message=_summarize(method, params))
+            self._emit(EventKind.APPROVAL_AUTO_APPROVED, message=_summarize(method, params))
             decision = "approved" if method in _LEGACY_APPROVALS else "accept"
             return {"result": {"decision": decision}}
         if method == _TOOL_CALL:
@@ -386,9 +394,9 @@ class AppServerSession:
             if self._turn is not None:
                 self._turn.input_required = self._input_required_error(params)
                 self._turn.reported = True
-            self._emit("turn_input_required", message=_summarize(method, params))
+            self._emit(EventKind.TURN_INPUT_REQUIRED, message=_summarize(method, params))
             return {"result": {"answers": {}}}
-        self._emit("other_message", message=_truncate(f"refused server request {method}"))
+        self._emit(EventKind.OTHER_MESSAGE, message=_truncate(f"refused server request {method}"))
         return error_reply(METHOD_NOT_FOUND, f"unsupported by symphony: {method}")
 
     async def _call_tool(self, params: Message) -> Message:
@@ -403,7 +411,7 @@ class AppServerSession:
             or not isinstance(name, str)
             or name not in self._tool_names
         ):
-            self._emit("unsupported_tool_call", message=_truncate(label))
+            self._emit(EventKind.UNSUPPORTED_TOOL_CALL, message=_truncate(label))
             return _tool_reply(False, f"unsupported_tool_call: {label}")
         try:
             result = await handler(name, params.get("arguments"))
@@ -413,7 +421,7 @@ class AppServerSession:
             success, text = False, json.dumps(failure.output)
         # The agent was waiting on us, not silent: the wait must not count towards turn_timeout.
         self._process.touch()
-        self._emit("tool_call", message=f"{name} success={str(success).lower()}")
+        self._emit(EventKind.TOOL_CALL, message=f"{name} success={str(success).lower()}")
         return _tool_reply(success, text)
 
     async def _interrupt_for_input(self, params: Message) -> None:
@@ -445,17 +453,17 @@ class AppServerSession:
             if last_output - self._last_delta_event < DELTA_INTERVAL_S:
                 return
             self._last_delta_event = last_output
-            self._emit("notification", message=method)
+            self._emit(EventKind.NOTIFICATION, message=method)
             return
         if method == "thread/tokenUsage/updated":
             usage = _token_usage(params)
             if usage is not None:
-                self._emit("token_usage", usage=usage)
+                self._emit(EventKind.TOKEN_USAGE, usage=usage)
                 return
         elif method == "account/rateLimits/updated":
             limits = params.get("rateLimits")
             if isinstance(limits, dict):
-                self._emit("rate_limits", rate_limits=limits)
+                self._emit(EventKind.RATE_LIMITS, rate_limits=limits)
                 return
         elif method == "turn/completed":
             self._on_turn_completed(params)
@@ -473,7 +481,7 @@ class AppServerSession:
                 and isinstance(item.get("text"), str)
             ):
                 self._turn.last_message = item["text"]
-        self._emit("notification", message=_summarize(method, params))
+        self._emit(EventKind.NOTIFICATION, message=_summarize(method, params))
 
     def _on_turn_completed(self, params: Message) -> None:
         turn = params.get("turn")
@@ -490,7 +498,7 @@ class AppServerSession:
             or (waiter.turn_id is not None and waiter.turn_id != turn_id)
         ):
             # The end of a turn nobody waits for any more (e.g. after a turn timeout).
-            self._emit("notification", message=_summarize("turn/completed", params))
+            self._emit(EventKind.NOTIFICATION, message=_summarize("turn/completed", params))
             return
         waiter.turn_id = turn_id
         status = turn.get("status")
@@ -498,17 +506,17 @@ class AppServerSession:
         if status == "completed":
             message = waiter.last_message or _final_message(turn)
             outcome = TurnResult(turn_id, f"{self._thread_id}-{turn_id}", message)
-            self._emit("turn_completed", message=_truncate(message) if message else None)
+            self._emit(EventKind.TURN_COMPLETED, message=_truncate(message) if message else None)
         elif status == "failed":
             error = turn.get("error")
             reason = error.get("message") if isinstance(error, dict) else None
             outcome = AgentError(TURN_FAILED, reason or "the turn failed")
-            self._emit("turn_failed", message=_truncate(outcome.message))
+            self._emit(EventKind.TURN_FAILED, message=_truncate(outcome.message))
         elif status == "interrupted" and waiter.input_required is not None:
             outcome = waiter.input_required
         elif status == "interrupted":
             outcome = AgentError(TURN_CANCELLED, "the turn was interrupted")
-            self._emit("turn_cancelled", message=outcome.message)
+            self._emit(EventKind.TURN_CANCELLED, message=outcome.message)
         else:
             outcome = AgentError(RESPONSE_ERROR, f"turn/completed with unknown status {status!r}")
         waiter.reported = waiter.reported or isinstance(outcome, AgentError)
@@ -516,7 +524,7 @@ class AppServerSession:
 
     def _emit(
         self,
-        kind: str,
+        kind: EventKind,
         *,
         message: str | None = None,
         usage: TokenUsage | None = None,
@@ -665,10 +673,3 @@ def _dig(value: Any, *keys: str) -> Any:
             return None
         value = value.get(key)
     return value
-
-
-def _version() -> str:
-    try:
-        return metadata.version("symphony")
-    except metadata.PackageNotFoundError:
-        return "0.0.0"

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.agents import AgentLaunch, AgentSession, SessionSettings, claude
+from symphony.agents import AgentLaunch, AgentSession, SessionSettings, acp, claude
 from symphony.config import KNOWN_KEYS, parse_codex
 from symphony.errors import SymphonyError
 
@@ -65,7 +65,23 @@ CLAUDE = Backend(
     tools_over_mcp=True,
 )
 
-BACKENDS: Mapping[str, Backend] = {b.kind: b for b in (CODEX, CLAUDE)}
+
+def _acp_session(launch: AgentLaunch) -> AgentSession:
+    from symphony.agents.acp import AcpSession
+
+    return AcpSession(launch)
+
+
+ACP = Backend(
+    kind="acp",
+    keys=acp.KEYS,
+    env_names=acp.ENV_NAMES,
+    parse=acp.parse_settings,
+    session=_acp_session,
+    tools_over_mcp=True,
+)
+
+BACKENDS: Mapping[str, Backend] = {b.kind: b for b in (CODEX, CLAUDE, ACP)}
 
 
 def backend(kind: str) -> Backend:

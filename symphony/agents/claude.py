@@ -54,6 +54,7 @@ from symphony.agents import (
     AgentError,
     AgentEvent,
     AgentLaunch,
+    EventKind,
     TokenUsage,
     TurnResult,
     truncate,
@@ -253,7 +254,7 @@ class ClaudeSession:
                 await self._launch_process(str(uuid.uuid4()), resuming=False)
         except BaseException as exc:
             if isinstance(exc, AgentError):
-                self._emit("startup_failed", message=str(exc))
+                self._emit(EventKind.STARTUP_FAILED, message=str(exc))
                 self._logger.warning("agent_startup_failed", reason=str(exc))
             await self.stop()
             raise
@@ -274,7 +275,7 @@ class ClaudeSession:
             env=env,
             on_line=self._on_line,
             on_long_line=lambda: self._emit(
-                "malformed", message=f"skipped a line longer than {MAX_LINE_BYTES} bytes"
+                EventKind.MALFORMED, message=f"skipped a line longer than {MAX_LINE_BYTES} bytes"
             ),
             logger=self._logger,
         )
@@ -336,7 +337,7 @@ class ClaudeSession:
         turn = self._turn = _Turn(asyncio.get_running_loop().create_future())
         self._turn_number += 1
         turn_id = f"turn-{self._turn_number}"
-        self._emit("turn_started", message=title)
+        self._emit(EventKind.TURN_STARTED, message=title)
         try:
             await self._write(
                 {
@@ -349,7 +350,7 @@ class ClaudeSession:
             outcome = await self._await_outcome(turn)
         except AgentError as exc:
             if exc.category not in (TURN_FAILED, TURN_CANCELLED):
-                self._emit("turn_ended_with_error", message=str(exc))
+                self._emit(EventKind.TURN_ENDED_WITH_ERROR, message=str(exc))
             self._logger.warning("agent_turn_failed", reason=str(exc))
             raise
         finally:
@@ -458,7 +459,7 @@ class ClaudeSession:
             message = orjson.loads(line)
         except orjson.JSONDecodeError:
             text = line.decode("utf-8", "replace").strip()
-            self._emit("malformed", message=truncate(f"not JSON: {text}"))
+            self._emit(EventKind.MALFORMED, message=truncate(f"not JSON: {text}"))
             return
         if not isinstance(message, dict):
             return
@@ -494,7 +495,7 @@ class ClaudeSession:
         elif kind == "control_cancel_request":
             pass  # the permission it asked for is no longer wanted; our answer is ignored
         else:
-            self._emit("notification", message=truncate(f"{kind}"))
+            self._emit(EventKind.NOTIFICATION, message=truncate(f"{kind}"))
 
     def _on_system(self, message: dict[str, Any]) -> None:
         subtype = message.get("subtype")
@@ -508,7 +509,9 @@ class ClaudeSession:
             if not self._started_event:
                 self._started_event = True
                 self._emit(
-                    "session_started", message=RESUMED if self.resumed else None, model=self._model
+                    EventKind.SESSION_STARTED,
+                    message=RESUMED if self.resumed else None,
+                    model=self._model,
                 )
             if self._launch.tool_grant is not None:
                 servers = message.get("mcp_servers") or []
@@ -523,14 +526,14 @@ class ClaudeSession:
                     )
         elif subtype == "api_retry":
             self._emit(
-                "notification",
+                EventKind.NOTIFICATION,
                 message=truncate(
                     f"api_retry {message.get('attempt')}/{message.get('max_retries')}: "
                     f"{message.get('error')} {message.get('error_status') or ''}"
                 ),
             )
         else:
-            self._emit("notification", message=truncate(f"system {subtype}"))
+            self._emit(EventKind.NOTIFICATION, message=truncate(f"system {subtype}"))
 
     def _on_assistant(self, message: dict[str, Any]) -> None:
         content = (message.get("message") or {}).get("content") or []
@@ -540,16 +543,20 @@ class ClaudeSession:
             if block.get("type") == "text" and isinstance(block.get("text"), str):
                 if self._turn is not None:
                     self._turn.last_message = block["text"]
-                self._emit("notification", message=truncate(f"agentMessage {block['text']}"))
+                self._emit(
+                    EventKind.NOTIFICATION, message=truncate(f"agentMessage {block['text']}")
+                )
             elif block.get("type") == "tool_use":
-                self._emit("notification", message=truncate(f"tool_use {_tool_summary(block)}"))
+                self._emit(
+                    EventKind.NOTIFICATION, message=truncate(f"tool_use {_tool_summary(block)}")
+                )
 
     def _on_tool_results(self, message: dict[str, Any]) -> None:
         content = (message.get("message") or {}).get("content")
         for block in content if isinstance(content, list) else []:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 status = "failed" if block.get("is_error") else "completed"
-                self._emit("notification", message=f"tool_result {status}")
+                self._emit(EventKind.NOTIFICATION, message=f"tool_result {status}")
 
     def _on_result(self, message: dict[str, Any]) -> None:
         usage = message.get("usage")
@@ -557,31 +564,32 @@ class ClaudeSession:
             self._usage.add(usage)
             cost = message.get("total_cost_usd")
             self._emit(
-                "token_usage",
+                EventKind.TOKEN_USAGE,
                 usage=self._usage.totals(),
                 reported_cost_usd=float(cost) if isinstance(cost, int | float) else None,
             )
         for denial in message.get("permission_denials") or []:
             if isinstance(denial, dict):
                 self._emit(
-                    "permission_denied", message=truncate(f"refused {denial.get('tool_name')}")
+                    EventKind.PERMISSION_DENIED,
+                    message=truncate(f"refused {denial.get('tool_name')}"),
                 )
         turn = self._turn
         text = message.get("result") if isinstance(message.get("result"), str) else None
         if message.get("is_error"):
             if turn is not None and turn.interrupted:
                 outcome = AgentError(TURN_CANCELLED, "the turn was interrupted")
-                self._emit("turn_cancelled", message=outcome.message)
+                self._emit(EventKind.TURN_CANCELLED, message=outcome.message)
             else:
                 detail = text or "; ".join(map(str, message.get("errors") or [])) or "error"
                 status = message.get("api_error_status")
                 reason = f"{detail} (HTTP {status})" if status else detail
                 outcome = AgentError(TURN_FAILED, truncate(reason, 1000))
-                self._emit("turn_failed", message=truncate(outcome.message))
+                self._emit(EventKind.TURN_FAILED, message=truncate(outcome.message))
             self._end_turn(outcome)
             return
         final = (turn.last_message if turn is not None else None) or text
-        self._emit("turn_completed", message=truncate(final) if final else None)
+        self._emit(EventKind.TURN_COMPLETED, message=truncate(final) if final else None)
         self._end_turn(TurnResult("", "", final))
 
     def _end_turn(self, outcome: TurnResult | AgentError) -> None:
@@ -595,13 +603,13 @@ class ClaudeSession:
         if request.get("subtype") == "can_use_tool":
             tool = str(request.get("tool_name"))
             if self._settings.approve == "allow":
-                self._emit("approval_auto_approved", message=truncate(f"{tool} allowed"))
+                self._emit(EventKind.APPROVAL_AUTO_APPROVED, message=truncate(f"{tool} allowed"))
                 answer: dict[str, Any] = {
                     "behavior": "allow",
                     "updatedInput": request.get("input") or {},
                 }
             else:
-                self._emit("permission_denied", message=truncate(f"refused {tool}"))
+                self._emit(EventKind.PERMISSION_DENIED, message=truncate(f"refused {tool}"))
                 answer = {"behavior": "deny", "message": "not allowed by the workflow"}
             response = {"subtype": "success", "request_id": request_id, "response": answer}
         else:
@@ -634,7 +642,7 @@ class ClaudeSession:
 
     def _emit(
         self,
-        kind: str,
+        kind: EventKind,
         *,
         message: str | None = None,
         usage: TokenUsage | None = None,

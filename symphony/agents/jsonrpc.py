@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from symphony.agents import RESPONSE_ERROR, RESPONSE_TIMEOUT, AgentError, truncate
+from symphony.agents import RESPONSE_ERROR, RESPONSE_TIMEOUT, AgentError, EventKind, truncate
 
 Message = dict[str, Any]
 
@@ -36,7 +36,7 @@ class JsonRpcPeer:
         *,
         on_request: RequestHandler,
         on_notification: Callable[[str, Message], None],
-        on_other: Callable[[str, str], None],
+        on_other: Callable[[EventKind, str], None],
         logger: Any,
         version: str | None = None,
         after_answer: Callable[[str, Message], Awaitable[None]] | None = None,
@@ -144,10 +144,12 @@ class JsonRpcPeer:
             message = orjson.loads(line)
         except orjson.JSONDecodeError:
             text = line.decode("utf-8", "replace").strip()
-            self._on_other("malformed", truncate(f"not JSON: {text}", _DETAIL_CHARS))
+            self._on_other(EventKind.MALFORMED, truncate(f"not JSON: {text}", _DETAIL_CHARS))
             return
         if not isinstance(message, dict):
-            self._on_other("other_message", truncate(f"not an object: {message!r}", _DETAIL_CHARS))
+            self._on_other(
+                EventKind.OTHER_MESSAGE, truncate(f"not an object: {message!r}", _DETAIL_CHARS)
+            )
             return
         try:
             self._dispatch(message)
@@ -171,7 +173,7 @@ class JsonRpcPeer:
         elif isinstance(method, str):
             self._on_notification(method, params)
         else:
-            self._on_other("other_message", truncate(json.dumps(message), _DETAIL_CHARS))
+            self._on_other(EventKind.OTHER_MESSAGE, truncate(json.dumps(message), _DETAIL_CHARS))
 
     def _resolve(self, message: Message) -> None:
         request_id = message["id"]

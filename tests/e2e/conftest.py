@@ -184,3 +184,12 @@ def claude_environment(home: Path, base_url: str) -> dict[str, str]:
         ANTHROPIC_API_KEY="sk-ant-fake-key",
     )
     return env
+
+
+def claude_agent_environment(home: Path, base_url: str) -> dict[str, str]:
+    """What the daemon would give a Claude or ACP agent of that environment (the allowlist):
+    for tests that drive a session without the daemon. The machine's own variables stay out
+    (its `IS_SANDBOX=yes`, for one, makes the ACP adapter's Claude refuse to start as root)."""
+    daemon = claude_environment(home, base_url)
+    keep = ("PATH", "HOME", "LANG", "CLAUDE_CONFIG_DIR", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")
+    return {name: daemon[name] for name in keep if name in daemon}

@@ -22,7 +22,12 @@ from symphony.agents.claude import ClaudeSession, parse_settings
 from symphony.agents.tool_server import ToolServer
 from symphony.pricing import DEFAULT_PRICES
 from symphony.tools import ToolResult, ToolSpec
-from tests.e2e.conftest import CLAUDE_BIN, claude_environment, codex_command
+from tests.e2e.conftest import (
+    CLAUDE_BIN,
+    claude_agent_environment,
+    claude_environment,
+    codex_command,
+)
 from tests.e2e.fake_model import CallTool, FakeModel, ModelRequest, Say, Step
 from tests.fakes.fake_anthropic import USAGE, FakeAnthropic
 from tests.stage_flow import StageRun, two_stages
@@ -194,7 +199,7 @@ async def test_a_turn_edits_a_file_and_the_next_continues_the_same_session_at_li
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    client = Session(workspace, claude_environment(claude_home, anthropic.base_url))
+    client = Session(workspace, claude_agent_environment(claude_home, anthropic.base_url))
     try:
         session = await client.open()
         first = await session.run_turn(
@@ -235,7 +240,7 @@ async def test_a_model_error_is_retried_by_claude_within_its_bound(
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    client = Session(workspace, claude_environment(claude_home, anthropic.base_url))
+    client = Session(workspace, claude_agent_environment(claude_home, anthropic.base_url))
     try:
         session = await client.open()
         result = await session.run_turn("Try. <<fail 500 1>> <<text recovered>>", title="t")
@@ -250,7 +255,10 @@ async def test_a_model_error_past_the_retries_fails_the_turn(
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    env = {**claude_environment(claude_home, anthropic.base_url), "CLAUDE_CODE_MAX_RETRIES": "0"}
+    env = {
+        **claude_agent_environment(claude_home, anthropic.base_url),
+        "CLAUDE_CODE_MAX_RETRIES": "0",
+    }
     client = Session(workspace, env)
     try:
         session = await client.open()

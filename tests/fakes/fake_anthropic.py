@@ -61,13 +61,29 @@ def is_tool_result(message: dict[str, Any]) -> bool:
 
 
 def plan(messages: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], int, str]:
-    """The markers of the current turn, how many model calls it has had, and its prompt."""
-    start = 0
+    """The markers of the current turn, how many model calls it has had, and its prompt.
+
+    The prompt is the newest text with markers in a user message (Claude may merge a failed
+    turn's message with the next one into one user message of several blocks)."""
+    start, prompt = 0, ""
     for index, message in enumerate(messages):
-        is_prompt = message.get("role") == "user" and not is_tool_result(message)
-        if is_prompt and (MARKER.search(text_of(message.get("content"))) or index == 0):
-            start = index
-    prompt = text_of(messages[start].get("content")) if messages else ""
+        if message.get("role") != "user" or is_tool_result(message):
+            continue
+        content = message.get("content")
+        blocks = (
+            [content]
+            if isinstance(content, str)
+            else [
+                b.get("text", "")
+                for b in content or []
+                if isinstance(b, dict) and b.get("type") == "text"
+            ]
+        )
+        marked = [b for b in blocks if MARKER.search(b)]
+        if marked:
+            start, prompt = index, marked[-1]
+        elif index == 0:
+            prompt = text_of(content)
     calls = sum(1 for m in messages[start:] if m.get("role") == "assistant")
     return MARKER.findall(prompt), calls, prompt
 

@@ -1,0 +1,505 @@
+"""Any ACP agent as a session: the Agent Client Protocol (JSON-RPC 2.0 over stdio).
+
+Gemini CLI, OpenCode, Goose and adapters for Claude Code and codex speak it. `AcpSession`
+launches `acp.command` in the workspace, checks `initialize` (protocol version 1), opens a
+session with `session/new` (the workspace as `cwd`, the daemon's MCP tool server in
+`mcpServers`), and runs each turn as a `session/prompt`, whose reply ends the turn.
+
+The client is small and rides on the shared framing (`symphony.agents.jsonrpc`) rather than the
+`agent-client-protocol` package: a daemon needs `initialize`, `session/new|load|prompt|cancel`,
+`session/update` and `session/request_permission` only, and the package is pre-1.0, tracks a
+moving schema and would bring pydantic along.
+
+Posture:
+
+- Permission requests are answered by `acp.approve` (`allow`: the agent's allow-once option;
+  `deny`: its reject-once option), within `read_timeout_ms`, so a turn never hangs on one.
+- The client declares no file-system or terminal capability; such requests are refused.
+- **Retire after a cancel or an error.** Measured on claude-agent-acp 0.23.1: after a
+  `cancelled` reply or a failed prompt, the next prompt on that process answers at once and
+  its output arrives a prompt later. So a session whose turn was cancelled or failed is never
+  prompted again in that process: the next turn starts a new process and `session/load`s the
+  same session.
+- Adapters may ignore stdin closing and leave children behind on SIGTERM: the process runs in
+  its own group, which is killed (`symphony.process`).
+- Usage comes per prompt in the reply (`usage`) and is reported as running totals; the agent's
+  own cost (`usage_update.cost.amount`, cumulative for its process) is kept as
+  `reported_cost_usd`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from symphony.agents import (
+    INVALID_WORKSPACE_CWD,
+    PORT_EXIT,
+    RESPONSE_ERROR,
+    RESUMED,
+    STARTUP_FAILED,
+    TOOL_SERVER_NAME,
+    TURN_CANCELLED,
+    TURN_FAILED,
+    TURN_TIMEOUT,
+    AgentError,
+    AgentEvent,
+    AgentLaunch,
+    EventKind,
+    TokenUsage,
+    TurnResult,
+    client_version,
+    truncate,
+)
+from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, error_reply
+from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
+from symphony.config import INVALID_CONFIG, ConfigError
+
+_log = structlog.get_logger(__name__)
+
+PROTOCOL_VERSION = 1
+APPROVALS = ("allow", "deny")
+KEYS = ("command", "approve", "turn_timeout_ms", "read_timeout_ms", "stall_timeout_ms")
+ENV_NAMES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "CLAUDE_CONFIG_DIR",
+    "CLAUDE_CODE_EXECUTABLE",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+)
+"""The model credentials and endpoints of the agents that speak ACP today."""
+QUIET_ENV = {"CLAUDE_CODE_MAX_RETRIES": "2", "DISABLE_TELEMETRY": "1"}
+EOF_GRACE_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class AcpSettings:
+    """The `acp:` section."""
+
+    command: str = ""
+    approve: str = "allow"
+    turn_timeout_ms: int = 3_600_000
+    read_timeout_ms: int = 30_000
+    stall_timeout_ms: int = 300_000
+
+
+def parse_settings(raw: Mapping[str, Any]) -> AcpSettings:
+    defaults = AcpSettings()
+    command = raw.get("command", defaults.command)
+    if not isinstance(command, str):
+        raise ConfigError(INVALID_CONFIG, "acp.command must be a shell command")
+    approve = raw.get("approve", defaults.approve)
+    if approve not in APPROVALS:
+        raise ConfigError(INVALID_CONFIG, f"acp.approve must be one of {', '.join(APPROVALS)}")
+
+    def millis(key: str, default: int, minimum: int | None) -> int:
+        value = raw.get(key, default)
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(INVALID_CONFIG, f"acp.{key} must be an integer")
+        if minimum is not None and value < minimum:
+            raise ConfigError(INVALID_CONFIG, f"acp.{key} must be at least {minimum}")
+        return value
+
+    return AcpSettings(
+        command=command.strip(),
+        approve=approve,
+        turn_timeout_ms=millis("turn_timeout_ms", defaults.turn_timeout_ms, 1),
+        read_timeout_ms=millis("read_timeout_ms", defaults.read_timeout_ms, 1),
+        stall_timeout_ms=millis("stall_timeout_ms", defaults.stall_timeout_ms, None),
+    )
+
+
+@dataclass(slots=True)
+class _Turn:
+    text: list[str] = field(default_factory=list)
+    """The agent's message of this turn, as streamed."""
+
+
+@dataclass(slots=True)
+class _Usage:
+    input: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    output: int = 0
+
+    def add(self, usage: Mapping[str, Any]) -> None:
+        self.input += _count(usage, "inputTokens")
+        self.cache_read += _count(usage, "cachedReadTokens")
+        self.cache_write += _count(usage, "cachedWriteTokens")
+        self.output += _count(usage, "outputTokens")
+
+    def totals(self) -> TokenUsage:
+        whole = self.input + self.cache_read + self.cache_write
+        return TokenUsage(
+            whole, self.output, whole + self.output, self.cache_read, self.cache_write
+        )
+
+
+class AcpSession:
+    """An `AgentSession` speaking ACP to an agent process (a new one after a cancel or an
+    error, on the same ACP session)."""
+
+    resumed = False
+
+    def __init__(self, launch: AgentLaunch, *, stop_grace_s: float = 2.0) -> None:
+        if not isinstance(launch.settings, AcpSettings):
+            raise TypeError(f"an ACP session needs the acp block, not {launch.settings!r}")
+        self._launch = launch
+        self._settings: AcpSettings = launch.settings
+        self._stop_grace_s = stop_grace_s
+        self._logger = _log.bind(workspace=str(launch.workspace))
+        self._process: AgentProcess | None = None
+        self._rpc: JsonRpcPeer | None = None
+        self._session_id: str | None = None
+        self._model: str | None = None
+        self._turn: _Turn | None = None
+        self._turn_number = 0
+        self._usage = _Usage()
+        self._retire_before_next = False
+        self._started_event = False
+        self._stopping = False
+        self._stop_task: asyncio.Task[None] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._process is not None or self._stop_task is not None:
+            raise AgentError(STARTUP_FAILED, "the session was already started")
+        if not self._settings.command:
+            raise AgentError(STARTUP_FAILED, "acp.command is not set: which agent should run?")
+        workspace = self._launch.workspace
+        if not workspace.is_absolute() or not workspace.is_dir():
+            raise AgentError(
+                INVALID_WORKSPACE_CWD,
+                f"workspace {str(workspace)!r} is not an existing absolute directory",
+            )
+        try:
+            await self._open(self._launch.resume_thread_id)
+        except BaseException as exc:
+            if isinstance(exc, AgentError):
+                self._emit(EventKind.STARTUP_FAILED, message=str(exc))
+                self._logger.warning("agent_startup_failed", reason=str(exc))
+            await self.stop()
+            raise
+
+    async def _open(self, load: str | None) -> None:
+        """A new agent process, initialized, on a new session or on `load`'s."""
+        rpc = await self._spawn()
+        timeout_s = self._settings.read_timeout_ms / 1000
+        result = await rpc.request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {
+                    "fs": {"readTextFile": False, "writeTextFile": False},
+                    "terminal": False,
+                },
+                "clientInfo": {"name": "symphony", "version": client_version()},
+            },
+            timeout_s=timeout_s,
+        )
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        if version != PROTOCOL_VERSION:
+            raise AgentError(
+                STARTUP_FAILED, f"the agent speaks ACP version {version!r}, not {PROTOCOL_VERSION}"
+            )
+        can_load = bool(_dig(result, "agentCapabilities", "loadSession"))
+        params: Message = {"cwd": str(self._launch.workspace), "mcpServers": self._mcp_servers()}
+        if load is not None and can_load:
+            try:
+                opened = await rpc.request(
+                    "session/load", {**params, "sessionId": load}, timeout_s=timeout_s
+                )
+            except AgentError as exc:
+                self._logger.info("agent_resume_refused", thread_id=load, reason=str(exc))
+            else:
+                self._session_id = load
+                self.resumed = self.resumed or load == self._launch.resume_thread_id
+                self._note_model(opened)
+                return
+        opened = await rpc.request("session/new", params, timeout_s=timeout_s)
+        session_id = opened.get("sessionId") if isinstance(opened, dict) else None
+        if not isinstance(session_id, str) or not session_id:
+            raise AgentError(RESPONSE_ERROR, "session/new returned no sessionId")
+        self._session_id = session_id
+        self._note_model(opened)
+
+    async def _spawn(self) -> JsonRpcPeer:
+        env = {**QUIET_ENV, **self._launch.env}
+        rpc: JsonRpcPeer | None = None
+
+        def on_line(line: bytes | bytearray) -> None:
+            if rpc is not None:
+                rpc.handle_line(line)
+
+        process = AgentProcess(
+            self._settings.command,
+            workspace=self._launch.workspace,
+            env=env,
+            on_line=on_line,
+            on_long_line=lambda: self._emit(
+                EventKind.MALFORMED, message=f"skipped a line longer than {MAX_LINE_BYTES} bytes"
+            ),
+            logger=self._logger,
+        )
+        rpc = JsonRpcPeer(
+            process.write,
+            on_request=self._reply_to,
+            on_notification=self._on_notification,
+            on_other=lambda kind, message: self._emit(kind, message=message),
+            logger=self._logger,
+            version="2.0",
+        )
+        self._process, self._rpc = process, rpc
+
+        async def closed(returncode: int | None) -> None:
+            if rpc is not None and self._rpc is rpc:
+                failure = (
+                    AgentError(PORT_EXIT, "the session was stopped")
+                    if self._stopping
+                    else process.exit_failure(returncode)
+                )
+                rpc.fail(failure)
+
+        await process.spawn(closed)
+        self._logger = process.logger
+        return rpc
+
+    def _mcp_servers(self) -> list[Message]:
+        grant = self._launch.tool_grant
+        if grant is None:
+            return []
+        return [
+            {
+                "type": "http",
+                "name": TOOL_SERVER_NAME,
+                "url": grant.url,
+                "headers": [{"name": "Authorization", "value": grant.authorization}],
+            }
+        ]
+
+    def _note_model(self, opened: Any) -> None:
+        model = _dig(opened, "models", "currentModelId")
+        self._model = model if isinstance(model, str) and model else None
+        if not self._started_event:
+            self._started_event = True
+            self._emit(
+                EventKind.SESSION_STARTED,
+                message=RESUMED if self.resumed else None,
+                model=self._model,
+            )
+
+    async def run_turn(self, prompt: str, *, title: str) -> TurnResult:
+        if self._stopping or self._rpc is None or self._session_id is None:
+            raise AgentError(PORT_EXIT, "the session is not running")
+        if self._turn is not None:
+            raise RuntimeError("a turn is already running on this session")
+        if self._retire_before_next or self._rpc.failure is not None:
+            # The process may answer the next prompt with the last one's leftovers: a new one.
+            await self._retire_process()
+            await self._open(self._session_id)
+            self._retire_before_next = False
+        rpc = self._rpc
+        assert rpc is not None
+        self._turn_number += 1
+        turn_id = f"turn-{self._turn_number}"
+        turn = self._turn = _Turn()
+        self._emit(EventKind.TURN_STARTED, message=title)
+        prompt_task = asyncio.ensure_future(
+            rpc.request(
+                "session/prompt",
+                {"sessionId": self._session_id, "prompt": [{"type": "text", "text": prompt}]},
+                # The silence timer below bounds the turn; this only must not fire first.
+                timeout_s=self._settings.turn_timeout_ms / 1000 * 10,
+            )
+        )
+        try:
+            result = await self._await_reply(prompt_task)
+            usage = result.get("usage") if isinstance(result, dict) else None
+            if isinstance(usage, dict):
+                self._usage.add(usage)
+                self._emit(EventKind.TOKEN_USAGE, usage=self._usage.totals())
+            stop = result.get("stopReason") if isinstance(result, dict) else None
+            message = "".join(turn.text).strip() or None
+            if stop == "end_turn":
+                self._emit(EventKind.TURN_COMPLETED, message=truncate(message) if message else None)
+                return TurnResult(turn_id, f"{self._session_id}-{turn_id}", message)
+            self._retire_before_next = True
+            if stop == "cancelled":
+                self._emit(EventKind.TURN_CANCELLED, message="the turn was cancelled")
+                raise AgentError(TURN_CANCELLED, "the turn was cancelled")
+            self._emit(EventKind.TURN_FAILED, message=f"stopped: {stop}")
+            raise AgentError(TURN_FAILED, f"the agent stopped the turn: {stop}")
+        except AgentError as exc:
+            self._retire_before_next = True
+            if exc.category not in (TURN_FAILED, TURN_CANCELLED):
+                self._emit(EventKind.TURN_ENDED_WITH_ERROR, message=str(exc))
+            self._logger.warning("agent_turn_failed", reason=str(exc))
+            if exc.category == RESPONSE_ERROR:
+                raise AgentError(TURN_FAILED, exc.message) from None
+            raise
+        finally:
+            self._turn = None
+            if not prompt_task.done():
+                prompt_task.cancel()
+
+    async def _await_reply(self, prompt: asyncio.Future[Any]) -> Any:
+        assert self._process is not None
+        loop = asyncio.get_running_loop()
+        silence_s = self._settings.turn_timeout_ms / 1000
+        while True:
+            remaining = self._process.last_output + silence_s - loop.time()
+            if remaining <= 0:
+                raise AgentError(
+                    TURN_TIMEOUT,
+                    f"no output from the agent for {self._settings.turn_timeout_ms} ms",
+                )
+            done, _ = await asyncio.wait({prompt}, timeout=remaining)
+            if done:
+                return prompt.result()
+
+    async def stop(self) -> None:
+        if self._stop_task is None:
+            self._stopping = True
+            self._stop_task = asyncio.create_task(self._retire_process(), name="acp-stop")
+        task = self._stop_task
+        cancelled: asyncio.CancelledError | None = None
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+        if cancelled is not None:
+            raise cancelled
+
+    async def _retire_process(self) -> None:
+        process, rpc = self._process, self._rpc
+        try:
+            if process is not None:
+                # Adapters measured here ignore stdin closing: no use waiting long for it.
+                await process.stop(min(self._stop_grace_s, EOF_GRACE_S), self._cancel)
+        finally:
+            if rpc is not None:
+                await rpc.close()
+                rpc.fail(AgentError(PORT_EXIT, "the session was stopped"))
+            self._process = self._rpc = None
+
+    async def _cancel(self) -> None:
+        rpc = self._rpc
+        if self._turn is None or rpc is None or rpc.failure is not None:
+            return
+        try:
+            await rpc.notify("session/cancel", {"sessionId": self._session_id})
+            # The pending prompt answers `cancelled` within milliseconds.
+            await asyncio.sleep(min(0.5, self._stop_grace_s / 2))
+        except AgentError:
+            pass
+
+    # -- the agent's messages ------------------------------------------------------------------
+
+    async def _reply_to(self, method: str, params: Message) -> Message:
+        if method == "session/request_permission":
+            return {"result": {"outcome": self._permission(params)}}
+        self._emit(EventKind.OTHER_MESSAGE, message=truncate(f"refused agent request {method}"))
+        return error_reply(METHOD_NOT_FOUND, f"unsupported by symphony: {method}")
+
+    def _permission(self, params: Message) -> Message:
+        options = params.get("options")
+        options = options if isinstance(options, list) else []
+        tool = _dig(params, "toolCall", "title") or "a tool"
+        wanted = (
+            ("allow_once", "allow_always")
+            if self._settings.approve == "allow"
+            else ("reject_once", "reject_always")
+        )
+        for kind in wanted:
+            for option in options:
+                if isinstance(option, dict) and option.get("kind") == kind:
+                    if self._settings.approve == "allow":
+                        self._emit(
+                            EventKind.APPROVAL_AUTO_APPROVED, message=truncate(f"{tool} allowed")
+                        )
+                    else:
+                        self._emit(EventKind.PERMISSION_DENIED, message=truncate(f"refused {tool}"))
+                    return {"outcome": "selected", "optionId": option.get("optionId")}
+        self._emit(
+            EventKind.PERMISSION_DENIED, message=truncate(f"refused {tool} (no option fits)")
+        )
+        return {"outcome": "cancelled"}
+
+    def _on_notification(self, method: str, params: Message) -> None:
+        if method != "session/update":
+            self._emit(EventKind.NOTIFICATION, message=truncate(method))
+            return
+        update = params.get("update")
+        if not isinstance(update, dict):
+            return
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            text = _dig(update, "content", "text")
+            if isinstance(text, str) and self._turn is not None:
+                self._turn.text.append(text)
+            if isinstance(text, str) and text:
+                self._emit(EventKind.NOTIFICATION, message=truncate(f"agentMessage {text}"))
+        elif kind in ("tool_call", "tool_call_update"):
+            title = update.get("title") or update.get("toolCallId")
+            status = update.get("status") or ""
+            self._emit(EventKind.NOTIFICATION, message=truncate(f"{kind} {title} {status}".strip()))
+        elif kind == "usage_update":
+            amount = _dig(update, "cost", "amount")
+            if isinstance(amount, int | float):
+                self._emit(EventKind.NOTIFICATION, message="usage_update", reported_cost_usd=amount)
+        else:
+            self._emit(EventKind.NOTIFICATION, message=truncate(f"session/update {kind}"))
+
+    def _emit(
+        self,
+        kind: EventKind,
+        *,
+        message: str | None = None,
+        usage: TokenUsage | None = None,
+        model: str | None = None,
+        reported_cost_usd: float | None = None,
+    ) -> None:
+        event = AgentEvent(
+            kind=kind,
+            pid=self.pid,
+            session_id=self._session_id,
+            thread_id=self._session_id,
+            turn_id=f"turn-{self._turn_number}" if self._turn_number else None,
+            message=message,
+            usage=usage,
+            model=model,
+            reported_cost_usd=reported_cost_usd,
+        )
+        try:
+            self._launch.on_event(event)
+        except Exception:
+            self._logger.exception("agent_event_sink_failed", kind=kind)
+
+
+def _dig(value: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _count(values: Mapping[str, Any], name: str) -> int:
+    value = values.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
