@@ -329,7 +329,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
 
     polling_raw = _section(raw, "polling")
     polling = PollingSettings(
-        interval_ms=_int(polling_raw, "polling.interval_ms", _POLLING.interval_ms, 1)
+        interval_ms=integer(polling_raw, "polling.interval_ms", _POLLING.interval_ms, 1)
     )
 
     workspace_raw = _section(raw, "workspace")
@@ -351,7 +351,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         before_run=_script(hooks_raw, "before_run"),
         after_run=_script(hooks_raw, "after_run"),
         before_remove=_script(hooks_raw, "before_remove"),
-        timeout_ms=_int(hooks_raw, "hooks.timeout_ms", _HOOKS.timeout_ms, 1),
+        timeout_ms=integer(hooks_raw, "hooks.timeout_ms", _HOOKS.timeout_ms, 1),
     )
 
     agent_raw = _section(raw, "agent")
@@ -364,16 +364,16 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
     agent = AgentSettings(
         kind=kind.strip(),
         label_override=label_override,
-        max_concurrent_agents=_int(
+        max_concurrent_agents=integer(
             agent_raw, "agent.max_concurrent_agents", _AGENT.max_concurrent_agents, 1
         ),
-        max_turns=_int(agent_raw, "agent.max_turns", _AGENT.max_turns, 1),
-        max_retry_backoff_ms=_int(
+        max_turns=integer(agent_raw, "agent.max_turns", _AGENT.max_turns, 1),
+        max_retry_backoff_ms=integer(
             agent_raw, "agent.max_retry_backoff_ms", _AGENT.max_retry_backoff_ms, 0
         ),
         max_concurrent_agents_by_state=_per_state_limits(agent_raw),
         max_in_review=(
-            _int(agent_raw, "agent.max_in_review", 0, 1)
+            integer(agent_raw, "agent.max_in_review", 0, 1)
             if agent_raw.get("max_in_review") is not None
             else None
         ),
@@ -451,7 +451,7 @@ def _state(
         path = resolve_path(value.strip(), workflow_path.parent, environ, "state.path")
     else:
         raise ConfigError(INVALID_CONFIG, "state.path must be a path string")
-    return StateSettings(path=path, keep_days=_int(raw, "state.keep_days", 90, 1))
+    return StateSettings(path=path, keep_days=integer(raw, "state.keep_days", 90, 1))
 
 
 _BUDGET = BudgetSettings()
@@ -473,9 +473,9 @@ def parse_codex(raw: Mapping[str, Any]) -> CodexSettings:
         approval_policy=raw.get("approval_policy", _CODEX.approval_policy),
         thread_sandbox=sandbox,
         turn_sandbox_policy=MappingProxyType(turn_policy) if turn_policy is not None else None,
-        turn_timeout_ms=_int(raw, "codex.turn_timeout_ms", _CODEX.turn_timeout_ms, 1),
-        read_timeout_ms=_int(raw, "codex.read_timeout_ms", _CODEX.read_timeout_ms, 1),
-        stall_timeout_ms=_int(raw, "codex.stall_timeout_ms", _CODEX.stall_timeout_ms, None),
+        turn_timeout_ms=integer(raw, "codex.turn_timeout_ms", _CODEX.turn_timeout_ms, 1),
+        read_timeout_ms=integer(raw, "codex.read_timeout_ms", _CODEX.read_timeout_ms, 1),
+        stall_timeout_ms=integer(raw, "codex.stall_timeout_ms", _CODEX.stall_timeout_ms, None),
     )
 
 
@@ -520,8 +520,8 @@ def _budget(
 
 def _logs(raw: Mapping[str, Any]) -> LogSettings:
     return LogSettings(
-        max_file_mb=_int(raw, "logs.max_file_mb", 10, 1),
-        keep_days=_int(raw, "logs.keep_days", 30, 1),
+        max_file_mb=integer(raw, "logs.max_file_mb", 10, 1),
+        keep_days=integer(raw, "logs.keep_days", 30, 1),
     )
 
 
@@ -695,7 +695,9 @@ def _section(raw: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return value
 
 
-def _int(raw: Mapping[str, Any], dotted: str, default: int, minimum: int | None) -> int:
+def integer(raw: Mapping[str, Any], dotted: str, default: int, minimum: int | None) -> int:
+    """The integer setting `dotted` (its last part is the key in `raw`); integer strings are
+    accepted, booleans are not; raises ConfigError naming the setting."""
     key = dotted.rsplit(".", 1)[1]
     value = raw.get(key, default)
     if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
@@ -710,7 +712,7 @@ def _int(raw: Mapping[str, Any], dotted: str, default: int, minimum: int | None)
 def _server(raw: Mapping[str, Any]) -> ServerSettings:
     port: int | None = None
     if raw.get("port") is not None:
-        port = _int(raw, "server.port", 0, 0)
+        port = integer(raw, "server.port", 0, 0)
         if port > 65535:
             raise ConfigError(INVALID_CONFIG, f"server.port must be at most 65535, got {port}")
     host = raw.get("host", ServerSettings().host)

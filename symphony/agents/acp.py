@@ -37,7 +37,6 @@ from typing import Any
 import structlog
 
 from symphony.agents import (
-    INVALID_WORKSPACE_CWD,
     PORT_EXIT,
     RESPONSE_ERROR,
     RESUMED,
@@ -45,19 +44,26 @@ from symphony.agents import (
     TOOL_SERVER_NAME,
     TURN_CANCELLED,
     TURN_FAILED,
-    TURN_TIMEOUT,
     AgentError,
-    AgentEvent,
     AgentLaunch,
     EventKind,
-    TokenUsage,
     TurnResult,
     client_version,
     truncate,
 )
 from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, error_reply
+from symphony.agents.session import (
+    RunningUsage,
+    StopOnce,
+    check_workspace,
+    count,
+    deliver,
+    dig,
+    turn_event,
+    within_silence,
+)
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
-from symphony.config import INVALID_CONFIG, ConfigError
+from symphony.config import INVALID_CONFIG, ConfigError, integer
 
 _log = structlog.get_logger(__name__)
 
@@ -100,22 +106,12 @@ def parse_settings(raw: Mapping[str, Any]) -> AcpSettings:
     if approve not in APPROVALS:
         raise ConfigError(INVALID_CONFIG, f"acp.approve must be one of {', '.join(APPROVALS)}")
 
-    def millis(key: str, default: int, minimum: int | None) -> int:
-        value = raw.get(key, default)
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(INVALID_CONFIG, f"acp.{key} must be an integer")
-        if minimum is not None and value < minimum:
-            raise ConfigError(INVALID_CONFIG, f"acp.{key} must be at least {minimum}")
-        return value
-
     return AcpSettings(
         command=command.strip(),
         approve=approve,
-        turn_timeout_ms=millis("turn_timeout_ms", defaults.turn_timeout_ms, 1),
-        read_timeout_ms=millis("read_timeout_ms", defaults.read_timeout_ms, 1),
-        stall_timeout_ms=millis("stall_timeout_ms", defaults.stall_timeout_ms, None),
+        turn_timeout_ms=integer(raw, "acp.turn_timeout_ms", defaults.turn_timeout_ms, 1),
+        read_timeout_ms=integer(raw, "acp.read_timeout_ms", defaults.read_timeout_ms, 1),
+        stall_timeout_ms=integer(raw, "acp.stall_timeout_ms", defaults.stall_timeout_ms, None),
     )
 
 
@@ -123,26 +119,6 @@ def parse_settings(raw: Mapping[str, Any]) -> AcpSettings:
 class _Turn:
     text: list[str] = field(default_factory=list)
     """The agent's message of this turn, as streamed."""
-
-
-@dataclass(slots=True)
-class _Usage:
-    input: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    output: int = 0
-
-    def add(self, usage: Mapping[str, Any]) -> None:
-        self.input += _count(usage, "inputTokens")
-        self.cache_read += _count(usage, "cachedReadTokens")
-        self.cache_write += _count(usage, "cachedWriteTokens")
-        self.output += _count(usage, "outputTokens")
-
-    def totals(self) -> TokenUsage:
-        whole = self.input + self.cache_read + self.cache_write
-        return TokenUsage(
-            whole, self.output, whole + self.output, self.cache_read, self.cache_write
-        )
 
 
 class AcpSession:
@@ -164,11 +140,11 @@ class AcpSession:
         self._model: str | None = None
         self._turn: _Turn | None = None
         self._turn_number = 0
-        self._usage = _Usage()
+        self._usage = RunningUsage()
         self._retire_before_next = False
         self._started_event = False
         self._stopping = False
-        self._stop_task: asyncio.Task[None] | None = None
+        self._stop = StopOnce("acp-stop")
 
     @property
     def pid(self) -> int | None:
@@ -177,16 +153,11 @@ class AcpSession:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._process is not None or self._stop_task is not None:
+        if self._process is not None or self._stop.started:
             raise AgentError(STARTUP_FAILED, "the session was already started")
         if not self._settings.command:
             raise AgentError(STARTUP_FAILED, "acp.command is not set: which agent should run?")
-        workspace = self._launch.workspace
-        if not workspace.is_absolute() or not workspace.is_dir():
-            raise AgentError(
-                INVALID_WORKSPACE_CWD,
-                f"workspace {str(workspace)!r} is not an existing absolute directory",
-            )
+        check_workspace(self._launch.workspace)
         try:
             await self._open(self._launch.resume_thread_id)
         except BaseException as exc:
@@ -217,7 +188,7 @@ class AcpSession:
             raise AgentError(
                 STARTUP_FAILED, f"the agent speaks ACP version {version!r}, not {PROTOCOL_VERSION}"
             )
-        can_load = bool(_dig(result, "agentCapabilities", "loadSession"))
+        can_load = bool(dig(result, "agentCapabilities", "loadSession"))
         params: Message = {"cwd": str(self._launch.workspace), "mcpServers": self._mcp_servers()}
         if load is not None and can_load:
             try:
@@ -293,7 +264,7 @@ class AcpSession:
         ]
 
     def _note_model(self, opened: Any) -> None:
-        model = _dig(opened, "models", "currentModelId")
+        model = dig(opened, "models", "currentModelId")
         self._model = model if isinstance(model, str) and model else None
         if not self._started_event:
             self._started_event = True
@@ -328,11 +299,20 @@ class AcpSession:
             )
         )
         try:
-            result = await self._await_reply(prompt_task)
+            assert self._process is not None
+            process = self._process
+            result = await within_silence(
+                prompt_task, lambda: process.last_output, self._settings.turn_timeout_ms
+            )
             usage = result.get("usage") if isinstance(result, dict) else None
             if isinstance(usage, dict):
-                self._usage.add(usage)
-                self._emit(EventKind.TOKEN_USAGE, usage=self._usage.totals())
+                totals = self._usage.add(
+                    count(usage, "inputTokens"),
+                    count(usage, "cachedReadTokens"),
+                    count(usage, "cachedWriteTokens"),
+                    count(usage, "outputTokens"),
+                )
+                self._emit(EventKind.TOKEN_USAGE, usage=totals)
             stop = result.get("stopReason") if isinstance(result, dict) else None
             message = "".join(turn.text).strip() or None
             if stop == "end_turn":
@@ -357,34 +337,10 @@ class AcpSession:
             if not prompt_task.done():
                 prompt_task.cancel()
 
-    async def _await_reply(self, prompt: asyncio.Future[Any]) -> Any:
-        assert self._process is not None
-        loop = asyncio.get_running_loop()
-        silence_s = self._settings.turn_timeout_ms / 1000
-        while True:
-            remaining = self._process.last_output + silence_s - loop.time()
-            if remaining <= 0:
-                raise AgentError(
-                    TURN_TIMEOUT,
-                    f"no output from the agent for {self._settings.turn_timeout_ms} ms",
-                )
-            done, _ = await asyncio.wait({prompt}, timeout=remaining)
-            if done:
-                return prompt.result()
-
     async def stop(self) -> None:
-        if self._stop_task is None:
-            self._stopping = True
-            self._stop_task = asyncio.create_task(self._retire_process(), name="acp-stop")
-        task = self._stop_task
-        cancelled: asyncio.CancelledError | None = None
-        while not task.done():
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError as exc:
-                cancelled = exc
-        if cancelled is not None:
-            raise cancelled
+        """Cancel any prompt, end the process and its group; never raises."""
+        self._stopping = True
+        await self._stop(self._retire_process)
 
     async def _retire_process(self) -> None:
         process, rpc = self._process, self._rpc
@@ -420,7 +376,7 @@ class AcpSession:
     def _permission(self, params: Message) -> Message:
         options = params.get("options")
         options = options if isinstance(options, list) else []
-        tool = _dig(params, "toolCall", "title") or "a tool"
+        tool = dig(params, "toolCall", "title") or "a tool"
         wanted = (
             ("allow_once", "allow_always")
             if self._settings.approve == "allow"
@@ -450,7 +406,7 @@ class AcpSession:
             return
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
-            text = _dig(update, "content", "text")
+            text = dig(update, "content", "text")
             if isinstance(text, str) and self._turn is not None:
                 self._turn.text.append(text)
             if isinstance(text, str) and text:
@@ -460,46 +416,12 @@ class AcpSession:
             status = update.get("status") or ""
             self._emit(EventKind.NOTIFICATION, message=truncate(f"{kind} {title} {status}".strip()))
         elif kind == "usage_update":
-            amount = _dig(update, "cost", "amount")
+            amount = dig(update, "cost", "amount")
             if isinstance(amount, int | float):
                 self._emit(EventKind.NOTIFICATION, message="usage_update", reported_cost_usd=amount)
         else:
             self._emit(EventKind.NOTIFICATION, message=truncate(f"session/update {kind}"))
 
-    def _emit(
-        self,
-        kind: EventKind,
-        *,
-        message: str | None = None,
-        usage: TokenUsage | None = None,
-        model: str | None = None,
-        reported_cost_usd: float | None = None,
-    ) -> None:
-        event = AgentEvent(
-            kind=kind,
-            pid=self.pid,
-            session_id=self._session_id,
-            thread_id=self._session_id,
-            turn_id=f"turn-{self._turn_number}" if self._turn_number else None,
-            message=message,
-            usage=usage,
-            model=model,
-            reported_cost_usd=reported_cost_usd,
-        )
-        try:
-            self._launch.on_event(event)
-        except Exception:
-            self._logger.exception("agent_event_sink_failed", kind=kind)
-
-
-def _dig(value: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
-
-
-def _count(values: Mapping[str, Any], name: str) -> int:
-    value = values.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    def _emit(self, kind: EventKind, **fields: Any) -> None:
+        event = turn_event(kind, self.pid, self._session_id, self._turn_number, **fields)
+        deliver(self._launch.on_event, event, self._logger)

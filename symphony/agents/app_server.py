@@ -33,7 +33,6 @@ from typing import Any
 import structlog
 
 from symphony.agents import (
-    INVALID_WORKSPACE_CWD,
     PORT_EXIT,
     RESPONSE_ERROR,
     RESUMED,
@@ -41,7 +40,6 @@ from symphony.agents import (
     TURN_CANCELLED,
     TURN_FAILED,
     TURN_INPUT_REQUIRED,
-    TURN_TIMEOUT,
     AgentError,
     AgentEvent,
     AgentLaunch,
@@ -53,6 +51,7 @@ from symphony.agents import (
     truncate,
 )
 from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, again, error_reply
+from symphony.agents.session import StopOnce, check_workspace, deliver, dig, within_silence
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
 from symphony.config import CodexSettings
 from symphony.tools import ToolResult
@@ -135,7 +134,7 @@ class AppServerSession:
         self._turn: _TurnWaiter | None = None
         self._last_delta_event = float("-inf")
         self._stopping = False
-        self._stop_task: asyncio.Task[None] | None = None
+        self._stop = StopOnce("app-server-stop")
 
     @property
     def lines_read(self) -> int:
@@ -158,14 +157,9 @@ class AppServerSession:
 
     async def start(self) -> None:
         """Launch the agent in the workspace and open a thread; raises AgentError."""
-        if self._spawned or self._stop_task is not None:
+        if self._spawned or self._stop.started:
             raise AgentError(STARTUP_FAILED, "the session was already started")
-        workspace = self._launch.workspace
-        if not workspace.is_absolute() or not workspace.is_dir():
-            raise AgentError(
-                INVALID_WORKSPACE_CWD,
-                f"workspace {str(workspace)!r} is not an existing absolute directory",
-            )
+        check_workspace(self._launch.workspace)
         try:
             self._spawned = True
             await self._process.spawn(self._on_stdout_closed)
@@ -206,7 +200,9 @@ class AppServerSession:
             )
             if waiter.turn_id is None:
                 raise AgentError(RESPONSE_ERROR, "turn/start returned no turn id")
-            outcome = await self._await_outcome(waiter)
+            outcome = await within_silence(
+                waiter.outcome, lambda: self._process.last_output, self._settings.turn_timeout_ms
+            )
         except AgentError as exc:
             if not (waiter.reported and exc.category in _REPORTED_CATEGORIES):
                 self._emit(EventKind.TURN_ENDED_WITH_ERROR, message=str(exc))
@@ -220,24 +216,10 @@ class AppServerSession:
     async def stop(self) -> None:
         """Interrupt any running turn, end the process and its group; never raises.
 
-        The cleanup runs in its own task and is awaited to the end even when the caller is
-        cancelled meanwhile (the cancellation is re-raised afterwards), so no agent process is
-        left running or unreaped behind a cancelled worker.
+        The cleanup is awaited to its end even when the caller is cancelled (`StopOnce`).
         """
-        if self._stop_task is None:
-            self._stopping = True
-            self._stop_task = asyncio.create_task(self._shutdown(), name="app-server-stop")
-        task = self._stop_task
-        cancelled: asyncio.CancelledError | None = None
-        while not task.done():
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError as exc:
-                cancelled = exc
-        if not task.cancelled():
-            task.exception()  # _shutdown catches everything; this only marks it retrieved
-        if cancelled is not None:
-            raise cancelled
+        self._stopping = True
+        await self._stop(self._shutdown)
 
     # -- startup ---------------------------------------------------------------------------
 
@@ -270,7 +252,7 @@ class AppServerSession:
                     raise
                 self._logger.info("agent_resume_refused", thread_id=resume, reason=str(exc))
             else:
-                resumed = _dig(result, "thread", "id")
+                resumed = dig(result, "thread", "id")
                 if resumed == resume:
                     self._thread_id, self.resumed = resume, True
                     self._model = _model(result)
@@ -287,7 +269,7 @@ class AppServerSession:
                 for tool in self._launch.tools
             ]
         result = await self._request("thread/start", params)
-        thread_id = _dig(result, "thread", "id")
+        thread_id = dig(result, "thread", "id")
         if not isinstance(thread_id, str) or not thread_id:
             raise AgentError(RESPONSE_ERROR, "thread/start returned no thread id")
         self._thread_id = thread_id
@@ -296,7 +278,7 @@ class AppServerSession:
     def _begin_turn(self, waiter: _TurnWaiter, result: Any, title: str) -> None:
         """Runs in the reader as the turn/start reply is read, so that the turn's own
         notifications, read right after it, already carry the session id."""
-        turn_id = _dig(result, "turn", "id")
+        turn_id = dig(result, "turn", "id")
         if not isinstance(turn_id, str) or not turn_id:
             return
         waiter.turn_id = turn_id
@@ -317,24 +299,6 @@ class AppServerSession:
         if self._settings.turn_sandbox_policy is not None:
             params["sandboxPolicy"] = plain(self._settings.turn_sandbox_policy)
         return params
-
-    async def _await_outcome(self, waiter: _TurnWaiter) -> TurnResult:
-        loop = asyncio.get_running_loop()
-        silence_s = self._settings.turn_timeout_ms / 1000
-        while True:
-            # Any output line moves _last_output, so this bounds silence, not turn length.
-            remaining = self._process.last_output + silence_s - loop.time()
-            if remaining <= 0:
-                raise AgentError(
-                    TURN_TIMEOUT,
-                    f"no output from the agent for {self._settings.turn_timeout_ms} ms",
-                )
-            done, _ = await asyncio.wait({waiter.outcome}, timeout=remaining)
-            if done:
-                outcome = waiter.outcome.result()
-                if isinstance(outcome, AgentError):
-                    raise again(outcome)
-                return outcome
 
     # -- requests and writes -----------------------------------------------------------------
 
@@ -469,7 +433,7 @@ class AppServerSession:
             self._on_turn_completed(params)
             return
         elif method == "turn/started":
-            turn_id = _dig(params, "turn", "id")
+            turn_id = dig(params, "turn", "id")
             if self._turn is not None and self._turn.turn_id is None and isinstance(turn_id, str):
                 self._turn.turn_id = turn_id
         elif method == "item/completed":
@@ -542,11 +506,7 @@ class AppServerSession:
             rate_limits=rate_limits,
             model=model,
         )
-        try:
-            self._launch.on_event(event)
-        except Exception:
-            # The sink belongs to the orchestrator; its failure must not end the agent's run.
-            self._logger.exception("agent_event_sink_failed", kind=kind)
+        deliver(self._launch.on_event, event, self._logger)
 
     # -- shutdown ------------------------------------------------------------------------------
 
@@ -577,7 +537,7 @@ def _tool_reply(success: bool, text: str) -> Message:
 
 def _token_usage(params: Message) -> TokenUsage | None:
     """Absolute thread totals from `tokenUsage.total`; `last` is a per-call delta, never used."""
-    total = _dig(params, "tokenUsage", "total")
+    total = dig(params, "tokenUsage", "total")
     if not isinstance(total, dict):
         return None
     input_tokens = _count(total, "inputTokens", "input_tokens")
@@ -596,7 +556,7 @@ def _token_usage(params: Message) -> TokenUsage | None:
 
 def _model(result: Any) -> str | None:
     """The model a `thread/start` or `thread/resume` result names."""
-    model = _dig(result, "model")
+    model = dig(result, "model")
     return model.strip() if isinstance(model, str) and model.strip() else None
 
 
@@ -645,11 +605,11 @@ def _summarize(method: str, params: Message) -> str:
         else:
             detail = kind
     elif method == "error":
-        detail = _dig(params, "error", "message")
+        detail = dig(params, "error", "message")
     elif method in ("turn/started", "turn/completed"):
-        detail = _dig(params, "turn", "status")
+        detail = dig(params, "turn", "status")
     elif method == "thread/status/changed":
-        detail = _dig(params, "status", "type")
+        detail = dig(params, "status", "type")
     elif "command" in params:
         detail = params["command"]
     elif "delta" in params:
@@ -665,11 +625,3 @@ def _summarize(method: str, params: Message) -> str:
 
 def _truncate(text: str, limit: int = _SUMMARY_CHARS) -> str:
     return truncate(text, limit)
-
-
-def _dig(value: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value

@@ -42,7 +42,6 @@ import orjson
 import structlog
 
 from symphony.agents import (
-    INVALID_WORKSPACE_CWD,
     PORT_EXIT,
     RESPONSE_ERROR,
     RESPONSE_TIMEOUT,
@@ -50,19 +49,25 @@ from symphony.agents import (
     STARTUP_FAILED,
     TURN_CANCELLED,
     TURN_FAILED,
-    TURN_TIMEOUT,
     AgentError,
-    AgentEvent,
     AgentLaunch,
     EventKind,
-    TokenUsage,
     TurnResult,
     truncate,
 )
 from symphony.agents import TOOL_SERVER_NAME as SERVER_NAME
 from symphony.agents.jsonrpc import again
+from symphony.agents.session import (
+    RunningUsage,
+    StopOnce,
+    check_workspace,
+    count,
+    deliver,
+    turn_event,
+    within_silence,
+)
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
-from symphony.config import INVALID_CONFIG, ConfigError
+from symphony.config import INVALID_CONFIG, ConfigError, integer
 
 _log = structlog.get_logger(__name__)
 
@@ -134,16 +139,6 @@ def parse_settings(raw: Mapping[str, Any]) -> ClaudeSettings:
             raise ConfigError(INVALID_CONFIG, f"claude.{key} must be a list of strings")
         return tuple(items)
 
-    def millis(key: str, default: int, minimum: int | None) -> int:
-        value = raw.get(key, default)
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(INVALID_CONFIG, f"claude.{key} must be an integer")
-        if minimum is not None and value < minimum:
-            raise ConfigError(INVALID_CONFIG, f"claude.{key} must be at least {minimum}")
-        return value
-
     approve = text("approve", defaults.approve)
     if approve not in APPROVALS:
         raise ConfigError(INVALID_CONFIG, f"claude.approve must be one of {', '.join(APPROVALS)}")
@@ -155,9 +150,9 @@ def parse_settings(raw: Mapping[str, Any]) -> ClaudeSettings:
         allowed_tools=names("allowed_tools"),
         disallowed_tools=names("disallowed_tools"),
         extra_args=names("extra_args"),
-        turn_timeout_ms=millis("turn_timeout_ms", defaults.turn_timeout_ms, 1),
-        read_timeout_ms=millis("read_timeout_ms", defaults.read_timeout_ms, 1),
-        stall_timeout_ms=millis("stall_timeout_ms", defaults.stall_timeout_ms, None),
+        turn_timeout_ms=integer(raw, "claude.turn_timeout_ms", defaults.turn_timeout_ms, 1),
+        read_timeout_ms=integer(raw, "claude.read_timeout_ms", defaults.read_timeout_ms, 1),
+        stall_timeout_ms=integer(raw, "claude.stall_timeout_ms", defaults.stall_timeout_ms, None),
     )
 
 
@@ -166,27 +161,6 @@ class _Turn:
     outcome: asyncio.Future[TurnResult | AgentError]
     last_message: str | None = None
     interrupted: bool = False
-
-
-@dataclass(slots=True)
-class _Usage:
-    input: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    output: int = 0
-
-    def add(self, usage: Mapping[str, Any]) -> None:
-        self.input += _count(usage, "input_tokens")
-        self.cache_read += _count(usage, "cache_read_input_tokens")
-        self.cache_write += _count(usage, "cache_creation_input_tokens")
-        self.output += _count(usage, "output_tokens")
-
-    def totals(self) -> TokenUsage:
-        # Anthropic counts input without the cache; the core's input includes both.
-        whole = self.input + self.cache_read + self.cache_write
-        return TokenUsage(
-            whole, self.output, whole + self.output, self.cache_read, self.cache_write
-        )
 
 
 @dataclass(slots=True)
@@ -213,11 +187,11 @@ class ClaudeSession:
         self._turn: _Turn | None = None
         self._turn_number = 0
         self._control = _Pending()
-        self._usage = _Usage()
+        self._usage = RunningUsage()
         self._failure: AgentError | None = None
         self._started_event = False
         self._stopping = False
-        self._stop_task: asyncio.Task[None] | None = None
+        self._stop = StopOnce("claude-stop")
         self._handlers: set[asyncio.Task[None]] = set()
 
     @property
@@ -232,14 +206,9 @@ class ClaudeSession:
 
     async def start(self) -> None:
         """Launch Claude Code and check it answers; raises AgentError."""
-        if self._process is not None or self._stop_task is not None:
+        if self._process is not None or self._stop.started:
             raise AgentError(STARTUP_FAILED, "the session was already started")
-        workspace = self._launch.workspace
-        if not workspace.is_absolute() or not workspace.is_dir():
-            raise AgentError(
-                INVALID_WORKSPACE_CWD,
-                f"workspace {str(workspace)!r} is not an existing absolute directory",
-            )
+        check_workspace(self._launch.workspace)
         try:
             resume = self._launch.resume_thread_id
             if resume is not None:
@@ -347,7 +316,10 @@ class ClaudeSession:
                     "session_id": self._session_id or "",
                 }
             )
-            outcome = await self._await_outcome(turn)
+            assert self._process is not None
+            outcome = await within_silence(
+                turn.outcome, self._process_output, self._settings.turn_timeout_ms
+            )
         except AgentError as exc:
             if exc.category not in (TURN_FAILED, TURN_CANCELLED):
                 self._emit(EventKind.TURN_ENDED_WITH_ERROR, message=str(exc))
@@ -357,38 +329,13 @@ class ClaudeSession:
             self._turn = None
         return TurnResult(turn_id, f"{self._session_id}-{turn_id}", outcome.message)
 
-    async def _await_outcome(self, turn: _Turn) -> TurnResult:
-        assert self._process is not None
-        loop = asyncio.get_running_loop()
-        silence_s = self._settings.turn_timeout_ms / 1000
-        while True:
-            remaining = self._process.last_output + silence_s - loop.time()
-            if remaining <= 0:
-                raise AgentError(
-                    TURN_TIMEOUT,
-                    f"no output from the agent for {self._settings.turn_timeout_ms} ms",
-                )
-            done, _ = await asyncio.wait({turn.outcome}, timeout=remaining)
-            if done:
-                outcome = turn.outcome.result()
-                if isinstance(outcome, AgentError):
-                    raise again(outcome)
-                return outcome
-
     async def stop(self) -> None:
-        """Interrupt any turn, end the process and its group; never raises (see codex's)."""
-        if self._stop_task is None:
-            self._stopping = True
-            self._stop_task = asyncio.create_task(self._retire(), name="claude-stop")
-        task = self._stop_task
-        cancelled: asyncio.CancelledError | None = None
-        while not task.done():
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError as exc:
-                cancelled = exc
-        if cancelled is not None:
-            raise cancelled
+        """Interrupt any turn, end the process and its group; never raises."""
+        self._stopping = True
+        await self._stop(self._retire)
+
+    def _process_output(self) -> float:
+        return self._process.last_output if self._process is not None else 0.0
 
     async def _retire(self) -> None:
         process = self._process
@@ -561,11 +508,16 @@ class ClaudeSession:
     def _on_result(self, message: dict[str, Any]) -> None:
         usage = message.get("usage")
         if isinstance(usage, dict):
-            self._usage.add(usage)
+            totals = self._usage.add(
+                count(usage, "input_tokens"),
+                count(usage, "cache_read_input_tokens"),
+                count(usage, "cache_creation_input_tokens"),
+                count(usage, "output_tokens"),
+            )
             cost = message.get("total_cost_usd")
             self._emit(
                 EventKind.TOKEN_USAGE,
-                usage=self._usage.totals(),
+                usage=totals,
                 reported_cost_usd=float(cost) if isinstance(cost, int | float) else None,
             )
         for denial in message.get("permission_denials") or []:
@@ -640,30 +592,9 @@ class ClaudeSession:
                 waiter.set_exception(again(self._failure))
         self._end_turn(self._failure)
 
-    def _emit(
-        self,
-        kind: EventKind,
-        *,
-        message: str | None = None,
-        usage: TokenUsage | None = None,
-        model: str | None = None,
-        reported_cost_usd: float | None = None,
-    ) -> None:
-        event = AgentEvent(
-            kind=kind,
-            pid=self.pid,
-            session_id=self._session_id,
-            thread_id=self._session_id,
-            turn_id=f"turn-{self._turn_number}" if self._turn_number else None,
-            message=message,
-            usage=usage,
-            model=model,
-            reported_cost_usd=reported_cost_usd,
-        )
-        try:
-            self._launch.on_event(event)
-        except Exception:
-            self._logger.exception("agent_event_sink_failed", kind=kind)
+    def _emit(self, kind: EventKind, **fields: Any) -> None:
+        event = turn_event(kind, self.pid, self._session_id, self._turn_number, **fields)
+        deliver(self._launch.on_event, event, self._logger)
 
 
 def _tool_summary(block: Mapping[str, Any]) -> str:
@@ -674,8 +605,3 @@ def _tool_summary(block: Mapping[str, Any]) -> str:
     else:
         detail = ""
     return f"{name} {detail}".strip()
-
-
-def _count(values: Mapping[str, Any], name: str) -> int:
-    value = values.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -1,0 +1,140 @@
+"""What every agent session shares, whatever its protocol: checking the workspace, delivering
+events, waiting for a turn under a silence limit, a stop that always runs to its end, and the
+running token totals of protocols that report usage per turn."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from symphony.agents import (
+    INVALID_WORKSPACE_CWD,
+    TURN_TIMEOUT,
+    AgentError,
+    AgentEvent,
+    EventKind,
+    EventSink,
+    TokenUsage,
+)
+from symphony.agents.jsonrpc import again
+
+T = TypeVar("T")
+
+
+def check_workspace(workspace: Path) -> None:
+    if not workspace.is_absolute() or not workspace.is_dir():
+        raise AgentError(
+            INVALID_WORKSPACE_CWD,
+            f"workspace {str(workspace)!r} is not an existing absolute directory",
+        )
+
+
+def turn_event(
+    kind: EventKind, pid: int | None, session_id: str | None, turn: int, **fields: Any
+) -> AgentEvent:
+    """An event of a session whose protocol has no ids of its own for turns (Claude Code,
+    ACP): the session id doubles as the thread id, turns are numbered `turn-N`."""
+    return AgentEvent(
+        kind=kind,
+        pid=pid,
+        session_id=session_id,
+        thread_id=session_id,
+        turn_id=f"turn-{turn}" if turn else None,
+        **fields,
+    )
+
+
+def deliver(sink: EventSink, event: AgentEvent, logger: Any) -> None:
+    """Hand an event to the orchestrator's sink; its failure must not end the agent's run."""
+    try:
+        sink(event)
+    except Exception:
+        logger.exception("agent_event_sink_failed", kind=event.kind)
+
+
+async def within_silence(
+    outcome: asyncio.Future[T | AgentError], last_output: Callable[[], float], timeout_ms: int
+) -> T:
+    """The outcome of a turn, unless the agent says nothing for `timeout_ms` (any output
+    resets the clock: this bounds silence, not the turn's length). An AgentError as the
+    outcome is raised."""
+    loop = asyncio.get_running_loop()
+    while True:
+        remaining = last_output() + timeout_ms / 1000 - loop.time()
+        if remaining <= 0:
+            raise AgentError(TURN_TIMEOUT, f"no output from the agent for {timeout_ms} ms")
+        done, _ = await asyncio.wait({outcome}, timeout=remaining)
+        if done:
+            result = outcome.result()
+            if isinstance(result, AgentError):
+                raise again(result)
+            return result
+
+
+class StopOnce:
+    """A session's stop: started once, awaited to its end even when the caller is cancelled
+    meanwhile (the cancellation is re-raised afterwards), so no agent process is left running
+    or unreaped behind a cancelled worker."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
+    async def __call__(self, shutdown: Callable[[], Awaitable[None]]) -> None:
+        if self._task is None:
+            self._task = asyncio.ensure_future(shutdown())
+            self._task.set_name(self._name)
+        task = self._task
+        cancelled: asyncio.CancelledError | None = None
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+        if not task.cancelled():
+            task.exception()  # shutdowns catch everything; this only marks it retrieved
+        if cancelled is not None:
+            raise cancelled
+
+
+@dataclass(slots=True)
+class RunningUsage:
+    """Token totals of a session whose agent reports usage per turn (Anthropic style: input
+    without the cache), kept as the thread totals the core expects (input including cache
+    reads and writes)."""
+
+    input: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    output: int = 0
+
+    def add(self, input: int, cache_read: int, cache_write: int, output: int) -> TokenUsage:
+        self.input += input
+        self.cache_read += cache_read
+        self.cache_write += cache_write
+        self.output += output
+        whole = self.input + self.cache_read + self.cache_write
+        return TokenUsage(
+            whole, self.output, whole + self.output, self.cache_read, self.cache_write
+        )
+
+
+def count(values: Any, name: str) -> int:
+    """A non-negative integer field of a usage report, 0 when absent or odd."""
+    value = values.get(name) if isinstance(values, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def dig(value: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
