@@ -25,13 +25,24 @@ from symphony.tracker import Tracker, resolve_states
 def preflight_warnings(settings: Settings) -> list[str]:
     """What `check` warns about and the daemon logs at start: unknown keys, a missing agent."""
     warnings = list(settings.warnings)
-    problem = agent_command_problem(
-        settings.session_settings(settings.agent.kind).command,
-        {**os.environ, "SYMPHONY_WORKFLOW_DIR": str(settings.workflow_dir)},
-    )
-    if problem is not None:
-        warnings.append(problem)
+    environ = {**os.environ, "SYMPHONY_WORKFLOW_DIR": str(settings.workflow_dir)}
+    for kind in used_agent_kinds(settings):
+        command = settings.session_settings(kind).command
+        if not command:
+            warnings.append(f"{kind}.command is not set, so runs on {kind} cannot start")
+            continue
+        problem = agent_command_problem(command, environ, setting=f"{kind}.command")
+        if problem is not None:
+            warnings.append(problem)
     return warnings
+
+
+def used_agent_kinds(settings: Settings) -> list[str]:
+    """The agent kinds the workflow runs: `agent.kind` and every stage's own."""
+    kinds = [settings.agent.kind]
+    if settings.machine is not None:
+        kinds += [s.agent for s in settings.machine.stages if s.agent is not None]
+    return list(dict.fromkeys(kinds))
 
 
 async def report(settings: Settings, tracker: Tracker) -> int:
@@ -91,7 +102,7 @@ def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
         print(
             f"  {stage.name:<12} {', '.join(stage.states):<24} -> done: {stage.on_success}; "
             f"blocked: {stage.on_blocked}; stuck after {stage.max_total_turns} turns: "
-            f"{stage.on_stuck}"
+            f"{stage.on_stuck}; agent: {stage.agent or settings.agent.kind}"
         )
         if stage.verify:
             print(

@@ -64,7 +64,12 @@ def agent_command_problem(
         return None
     if shutil.which(program, path=environ.get("PATH", os.defpath)) is not None:
         return None
-    how = "install it (`npm install -g @openai/codex`)" if program == "codex" else "install it"
+    packages = {"codex": "@openai/codex", "claude": "@anthropic-ai/claude-code"}
+    how = (
+        f"install it (`npm install -g {packages[program]}`)"
+        if program in packages
+        else "install it"
+    )
     return (
         f"the agent program `{program}` ({setting}) was not found on PATH; {how} or give its "
         "full path, or every dispatch fails with codex_not_found"

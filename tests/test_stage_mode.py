@@ -257,7 +257,11 @@ def test_check_shows_the_machine_and_each_tickets_stage(board: StageBoard) -> No
 
     board.ticket("DEMO-1")
     board.ticket("DEMO-2", state="Ready")
-    board.write_workflow()
+    board.write_workflow(plan={"agent": "claude"})
+    text = board.workflow.read_text().replace(
+        "---\n", "---\nclaude:\n  command: no-such-claude\n", 1
+    )
+    board.workflow.write_text(text)
     result = subprocess.run(
         [sys.executable, "-m", "symphony", "check"],
         cwd=board.root,
@@ -269,6 +273,9 @@ def test_check_shows_the_machine_and_each_tickets_stage(board: StageBoard) -> No
     out = result.stdout
     assert "stages (escalation: Needs Attention):" in out
     assert "plan         Todo" in out and "-> done: Plan Review" in out
+    assert "agent: claude" in out and "agent: codex" in out
+    # Every agent the workflow runs is checked, not only the default one.
+    assert "`no-such-claude` (claude.command) was not found on PATH" in out
     assert "DEMO-1           Todo (plan)" in out and "DEMO-2           Ready (implement)" in out
 
 

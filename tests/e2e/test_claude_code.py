@@ -27,6 +27,7 @@ from tests.e2e.conftest import (
     claude_agent_environment,
     claude_environment,
     codex_command,
+    processes_using,
 )
 from tests.e2e.fake_model import CallTool, FakeModel, ModelRequest, Say, Step
 from tests.fakes.fake_anthropic import USAGE, FakeAnthropic
@@ -274,14 +275,21 @@ async def test_a_stalled_stream_is_stopped_by_the_daemon_and_the_ticket_retried(
 ) -> None:
     board = Board(tmp_path)
     board.ticket("ABC-1")
+    seen: list[tuple[dict[str, str], str]] = []
     with FakeAnthropic() as anthropic:
         board.write_workflow(
             agent={"kind": "claude", "max_retry_backoff_ms": 500},
             prompt="Work on {{ issue.identifier }}. <<stall 600>>",
             claude=claude_block(stall_timeout_ms=1500),
         )
-        run = start_spec(board, claude_environment(claude_home, anthropic.base_url), watch=False)
+        env = {
+            **claude_environment(claude_home, anthropic.base_url),
+            "AWS_SECRET_ACCESS_KEY": "canary-aws",
+            "DATABASE_URL": "postgres://canary",
+        }
+        run = start_spec(board, env, watch=False)
         try:
+            await run.until(lambda: bool(claude_processes(claude_home, seen)), timeout=30)
             await run.until(
                 lambda: (
                     (retry := run.orchestrator.state.retry_attempts.get("ABC-1")) is not None
@@ -294,3 +302,26 @@ async def test_a_stalled_stream_is_stopped_by_the_daemon_and_the_ticket_retried(
         finally:
             await run.stop()
     assert len(anthropic.requests) >= 2  # the retry asked the model again
+    # What the real Claude process had: the allowlist, its own variables, its tool token in
+    # its environment and never on its command line.
+    environ, cmdline = seen[0]
+    assert "AWS_SECRET_ACCESS_KEY" not in environ and "DATABASE_URL" not in environ
+    assert environ["ANTHROPIC_BASE_URL"] == anthropic.base_url
+    token = environ["SYMPHONY_MCP_TOKEN"]
+    assert token and token not in cmdline and "${SYMPHONY_MCP_TOKEN}" in cmdline
+
+
+def claude_processes(home: Path, into: list[tuple[dict[str, str], str]]) -> bool:
+    """Record the environment and command line of a live Claude process of this test."""
+    for process in processes_using(home / ".claude", "CLAUDE_CONFIG_DIR"):
+        try:
+            raw = Path(f"/proc/{process.pid}/environ").read_bytes()
+        except OSError:
+            continue
+        environ = dict(
+            item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item
+        )
+        if "SYMPHONY_MCP_TOKEN" in environ and "--input-format" in process.command:
+            into.append((environ, process.command))
+            return True
+    return False
