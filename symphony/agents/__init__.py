@@ -2,7 +2,12 @@
 
 A session is started in a workspace with the tracker's tools advertised, runs turns while
 streaming normalized `AgentEvent`s to a callback, and is stopped when its worker ends. Agent
-modules know nothing of trackers: tool calls go through the `ToolHandler` they are given.
+modules know nothing of trackers: tool calls go through the `ToolHandler` they are given
+(codex takes them on its own protocol; the others over the daemon's MCP server, `Grant`).
+
+The layout: `app_server` (codex), `claude` (Claude Code), `acp` (any ACP agent), each on
+`stdio` (the agent's process) and, where the protocol is JSON-RPC, `jsonrpc`; `session` holds
+what they share; `backends` says which kinds exist; `tool_server` serves tools over MCP.
 """
 
 from __future__ import annotations
