@@ -169,9 +169,11 @@ def test_dashboard_shows_the_fleet_and_updates_by_itself(daemon: tuple[str, Path
         expect(page.locator('[data-card="running"] .value')).to_have_text("3")
         title = page.locator('#running tr[data-issue="DEMO-1"] td').nth(1)
         expect(title).to_have_text("Add a usage example to the README")
-        # Which agent and model each session runs.
-        expect(page.locator('#running tr[data-issue="DEMO-1"] td.agent')).to_contain_text("codex")
+        # Which agent and model each session runs: plans on the ACP demo agent, the
+        # implementation on the codex-protocol one.
+        expect(page.locator('#running tr[data-issue="DEMO-1"] td.agent')).to_contain_text("acp")
         expect(page.locator('#running tr[data-issue="DEMO-1"] td.agent')).to_contain_text("demo")
+        expect(page.locator('#running tr[data-issue="DEMO-4"] td.agent')).to_contain_text("codex")
         # The board view: the waiting ticket, its stage and why it waits.
         waiting = page.locator('#board tr[data-issue="DEMO-3"]')
         expect(waiting).to_contain_text("plan")
