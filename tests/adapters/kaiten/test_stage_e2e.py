@@ -264,10 +264,14 @@ async def test_a_follow_up_card_waits_for_its_blocker_card_to_be_done_and_then_r
         )
         identifier = f"KT-{created.id}"
         run.orchestrator.request_refresh()
-        await run.until(lambda: str(created.id) in run.orchestrator.board.rows)
-        row = run.orchestrator.issue_snapshot(identifier)
-        assert row is not None and row["status"] == "waiting"
-        assert row["reason"] == "blocked by KT-1 (Human Review)"
+
+        def waiting_reason() -> str | None:
+            row = run.orchestrator.issue_snapshot(identifier)
+            return row["reason"] if row is not None and row["status"] == "waiting" else None
+
+        # A poll that read the new card while KT-1 was still being moved says `Ready`; the
+        # refresh reads both again.
+        await run.until(lambda: waiting_reason() == "blocked by KT-1 (Human Review)")
         assert run.events(identifier, "dispatched") == []
 
         kaiten.move(1, DONE)  # the blocker is done: the follow-up may run
