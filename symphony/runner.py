@@ -20,6 +20,7 @@ from symphony.agents import (
     AgentLaunch,
     AgentSession,
     EventSink,
+    Grant,
     SessionSettings,
     open_session,
 )
@@ -129,6 +130,7 @@ async def run_attempt(
     stage = ctx.stage
     bound = log.bind(attempt=attempt, stage=stage.name if stage else None)
     workspace = await _step("workspace", ctx.workspaces.prepare(issue.identifier))
+    grant: Grant | None = None
     try:
         await _step("before_run hook", ctx.workspaces.before_run(workspace))
         current = issue
@@ -204,7 +206,6 @@ async def run_attempt(
         if budget <= 0:
             bound.info("worker done", reason="the stage's turn budget is used up")
             return AttemptEnd(stuck=True)
-        grant = None
         if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and tools:
             grant = await ctx.tool_server.grant(tools, handle_tool)
             launch = dataclasses.replace(launch, tool_grant=grant)
@@ -282,9 +283,9 @@ async def run_attempt(
                 turn += 1
         finally:
             await session.stop()
-            if grant is not None and ctx.tool_server is not None:
-                ctx.tool_server.revoke(grant)
     finally:
+        if grant is not None and ctx.tool_server is not None:
+            ctx.tool_server.revoke(grant)  # the session is over: its token opens nothing
         await ctx.workspaces.after_run(workspace)
     return AttemptEnd()
 
