@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -27,7 +28,9 @@ import uvloop
 
 from symphony import check, process
 from symphony.config import Settings, load_settings
+from symphony.editor import editor_words
 from symphony.errors import SymphonyError
+from symphony.git import git_output
 from symphony.init import TRACKERS, init_workflow
 from symphony.issue import Issue
 from symphony.observability.logging import configure_logging, masker
@@ -39,6 +42,7 @@ from symphony.runner import stage_context
 from symphony.store import Store
 from symphony.store.lock import DaemonLock
 from symphony.tracker import Tracker, TrackerContext, create_tracker, resolve_states
+from symphony.workspace import WorkspaceManager
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -57,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _init(_init_parser().parse_intermixed_args(args[1:]))
         if args and args[0] == "report":
             return _report(_report_parser().parse_intermixed_args(args[1:]))
+        if args and args[0] == "open":
+            return _open(_open_parser().parse_intermixed_args(args[1:]))
         return _run(_run_parser().parse_intermixed_args(args))
     except SymphonyError as exc:
         print(f"symphony: {exc}", file=sys.stderr)
@@ -87,7 +93,7 @@ def _run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="symphony",
         description=(
-            "Run coding agents on tracker tickets. Subcommands: check, render, init, report."
+            "Run coding agents on tracker tickets. Subcommands: check, render, init, report, open."
         ),
     )
     parser.add_argument("--version", action="version", version=f"symphony {version()}")
@@ -205,6 +211,44 @@ def _render_parser() -> argparse.ArgumentParser:
     _workflow_arg(parser)
     parser.add_argument("--attempt", type=int, default=None, help="render as this attempt")
     return parser
+
+
+def _open_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony open",
+        description=(
+            "Open a ticket's workspace in your editor (editor.command, $VISUAL or $EDITOR); "
+            "print its path and branch when none is set."
+        ),
+    )
+    parser.add_argument("issue", help="ticket identifier")
+    _workflow_arg(parser)
+    return parser
+
+
+def _open(args: argparse.Namespace) -> int:
+    settings = load_settings(args.workflow)
+    workspaces = WorkspaceManager(settings.workspace.root, settings.hooks, env={})
+    path = workspaces.owned_path(args.issue)
+    if path is None:
+        print(
+            f"symphony: no workspace for {args.issue!r} under {settings.workspace.root} (the "
+            "ticket has not run yet, its workspace was removed, or it is not symphony's)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    branch = uvloop.run(git_output(path, dict(os.environ), "rev-parse", "--abbrev-ref", "HEAD"))
+    words = editor_words(settings, os.environ)
+    if words is None:
+        print(path)
+        if branch:
+            print(f"branch {branch.strip()}")
+        return EXIT_OK
+    try:
+        return subprocess.run([*words, str(path)], check=False).returncode
+    except OSError as exc:
+        print(f"symphony: cannot run the editor {words[0]!r}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def version() -> str:

@@ -154,6 +154,13 @@ class LogSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class EditorSettings:
+    """How `symphony open` and the dashboard open a workspace (`symphony.editor`)."""
+
+    command: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     workflow_path: Path
     tracker: TrackerSettings
@@ -179,6 +186,7 @@ class Settings:
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     sessions: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     """The settings block of every agent kind, by kind (codex's is `codex` too)."""
+    editor: EditorSettings = field(default_factory=EditorSettings)
 
     @property
     def workflow_dir(self) -> Path:
@@ -207,6 +215,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "logs",
             "pricing",
             "budget",
+            "editor",
         ),
         "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
         "polling": ("interval_ms",),
@@ -235,6 +244,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "server": ("port", "host"),
         "state": ("path", "keep_days"),
         "logs": ("max_file_mb", "keep_days"),
+        "editor": ("command",),
         "budget": ("per_ticket_usd", "warn_at", "per_day_usd", "on_exceeded"),
     }
 )
@@ -426,6 +436,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         machine=machine,
         state=_state(_section(raw, "state"), workflow.path, environ),
         logs=_logs(_section(raw, "logs")),
+        editor=_editor(_section(raw, "editor")),
         pricing=parse_pricing(raw.get("pricing")),
         budget=_budget(
             _section(raw, "budget"),
@@ -707,6 +718,13 @@ def integer(raw: Mapping[str, Any], dotted: str, default: int, minimum: int | No
     if minimum is not None and value < minimum:
         raise ConfigError(INVALID_CONFIG, f"{dotted} must be at least {minimum}, got {value}")
     return value
+
+
+def _editor(raw: Mapping[str, Any]) -> EditorSettings:
+    command = raw.get("command")
+    if command is not None and (not isinstance(command, str) or not command.strip()):
+        raise ConfigError(INVALID_CONFIG, "editor.command must be a command, like `code`")
+    return EditorSettings(command.strip() if isinstance(command, str) else None)
 
 
 def _server(raw: Mapping[str, Any]) -> ServerSettings:

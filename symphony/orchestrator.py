@@ -29,6 +29,7 @@ from symphony.agents import AgentEvent, AgentLaunch, AgentSession, open_session
 from symphony.agents.backends import backend
 from symphony.budgets import check_budgets
 from symphony.config import Settings, build_settings, workflow_fingerprint
+from symphony.editor import editor_words, open_command
 from symphony.environment import child_environment
 from symphony.errors import SymphonyError
 from symphony.evidence import read_evidence_file, write_evidence_file
@@ -314,6 +315,10 @@ class Orchestrator:
     def workspace_path(self, identifier: str) -> Path:
         """Where the issue's workspace is (or would be) under the current settings."""
         return self._workspaces.path_for(identifier)
+
+    def open_command(self, path: Path) -> str:
+        """The command line that opens `path` in the configured editor (`symphony.editor`)."""
+        return open_command(editor_words(self.settings, self.environ), path)
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Called after every state change (observability surfaces; must not block)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import os
 import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from symphony.errors import SymphonyError
+from symphony.git import git_output
 from symphony.observability.logging import issue_log_path, masker
 from symphony.observability.metrics import render_metrics
 from symphony.workspace import workspace_key
@@ -62,6 +64,8 @@ class Observed(Protocol):
     def add_listener(self, listener: Any) -> None: ...
 
     def workspace_path(self, identifier: str) -> Path: ...
+
+    def open_command(self, path: Path) -> str: ...
 
 
 class _Changes:
@@ -125,7 +129,15 @@ def create_app(
             raise IssueNotFound(wanted)
         identifier = detail["issue_identifier"]
         detail["workspace_key"] = workspace_key(identifier)
-        detail["workspace_path"] = str(orchestrator.workspace_path(identifier))
+        path = orchestrator.workspace_path(identifier)
+        detail["workspace_path"] = str(path)
+        # How a person opens it (`symphony open` runs the same), and the branch it is on.
+        detail["open_command"] = orchestrator.open_command(path)
+        branch = None
+        if path.is_dir():
+            head = await git_output(path, os.environ, "rev-parse", "--abbrev-ref", "HEAD")
+            branch = head.strip() if head and head.strip() != "HEAD" else None
+        detail["branch"] = branch
         detail["log_file"] = str(issue_log_path(logs_root, identifier)) if logs_root else None
         return JSONResponse(detail)
 

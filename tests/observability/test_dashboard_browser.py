@@ -250,4 +250,7 @@ def test_dashboard_shows_outcomes_evidence_and_a_full_review_queue(tmp_path: Pat
         expect(page.locator('[data-card="spend"] svg.spark')).to_have_count(1)
         expect(page.locator("#tickets tbody tr").first).to_contain_text("$")
         expect(page.locator("#detail")).to_contain_text("Cost")
+        # How to open the worktree, and its branch.
+        expect(page.locator("#open-command")).to_contain_text("workspaces/DEMO-4")
+        expect(page.locator("#detail")).to_contain_text("symphony/DEMO-4")
         page.screenshot(path=artifacts / "dashboard-outcomes.png", full_page=True)

@@ -75,6 +75,9 @@ async def test_issue_detail_names_its_workspace_log_file_and_decisions(
     async with httpx.AsyncClient(transport=transport, base_url="http://symphony") as client:
         body = (await client.get("/api/v1/ABC-1")).json()
     assert body["workspace_path"] == str(board.workspaces / "ABC-1")
+    # No editor configured here: the suggestion opens it in VS Code; not a git work tree.
+    assert body["open_command"].endswith(str(board.workspaces / "ABC-1"))
+    assert body["branch"] is None
     assert body["log_file"] == str((board.root / "logs" / "ABC-1.log").resolve())
     assert [row["event"] for row in body["activity"]] == ["dispatched"]
     assert body["activity"][0]["issue_identifier"] == "ABC-1"
