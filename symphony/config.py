@@ -75,6 +75,8 @@ class WorkspaceSettings:
     base_ref: str | None = None
     """What a ticket's changes are compared against in its evidence (`git diff <base>...HEAD`);
     None: the commit the workspace was at when it was created."""
+    worktrees: Any = None
+    """`strategy: worktree`: the `symphony.worktrees.WorktreeSettings`; None: `empty`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +221,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         ),
         "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
         "polling": ("interval_ms",),
-        "workspace": ("root", "base_ref"),
+        "workspace": ("root", "base_ref", "strategy", "repository", "base", "branch"),
         "hooks": ("after_create", "before_run", "after_run", "before_remove", "timeout_ms"),
         "agent": (
             "kind",
@@ -423,7 +425,11 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         workflow_path=workflow.path,
         tracker=tracker,
         polling=polling,
-        workspace=WorkspaceSettings(root=root, base_ref=base_ref.strip() if base_ref else None),
+        workspace=WorkspaceSettings(
+            root=root,
+            base_ref=base_ref.strip() if base_ref else None,
+            worktrees=_worktrees(workspace_raw, workflow.path.parent, environ),
+        ),
         hooks=hooks,
         agent=agent,
         codex=codex,
@@ -718,6 +724,37 @@ def integer(raw: Mapping[str, Any], dotted: str, default: int, minimum: int | No
     if minimum is not None and value < minimum:
         raise ConfigError(INVALID_CONFIG, f"{dotted} must be at least {minimum}, got {value}")
     return value
+
+
+def _worktrees(raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]) -> Any:
+    from symphony.worktrees import DEFAULT_BRANCH, WorktreeSettings
+
+    strategy = raw.get("strategy", "empty")
+    if strategy == "empty":
+        for key in ("repository", "base", "branch"):
+            if key in raw:
+                raise ConfigError(
+                    INVALID_CONFIG, f"workspace.{key} needs workspace.strategy: worktree"
+                )
+        return None
+    if strategy != "worktree":
+        raise ConfigError(INVALID_CONFIG, "workspace.strategy must be `empty` or `worktree`")
+    repository = raw.get("repository")
+    if not isinstance(repository, str) or not repository.strip():
+        raise ConfigError(
+            INVALID_CONFIG,
+            "workspace.strategy: worktree needs workspace.repository (a local clone or a URL)",
+        )
+    repository = repository.strip()
+    if "://" not in repository and not re.match(r"^[\w.-]+@[\w.-]+:", repository):
+        repository = str(resolve_path(repository, base_dir, environ, "workspace.repository"))
+    texts = {}
+    for key in ("base", "branch"):
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(INVALID_CONFIG, f"workspace.{key} must be a non-empty string")
+        texts[key] = value.strip() if isinstance(value, str) else None
+    return WorktreeSettings(repository, texts["base"], texts["branch"] or DEFAULT_BRANCH)
 
 
 def _editor(raw: Mapping[str, Any]) -> EditorSettings:

@@ -65,7 +65,7 @@ from symphony.tracker import (
 )
 from symphony.transitions import post_comment_once, write_transition
 from symphony.workflow import read_workflow
-from symphony.workspace import WorkspaceManager
+from symphony.workspace import WorkspaceManager, startup_prune
 
 if TYPE_CHECKING:
     from symphony.agents.tool_server import ToolServer
@@ -766,6 +766,7 @@ class Orchestrator:
     # Startup and shutdown
 
     async def _startup_cleanup(self) -> None:
+        await startup_prune(self._workspaces)
         try:
             terminal = await self._read(
                 "startup_cleanup",
@@ -1013,7 +1014,10 @@ class Orchestrator:
 
     def _new_workspaces(self, settings: Settings) -> WorkspaceManager:
         return WorkspaceManager(
-            settings.workspace.root, settings.hooks, env=self._child_env(settings)
+            settings.workspace.root,
+            settings.hooks,
+            env=self._child_env(settings),
+            worktrees=settings.workspace.worktrees,
         )
 
     def _child_env(self, settings: Settings, agent_names: Sequence[str] = ()) -> dict[str, str]:

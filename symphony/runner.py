@@ -129,7 +129,9 @@ async def run_attempt(
     settings = ctx.settings
     stage = ctx.stage
     bound = log.bind(attempt=attempt, stage=stage.name if stage else None)
-    workspace = await _step("workspace", ctx.workspaces.prepare(issue.identifier))
+    workspace = await _step(
+        "workspace", ctx.workspaces.prepare(issue.identifier, branch=issue.branch_name)
+    )
     grant: Grant | None = None
     try:
         await _step("before_run hook", ctx.workspaces.before_run(workspace))

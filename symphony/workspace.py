@@ -40,12 +40,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import structlog
+from liquid import Environment, StrictUndefined
 
 from symphony.config import HooksSettings
 from symphony.errors import SymphonyError
 from symphony.git import git_output
 from symphony.shell import Outcome, ScriptResult, run_script
 from symphony.workspace_marks import MARKS_DIR, OwnershipMarks
+from symphony.worktrees import WorktreeError, Worktrees, WorktreeSettings, slugify
 
 log = structlog.get_logger(__name__)
 
@@ -128,10 +130,20 @@ class WorkspaceManager:
     manager, so a hook always runs with the settings of the manager that started it.
     """
 
-    def __init__(self, root: Path, hooks: HooksSettings, *, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        hooks: HooksSettings,
+        *,
+        env: Mapping[str, str],
+        worktrees: WorktreeSettings | None = None,
+    ) -> None:
         self._root = Path(os.path.normpath(os.path.abspath(root)))
         self._hooks = hooks
         self._env = dict(env)
+        self._worktrees = (
+            Worktrees(worktrees, self._root, self._env) if worktrees is not None else None
+        )
         self._marks = OwnershipMarks(self._root)
         # Paths already reported as not ours: a terminal ticket is looked at every sweep.
         self._reported_foreign: set[Path] = set()
@@ -154,7 +166,7 @@ class WorkspaceManager:
         path = self.path_for(identifier)
         return path if self._marks.owns(path.name, path) and path.is_dir() else None
 
-    async def prepare(self, identifier: str) -> Workspace:
+    async def prepare(self, identifier: str, branch: str | None = None) -> Workspace:
         """Ensure the workspace directory exists; run `after_create` only if it was made now.
 
         Raises `WorkspaceError` with `invalid_workspace_path`, `workspace_create_failed`,
@@ -168,9 +180,23 @@ class WorkspaceManager:
                 WORKSPACE_CREATE_FAILED, f"cannot create workspace root {self._root}: {exc}"
             ) from None
         path = self.path_for(identifier)
+        if self._worktrees is not None and self._half_made(path):
+            # A worktree whose creation was cut short (a killed daemon): ours, so it goes, and
+            # it is made again below.
+            log.info("removing a half-made worktree", workspace=str(path))
+            await asyncio.to_thread(self._discard_new, path)
+            await self._worktrees.prune()
         # Synchronous on purpose: a cancellation between creating the directory and returning
         # would otherwise leave a marked workspace whose after_create never ran.
         created_now = self._claim(identifier, path)
+        if created_now and self._worktrees is not None:
+            try:
+                await self._add_worktree(identifier, path, branch)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(self._discard_new, path)
+                    await self._worktrees.prune()
+                raise
         workspace = Workspace(
             path=path, key=path.name, created_now=created_now, identifier=identifier
         )
@@ -203,7 +229,31 @@ class WorkspaceManager:
         if not created_now:
             mark = self._marks.read(path.name)
             return dataclasses.replace(workspace, base=mark.base if mark else None)
+        if self._worktrees is not None:
+            # Where the ticket's work starts from, and the sign the worktree is complete.
+            base = await _git_head(path, self._env)
+            with contextlib.suppress(OSError):
+                self._marks.stamp(path.name, identifier, path, base)
+            return dataclasses.replace(workspace, base=base)
         return workspace
+
+    def _half_made(self, path: Path) -> bool:
+        """Ours, but not (yet) a worktree: `.git` is the last thing `git worktree add` writes
+        that a checkout needs, and the mark gets its start commit only after that."""
+        if not self._marks.owns(path.name, path) or not path.is_dir():
+            return False
+        mark = self._marks.read(path.name)
+        return not (path / ".git").exists() and (mark is None or mark.base is None)
+
+    async def _add_worktree(self, identifier: str, path: Path, branch: str | None) -> None:
+        assert self._worktrees is not None
+        wanted = branch or render_branch(self._worktrees.settings.branch, identifier)
+        name = await self._worktrees.branch_name(wanted, identifier)
+        try:
+            await self._worktrees.add(path, name)
+        except WorktreeError as exc:
+            raise WorkspaceError(WORKSPACE_CREATE_FAILED, f"{path}: {exc.message}") from None
+        log.info("worktree added", workspace=str(path), branch=name)
 
     def _claim(self, identifier: str, path: Path) -> bool:
         """Create the directory with its mark (True), or check an existing one is ours (False)."""
@@ -316,6 +366,11 @@ class WorkspaceManager:
                     WORKSPACE_REMOVE_FAILED,
                     f"{path} became a symlink during before_remove; it was left untouched",
                 )
+        if self._worktrees is not None:
+            try:
+                await self._worktrees.remove(path)  # its branch stays
+            except WorktreeError as exc:
+                log.warning("worktree not unregistered", workspace=str(path), reason=exc.message)
         failures = await asyncio.to_thread(_remove_tree, path)
         if failures:
             raise WorkspaceError(
@@ -395,6 +450,22 @@ async def _git_head(path: Path, env: Mapping[str, str]) -> str | None:
     """The commit checked out at `path`, or None when it is not a git work tree."""
     head = (await git_output(path, env, "rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
     return head or None
+
+
+async def startup_prune(manager: WorkspaceManager) -> None:
+    """Forget worktrees whose folders are gone (`git worktree prune`), at start-up."""
+    if manager._worktrees is not None:
+        try:
+            await manager._worktrees.prune()
+        except WorktreeError as exc:
+            log.warning("git worktree prune failed", reason=exc.message)
+
+
+def render_branch(template: str, identifier: str) -> str:
+    """The branch a ticket's worktree is on, from `workspace.branch`."""
+    env = Environment(undefined=StrictUndefined)
+    env.filters["slugify"] = slugify
+    return env.from_string(template).render(issue={"identifier": identifier}).strip()
 
 
 def _foreign(path: Path) -> str:

@@ -1,0 +1,149 @@
+"""`workspace.strategy: worktree` on real git repositories: a worktree and branch per ticket
+from one mirror, made concurrently without hooks, removed with the branch kept, a half-made one
+made again, branch names from the tracker or the template, and the settings' errors."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from symphony.config import ConfigError, HooksSettings, load_settings
+from symphony.workspace import WorkspaceManager
+from symphony.worktrees import MIRROR_NAME, WorktreeSettings, slugify
+
+
+def git(path: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "app.py").write_text("x = 1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "start")
+    return repo
+
+
+def manager(tmp_path: Path, repository: Path, **settings: str) -> WorkspaceManager:
+    return WorkspaceManager(
+        tmp_path / "ws",
+        HooksSettings(),
+        env={"PATH": "/usr/bin:/bin"},
+        worktrees=WorktreeSettings(str(repository), **settings),  # type: ignore[arg-type]
+    )
+
+
+async def test_tickets_get_worktrees_on_their_own_branches_concurrently(
+    tmp_path: Path, repository: Path
+) -> None:
+    workspaces = manager(tmp_path, repository)
+    first, second = await asyncio.gather(workspaces.prepare("ABC-1"), workspaces.prepare("ABC 2/x"))
+    start = git(repository, "rev-parse", "HEAD")
+    for workspace, branch in ((first, "symphony/ABC-1"), (second, "symphony/ABC-2-x")):
+        assert workspace.created_now and (workspace.path / "app.py").read_text() == "x = 1\n"
+        assert git(workspace.path, "rev-parse", "--abbrev-ref", "HEAD") == branch
+        assert git(workspace.path, "rev-parse", "HEAD") == start == workspace.base
+    again = await workspaces.prepare("ABC-1")
+    assert not again.created_now and again.base == start
+
+
+async def test_a_removed_worktree_keeps_its_branch_and_a_rework_continues_it(
+    tmp_path: Path, repository: Path
+) -> None:
+    workspaces = manager(tmp_path, repository)
+    workspace = await workspaces.prepare("ABC-1")
+    (workspace.path / "app.py").write_text("x = 2\n")
+    git(workspace.path, "commit", "-q", "-am", "work")
+    work = git(workspace.path, "rev-parse", "HEAD")
+    assert await workspaces.remove("ABC-1")
+    assert not workspace.path.exists()
+    mirror = tmp_path / "ws" / MIRROR_NAME
+    assert git(mirror, "rev-parse", "refs/heads/symphony/ABC-1") == work  # the branch stays
+    assert "ABC-1" not in git(mirror, "worktree", "list")
+    back = await workspaces.prepare("ABC-1")
+    assert (back.path / "app.py").read_text() == "x = 2\n"  # checked out as it was left
+
+
+async def test_a_half_made_worktree_is_removed_and_made_again(
+    tmp_path: Path, repository: Path
+) -> None:
+    workspaces = manager(tmp_path, repository)
+    path = workspaces.path_for("ABC-1")
+    (tmp_path / "ws").mkdir()
+    assert workspaces._claim("ABC-1", path)  # created and marked; a kill came before git ran
+    (path / "partial").write_text("cut short")
+    workspace = await workspaces.prepare("ABC-1")
+    assert workspace.created_now and (workspace.path / ".git").exists()
+    assert not (workspace.path / "partial").exists()
+
+
+async def test_the_trackers_branch_name_wins_and_a_bad_one_falls_back(
+    tmp_path: Path, repository: Path
+) -> None:
+    workspaces = manager(tmp_path, repository, branch="feature/{{ issue.identifier | slugify }}")
+    named = await workspaces.prepare("ABC-1", branch="eng-1-add-subtract")
+    assert git(named.path, "rev-parse", "--abbrev-ref", "HEAD") == "eng-1-add-subtract"
+    templated = await workspaces.prepare("ABC-2")
+    assert git(templated.path, "rev-parse", "--abbrev-ref", "HEAD") == "feature/ABC-2"
+    odd = await workspaces.prepare("ABC-3", branch="bad..name")
+    assert git(odd.path, "rev-parse", "--abbrev-ref", "HEAD") == "symphony/ABC-3"
+
+
+async def test_a_workspace_someone_else_made_is_never_turned_into_a_worktree(
+    tmp_path: Path, repository: Path
+) -> None:
+    workspaces = manager(tmp_path, repository)
+    mine = tmp_path / "ws" / "ABC-1"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(Exception, match=r"workspace_not_owned|not create"):
+        await workspaces.prepare("ABC-1")
+    assert (mine / "notes.txt").read_text() == "mine"
+
+
+def test_slugify_keeps_what_a_branch_name_may_hold() -> None:
+    assert slugify("owner/name#12") == "owner-name-12"
+    assert slugify("ABC-1") == "ABC-1" and slugify("...") == "ticket"
+
+
+def write(tmp_path: Path, workspace: dict[str, object]) -> Path:
+    config = {
+        "tracker": {"kind": "local", "provider": {"path": "board"}},
+        "workspace": {"root": "ws", **workspace},
+    }
+    path = tmp_path / "WORKFLOW.md"
+    path.write_text(f"---\n{yaml.safe_dump(config)}---\nDo it.\n")
+    return path
+
+
+def test_worktree_settings_resolve_the_repository_and_name_their_errors(tmp_path: Path) -> None:
+    settings = load_settings(
+        write(tmp_path, {"strategy": "worktree", "repository": "repo", "base": "origin/main"}),
+        {"HOME": "/nowhere"},
+    )
+    worktrees = settings.workspace.worktrees
+    assert worktrees.repository == str(tmp_path / "repo") and worktrees.base == "origin/main"
+    url = load_settings(
+        write(tmp_path, {"strategy": "worktree", "repository": "git@example.com:o/r.git"}),
+        {"HOME": "/nowhere"},
+    )
+    assert url.workspace.worktrees.repository == "git@example.com:o/r.git"
+    for workspace, message in (
+        ({"strategy": "worktree"}, r"needs workspace\.repository"),
+        ({"strategy": "clone"}, r"workspace\.strategy must be"),
+        ({"repository": "repo"}, r"workspace\.repository needs workspace\.strategy: worktree"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            load_settings(write(tmp_path, workspace), {"HOME": "/nowhere"})
