@@ -26,6 +26,13 @@ def preflight_warnings(settings: Settings) -> list[str]:
     """What `check` warns about and the daemon logs at start: unknown keys, a missing agent."""
     warnings = list(settings.warnings)
     environ = {**os.environ, "SYMPHONY_WORKFLOW_DIR": str(settings.workflow_dir)}
+    worktrees = settings.workspace.worktrees
+    local = worktrees is not None and worktrees.repository.startswith("/")
+    if local and not os.path.isdir(worktrees.repository):
+        warnings.append(
+            f"workspace.repository {worktrees.repository} does not exist, so no ticket can "
+            "get a worktree"
+        )
     for kind in used_agent_kinds(settings):
         command = settings.session_settings(kind).command
         if not command:

@@ -147,3 +147,12 @@ def test_worktree_settings_resolve_the_repository_and_name_their_errors(tmp_path
     ):
         with pytest.raises(ConfigError, match=message):
             load_settings(write(tmp_path, workspace), {"HOME": "/nowhere"})
+
+
+def test_check_warns_when_the_repository_is_missing(tmp_path: Path) -> None:
+    from symphony.check import preflight_warnings
+
+    settings = load_settings(
+        write(tmp_path, {"strategy": "worktree", "repository": "nowhere"}), {"HOME": "/nowhere"}
+    )
+    assert any("workspace.repository" in w for w in preflight_warnings(settings))
