@@ -238,12 +238,23 @@ class WorkspaceManager:
         return workspace
 
     def _half_made(self, path: Path) -> bool:
-        """Ours, but not (yet) a worktree: `.git` is the last thing `git worktree add` writes
-        that a checkout needs, and the mark gets its start commit only after that."""
+        """Ours, and a worktree whose creation was cut short: no start commit in its mark yet
+        (it is recorded once the worktree is complete), and either nothing in it or a `.git`
+        that points into this root's store. A workspace of ours that is neither (one made
+        before the strategy was switched on) is left as it is."""
         if not self._marks.owns(path.name, path) or not path.is_dir():
             return False
         mark = self._marks.read(path.name)
-        return not (path / ".git").exists() and (mark is None or mark.base is None)
+        if mark is not None and mark.base is not None:
+            return False
+        if not any(path.iterdir()):
+            return True
+        assert self._worktrees is not None
+        try:
+            link = (path / ".git").read_text(errors="replace")
+        except OSError:
+            return False
+        return link.startswith("gitdir:") and str(self._worktrees.mirror) in link
 
     async def _add_worktree(self, identifier: str, path: Path, branch: str | None) -> None:
         assert self._worktrees is not None

@@ -82,11 +82,25 @@ async def test_a_half_made_worktree_is_removed_and_made_again(
     workspaces = manager(tmp_path, repository)
     path = workspaces.path_for("ABC-1")
     (tmp_path / "ws").mkdir()
-    assert workspaces._claim("ABC-1", path)  # created and marked; a kill came before git ran
+    assert workspaces._claim("ABC-1", path)  # created and marked; then git was cut short
+    mirror = tmp_path / "ws" / MIRROR_NAME
+    (path / ".git").write_text(f"gitdir: {mirror}/worktrees/ABC-1\n")
     (path / "partial").write_text("cut short")
     workspace = await workspaces.prepare("ABC-1")
-    assert workspace.created_now and (workspace.path / ".git").exists()
+    assert workspace.created_now and (workspace.path / "app.py").exists()
     assert not (workspace.path / "partial").exists()
+    assert git(workspace.path, "rev-parse", "--abbrev-ref", "HEAD") == "symphony/ABC-1"
+
+
+async def test_a_workspace_made_before_worktrees_were_switched_on_is_kept(
+    tmp_path: Path, repository: Path
+) -> None:
+    before = WorkspaceManager(tmp_path / "ws", HooksSettings(), env={"PATH": "/usr/bin:/bin"})
+    old = await before.prepare("ABC-1")
+    (old.path / "work.txt").write_text("an agent's work")
+    workspace = await manager(tmp_path, repository).prepare("ABC-1")
+    assert not workspace.created_now
+    assert (workspace.path / "work.txt").read_text() == "an agent's work"
 
 
 async def test_the_trackers_branch_name_wins_and_a_bad_one_falls_back(
