@@ -170,3 +170,31 @@ def test_check_warns_when_the_repository_is_missing(tmp_path: Path) -> None:
         write(tmp_path, {"strategy": "worktree", "repository": "nowhere"}), {"HOME": "/nowhere"}
     )
     assert any("workspace.repository" in w for w in preflight_warnings(settings))
+
+
+async def test_the_daemon_gives_each_ticket_a_worktree_and_removes_it_when_done(
+    tmp_path: Path, repository: Path
+) -> None:
+    from tests.test_orchestrator import Board, scenario_env, start
+
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    board.ticket("ABC-2")
+    board.write_workflow(
+        workspace={"root": "workspaces", "strategy": "worktree", "repository": str(repository)},
+        polling_ms=200,
+    )
+    run = start(board, scenario_env("complete"), watch=False)
+    try:
+        await run.until(lambda: {"ABC-1", "ABC-2"} <= run.dispatched, timeout=20)
+        await run.until(lambda: not run.orchestrator.state.running, timeout=20)
+        for identifier in ("ABC-1", "ABC-2"):
+            path = board.workspaces / identifier
+            assert git(path, "rev-parse", "--abbrev-ref", "HEAD") == f"symphony/{identifier}"
+        board.ticket("ABC-1", state="Done")
+        await run.until(lambda: not (board.workspaces / "ABC-1").exists(), timeout=20)
+    finally:
+        await run.stop()
+    mirror = board.workspaces / MIRROR_NAME
+    assert git(mirror, "rev-parse", "--verify", "refs/heads/symphony/ABC-1")  # branch kept
+    assert (board.workspaces / "ABC-2" / "app.py").exists()
