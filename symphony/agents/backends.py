@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from symphony.agents import AgentLaunch, AgentSession, SessionSettings, acp, claude
+from symphony.agents.app_server import AppServerSession
 from symphony.config import KNOWN_KEYS, parse_codex
 from symphony.errors import SymphonyError
 
@@ -34,26 +35,14 @@ class Backend:
     """It takes the tracker's tools from the daemon's MCP server, not on its own protocol."""
 
 
-def _codex_session(launch: AgentLaunch) -> AgentSession:
-    from symphony.agents.app_server import AppServerSession
-
-    return AppServerSession(launch)
-
-
 CODEX = Backend(
     kind="codex",
     keys=KNOWN_KEYS["codex"],  # the spec's own section
     # Its home (where a login keeps its credentials), an API key, an endpoint, its log filter.
     env_names=("CODEX_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "RUST_LOG"),
     parse=parse_codex,
-    session=_codex_session,
+    session=AppServerSession,
 )
-
-
-def _claude_session(launch: AgentLaunch) -> AgentSession:
-    from symphony.agents.claude import ClaudeSession
-
-    return ClaudeSession(launch)
 
 
 CLAUDE = Backend(
@@ -61,15 +50,9 @@ CLAUDE = Backend(
     keys=claude.KEYS,
     env_names=claude.ENV_NAMES,
     parse=claude.parse_settings,
-    session=_claude_session,
+    session=claude.ClaudeSession,
     tools_over_mcp=True,
 )
-
-
-def _acp_session(launch: AgentLaunch) -> AgentSession:
-    from symphony.agents.acp import AcpSession
-
-    return AcpSession(launch)
 
 
 ACP = Backend(
@@ -77,7 +60,7 @@ ACP = Backend(
     keys=acp.KEYS,
     env_names=acp.ENV_NAMES,
     parse=acp.parse_settings,
-    session=_acp_session,
+    session=acp.AcpSession,
     tools_over_mcp=True,
 )
 
