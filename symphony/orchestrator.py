@@ -623,11 +623,7 @@ class Orchestrator:
         assert self._tasks is not None
         issue, attempt = start.issue, start.attempt
         machine = self.settings.machine
-        stage = (
-            next((s for s in machine.stages if s.name == start.stage), None)
-            if machine is not None and start.stage is not None
-            else None
-        )
+        stage = machine.stage_named(start.stage) if machine is not None else None
         ctx = AttemptContext(
             settings=self.settings,
             tracker=self.tracker,
@@ -697,11 +693,7 @@ class Orchestrator:
         if pending is None:
             return
         tracker, machine = self.tracker, self.settings.machine
-        stage = (
-            next((s for s in machine.stages if s.name == pending.plan.stage), None)
-            if machine is not None
-            else None
-        )
+        stage = machine.stage_named(pending.plan.stage) if machine is not None else None
         own = {normalize_state(pending.issue.state)}
         if pending.plan.outcome is Outcome.BUDGET_EXCEEDED:
             # Stopped wherever it was being worked on, in either mode.

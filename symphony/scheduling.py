@@ -901,7 +901,7 @@ def _stage_outcome(
     machine = settings.machine
     if machine is None or entry.stage is None:
         return None
-    stage = next((s for s in machine.stages if s.name == entry.stage), None)
+    stage = machine.stage_named(entry.stage)
     if stage is None:
         return None  # a reload removed the stage: its tickets are judged afresh
     progress = state.stage_progress.get(entry.issue.id)
@@ -1330,9 +1330,8 @@ def _stall_timeout_ms(entry: RunningEntry, settings: Settings) -> int:
     """The stall timeout of the run's agent: its stage's block of that kind, else the
     workflow's."""
     block = settings.session_settings(entry.agent_kind)
-    if entry.stage is not None and settings.machine is not None:
-        stage = next((s for s in settings.machine.stages if s.name == entry.stage), None)
-        if stage is not None:
-            block = stage.sessions.get(entry.agent_kind, block)
+    stage = settings.machine.stage_named(entry.stage) if settings.machine is not None else None
+    if stage is not None:
+        block = stage.sessions.get(entry.agent_kind, block)
     timeout: int = block.stall_timeout_ms
     return timeout

@@ -126,6 +126,10 @@ class StageMachine:
         """The stage tickets in `state` run, or None (a checkpoint, terminal or unknown state)."""
         return self._by_state.get(normalize_state(state))
 
+    def stage_named(self, name: str | None) -> Stage | None:
+        """The stage called `name`, or None (no such stage since a reload, or no name)."""
+        return next((stage for stage in self.stages if stage.name == name), None)
+
     @property
     def states(self) -> tuple[str, ...]:
         """Every stage's states, in declaration order: the workflow's active states."""
