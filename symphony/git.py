@@ -4,29 +4,47 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 GIT_TIMEOUT_S = 20.0
 
 
-async def git_output(path: Path, env: Mapping[str, str], *args: str) -> str | None:
-    """What `git -C path <args>` prints, or None when it failed, could not run or took longer
-    than GIT_TIMEOUT_S. It never asks for credentials and takes no optional locks, so it can
-    run beside an agent working in the same repository."""
+@dataclass(frozen=True, slots=True)
+class GitRun:
+    returncode: int | None
+    """None: git could not start or took too long (it was killed)."""
+    out: str
+    err: str
+
+
+async def run_git(
+    *args: str, env: Mapping[str, str], cwd: Path | None = None, timeout_s: float = GIT_TIMEOUT_S
+) -> GitRun:
+    """Run `git <args>` to its end or `timeout_s`, never asking for credentials."""
     try:
         proc = await asyncio.create_subprocess_exec(
-            "git", "-C", str(path), *args,
-            env={**env, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"},
+            "git", *args,
+            cwd=cwd,
+            env={**env, "GIT_TERMINAL_PROMPT": "0"},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
-    except OSError:
-        return None
+    except OSError as exc:
+        return GitRun(None, "", str(exc))
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT_S)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        return None
-    return out.decode("utf-8", "replace") if proc.returncode == 0 else None
+        return GitRun(None, "", f"took over {timeout_s:.0f} s")
+    return GitRun(proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
+async def git_output(path: Path, env: Mapping[str, str], *args: str) -> str | None:
+    """What `git -C path <args>` prints, or None when it failed, could not run or took longer
+    than GIT_TIMEOUT_S. It takes no optional locks, so it can run beside an agent working in
+    the same repository."""
+    run = await run_git("-C", str(path), *args, env={**env, "GIT_OPTIONAL_LOCKS": "0"})
+    return run.out if run.returncode == 0 else None

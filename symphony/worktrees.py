@@ -23,11 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from symphony.errors import SymphonyError
+from symphony.git import run_git
 
 WORKTREE_FAILED = "worktree_failed"
 MIRROR_NAME = ".symphony-mirror.git"
 DEFAULT_BRANCH = "symphony/{{ issue.identifier | slugify }}"
 GIT_TIMEOUT_S = 300.0
+"""A clone or fetch of a large repository takes a while; a query (`symphony.git`) does not."""
 
 _locks: dict[Path, asyncio.Lock] = {}
 
@@ -56,32 +58,14 @@ class Worktrees:
     def __init__(self, settings: WorktreeSettings, root: Path, env: Mapping[str, str]) -> None:
         self.settings = settings
         self.mirror = root / MIRROR_NAME
-        self._env = {**env, "GIT_TERMINAL_PROMPT": "0"}
+        self._env = dict(env)
 
-    async def _git(self, *args: str, cwd: Path | None = None) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            *args,
-            cwd=cwd,
-            env=self._env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT_S)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            raise WorktreeError(
-                WORKTREE_FAILED, f"git {args[0]} took over {GIT_TIMEOUT_S:.0f} s"
-            ) from None
-        if proc.returncode != 0:
-            detail = err.decode("utf-8", "replace").strip().splitlines()
-            raise WorktreeError(
-                WORKTREE_FAILED, f"git {' '.join(args[:2])} failed: {' '.join(detail)[-500:]}"
-            )
-        return out.decode("utf-8", "replace")
+    async def _git(self, *args: str) -> str:
+        run = await run_git(*args, env=self._env, timeout_s=GIT_TIMEOUT_S)
+        if run.returncode != 0:
+            detail = " ".join(run.err.strip().splitlines())[-500:]
+            raise WorktreeError(WORKTREE_FAILED, f"git {' '.join(args[:2])} failed: {detail}")
+        return run.out
 
     def _lock(self) -> asyncio.Lock:
         return _locks.setdefault(self.mirror, asyncio.Lock())
