@@ -472,11 +472,13 @@ async def startup_prune(manager: WorkspaceManager) -> None:
             log.warning("git worktree prune failed", reason=exc.message)
 
 
+_BRANCH_TEMPLATES = Environment(undefined=StrictUndefined)
+_BRANCH_TEMPLATES.filters["slugify"] = slugify
+
+
 def render_branch(template: str, identifier: str) -> str:
     """The branch a ticket's worktree is on, from `workspace.branch`."""
-    env = Environment(undefined=StrictUndefined)
-    env.filters["slugify"] = slugify
-    return env.from_string(template).render(issue={"identifier": identifier}).strip()
+    return _BRANCH_TEMPLATES.from_string(template).render(issue={"identifier": identifier}).strip()
 
 
 def _foreign(path: Path) -> str:
