@@ -74,6 +74,10 @@ async def report(settings: Settings, tracker: Tracker) -> int:
     if t.required_labels:
         print(f"labels        {', '.join(t.required_labels)}")
     print(f"workspaces    {settings.workspace.root}")
+    worktrees = settings.workspace.worktrees
+    if worktrees is not None:
+        base = worktrees.base or "its default branch"
+        print(f"worktrees     of {worktrees.repository} from {base}, on {worktrees.branch}")
     print(f"poll every    {settings.polling.interval_ms} ms")
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
     kind = settings.agent.kind

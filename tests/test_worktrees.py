@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -170,6 +171,23 @@ def test_check_warns_when_the_repository_is_missing(tmp_path: Path) -> None:
         write(tmp_path, {"strategy": "worktree", "repository": "nowhere"}), {"HOME": "/nowhere"}
     )
     assert any("workspace.repository" in w for w in preflight_warnings(settings))
+
+
+def test_check_shows_the_worktree_settings(tmp_path: Path, repository: Path) -> None:
+    write(tmp_path, {"strategy": "worktree", "repository": str(repository), "base": "main"})
+    (tmp_path / "board").mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "symphony", "check"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    line = (
+        f"worktrees     of {repository} from main, on symphony/{{{{ issue.identifier | slugify }}}}"
+    )
+    assert line in result.stdout
 
 
 async def test_the_daemon_gives_each_ticket_a_worktree_and_removes_it_when_done(
