@@ -127,7 +127,9 @@ class AgentEvent:
     def __post_init__(self) -> None:
         # A plain string of a known kind is accepted; an unknown one is an error here, not
         # a silently ignored event later.
-        object.__setattr__(self, "kind", EventKind(self.kind))
+        # (Emitters pass members already: the check keeps the event hot path free of a lookup.)
+        if not isinstance(self.kind, EventKind):
+            object.__setattr__(self, "kind", EventKind(self.kind))
 
 
 class SessionSettings(Protocol):
