@@ -48,3 +48,16 @@ async def git_output(path: Path, env: Mapping[str, str], *args: str) -> str | No
     the same repository."""
     run = await run_git("-C", str(path), *args, env={**env, "GIT_OPTIONAL_LOCKS": "0"})
     return run.out if run.returncode == 0 else None
+
+
+async def is_own_work_tree(path: Path, env: Mapping[str, str]) -> bool:
+    """Whether `path` is the top of a git work tree: a folder inside another repository (a
+    workspace root under the project's own checkout) is not, or its questions would be answered
+    about that repository."""
+    top = await git_output(path, env, "rev-parse", "--show-toplevel")
+    if not top or not top.strip():
+        return False
+    try:
+        return Path(top.strip()).resolve() == path.resolve()
+    except OSError:
+        return False
