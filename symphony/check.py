@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sqlite3
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from symphony.config import Settings
 from symphony.errors import SymphonyError
 from symphony.issue import Issue, normalize_state
+from symphony.memory import memory_of
 from symphony.preflight import agent_command_problem
 from symphony.prompt import StageContext, render_prompt
 from symphony.scheduling import SchedulerState, explain_dispatch, observe_review_queue
+from symphony.store import Store, StoreError
 from symphony.tracker import Tracker, resolve_states
 
 
@@ -78,6 +82,13 @@ async def report(settings: Settings, tracker: Tracker) -> int:
     if worktrees is not None:
         base = worktrees.base or "its default branch"
         print(f"worktrees     of {worktrees.repository} from {base}, on {worktrees.branch}")
+    memory = memory_of(settings)
+    if memory is not None:
+        count = len(memory.notes())
+        print(
+            f"memory        {count} note{'s' if count != 1 else ''} in {memory.folder}, "
+            f"{memory.settings.budget_chars} chars a prompt"
+        )
     print(f"poll every    {settings.polling.interval_ms} ms")
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
     kind = settings.agent.kind
@@ -85,7 +96,7 @@ async def report(settings: Settings, tracker: Tracker) -> int:
     for warning in preflight_warnings(settings):
         print(f"warning: {warning}")
     errors = _machine(settings, known)
-    state = SchedulerState()
+    state = _daemon_claims(settings)
     if settings.agent.max_in_review is not None and settings.machine is not None:
         waiting = observe_review_queue(state, in_review, settings)
         full = waiting >= settings.agent.max_in_review
@@ -131,6 +142,32 @@ def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
         "change the stages"
         for state in missing
     ]
+
+
+def _daemon_claims(settings: Settings) -> SchedulerState:
+    """What the daemon's store says it holds (runs, retries, moves, kept workspaces, and the
+    files of each), so `check` explains the holds `agent.overlap` makes; empty when there is
+    no store yet or it cannot be read."""
+    state = SchedulerState()
+    if settings.state is None:
+        return state
+    try:
+        store = Store.read_only(settings.state.path)
+        if store is None:
+            return state
+        try:
+            saved = store.load(datetime.now(UTC))
+        finally:
+            store.close()
+    except (StoreError, sqlite3.Error) as exc:
+        print(f"warning: the daemon's state could not be read, so holds are not shown: {exc}")
+        return state
+    state.claimed.update(r.issue_id for r in saved.runs)
+    state.claimed.update(r.issue_id for r in saved.retries)
+    state.claimed.update(t.issue_id for t in saved.transitions)
+    state.kept_workspaces.update(saved.kept_workspaces)
+    state.footprints.update(saved.footprints)
+    return state
 
 
 def _verdicts(settings: Settings, candidates: Sequence[Issue], state: SchedulerState) -> list[str]:

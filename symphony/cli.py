@@ -33,6 +33,7 @@ from symphony.errors import SymphonyError
 from symphony.git import git_output
 from symphony.init import TRACKERS, init_workflow
 from symphony.issue import Issue
+from symphony.memory import Listing, Ticket, memory_of
 from symphony.observability.logging import configure_logging, masker
 from symphony.observability.terminal import ConsoleLogStream, TerminalStatus
 from symphony.orchestrator import Orchestrator
@@ -63,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _report(_report_parser().parse_intermixed_args(args[1:]))
         if args and args[0] == "open":
             return _open(_open_parser().parse_intermixed_args(args[1:]))
+        if args and args[0] == "memory":
+            return _memory(_memory_parser().parse_intermixed_args(args[1:]))
         return _run(_run_parser().parse_intermixed_args(args))
     except SymphonyError as exc:
         print(f"symphony: {exc}", file=sys.stderr)
@@ -93,7 +96,8 @@ def _run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="symphony",
         description=(
-            "Run coding agents on tracker tickets. Subcommands: check, render, init, report, open."
+            "Run coding agents on tracker tickets. Subcommands: check, render, init, report, "
+            "open, memory."
         ),
     )
     parser.add_argument("--version", action="version", version=f"symphony {version()}")
@@ -249,6 +253,28 @@ def _open(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"symphony: cannot run the editor {words[0]!r}: {exc}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _memory_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony memory",
+        description=(
+            "List the notes agents and the daemon keep for later tickets (memory.folder), "
+            "newest first. They are plain Markdown files: edit or delete them as you like."
+        ),
+    )
+    _workflow_arg(parser)
+    return parser
+
+
+def _memory(args: argparse.Namespace) -> int:
+    settings = load_settings(args.workflow)
+    memory = memory_of(settings)
+    if memory is None:
+        print("memory is off (memory.enabled: false)")
+        return EXIT_OK
+    print("\n".join(Listing(memory.folder, memory.notes()).lines()))
+    return EXIT_OK
 
 
 def version() -> str:
@@ -438,10 +464,13 @@ async def _render_for(
         if issue is None:
             return None
         stage = settings.machine.stage_for(issue.state) if settings.machine else None
+        memory = memory_of(settings)
         if stage is None:
-            return render_prompt(settings.prompt_template, issue, attempt)
+            notes = memory.for_prompt(Ticket.of(issue)) if memory is not None else None
+            return render_prompt(settings.prompt_template, issue, attempt, memory=notes)
         context = await stage_context(tracker, issue, stage)
-        return render_prompt(stage.prompt_template, issue, attempt, context)
+        notes = memory.for_prompt(Ticket.of(issue, plan=context.plan)) if memory else None
+        return render_prompt(stage.prompt_template, issue, attempt, context, memory=notes)
     finally:
         await tracker.aclose()
 

@@ -107,6 +107,9 @@ class AgentSettings:
     allowlist."""
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """Variables set in every child, values resolved at load (`$VAR` from the daemon's)."""
+    overlap: str = "warn"
+    """A new ticket whose files overlap another open ticket's: `serialize` holds it, `warn`
+    starts it with a comment naming the other, `off` looks at nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +165,19 @@ class EditorSettings:
     command: str | None = None
 
 
+DEFAULT_MEMORY_BUDGET_CHARS = 4_000
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySettings:
+    """Notes carried between tickets (`symphony.memory`): where they live and how much of
+    them a prompt gets."""
+
+    folder: Path
+    budget_chars: int = DEFAULT_MEMORY_BUDGET_CHARS
+    enabled: bool = True
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     workflow_path: Path
@@ -189,6 +205,8 @@ class Settings:
     sessions: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     """The settings block of every agent kind, by kind (codex's is `codex` too)."""
     editor: EditorSettings = field(default_factory=EditorSettings)
+    memory: MemorySettings | None = None
+    """None only in settings built by hand (tests): no notes, no `record_learning`."""
 
     @property
     def workflow_dir(self) -> Path:
@@ -218,6 +236,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "pricing",
             "budget",
             "editor",
+            "memory",
         ),
         "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
         "polling": ("interval_ms",),
@@ -233,6 +252,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "max_in_review",
             "env_passthrough",
             "env",
+            "overlap",
         ),
         "codex": (
             "command",
@@ -247,6 +267,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "state": ("path", "keep_days"),
         "logs": ("max_file_mb", "keep_days"),
         "editor": ("command",),
+        "memory": ("folder", "budget_chars", "enabled"),
         "budget": ("per_ticket_usd", "warn_at", "per_day_usd", "on_exceeded"),
     }
 )
@@ -391,6 +412,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         ),
         env_passthrough=_env_names(agent_raw.get("env_passthrough")),
         env=_env_values(agent_raw.get("env"), environ),
+        overlap=_choice(agent_raw, "agent.overlap", OVERLAP_MODES, _AGENT.overlap),
     )
 
     sessions = _sessions(raw, agent.kind)
@@ -443,6 +465,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         state=_state(_section(raw, "state"), workflow.path, environ),
         logs=_logs(_section(raw, "logs")),
         editor=_editor(_section(raw, "editor")),
+        memory=_memory(_section(raw, "memory"), workflow.path.parent, environ),
         pricing=parse_pricing(raw.get("pricing")),
         budget=_budget(
             _section(raw, "budget"),
@@ -755,6 +778,34 @@ def _worktrees(raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str
             raise ConfigError(INVALID_CONFIG, f"workspace.{key} must be a non-empty string")
         texts[key] = value.strip() if isinstance(value, str) else None
     return WorktreeSettings(repository, texts["base"], texts["branch"] or DEFAULT_BRANCH)
+
+
+OVERLAP_MODES = ("serialize", "warn", "off")
+
+
+def _choice(raw: Mapping[str, Any], dotted: str, choices: Sequence[str], default: str) -> str:
+    value = raw.get(dotted.rsplit(".", 1)[1], default)
+    if value not in choices:
+        raise ConfigError(
+            INVALID_CONFIG, f"{dotted} must be one of {', '.join(choices)}, got {value!r}"
+        )
+    return str(value)
+
+
+def _memory(raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]) -> MemorySettings:
+    folder = raw.get("folder")
+    if folder is not None and (not isinstance(folder, str) or not folder.strip()):
+        raise ConfigError(INVALID_CONFIG, "memory.folder must be a path, like .symphony/memory")
+    enabled = raw.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(INVALID_CONFIG, f"memory.enabled must be true or false, got {enabled!r}")
+    return MemorySettings(
+        folder=resolve_path(folder, base_dir, environ, "memory.folder")
+        if isinstance(folder, str)
+        else base_dir / ".symphony" / "memory",
+        budget_chars=integer(raw, "memory.budget_chars", DEFAULT_MEMORY_BUDGET_CHARS, 0),
+        enabled=enabled,
+    )
 
 
 def _editor(raw: Mapping[str, Any]) -> EditorSettings:

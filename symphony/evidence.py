@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from symphony.costs import usd
-from symphony.git import git_output
+from symphony.git import git_output, is_own_work_tree, run_git
 from symphony.verification import Verification
 
 if TYPE_CHECKING:
@@ -31,6 +32,9 @@ EVIDENCE_DIR = ".symphony"
 EVIDENCE_FILE = "evidence.json"
 MAX_COMMITS = 20
 MAX_DIFF_STAT_CHARS = 4_000
+MAX_CONFLICT_FILES = 20
+MAX_OTHER_BRANCHES = 20
+"""Other open tickets' branches checked for conflicts at one hand-off, at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,11 @@ class WorkspaceFacts:
     diff_stat: str = ""
     uncommitted: int = 0
     """Paths with changes not committed (staged, unstaged or untracked)."""
+    merge: MergeCheck | None = None
+    """Whether the branch merges cleanly onto the base branch as it is now; None: not checked
+    (no base branch known)."""
+    conflicts_with: tuple[MergeCheck, ...] = ()
+    """Other open tickets whose branches conflict with this one."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,10 +69,13 @@ class WorkspaceFacts:
             "more_commits": self.more_commits,
             "diff_stat": self.diff_stat,
             "uncommitted": self.uncommitted,
+            "merge": self.merge.to_json() if self.merge is not None else None,
+            "conflicts_with": [c.to_json() for c in self.conflicts_with],
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> WorkspaceFacts:
+        merge = data.get("merge")
         return cls(
             data.get("branch"),
             data.get("head"),
@@ -73,6 +85,36 @@ class WorkspaceFacts:
             int(data.get("more_commits") or 0),
             str(data.get("diff_stat") or ""),
             int(data.get("uncommitted") or 0),
+            MergeCheck.from_json(merge) if isinstance(merge, Mapping) else None,
+            tuple(
+                MergeCheck.from_json(c)
+                for c in data.get("conflicts_with") or ()
+                if isinstance(c, Mapping)
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MergeCheck:
+    """What `git merge-tree` says of merging the ticket's branch with `onto` (the base branch,
+    or another open ticket's branch, by identifier)."""
+
+    onto: str
+    clean: bool | None
+    """None: git could not tell (an old git, or commits it cannot see)."""
+    files: tuple[str, ...] = ()
+    """The files that conflict, at most MAX_CONFLICT_FILES."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"onto": self.onto, "clean": self.clean, "files": list(self.files)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MergeCheck:
+        clean = data.get("clean")
+        return cls(
+            str(data.get("onto", "")),
+            clean if isinstance(clean, bool) else None,
+            tuple(str(f) for f in data.get("files") or ()),
         )
 
 
@@ -195,7 +237,35 @@ def _workspace_lines(workspace: Mapping[str, Any]) -> list[str]:
     uncommitted = int(workspace.get("uncommitted") or 0)
     if uncommitted:
         lines.append(f"Not committed: {uncommitted} path{'s' if uncommitted != 1 else ''}.")
-    return [*lines, ""]
+    return [*lines, *_merge_lines(workspace), ""]
+
+
+def _merge_lines(workspace: Mapping[str, Any]) -> list[str]:
+    merge = workspace.get("merge")
+    lines = []
+    if isinstance(merge, Mapping):
+        onto = f"`{merge['onto']}`"
+        if merge.get("clean") is True:
+            lines.append(f"Merges cleanly onto {onto} as it is now (git merge-tree).")
+        elif merge.get("clean") is False:
+            lines.append(
+                f"**Does not merge cleanly onto {onto}** as it is now: conflicts in "
+                f"{_files(merge.get('files') or [])}."
+            )
+        else:
+            lines.append(f"Whether it merges onto {onto} could not be checked.")
+    others = [c for c in workspace.get("conflicts_with") or [] if isinstance(c, Mapping)]
+    if others:
+        lines.append(
+            "Conflicts with other open tickets' branches: "
+            + "; ".join(f"{c['onto']} in {_files(c.get('files') or [])}" for c in others)
+            + "."
+        )
+    return lines
+
+
+def _files(files: Sequence[str]) -> str:
+    return ", ".join(f"`{f}`" for f in files) if files else "files git did not name"
 
 
 def _cell(text: str) -> str:
@@ -215,8 +285,7 @@ async def workspace_facts(
     path: Path, *, base_ref: str | None, start_commit: str | None, env: Mapping[str, str]
 ) -> WorkspaceFacts | None:
     """What git says about the workspace, or None when it is not a git work tree."""
-    inside = await git_output(path, env, "rev-parse", "--is-inside-work-tree")
-    if inside is None or inside.strip() != "true":
+    if not await is_own_work_tree(path, env):
         return None
     head = (await git_output(path, env, "rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
     branch = (await git_output(path, env, "rev-parse", "--abbrev-ref", "HEAD") or "").strip()
@@ -259,6 +328,46 @@ async def workspace_facts(
         stat,
         uncommitted,
     )
+
+
+async def merge_check(path: Path, onto: str, commit: str, env: Mapping[str, str]) -> MergeCheck:
+    """Merge HEAD with `commit` in memory (`git merge-tree --write-tree`): nothing in the
+    workspace or its repository changes. `onto` names the other side for people."""
+    run = await run_git(
+        "-C", str(path), "merge-tree", "--write-tree", "--name-only", "--no-messages",
+        "HEAD", commit,
+        env={**env, "GIT_OPTIONAL_LOCKS": "0"},
+    )  # fmt: skip
+    if run.returncode == 0:
+        return MergeCheck(onto, True)
+    lines = run.out.splitlines()
+    # A conflict exits 1 after the tree's id; so does a commit git cannot find, without one.
+    if run.returncode == 1 and lines and re.fullmatch(r"[0-9a-f]{40,64}", lines[0].strip()):
+        files = [line.strip() for line in lines[1:] if line.strip()]
+        return MergeCheck(onto, False, tuple(dict.fromkeys(files))[:MAX_CONFLICT_FILES])
+    return MergeCheck(onto, None)
+
+
+async def merge_checks(
+    path: Path,
+    *,
+    base: tuple[str, str] | None,
+    others: Sequence[tuple[str, Path]],
+    env: Mapping[str, str],
+) -> tuple[MergeCheck | None, tuple[MergeCheck, ...]]:
+    """Whether HEAD merges onto `base` ((name, ref)), and which `others` ((identifier,
+    workspace)) conflict with it. Another ticket's branch is seen only when both workspaces
+    share one repository (`workspace.strategy: worktree`); the others are skipped."""
+    onto = await merge_check(path, base[0], base[1], env) if base is not None else None
+    conflicts = []
+    for identifier, workspace in others[:MAX_OTHER_BRANCHES]:
+        head = await git_output(workspace, env, "rev-parse", "--verify", "--quiet", "HEAD")
+        if not head:
+            continue
+        check = await merge_check(path, identifier, head.strip(), env)
+        if check.clean is False:
+            conflicts.append(check)
+    return onto, tuple(conflicts)
 
 
 def write_evidence_file(workspace: Path, evidence: Mapping[str, Any]) -> Path | None:

@@ -34,6 +34,7 @@ from symphony.environment import child_environment
 from symphony.errors import SymphonyError
 from symphony.evidence import read_evidence_file, write_evidence_file
 from symphony.issue import normalize_state
+from symphony.memory import memory_of
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board, board_row
 from symphony.observability.logging import masker
@@ -310,6 +311,12 @@ class Orchestrator:
         detail["evidence"] = read_evidence_file(workspace) if workspace is not None else None
         totals = self.state.ticket_totals.get(detail["issue_id"])
         detail.update(ticket_cost(totals) if totals is not None else {"cost_usd": None})
+        footprint = self.state.footprints.get(detail["issue_id"])
+        detail["files"] = (
+            {"planned": sorted(footprint.planned), "changed": sorted(footprint.changed)}
+            if footprint is not None
+            else None
+        )
         return detail
 
     def workspace_path(self, identifier: str) -> Path:
@@ -511,6 +518,7 @@ class Orchestrator:
             self.health.tracker_error = None
         candidates = [issue for issue in issues if tracker_settings.is_active(issue.state)]
         core.observe_review_queue(self.state, issues, settings)
+        core.prune_footprints(self.state, issues)
         self._held_for_review = core.held_for_review(self.state, candidates, settings)
         effects = core.select_dispatches(
             self.state, candidates, settings, self.clock.monotonic(), self.clock.wall()
@@ -637,6 +645,8 @@ class Orchestrator:
             turns_used=start.turns_used,
             resume_thread_id=start.resume_thread_id,
             last_message=start.last_message,
+            memory=memory_of(self.settings),
+            open_tickets=self._open_identifiers,
         )
         self.health.dispatched += 1
         log.info(
@@ -645,6 +655,21 @@ class Orchestrator:
         task = self._tasks.create_task(self._worker(issue, attempt, ctx))
         self._workers[issue.id] = task
         task.add_done_callback(functools.partial(self._worker_done, issue.id))
+
+    def _open_identifiers(self) -> list[str]:
+        """Tickets with work under way or waiting for a person: running, retrying, being
+        moved, or released with their workspace kept."""
+        state = self.state
+        return list(
+            dict.fromkeys(
+                [
+                    *(entry.identifier for entry in state.running.values()),
+                    *(retry.identifier for retry in state.retry_attempts.values()),
+                    *(move.identifier for move in state.transitions.values()),
+                    *state.kept_workspaces.values(),
+                ]
+            )
+        )
 
     def _worker_done(self, issue_id: str, task: asyncio.Task[None]) -> None:
         # A worker cancelled before it ever ran never reaches its `finally`, so nothing would
@@ -673,6 +698,7 @@ class Orchestrator:
                 stuck=end.stuck,
                 verification=end.verification,
                 facts=end.facts,
+                footprint=end.footprint,
             )
             log.info("completed")
         except AttemptFailed as exc:

@@ -24,9 +24,14 @@ TEMPLATE_UNKNOWN_FILTER = "template_unknown_filter"
 
 _ENV = Environment(undefined=StrictUndefined, strict_filters=True)
 
-PROMPT_VARIABLES: Mapping[str, TemplateShape] = {"issue": ISSUE_TEMPLATE_SHAPE, "attempt": VALUE}
+PROMPT_VARIABLES: Mapping[str, TemplateShape] = {
+    "issue": ISSUE_TEMPLATE_SHAPE,
+    "attempt": VALUE,
+    "memory": VALUE,
+}
 """Everything the daemon hands a prompt template; a template reading anything else is refused
-when the workflow is loaded, not at each dispatch."""
+when the workflow is loaded, not at each dispatch. `memory` is the notes of earlier tickets
+relevant to this one (`symphony.memory`), nil when there are none."""
 
 COMMENT_SHAPE: TemplateShape = {"author": VALUE, "body": VALUE, "created_at": VALUE}
 STAGE_PROMPT_VARIABLES: Mapping[str, TemplateShape] = {
@@ -171,12 +176,21 @@ def _suggest(name: str, known: Iterable[str]) -> str:
 
 
 def render_prompt(
-    template: str, issue: Issue, attempt: int | None, stage: StageContext | None = None
+    template: str,
+    issue: Issue,
+    attempt: int | None,
+    stage: StageContext | None = None,
+    *,
+    memory: str | None = None,
 ) -> str:
     """The first-turn prompt for `issue`; `attempt` is None on the first run. `stage` carries
-    the stage-mode variables (`stage`, `plan`, `comments`)."""
+    the stage-mode variables (`stage`, `plan`, `comments`), `memory` the notes chosen for it."""
     check_template(template, stage_mode=stage is not None)
-    variables: dict[str, Any] = {"issue": issue.to_template(), "attempt": attempt}
+    variables: dict[str, Any] = {
+        "issue": issue.to_template(),
+        "attempt": attempt,
+        "memory": memory,
+    }
     if stage is not None:
         variables.update(
             stage=stage.stage, plan=stage.plan, comments=[dict(c) for c in stage.comments]

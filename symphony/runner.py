@@ -27,9 +27,18 @@ from symphony.agents import (
 from symphony.agents.backends import backend
 from symphony.config import Settings
 from symphony.errors import SymphonyError
-from symphony.evidence import WorkspaceFacts, workspace_facts
+from symphony.evidence import WorkspaceFacts, merge_checks, workspace_facts
+from symphony.footprint import Footprint, changed_files, files_named
 from symphony.gates import run_gates
 from symphony.issue import Issue
+from symphony.memory import (
+    RECORD_LEARNING,
+    Memory,
+    Ticket,
+    gate_lessons,
+    parse_learning,
+    record_learning_spec,
+)
 from symphony.observability.logging import masker
 from symphony.prompt import (
     StageContext,
@@ -108,6 +117,11 @@ class AttemptContext:
     """A run a restart interrupted: its thread, continued when its workspace survived."""
     last_message: str | None = None
     """That run's agent's last message, told to a new thread when the old one cannot go on."""
+    memory: Memory | None = None
+    """The notes folder: `{{ memory }}` and the `record_learning` tool; None turns both off."""
+    open_tickets: Callable[[], Sequence[str]] = tuple
+    """The identifiers of the other open tickets now (running, retrying, in review), whose
+    branches a hand-off is checked against."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +135,8 @@ class AttemptEnd:
     stuck: bool = False
     verification: Verification | None = None
     facts: WorkspaceFacts | None = None
+    footprint: Footprint | None = None
+    """The files the ticket's plan names and its branch changed, as the attempt ended."""
 
 
 async def run_attempt(
@@ -146,7 +162,17 @@ async def run_attempt(
             tools = [t for t in tools if not t.moves_ticket]
             tools += stage_tool_specs(stage.name, follow_up_states)
         withheld = {t.name for t in ctx.tracker.agent_tools() if t.moves_ticket} if stage else set()
+        if ctx.memory is not None:
+            tools = [*tools, record_learning_spec()]
         turn_report: Report | None = None
+
+        async def finish(end: AttemptEnd) -> AttemptEnd:
+            """The end, with the ticket's footprint as the attempt leaves it."""
+            known_plan = variables.plan if variables is not None else None
+            plan = end.report.plan if end.report is not None and end.report.plan else known_plan
+            changed = await changed_files(workspace.path, _base(settings, workspace), workspace_env)
+            footprint = Footprint(issue.identifier, files_named(plan), changed)
+            return dataclasses.replace(end, footprint=footprint)
 
         def take_report() -> Report | None:
             """The report of the turn that just ended, and a clean slate for the next."""
@@ -156,6 +182,8 @@ async def run_attempt(
 
         async def handle_tool(name: str, arguments: Any) -> ToolResult:
             nonlocal turn_report
+            if name == RECORD_LEARNING and ctx.memory is not None:
+                return await _record_learning(ctx.memory, arguments, current)
             if stage is not None:
                 if name == REPORT_OUTCOME:
                     report = parse_report(arguments)
@@ -207,7 +235,7 @@ async def run_attempt(
         budget = stage.max_total_turns - ctx.turns_used if stage else max_turns
         if budget <= 0:
             bound.info("worker done", reason="the stage's turn budget is used up")
-            return AttemptEnd(stuck=True)
+            return await finish(AttemptEnd(stuck=True))
         if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and tools:
             grant = await ctx.tool_server.grant(tools, handle_tool)
             launch = dataclasses.replace(launch, tool_grant=grant)
@@ -220,7 +248,15 @@ async def run_attempt(
                     prompt = RESUMED_GUIDANCE.format(identifier=current.identifier)
                 elif turn == 1:
                     template = stage.prompt_template if stage else settings.prompt_template
-                    prompt = _render(template, current, attempt, variables)
+                    notes = None
+                    if ctx.memory is not None:
+                        files = await changed_files(
+                            workspace.path, _base(settings, workspace), workspace_env
+                        )
+                        plan = variables.plan if variables is not None else None
+                        ticket = Ticket.of(current, files, plan)
+                        notes = await asyncio.to_thread(ctx.memory.for_prompt, ticket)
+                    prompt = _render(template, current, attempt, variables, notes)
                     if ctx.resume_thread_id is not None:
                         prompt += INTERRUPTED_NOTE.format(
                             said=ctx.last_message or "(nothing was reported)"
@@ -240,6 +276,8 @@ async def run_attempt(
                             stage, report, current, session, launch, workspace_env, settings,
                             take_report,
                         )  # fmt: skip
+                        if ctx.memory is not None:
+                            await _record_gate_lessons(ctx.memory, verification, stage, current)
                     facts = None
                     if (
                         stage.evidence
@@ -252,8 +290,12 @@ async def run_attempt(
                             start_commit=workspace.base,
                             env=workspace_env,
                         )
+                        if facts is not None and facts.head is not None:
+                            facts = await _with_merges(facts, ctx, workspace, workspace_env)
                     bound.info("worker done", reason=f"reported {report.outcome.value}")
-                    return AttemptEnd(report=report, verification=verification, facts=facts)
+                    return await finish(
+                        AttemptEnd(report=report, verification=verification, facts=facts)
+                    )
                 refreshed = await _step("issue refresh", _refresh(ctx.tracker, issue.id))
                 match = next((i for i in refreshed if i.id == issue.id), None)
                 if match is None:
@@ -278,7 +320,7 @@ async def run_attempt(
                         "worker done",
                         reason=f"max_total_turns ({stage.max_total_turns}) used, no report",
                     )
-                    return AttemptEnd(stuck=True)
+                    return await finish(AttemptEnd(stuck=True))
                 if turn >= max_turns:
                     bound.info("worker done", reason=f"max_turns ({max_turns}) reached")
                     break
@@ -289,7 +331,7 @@ async def run_attempt(
         if grant is not None and ctx.tool_server is not None:
             ctx.tool_server.revoke(grant)  # the session is over: its token opens nothing
         await ctx.workspaces.after_run(workspace)
-    return AttemptEnd()
+    return await finish(AttemptEnd())
 
 
 async def _verify(
@@ -418,11 +460,69 @@ async def _refresh(tracker: Tracker, issue_id: str) -> list[Issue]:
         return await tracker.fetch_issues_by_ids([issue_id])
 
 
+async def _with_merges(
+    facts: WorkspaceFacts, ctx: AttemptContext, workspace: Workspace, env: Mapping[str, str]
+) -> WorkspaceFacts:
+    """The facts with whether the branch merges onto its base branch and which other open
+    tickets' branches it conflicts with."""
+    base_ref = ctx.settings.workspace.base_ref
+    target = (base_ref, base_ref) if base_ref else await ctx.workspaces.merge_target()
+    others = [
+        (identifier, path)
+        for identifier in ctx.open_tickets()
+        if identifier != workspace.identifier
+        and (path := ctx.workspaces.owned_path(identifier)) is not None
+    ]
+    merge, conflicts = await merge_checks(workspace.path, base=target, others=others, env=env)
+    return dataclasses.replace(facts, merge=merge, conflicts_with=conflicts)
+
+
+def _base(settings: Settings, workspace: Workspace) -> str | None:
+    """What the ticket's changes are measured from: `workspace.base_ref`, else where the
+    workspace started."""
+    return settings.workspace.base_ref or workspace.base
+
+
+async def _record_learning(memory: Memory, arguments: Any, issue: Issue) -> ToolResult:
+    parsed = parse_learning(arguments)
+    if isinstance(parsed, ToolResult):
+        return parsed
+    topic, text, files = parsed
+    try:
+        note = await asyncio.to_thread(
+            memory.record, topic, text, ticket=issue.identifier, labels=issue.labels, files=files
+        )
+    except OSError as exc:
+        log.warning("learning not recorded", error=str(exc))
+        return ToolResult.failure("memory_unavailable", f"the note was not saved: {exc.strerror}")
+    log.info("learning recorded", topic=note.topic, note=note.path.name)
+    return ToolResult(True, {"recorded": note.path.name, "topic": note.topic})
+
+
+async def _record_gate_lessons(
+    memory: Memory, verification: Verification, stage: Stage, issue: Issue
+) -> None:
+    """The daemon's own notes: each gate that failed, and how the fix went."""
+    for topic, text in gate_lessons(verification, stage.name):
+        try:
+            await asyncio.to_thread(
+                memory.record, topic, text, ticket=issue.identifier, labels=issue.labels,
+                source="daemon",
+            )  # fmt: skip
+        except OSError as exc:
+            log.warning("gate lesson not recorded", error=str(exc))
+            return
+
+
 def _render(
-    template: str, issue: Issue, attempt: int | None, stage: StageContext | None = None
+    template: str,
+    issue: Issue,
+    attempt: int | None,
+    stage: StageContext | None = None,
+    memory: str | None = None,
 ) -> str:
     try:
-        return render_prompt(template, issue, attempt, stage)
+        return render_prompt(template, issue, attempt, stage, memory=memory)
     except SymphonyError as exc:
         raise AttemptFailed(_failure("prompt", exc)) from None
 

@@ -25,6 +25,7 @@ from symphony.agents import RESUMED, AgentEvent
 from symphony.config import AgentSettings, Settings, TrackerSettings
 from symphony.costs import UNKNOWN_MODEL, Spend, budget_exceeded_text, day_key, usd
 from symphony.evidence import WorkspaceFacts, build_evidence
+from symphony.footprint import Footprint, overlap
 from symphony.issue import BlockerRef, Issue, normalize_state
 from symphony.outcomes import CLOSED, ESCALATED, GATE, HANDOFF, REWORK, OutcomeRecord
 from symphony.pricing import Price, Pricing
@@ -237,6 +238,9 @@ class SchedulerState:
     """The fleet's spend per UTC day (`YYYY-MM-DD`)."""
     model_costs: dict[str, Spend] = field(default_factory=dict)
     """The fleet's spend per model (`unknown` when the agent named none)."""
+    footprints: dict[str, Footprint] = field(default_factory=dict)
+    """The files each open ticket touches or will touch, as its last run left them
+    (`agent.overlap`)."""
 
 
 # Effects: what the shell must do. Plain values, compared in tests.
@@ -369,6 +373,8 @@ class WorkerExit:
     """The gates the daemon ran after a `done` report, round by round."""
     facts: WorkspaceFacts | None = None
     """The workspace's git facts, for the evidence of a hand-off."""
+    footprint: Footprint | None = None
+    """The files its plan names and its branch changed, as the run ended."""
 
 
 # Eligibility and ordering
@@ -455,6 +461,59 @@ class Wait(enum.Enum):
     NO_SLOT = "no_slot"
     REVIEW_FULL = "review_full"
     DAILY_BUDGET = "daily_budget"
+    OVERLAP = "overlap"
+
+
+@dataclass(frozen=True, slots=True)
+class Overlap:
+    """Another open ticket that touches some of the same files."""
+
+    identifier: str
+    status: str
+    """`running`, `in progress` (a retry or a move pending) or `waiting for a person`."""
+    files: frozenset[str]
+
+    def describe(self, limit: int = 3) -> str:
+        names = sorted(self.files)
+        shown = ", ".join(f"`{name}`" for name in names[:limit])
+        more = f" and {len(names) - limit} more" if len(names) > limit else ""
+        return f"{self.identifier} ({self.status}) on {shown}{more}"
+
+
+def _holders(state: SchedulerState) -> dict[str, tuple[str, Footprint]]:
+    """The tickets a new one must not overlap, with their status: claimed ones (running,
+    retrying, being moved) with any files known, and released ones whose workspace was kept
+    with changes on their branch (in review, or parked by a person)."""
+    holders: dict[str, tuple[str, Footprint]] = {}
+    for issue_id, footprint in state.footprints.items():
+        if issue_id in state.running:
+            status = "running"
+        elif issue_id in state.claimed:
+            status = "in progress"
+        elif issue_id in state.kept_workspaces and footprint.changed:
+            status = "waiting for a person"
+        else:
+            continue
+        if footprint.files:
+            holders[issue_id] = (status, footprint)
+    return holders
+
+
+def overlaps_of(
+    issue: Issue, state: SchedulerState, holders: Mapping[str, tuple[str, Footprint]]
+) -> list[Overlap]:
+    """The open tickets whose files overlap the ones this ticket touches or plans to."""
+    mine = state.footprints.get(issue.id)
+    if mine is None or not mine.files:
+        return []
+    found = []
+    for other_id, (status, footprint) in holders.items():
+        if other_id == issue.id:
+            continue
+        shared = overlap(mine.files, footprint.files)
+        if shared:
+            found.append(Overlap(footprint.identifier, status, shared))
+    return sorted(found, key=lambda o: o.identifier)
 
 
 def _plan(
@@ -462,12 +521,14 @@ def _plan(
     candidates: Iterable[Issue],
     settings: Settings,
     wall: datetime | None = None,
+    overlaps: dict[str, list[Overlap]] | None = None,
 ) -> Iterator[tuple[Issue, Wait | None]]:
     """Each candidate in dispatch order with why it waits, or None when it would be dispatched.
 
     The plan counts the dispatches it proposes itself, so a caller may dispatch each proposal as
     it comes (`select_dispatches`) or only look (`explain_dispatch`); both see the same plan.
-    Reasons are codes, not text: this runs for every candidate on every tick.
+    Reasons are codes, not text: this runs for every candidate on every tick. `overlaps`, when
+    given, receives the overlaps of each candidate held for them or dispatched despite them.
     """
     tracker, agent = settings.tracker, settings.agent
     free = agent.max_concurrent_agents - len(state.running)
@@ -478,6 +539,7 @@ def _plan(
         per_state[key] = per_state.get(key, 0) + 1
     review_full = _review_full(state, settings)
     spent_today = wall is not None and daily_budget_spent(state, settings, wall)
+    holders = _holders(state) if agent.overlap != "off" and state.footprints else {}
     for issue in sort_for_dispatch(candidates):
         if not has_required_fields(issue):
             yield issue, Wait.INCOMPLETE
@@ -503,8 +565,17 @@ def _plan(
             if limit is not None and per_state.get(key, 0) >= limit:
                 yield issue, Wait.STATE_LIMIT
                 continue
+            found = overlaps_of(issue, state, holders) if holders else []
+            if found and overlaps is not None:
+                overlaps[issue.id] = found
+            if found and agent.overlap == "serialize":
+                yield issue, Wait.OVERLAP
+                continue
             per_state[key] = per_state.get(key, 0) + 1
             free -= 1
+            footprint = state.footprints.get(issue.id)
+            if agent.overlap != "off" and footprint is not None and footprint.files:
+                holders[issue.id] = ("starting now", footprint)  # later candidates see it
             yield issue, None
 
 
@@ -566,12 +637,28 @@ def select_dispatches(
     effects: list[Effect] = []
     if len(state.running) >= settings.agent.max_concurrent_agents:
         return effects  # no slot: skip the sort, the common case of a busy fleet
-    for issue, wait in _plan(state, candidates, settings, wall):
+    overlaps: dict[str, list[Overlap]] = {}
+    for issue, wait in _plan(state, candidates, settings, wall, overlaps):
         if wait is None:
             effects.append(_dispatch(state, issue, None, now, wall, settings))
+            if issue.id in overlaps:
+                effects.append(_overlap_warning(issue, overlaps[issue.id]))
         elif wait is Wait.NO_SLOT:
             break  # every later candidate would wait for a slot too
     return effects
+
+
+def _overlap_warning(issue: Issue, found: Sequence[Overlap]) -> PostComment:
+    """`agent.overlap: warn`: one comment per set of overlapping tickets."""
+    lines = "\n".join(f"- {o.describe(limit=10)}" for o in found)
+    return PostComment(
+        issue,
+        "overlap",
+        "+".join(o.identifier for o in found),
+        f"Started although other open tickets touch the same files, so their branches may "
+        f"conflict:\n\n{lines}\n\nWith `agent.overlap: serialize` the daemon would hold "
+        "this ticket until they are done.",
+    )
 
 
 def explain_dispatch(
@@ -582,9 +669,15 @@ def explain_dispatch(
 ) -> list[tuple[Issue, str | None]]:
     """What the next dispatch would do with each candidate, in order, without doing it: None
     for a dispatch, else why it waits, in words. With `wall`, today's spend counts too."""
+    overlaps: dict[str, list[Overlap]] = {}
     return [
-        (issue, None if wait is None else describe_wait(issue, wait, state, settings))
-        for issue, wait in _plan(state, candidates, settings, wall)
+        (
+            issue,
+            None
+            if wait is None
+            else describe_wait(issue, wait, state, settings, overlaps.get(issue.id, ())),
+        )
+        for issue, wait in _plan(state, candidates, settings, wall, overlaps)
     ]
 
 
@@ -593,8 +686,16 @@ def open_blockers(issue: Issue, tracker: TrackerSettings) -> list[BlockerRef]:
     return [b for b in issue.blocked_by if b.state is None or not tracker.is_terminal(b.state)]
 
 
-def describe_wait(issue: Issue, wait: Wait, state: SchedulerState, settings: Settings) -> str:
+def describe_wait(
+    issue: Issue,
+    wait: Wait,
+    state: SchedulerState,
+    settings: Settings,
+    overlaps: Sequence[Overlap] = (),
+) -> str:
     tracker, agent = settings.tracker, settings.agent
+    if wait is Wait.OVERLAP:
+        return "waits for " + "; ".join(o.describe() for o in overlaps) + " (agent.overlap)"
     if wait is Wait.BLOCKED:
         names = ", ".join(
             f"{b.identifier or b.id or '?'} ({b.state or 'state unknown'})"
@@ -799,8 +900,11 @@ def sweep_kept_workspaces(
         issue = by_id.get(issue_id)
         if issue is None or settings.tracker.is_active(issue.state):
             del state.kept_workspaces[issue_id]
+            if issue is None:
+                state.footprints.pop(issue_id, None)
         elif settings.tracker.is_terminal(issue.state):
             del state.kept_workspaces[issue_id]
+            state.footprints.pop(issue_id, None)
             effects.append(RemoveWorkspace(issue.identifier))
             _record_closed(state, issue, wall)
     return effects
@@ -845,6 +949,8 @@ def on_worker_exit(
     state.totals.ended_seconds += ran
     _ticket_totals(state, entry).seconds += ran
     state.changed_totals.add(issue_id)
+    if result.footprint is not None:
+        _record_footprint(state, issue_id, result.footprint)
     if result.verification is not None:
         at = entry.started_at_wall + timedelta(seconds=ran)
         state.new_outcomes.extend(
@@ -873,6 +979,8 @@ def on_worker_exit(
         effects: list[Effect] = [
             Released(issue_id, entry.identifier, f"run stopped: {reason.value}")
         ]
+        if reason in (StopReason.TERMINAL, StopReason.MISSING):
+            state.footprints.pop(issue_id, None)
         if reason is StopReason.TERMINAL:
             effects.append(RemoveWorkspace(entry.identifier))
         elif reason not in (StopReason.MISSING, StopReason.STAGE_CHANGED):
@@ -891,6 +999,34 @@ def on_worker_exit(
         error = str(result.failure) if result.failure is not None else "worker failed"
     attempt = _next_attempt(entry.attempt)
     return [_schedule_retry(state, entry.issue, attempt, RetryKind.FAILURE, error, settings, now)]
+
+
+def prune_footprints(state: SchedulerState, polled: Iterable[Issue]) -> None:
+    """Forget the files of tickets the daemon no longer follows: not claimed, not kept, and
+    not among the tickets the last poll saw (moved away by a person, say, then closed)."""
+    if not state.footprints:
+        return
+    seen = {issue.id for issue in polled}
+    for issue_id in list(state.footprints):
+        if not (
+            issue_id in seen
+            or issue_id in state.claimed
+            or issue_id in state.running
+            or issue_id in state.kept_workspaces
+        ):
+            del state.footprints[issue_id]
+
+
+def _record_footprint(state: SchedulerState, issue_id: str, seen: Footprint) -> None:
+    """What a run saw of the ticket's files: its newest plan's (or the last one known when it
+    saw none) and its branch's changes now."""
+    known = state.footprints.get(issue_id)
+    planned = seen.planned or (known.planned if known is not None else frozenset())
+    footprint = Footprint(seen.identifier, planned, seen.changed)
+    if footprint.files:
+        state.footprints[issue_id] = footprint
+    else:
+        state.footprints.pop(issue_id, None)
 
 
 def _stage_outcome(

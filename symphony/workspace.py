@@ -166,6 +166,19 @@ class WorkspaceManager:
         path = self.path_for(identifier)
         return path if self._marks.owns(path.name, path) and path.is_dir() else None
 
+    async def merge_target(self) -> tuple[str, str] | None:
+        """(name, ref) of the branch a ticket's work must merge onto, fetched fresh, in
+        `workspace.strategy: worktree`; None otherwise or when the repository cannot be
+        reached (the hand-off then says it was not checked)."""
+        if self._worktrees is None:
+            return None
+        try:
+            ref = await self._worktrees.current_base()
+        except WorktreeError as exc:
+            log.warning("base branch not fetched; merge not checked", error=exc.message)
+            return None
+        return ref.removeprefix("refs/remotes/"), ref
+
     async def prepare(self, identifier: str, branch: str | None = None) -> Workspace:
         """Ensure the workspace directory exists; run `after_create` only if it was made now.
 

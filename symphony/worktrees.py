@@ -99,6 +99,13 @@ class Worktrees:
             return base
         return f"refs/remotes/origin/{name}"
 
+    async def current_base(self) -> str:
+        """The base as the repository has it now (fetched first): what a hand-off's branch
+        must merge onto."""
+        async with self._lock():
+            await self._refresh_mirror()
+            return await self._base()
+
     async def branch_name(self, wanted: str, identifier: str) -> str:
         """`wanted` when git accepts it as a branch name, else one made from the identifier."""
         for name in (wanted, f"symphony/{slugify(identifier)}"):

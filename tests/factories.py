@@ -47,6 +47,7 @@ def make_settings(
     codex: CodexSettings | None = None,
     hooks: HooksSettings | None = None,
     prompt: str = "Work on {{ issue.identifier }}",
+    overlap: str = "warn",
 ) -> Settings:
     return Settings(
         workflow_path=root.parent / "WORKFLOW.md",
@@ -65,6 +66,7 @@ def make_settings(
             max_turns=max_turns,
             max_retry_backoff_ms=max_backoff_ms,
             max_concurrent_agents_by_state=MappingProxyType(per_state or {}),
+            overlap=overlap,
         ),
         codex=codex or CodexSettings(stall_timeout_ms=stall_timeout_ms),
         prompt_template=prompt,

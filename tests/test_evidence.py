@@ -8,6 +8,10 @@ import subprocess
 from pathlib import Path
 
 from symphony.evidence import (
+    MergeCheck,
+    WorkspaceFacts,
+    merge_check,
+    merge_checks,
     read_evidence_file,
     render_evidence,
     workspace_facts,
@@ -120,3 +124,61 @@ def test_the_comment_reads_as_a_report_and_escapes_table_cells() -> None:
     )
     assert "costing $0.42." in render_evidence({**evidence, "cost_usd": 0.4213})
     assert text.endswith("- Should sub accept floats?")
+
+
+async def test_merge_checks_say_whether_the_branch_merges_and_which_branches_conflict(
+    tmp_path: Path,
+) -> None:
+    path, start = repository(tmp_path)
+    env = dict(os.environ)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "Scratch")
+    # Another ticket's worktree of the same repository, changing the same lines.
+    other = tmp_path / "other"
+    git(path, "worktree", "add", "-q", "-b", "symphony/B-1", str(other), start)
+    (other / "calc.py").write_text("def add(a, b):\n    return b + a\n\n\ndef sub(a, b):\n    1\n")
+    git(other, "commit", "-q", "-am", "B-1's take")
+    quiet = tmp_path / "quiet"  # a third one that touched nothing of ours
+    git(path, "worktree", "add", "-q", "-b", "symphony/C-1", str(quiet), start)
+    (quiet / "docs.md").write_text("docs\n")
+    git(quiet, "add", "-A")
+    git(quiet, "commit", "-q", "-m", "C-1 docs")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    onto, conflicts = await merge_checks(
+        path,
+        base=("main", "main"),
+        others=[("B-1", other), ("C-1", quiet), ("D-1", plain)],
+        env=env,
+    )
+    assert onto == MergeCheck("main", True)
+    assert conflicts == (MergeCheck("B-1", False, ("calc.py",)),)
+    # main moves on with a conflicting change: the branch no longer merges onto it.
+    git(path, "switch", "-q", "main")
+    (path / "calc.py").write_text(
+        "def add(a, b):\n    return int(a) + int(b)\n\n\ndef sub():\n    0\n"
+    )
+    git(path, "commit", "-q", "-am", "main moves")
+    git(path, "switch", "-q", "symphony/A-1")
+    stale = await merge_check(path, "main", "main", env)
+    assert stale == MergeCheck("main", False, ("calc.py",))
+    assert (await merge_check(path, "gone", "no-such-ref", env)).clean is None
+    # As the comment says it.
+    facts = await workspace_facts(path, base_ref="main", start_commit=None, env=env)
+    assert facts is not None
+    lines = render_evidence(
+        {
+            "ticket": "A-1", "stage": "implement", "handed_to": "Human Review", "hand_off": 1,
+            "verification": None, "pull_request": None, "turns": 1,
+            "tokens": {"input": 1, "output": 1, "total": 2}, "agent_seconds": 1.0,
+            "summary": "x", "open_questions": [],
+            "workspace": {**facts.to_json(), "merge": stale.to_json(),
+                          "conflicts_with": [c.to_json() for c in conflicts]},
+        }
+    )  # fmt: skip
+    assert "**Does not merge cleanly onto `main`** as it is now: conflicts in `calc.py`." in lines
+    assert "Conflicts with other open tickets' branches: B-1 in `calc.py`." in lines
+    again = WorkspaceFacts.from_json(
+        {**facts.to_json(), "merge": stale.to_json(), "conflicts_with": [conflicts[0].to_json()]}
+    )
+    assert again.merge == stale and again.conflicts_with == conflicts

@@ -10,6 +10,7 @@ import pytest
 from symphony import scheduling as core
 from symphony.agents import AgentEvent, TokenUsage
 from symphony.config import Settings
+from symphony.footprint import Footprint
 from symphony.issue import Issue
 from tests.factories import WALL, make_issue, make_settings
 
@@ -671,3 +672,130 @@ def test_a_person_moving_a_running_ticket_to_another_stage_stops_the_run() -> No
     (released,) = core.on_worker_exit(state, issue.id, core.WorkerExit(False), settings, 1.0)
     assert isinstance(released, core.Released) and issue.id not in state.claimed
     assert issue.id not in state.kept_workspaces  # it is active: the next poll dispatches it
+
+
+# Conflict forecasting: tickets whose files overlap (`agent.overlap`)
+
+
+def footprint(
+    identifier: str, planned: tuple[str, ...] = (), changed: tuple[str, ...] = ()
+) -> Footprint:
+    return Footprint(identifier, frozenset(planned), frozenset(changed))
+
+
+def test_serialize_holds_a_ticket_whose_plan_names_a_running_ticket_s_files() -> None:
+    state = running(make_issue("A-1"))
+    state.footprints["id-A-1"] = footprint("A-1", planned=("src/app.py",))
+    state.footprints["id-B-1"] = footprint("B-1", planned=("src/app.py", "README.md"))
+    state.footprints["id-C-1"] = footprint("C-1", planned=("docs/guide.md",))
+    candidates = [make_issue("A-1"), make_issue("B-1"), make_issue("C-1"), make_issue("D-1")]
+    settings = make_settings(overlap="serialize")
+    verdicts = dict(
+        (i.identifier, why) for i, why in core.explain_dispatch(state, candidates, settings)
+    )
+    assert verdicts["B-1"] == "waits for A-1 (running) on `src/app.py` (agent.overlap)"
+    assert verdicts["C-1"] is None and verdicts["D-1"] is None  # other files, or none known
+    effects = core.select_dispatches(state, candidates, settings, 0.0, WALL)
+    started = [e.issue.identifier for e in effects if isinstance(e, core.StartWorker)]
+    assert started == ["C-1", "D-1"]
+    assert not [e for e in effects if isinstance(e, core.PostComment)]
+
+
+def test_two_new_tickets_with_the_same_file_do_not_start_together_under_serialize() -> None:
+    state = core.SchedulerState()
+    state.footprints["id-A-1"] = footprint("A-1", planned=("src/app.py",))
+    state.footprints["id-B-1"] = footprint("B-1", planned=("src",))  # a directory covers it
+    candidates = [make_issue("A-1", priority=1), make_issue("B-1", priority=2)]
+    settings = make_settings(overlap="serialize")
+    verdicts = dict(
+        (i.identifier, why) for i, why in core.explain_dispatch(state, candidates, settings)
+    )
+    assert verdicts == {
+        "A-1": None,
+        "B-1": "waits for A-1 (starting now) on `src/app.py` (agent.overlap)",
+    }
+    assert dispatch(state, *candidates, overlap="serialize") == ["A-1"]
+    # A-1 ends with its branch changed and waits for review: B-1 still waits for it.
+    core.on_worker_exit(
+        state,
+        "id-A-1",
+        core.WorkerExit(ok=True, footprint=footprint("A-1", changed=("src/app.py",))),
+        settings,
+        1.0,
+    )
+    state.claimed.discard("id-A-1")
+    state.retry_attempts.pop("id-A-1", None)
+    state.kept_workspaces["id-A-1"] = "A-1"
+    assert dispatch(state, candidates[1], overlap="serialize") == []
+    [(_, why)] = core.explain_dispatch(state, [candidates[1]], settings)
+    assert why == "waits for A-1 (waiting for a person) on `src/app.py` (agent.overlap)"
+    # The reviewer accepts A-1: the sweep forgets its files and B-1 starts.
+    core.sweep_kept_workspaces(state, [make_issue("A-1", state="Done")], ["id-A-1"], settings, WALL)
+    assert "id-A-1" not in state.footprints
+    assert dispatch(state, candidates[1], overlap="serialize") == ["B-1"]
+
+
+def test_a_released_ticket_with_only_a_plan_holds_nothing() -> None:
+    state = core.SchedulerState()
+    state.footprints["id-A-1"] = footprint("A-1", planned=("src/app.py",))  # in plan review
+    state.kept_workspaces["id-A-1"] = "A-1"
+    state.footprints["id-B-1"] = footprint("B-1", planned=("src/app.py",))
+    assert dispatch(state, make_issue("B-1"), overlap="serialize") == ["B-1"]
+
+
+def test_warn_starts_the_ticket_with_one_comment_naming_the_others() -> None:
+    state = running(make_issue("A-1"), make_issue("A-2"))
+    state.claimed.add("id-A-3")  # retrying
+    state.footprints["id-A-1"] = footprint("A-1", changed=("src/app.py",))
+    state.footprints["id-A-2"] = footprint("A-2", planned=("lib/x.py",))
+    state.footprints["id-A-3"] = footprint("A-3", changed=("lib/y.py",))
+    state.footprints["id-B-1"] = footprint("B-1", planned=("src/app.py", "lib/x.py", "lib/y.py"))
+    settings = make_settings(overlap="warn")
+    effects = core.select_dispatches(state, [make_issue("B-1")], settings, 0.0, WALL)
+    assert [type(e) for e in effects] == [core.StartWorker, core.PostComment]
+    comment = effects[1]
+    assert isinstance(comment, core.PostComment)
+    assert (comment.kind, comment.key) == ("overlap", "A-1+A-2+A-3")
+    assert "- A-1 (running) on `src/app.py`" in comment.body
+    assert "- A-3 (in progress) on `lib/y.py`" in comment.body
+
+
+def test_overlap_off_looks_at_nothing() -> None:
+    state = running(make_issue("A-1"))
+    state.footprints["id-A-1"] = footprint("A-1", planned=("src/app.py",))
+    state.footprints["id-B-1"] = footprint("B-1", planned=("src/app.py",))
+    effects = core.select_dispatches(
+        state, [make_issue("B-1")], make_settings(overlap="off"), 0.0, WALL
+    )
+    assert [type(e) for e in effects] == [core.StartWorker]
+
+
+def test_a_run_s_footprint_keeps_the_last_plan_and_takes_the_newest_changes() -> None:
+    settings = make_settings()
+    state = running(make_issue("A-1"))
+    exit_ = core.WorkerExit(ok=True, footprint=footprint("A-1", planned=("a.py",)))
+    core.on_worker_exit(state, "id-A-1", exit_, settings, 1.0)
+    assert state.footprints["id-A-1"].files == {"a.py"}
+    state.retry_attempts.clear()
+    state.claimed.clear()
+    dispatch(state, make_issue("A-1"))
+    exit_ = core.WorkerExit(ok=True, footprint=footprint("A-1", changed=("b.py",)))
+    core.on_worker_exit(state, "id-A-1", exit_, settings, 2.0)
+    assert state.footprints["id-A-1"] == footprint("A-1", planned=("a.py",), changed=("b.py",))
+    # Stopped because it turned terminal: its files are nobody's any more.
+    state.retry_attempts.clear()
+    state.claimed.clear()
+    dispatch(state, make_issue("A-1"))
+    core.apply_refresh(state, [make_issue("A-1", state="Done")], ["id-A-1"], settings)
+    core.on_worker_exit(state, "id-A-1", core.WorkerExit(ok=False), settings, 3.0)
+    assert "id-A-1" not in state.footprints
+
+
+def test_files_of_tickets_the_daemon_no_longer_follows_are_forgotten() -> None:
+    state = core.SchedulerState()
+    for name in ("A-1", "B-1", "C-1", "D-1"):
+        state.footprints[f"id-{name}"] = footprint(name, planned=("a.py",))
+    state.claimed.add("id-A-1")
+    state.kept_workspaces["id-B-1"] = "B-1"
+    core.prune_footprints(state, [make_issue("C-1")])
+    assert set(state.footprints) == {"id-A-1", "id-B-1", "id-C-1"}

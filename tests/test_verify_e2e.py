@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from symphony.agents import AgentLaunch, AgentSession, open_session
+from symphony.config import MemorySettings
 from symphony.evidence import read_evidence_file
+from symphony.memory import Memory
 from tests.stage_flow import StageRun
 from tests.test_stage_mode import StageBoard, settle
 
@@ -105,6 +107,14 @@ async def test_a_failed_gate_gets_a_fix_turn_and_the_hand_off_carries_true_evide
     assert evidence["workspace"]["diff_stat"].rstrip() == stat and stat in evidence_comment
     assert evidence["workspace"]["branch"] == "main" and evidence["hand_off"] == 2
     assert git(workspace, "status", "--porcelain") == ""  # the evidence file stays out of git
+    # The daemon noted what it saw for later tickets: which gate failed and how the fix went
+    # (once: the rework round's same failure adds no copy).
+    notes = Memory(MemorySettings(board.root / ".symphony" / "memory")).notes()
+    (lesson,) = [note for note in notes if note.source == "daemon"]
+    assert (lesson.topic, lesson.ticket) == ("gate committed", "DEMO-1")
+    assert lesson.text.endswith("exited with status 1; it passed after 1 fix turn.")
+    (learned,) = [note for note in notes if note.source == "agent"]  # through record_learning
+    assert learned.topic == "commit before reporting" and learned.ticket == "DEMO-1"
     # Without a store nothing keeps outcome records: none pile up in memory.
     assert run.orchestrator.state.new_outcomes == []
 

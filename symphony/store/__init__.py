@@ -29,6 +29,7 @@ from typing import Any
 
 from symphony.costs import Spend
 from symphony.errors import SymphonyError
+from symphony.footprint import Footprint
 from symphony.issue import BlockerRef, Issue
 from symphony.outcomes import OutcomeRecord
 from symphony.scheduling import SchedulerState, TicketTotals, Totals
@@ -107,6 +108,7 @@ class Saved:
     handed_off: dict[str, tuple[str, ...]] = field(default_factory=dict)
     daily_costs: dict[str, Spend] = field(default_factory=dict)
     model_costs: dict[str, Spend] = field(default_factory=dict)
+    footprints: dict[str, Footprint] = field(default_factory=dict)
 
 
 class Store:
@@ -251,6 +253,13 @@ class Store:
                 )
             )  # fmt: skip
         saved.kept_workspaces = dict(db.execute("SELECT * FROM kept_workspaces"))
+        for issue_id, identifier, planned, changed in db.execute(
+            "SELECT issue_id, identifier, planned, changed FROM footprints"
+        ):
+            with contextlib.suppress(ValueError, TypeError):
+                saved.footprints[issue_id] = Footprint(
+                    identifier, frozenset(json.loads(planned)), frozenset(json.loads(changed))
+                )
         saved.completed = {row[0] for row in db.execute("SELECT issue_id FROM completed")}
         for row in db.execute(
             "SELECT issue_id, identifier, input_tokens, output_tokens, total_tokens, seconds, "
@@ -334,6 +343,13 @@ class Store:
                 for issue_id, t in state.transitions.items()
             },
             "kept_workspaces": {k: (k, v) for k, v in state.kept_workspaces.items()},
+            "footprints": {
+                issue_id: (
+                    issue_id, f.identifier, json.dumps(sorted(f.planned)),
+                    json.dumps(sorted(f.changed)),
+                )
+                for issue_id, f in state.footprints.items()
+            },
             "daily_costs": {
                 day: (day, round(c.usd, 9), c.tokens, c.unpriced_tokens)
                 for day, c in state.daily_costs.items()
@@ -507,6 +523,7 @@ _KEYS = {
     "model_costs": "model",
     "transitions": "issue_id",
     "kept_workspaces": "issue_id",
+    "footprints": "issue_id",
     "completed": "issue_id",
     "meta": "key",
 }

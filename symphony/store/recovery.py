@@ -111,6 +111,7 @@ def restore(state: SchedulerState, saved: Saved, mono_now: float, wall_now: date
         state.claimed.add(move.issue_id)
         state.retry_attempts.pop(move.issue_id, None)
     state.kept_workspaces.update(saved.kept_workspaces)
+    state.footprints.update(saved.footprints)
     state.completed.update(saved.completed)
     state.ticket_totals.update(saved.ticket_totals)
     state.daily_costs.update(saved.daily_costs)

@@ -95,6 +95,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        4,
+        """
+        -- The files each open ticket's plan names and its branch changed (JSON lists), so a
+        -- restarted daemon still holds overlapping tickets apart (agent.overlap).
+        CREATE TABLE footprints (
+            issue_id TEXT PRIMARY KEY, identifier TEXT NOT NULL, planned TEXT NOT NULL,
+            changed TEXT NOT NULL
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

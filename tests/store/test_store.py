@@ -10,6 +10,7 @@ import pytest
 
 from symphony import scheduling as core
 from symphony.agents import AgentEvent, TokenUsage
+from symphony.footprint import Footprint
 from symphony.outcomes import HANDOFF, OutcomeRecord
 from symphony.stages import Outcome, PlannedComment, TransitionPlan
 from symphony.store import STORE_NEWER, Store, StoreError
@@ -52,6 +53,7 @@ def busy_state() -> core.SchedulerState:
     state.handed_off["id-D-1"] = ("human review",)
     state.new_outcomes.append(OutcomeRecord(NOW, HANDOFF, "id-D-1", "D-1", {"seconds": 5.0}))
     state.kept_workspaces["id-D-1"] = "D-1"
+    state.footprints["id-D-1"] = Footprint("D-1", frozenset({"a.py"}), frozenset({"b/c.py"}))
     state.completed.add("id-E-1")
     state.transition_seq = 3
     return state
@@ -84,6 +86,7 @@ def test_what_a_save_keeps_comes_back_with_wall_clock_due_times(tmp_path: Path) 
     assert saved.stage_progress == {"id-C-1": ("plan", 2, WALL)}
     assert saved.handed_off == {"id-D-1": ("human review",)}
     assert saved.kept_workspaces == {"id-D-1": "D-1"} and saved.completed == {"id-E-1"}
+    assert saved.footprints == busy_state().footprints
     assert saved.ticket_totals["id-A-1"].total_tokens == 15
     assert saved.totals.total_tokens == 15 and saved.transition_seq == 3
 
