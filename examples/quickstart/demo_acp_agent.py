@@ -25,7 +25,7 @@ import urllib.request
 import uuid
 from typing import Any
 
-from demo_agent import ticket_of
+from demo_agent import files_named, ticket_of
 
 LOCK = threading.Lock()
 CANCELLED = threading.Event()
@@ -147,10 +147,12 @@ class Agent:
         if CANCELLED.wait(self.delay_s):
             send({"id": request_id, "result": {"stopReason": "cancelled"}})
             return
+        files = files_named(text)
         plan = (
             f"1. Read the code that {title!r} touches.\n"
-            f"2. Make the change for {identifier} in one small commit.\n"
-            "3. Note what was done in NOTES/ so the reviewer can follow it."
+            f"2. Make the change for {identifier} in one small commit"
+            + (f", in {', '.join(f'`{f}`' for f in files)}" if files else "")
+            + ".\n3. Note what was done in NOTES/ so the reviewer can follow it."
         )
         report: dict[str, Any] = {
             "outcome": "done",

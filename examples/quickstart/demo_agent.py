@@ -6,19 +6,22 @@ It speaks the same stdio protocol as `codex app-server` (JSON lines: `initialize
 exactly as it would drive codex (stdlib only, Python 3.9 or newer). On each turn it does a
 small, real piece of work in its workspace (the current directory):
 
-1. writes or extends `NOTES/<ticket>.md` with the ticket and the prompt it was given;
-2. if the workspace is a git work tree, commits that file as `symphony-demo`;
+1. writes or extends `NOTES/<ticket>.md` with the ticket and the prompt it was given, and
+   appends a line to each file of the workspace the prompt names in backticks (`calc.py`);
+2. if the workspace is a git work tree, commits those files as `symphony-demo`;
 3. reports token usage (estimated, nothing is billed);
 4. in a workflow with stages (symphony advertised `report_outcome`): reports the outcome
    instead of moving the ticket. In a stage whose name has `plan` in it (the prompt says
-   `Stage: <name>`) it writes no code and reports `done` with a short plan; in any other stage
-   it does the work above and reports `done` with a summary. The daemon moves the ticket;
+   `Stage: <name>`) it writes no code and reports `done` with a short plan naming those files;
+   in any other stage it does the work above and reports `done` with a summary. The daemon
+   moves the ticket;
 5. otherwise, if symphony advertised the `local_move_issue` tool, calls it with
    `{"state": "Human Review"}` so the ticket leaves the active states;
 6. completes the turn with a short summary.
 
 When the daemon's verification of a `done` fails, it gets a fix turn (the prompt says which
-gate failed): it commits what it left uncommitted and reports `done` again. A ticket whose text
+gate failed): it commits what it left uncommitted, records the lesson for later tickets
+(`record_learning`) and reports `done` again. A ticket whose text
 says the agent "forgets to commit" gets a first try that leaves its notes uncommitted, so the
 quickstart shows the daemon catching it.
 
@@ -54,6 +57,7 @@ Message = dict[str, Any]
 MOVE_TOOL = "local_move_issue"
 REPORT_TOOL = "report_outcome"
 FOLLOW_UP_TOOL = "create_follow_up"
+LEARN_TOOL = "record_learning"
 REVIEW_STATE = "Human Review"
 FIX_TURN = "the daemon ran this stage's verification"
 FORGETS_TO_COMMIT = "forgets to commit"
@@ -344,18 +348,29 @@ class TurnWork:
             self.usage(len(self.prompt) // 4 + 200, 40)
             output = re.search(r"```+\n(.*?)\n```", self.prompt, re.DOTALL)
             said = output.group(1).splitlines()[0] if output and output.group(1) else "nothing"
-            committed = self.commit(notes)
+            committed = self.commit(notes, *self.uncommitted())
             summary = f"Verification said {said!r}; " + (
                 f"committed {notes}." if committed else "nothing was left to commit."
             )
+            if LEARN_TOOL in self.agent.tools:
+                self.call_tool(
+                    LEARN_TOOL,
+                    {
+                        "topic": "commit before reporting",
+                        "text": "Commit every change before reporting done: the daemon's "
+                        "`committed` check fails on anything left uncommitted.",
+                    },
+                )
             self.call_tool(REPORT_TOOL, {"outcome": "done", "summary": summary})
             self.say(summary)
             return summary
         if "plan" in stage.lower():
+            files = files_named(self.prompt)
             plan = (
                 f"1. Read the code that {self.title!r} touches.\n"
-                f"2. Make the change for {self.identifier} in one small commit.\n"
-                "3. Note what was done in NOTES/ so the reviewer can follow it."
+                f"2. Make the change for {self.identifier} in one small commit"
+                + (f", in {', '.join(f'`{f}`' for f in files)}" if files else "")
+                + ".\n3. Note what was done in NOTES/ so the reviewer can follow it."
             )
             self.usage(len(self.prompt) // 4 + 300, 80)
             self.call_tool(
@@ -364,9 +379,10 @@ class TurnWork:
             )
             return f"Planned {self.identifier}."
         notes = self.write_notes()
+        touched = self.touch_files()
         self.usage(len(self.prompt) // 4 + 400, 60)
         # A deliberate slip for the demonstration: the daemon's verification catches it.
-        committed = FORGETS_TO_COMMIT not in self.prompt and self.commit(notes)
+        committed = FORGETS_TO_COMMIT not in self.prompt and self.commit(notes, *touched)
         follow_up = os.environ.get("DEMO_AGENT_FOLLOW_UP")
         if follow_up and self.agent.turns == 1 and FOLLOW_UP_TOOL in self.agent.tools:
             self.call_tool(FOLLOW_UP_TOOL, json.loads(follow_up))
@@ -416,11 +432,24 @@ class TurnWork:
         self.done(item, status="completed")
         return relative
 
-    def commit(self, notes: str) -> bool:
+    def touch_files(self) -> list[str]:
+        """The files the plan (or the ticket) names: each gets a line saying what the ticket
+        was, at its end, as a stand-in for a real change."""
+        files = files_named(self.prompt)
+        for name in files:
+            with open(name, "a", encoding="utf-8") as file:
+                file.write(f"# {self.identifier}: {self.title}\n")
+        return files
+
+    def uncommitted(self) -> list[str]:
+        code, output = run(["git", "status", "--porcelain", "--untracked-files=all"])
+        return [line[3:] for line in output.splitlines() if line[3:]] if code == 0 else []
+
+    def commit(self, notes: str, *also: str) -> bool:
         if run(["git", "rev-parse", "--is-inside-work-tree"])[1].strip() != "true":
             return False
         message = f"{self.identifier}: demo notes (turn {self.agent.turns})"
-        command = ["git", *GIT_IDENTITY, "commit", "--quiet", "-m", message, "--", notes]
+        command = ["git", *GIT_IDENTITY, "commit", "--quiet", "-m", message, "--", notes, *also]
         item = self.new_item(
             "commandExecution",
             command=" ".join(command),
@@ -428,7 +457,7 @@ class TurnWork:
             commandActions=[],
             status="inProgress",
         )
-        code, output = run(["git", "add", "--", notes])
+        code, output = run(["git", "add", "--", notes, *also])
         if code == 0:
             code, output = run(command)
         status = "completed" if code == 0 else "failed"
@@ -446,6 +475,12 @@ class TurnWork:
         )
         turn = {"id": self.turn_id, "status": status, "error": None, "items": items}
         self.channel.notify("turn/completed", {"threadId": self.agent.thread_id, "turn": turn})
+
+
+def files_named(prompt: str) -> list[str]:
+    """The files of the workspace (the current directory) the prompt names in backticks."""
+    named = re.findall(r"`([\w./-]+)`", prompt)
+    return [name for name in dict.fromkeys(named) if Path(name).is_file()]
 
 
 def ticket_of(prompt: str) -> tuple[str, str]:
