@@ -1,10 +1,13 @@
 """`workspace.strategy: worktree` on real git repositories: a worktree and branch per ticket
 from one mirror, made concurrently without hooks, removed with the branch kept, a half-made one
-made again, branch names from the tracker or the template, and the settings' errors."""
+made again (also after a real `kill -9` of the daemon mid-checkout), branch names from the
+tracker or the template, and the settings' errors."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -216,3 +219,63 @@ async def test_the_daemon_gives_each_ticket_a_worktree_and_removes_it_when_done(
     mirror = board.workspaces / MIRROR_NAME
     assert git(mirror, "rev-parse", "--verify", "refs/heads/symphony/ABC-1")  # branch kept
     assert (board.workspaces / "ABC-2" / "app.py").exists()
+
+
+@pytest.mark.slow
+def test_a_worktree_cut_short_by_kill_9_is_made_again_when_the_daemon_restarts(
+    tmp_path: Path, repository: Path
+) -> None:
+    from tests.test_orchestrator import FAKE_AGENT, Board
+    from tests.test_restart import Daemon
+    from tests.test_workspace import wait_until
+
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    board.write_workflow(
+        workspace={"root": "workspaces", "strategy": "worktree", "repository": str(repository)},
+        codex={"command": f"{sys.executable} {FAKE_AGENT}"},
+        polling_ms=200,
+    )
+    # A git that, while `hang` exists, leaves `worktree add` half done: files checked out, then
+    # it stops for good, as if the machine died mid-checkout.
+    real_git = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    hang, pid_file = tmp_path / "hang", tmp_path / "git.pid"
+    (tools / "git").write_text(
+        f"""#!/bin/sh
+case " $* " in
+  *" worktree add "*)
+    if [ -e {hang} ]; then
+      {real_git} "$@" || exit $?
+      echo $$ > {pid_file}
+      touch {board.workspaces}/ABC-1/partial
+      exec sleep 600
+    fi;;
+esac
+exec {real_git} "$@"
+"""
+    )
+    (tools / "git").chmod(0o755)
+    hang.touch()
+    env = {"PATH": f"{tools}:{os.environ['PATH']}", "FAKE_AGENT_SCENARIO": "complete"}
+    workspace = board.workspaces / "ABC-1"
+    first = Daemon(board, env)
+    try:
+        assert wait_until(lambda: (workspace / "partial").exists(), 30), "".join(first.lines)
+        first.kill9()
+    finally:
+        first.stop()
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    hang.unlink()
+    second = Daemon(board, env)
+    try:
+        second.wait_for("removing a half-made worktree", timeout=30)
+        second.wait_for("turn completed", timeout=30)
+    finally:
+        assert second.stop() == 0
+    assert not (workspace / "partial").exists()  # the half-made one was discarded
+    assert (workspace / "app.py").read_text() == "x = 1\n"
+    assert git(workspace, "rev-parse", "--abbrev-ref", "HEAD") == "symphony/ABC-1"
+    assert "ABC-1" in git(board.workspaces / MIRROR_NAME, "worktree", "list")
