@@ -213,6 +213,24 @@ class Memory:
                 notes.append(note)
         return notes
 
+    def _noted(self, topic: str, text: str) -> Note | None:
+        """A note already holding this lesson. Only files named for the topic are read: the
+        same topic always makes the same name part, so the folder is never read whole."""
+        part = _slug(topic)
+        try:
+            names = [
+                entry.path
+                for entry in os.scandir(self.folder)
+                if entry.name.endswith(".md") and f"-{part}" in entry.name
+            ]
+        except OSError:
+            return None
+        for path in names:
+            note = read_note(Path(path))
+            if note is not None and note.topic.lower() == topic.lower() and note.text == text:
+                return note
+        return None
+
     def for_prompt(self, ticket: Ticket) -> str | None:
         return render(choose(self.notes(), ticket), self.settings.budget_chars)
 
@@ -232,9 +250,9 @@ class Memory:
         now = self._clock()
         topic = masker.mask(" ".join(topic.split()))
         text = masker.mask(text.strip())
-        for known in self.notes():
-            if known.topic.lower() == topic.lower() and known.text == text:
-                return known
+        repeat = self._noted(topic, text)
+        if repeat is not None:
+            return repeat
         header: dict[str, Any] = {"topic": topic}
         if ticket:
             header["ticket"] = ticket
@@ -275,8 +293,31 @@ def memory_of(settings: Settings) -> Memory | None:
     return Memory(settings.memory)
 
 
+# Parsed notes by path, valid while the file's size and modification time stay the same: a
+# prompt reads the whole folder, and parsing two thousand front matters each time would cost
+# half a second.
+_parsed: dict[Path, tuple[tuple[int, int], Note | None]] = {}
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def read_note(path: Path) -> Note | None:
     """The note in `path`, or None when it cannot be read or says nothing."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    version = (stat.st_mtime_ns, stat.st_size)
+    known = _parsed.get(path)
+    if known is not None and known[0] == version:
+        return known[1]
+    note = _read_note(path)
+    if len(_parsed) >= 2 * MAX_NOTES_READ:
+        _parsed.clear()
+    _parsed[path] = (version, note)
+    return note
+
+
+def _read_note(path: Path) -> Note | None:
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_FILE_BYTES)
@@ -289,7 +330,7 @@ def read_note(path: Path) -> Note | None:
         end = content.find("\n---", 4)
         if end != -1:
             with contextlib.suppress(yaml.YAMLError):
-                parsed = yaml.safe_load(content[4:end])
+                parsed = yaml.load(content[4:end], Loader=_YAML_LOADER)
                 if isinstance(parsed, dict):
                     header = parsed
                     text = content[end + 4 :].lstrip("-").lstrip("\n")
