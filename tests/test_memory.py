@@ -305,3 +305,13 @@ def test_symphony_memory_lists_the_notes_and_render_shows_them_in_the_prompt(
     assert "memory        1 note in " in checked.stdout
     board.write_workflow(memory={"enabled": False})
     assert symphony(board, "memory").stdout.strip() == "memory is off (memory.enabled: false)"
+
+
+def test_a_person_s_edit_or_deletion_of_a_note_shows_in_the_next_prompt(tmp_path: Path) -> None:
+    mem = memory(tmp_path, Clock())
+    note = mem.record("ci", "Use -x.", ticket="ABC-1")
+    assert "Use -x." in (mem.for_prompt(Ticket("ABC-2")) or "")
+    note.path.write_text(note.path.read_text().replace("Use -x.", "Use --maxfail=1 instead."))
+    assert "Use --maxfail=1 instead." in (mem.for_prompt(Ticket("ABC-2")) or "")
+    note.path.unlink()
+    assert mem.for_prompt(Ticket("ABC-2")) is None
