@@ -260,7 +260,11 @@ def test_sighup_stops_like_sigterm_and_leaves_no_process_behind(board: Board) ->
     board.write_workflow(hooks={"after_run": "echo ran > ../after_run.marker"})
     record = board.root / "agent.jsonl"
     proc = _start_daemon(
-        board, env={"FAKE_AGENT_RECORD": str(record), "FAKE_AGENT_SPAWN_CHILD": "1"}
+        board,
+        env={"FAKE_AGENT_RECORD": str(record), "FAKE_AGENT_SPAWN_CHILD": "1"},
+        # As from a terminal, even when the tests themselves run under nohup (which the
+        # daemon would rightly take as "keep ignoring hang-ups").
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
     try:
         _read_until(proc, "turn_started")
