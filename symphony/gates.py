@@ -3,20 +3,21 @@
 Each gate runs like a hook (`sh -lc`, in the workspace, in its own process group, with its
 timeout or `hooks.timeout_ms`), and unlike a hook also has whatever it left running ended when
 it exits: a test server a gate started must not outlive it, nor hold the daemon. The caller
-runs gates only between turns, never while the agent works in the workspace. Every gate of the
+runs gates only between turns, never while the agent works in the workspace. They run on the
+ticket's host (`symphony.hosts`), where its workspace is. Every gate of the
 round runs, in order, even after one failed, so the agent learns all that is wrong at once.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import structlog
 
+from symphony.hosts import Host
+from symphony.hosts.local import LOCAL_HOST
 from symphony.observability.logging import masker
-from symphony.shell import run_script
 from symphony.stages import Gate
 from symphony.verification import GateOutcome, GateResult, GateRound
 
@@ -33,13 +34,13 @@ async def run_gates(
     env: Mapping[str, str],
     default_timeout_ms: int,
     output_chars: int,
+    host: Host = LOCAL_HOST,
 ) -> GateRound:
-    shell = shutil.which("sh") or "/bin/sh"
+    """Run each gate on `host`, in the workspace, in order."""
     results = []
     for gate in gates:
         timeout_ms = gate.timeout_ms or default_timeout_ms
-        ran = await run_script(
-            shell,
+        ran = await host.run_script(
             gate.run,
             cwd=cwd,
             env={**env, "SYMPHONY_GATE": gate.name},

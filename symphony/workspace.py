@@ -45,7 +45,8 @@ from liquid import Environment, StrictUndefined
 from symphony.config import HooksSettings
 from symphony.errors import SymphonyError
 from symphony.git import git_output
-from symphony.shell import Outcome, ScriptResult, run_script
+from symphony.hosts.local import LOCAL_HOST, LocalHost
+from symphony.shell import Outcome, ScriptResult
 from symphony.workspace_marks import MARKS_DIR, OwnershipMarks
 from symphony.worktrees import WorktreeError, Worktrees, WorktreeSettings, slugify
 
@@ -70,6 +71,11 @@ HookName = Literal["after_create", "before_run", "after_run", "before_remove"]
 
 class WorkspaceError(SymphonyError):
     """A workspace could not be made, checked, prepared by a hook, or removed."""
+
+
+def valid_key(key: str) -> bool:
+    """Whether `key` can name a workspace: allowed characters only, not `.` or `..`."""
+    return _VALID_KEY.fullmatch(key) is not None and key not in (".", "..")
 
 
 def workspace_key(identifier: str) -> str:
@@ -147,8 +153,7 @@ class WorkspaceManager:
         self._marks = OwnershipMarks(self._root)
         # Paths already reported as not ours: a terminal ticket is looked at every sweep.
         self._reported_foreign: set[Path] = set()
-        # Resolved once from the host PATH: `env` may lack PATH or point it somewhere odd.
-        self._shell = shutil.which("sh") or "/bin/sh"
+        self._host: LocalHost = LOCAL_HOST
 
     @property
     def root(self) -> Path:
@@ -413,7 +418,7 @@ class WorkspaceManager:
         `WorkspaceError(invalid_workspace_path)` otherwise.
         """
         key = workspace.key
-        if _VALID_KEY.fullmatch(key) is None or key in (".", ".."):
+        if not valid_key(key):
             raise WorkspaceError(INVALID_WORKSPACE_PATH, f"{key!r} is not a valid workspace key")
         if not workspace.path.is_absolute():
             raise WorkspaceError(INVALID_WORKSPACE_PATH, f"{workspace.path} is not absolute")
@@ -461,10 +466,9 @@ class WorkspaceManager:
             hook=name, workspace=str(path), issue_identifier=workspace.identifier or None
         )
         bound.debug("hook started", timeout_ms=timeout_ms)
-        ran = await run_script(
-            self._shell, script, cwd=path, env=env, timeout_ms=timeout_ms,
-            tail_bytes=OUTPUT_TAIL_BYTES,
-        )  # fmt: skip
+        ran = await self._host.run_script(
+            script, cwd=path, env=env, timeout_ms=timeout_ms, tail_bytes=OUTPUT_TAIL_BYTES
+        )
         result = _HookResult(name, ran.outcome, ran.exit_code, ran.detail)
         _log_result(bound, result, ran)
         return None if ran.ok else result

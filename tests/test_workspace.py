@@ -18,6 +18,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from symphony.config import HooksSettings
+from symphony.hosts.local import LocalHost
 from symphony.workspace import (
     OUTPUT_TAIL_BYTES,
     Workspace,
@@ -621,7 +622,7 @@ async def test_each_hook_sees_its_own_name(tmp_path: Path) -> None:
 async def test_hook_that_cannot_start_fails_the_attempt(tmp_path: Path) -> None:
     workspaces = manager(tmp_path, before_run="true")
     ws = await workspaces.prepare("ABC-1")
-    workspaces._shell = str(tmp_path / "no-such-shell")
+    workspaces._host = LocalHost(shell=str(tmp_path / "no-such-shell"))
     with pytest.raises(WorkspaceError) as err:
         await workspaces.before_run(ws)
     assert err.value.category == "hook_failed"
