@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -37,11 +38,15 @@ def preflight_warnings(settings: Settings) -> list[str]:
             f"workspace.repository {worktrees.repository} does not exist, so no ticket can "
             "get a worktree"
         )
+    if settings.worker.hosts and shutil.which("ssh") is None:
+        warnings.append("worker.ssh_hosts are set but `ssh` is not on PATH: no run can start")
     for kind in used_agent_kinds(settings):
         command = settings.session_settings(kind).command
         if not command:
             warnings.append(f"{kind}.command is not set, so runs on {kind} cannot start")
             continue
+        if settings.worker.hosts:
+            continue  # it runs on the hosts, whose PATH this machine cannot see
         problem = agent_command_problem(command, environ, setting=f"{kind}.command")
         if problem is not None:
             warnings.append(problem)
@@ -89,6 +94,15 @@ async def report(settings: Settings, tracker: Tracker) -> int:
             f"memory        {count} note{'s' if count != 1 else ''} in {memory.folder}, "
             f"{memory.settings.budget_chars} chars a prompt"
         )
+    worker = settings.worker
+    if worker.hosts:
+        shown = ", ".join(
+            f"{h.name} ({worker.capacity(h) or settings.agent.max_concurrent_agents} at once"
+            + (f", in {h.workspace_root}" if h.workspace_root else "")
+            + ")"
+            for h in worker.hosts
+        )
+        print(f"ssh hosts     {shown}")
     print(f"poll every    {settings.polling.interval_ms} ms")
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
     kind = settings.agent.kind

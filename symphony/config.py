@@ -165,6 +165,47 @@ class EditorSettings:
     command: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class HostSpec:
+    """One SSH worker host (`worker.ssh_hosts`): a name ssh understands (an alias of the ssh
+    config file, `user@host` or `host`), how many agents it takes, and where its workspaces
+    are (None: `workspace.root`, the same path there)."""
+
+    name: str
+    max_agents: int | None = None
+    workspace_root: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SshSettings:
+    config_file: Path | None = None
+    connect_timeout_s: int = 10
+    strict_host_key_checking: str = "yes"
+    """`yes`, `accept-new` or `no`, passed to ssh as StrictHostKeyChecking."""
+    pass_env: tuple[str, ...] = ()
+    """The daemon's variables (names, or prefixes ending in `*`) a remote agent gets; nothing
+    else of the daemon's environment crosses."""
+    max_failures: int = 3
+    """Connection failures in a row after which a host is marked down."""
+    cooloff_s: int = 60
+    """How long a host marked down gets no new work before it is tried again."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """Where agents run (spec Appendix A): locally when `hosts` is empty, else on SSH hosts."""
+
+    hosts: tuple[HostSpec, ...] = ()
+    max_concurrent_agents_per_host: int | None = None
+    ssh: SshSettings = field(default_factory=SshSettings)
+    retry_on_same_host: bool = True
+    """A retry waits for the host that has the ticket's workspace, rather than starting anew
+    on another."""
+
+    def capacity(self, host: HostSpec) -> int | None:
+        return host.max_agents or self.max_concurrent_agents_per_host
+
+
 DEFAULT_MEMORY_BUDGET_CHARS = 4_000
 
 
@@ -207,6 +248,7 @@ class Settings:
     editor: EditorSettings = field(default_factory=EditorSettings)
     memory: MemorySettings | None = None
     """None only in settings built by hand (tests): no notes, no `record_learning`."""
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
 
     @property
     def workflow_dir(self) -> Path:
@@ -237,6 +279,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "budget",
             "editor",
             "memory",
+            "worker",
         ),
         "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
         "polling": ("interval_ms",),
@@ -268,6 +311,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "logs": ("max_file_mb", "keep_days"),
         "editor": ("command",),
         "memory": ("folder", "budget_chars", "enabled"),
+        "worker": ("ssh_hosts", "max_concurrent_agents_per_host", "ssh", "retry_on_same_host"),
         "budget": ("per_ticket_usd", "warn_at", "per_day_usd", "on_exceeded"),
     }
 )
@@ -443,6 +487,10 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
 
     from symphony.pricing import parse_pricing
 
+    worker = _worker(_section(raw, "worker"), workflow.path.parent, environ)
+    worktrees = _worktrees(workspace_raw, workflow.path.parent, environ)
+    if worker.hosts:
+        _check_hosts_can_run(agent, machine, worktrees)
     return Settings(
         workflow_path=workflow.path,
         tracker=tracker,
@@ -450,7 +498,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         workspace=WorkspaceSettings(
             root=root,
             base_ref=base_ref.strip() if base_ref else None,
-            worktrees=_worktrees(workspace_raw, workflow.path.parent, environ),
+            worktrees=worktrees,
         ),
         hooks=hooks,
         agent=agent,
@@ -466,6 +514,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         logs=_logs(_section(raw, "logs")),
         editor=_editor(_section(raw, "editor")),
         memory=_memory(_section(raw, "memory"), workflow.path.parent, environ),
+        worker=worker,
         pricing=parse_pricing(raw.get("pricing")),
         budget=_budget(
             _section(raw, "budget"),
@@ -778,6 +827,124 @@ def _worktrees(raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str
             raise ConfigError(INVALID_CONFIG, f"workspace.{key} must be a non-empty string")
         texts[key] = value.strip() if isinstance(value, str) else None
     return WorktreeSettings(repository, texts["base"], texts["branch"] or DEFAULT_BRANCH)
+
+
+def _worker(raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]) -> WorkerSettings:
+    hosts_raw = raw.get("ssh_hosts") or []
+    if not isinstance(hosts_raw, list):
+        raise ConfigError(INVALID_CONFIG, "worker.ssh_hosts must be a list of hosts")
+    hosts: list[HostSpec] = []
+    for index, item in enumerate(hosts_raw):
+        where = f"worker.ssh_hosts[{index}]"
+        if isinstance(item, str):
+            item = {"host": item}
+        if not isinstance(item, dict):
+            raise ConfigError(INVALID_CONFIG, f"{where} must be a host name or a map with host")
+        unknown = sorted(set(item) - {"host", "max_agents", "workspace_root"})
+        if unknown:
+            raise ConfigError(INVALID_CONFIG, f"{where} has unknown key(s) {', '.join(unknown)}")
+        name = item.get("host")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.@:\[\]-]+", name.strip()):
+            raise ConfigError(INVALID_CONFIG, f"{where}.host must be a host name, got {name!r}")
+        name = name.strip()
+        if name == "local" or name.startswith("-"):
+            raise ConfigError(INVALID_CONFIG, f"{where}.host cannot be {name!r}")
+        max_agents = (
+            integer(item, f"{where}.max_agents", 1, 1)
+            if item.get("max_agents") is not None
+            else None
+        )
+        remote_root = item.get("workspace_root")
+        if remote_root is not None:
+            if not isinstance(remote_root, str) or not remote_root.startswith("/"):
+                raise ConfigError(
+                    INVALID_CONFIG, f"{where}.workspace_root must be an absolute path on the host"
+                )
+            remote_root = os.path.normpath(remote_root)
+            if remote_root == "/":
+                raise ConfigError(INVALID_CONFIG, f"{where}.workspace_root cannot be /")
+        hosts.append(HostSpec(name, max_agents, remote_root))
+    names = [h.name for h in hosts]
+    if len(set(names)) != len(names):
+        raise ConfigError(INVALID_CONFIG, "worker.ssh_hosts names a host twice")
+    per_host = (
+        integer(raw, "worker.max_concurrent_agents_per_host", 1, 1)
+        if raw.get("max_concurrent_agents_per_host") is not None
+        else None
+    )
+    retry_on_same_host = raw.get("retry_on_same_host", True)
+    if not isinstance(retry_on_same_host, bool):
+        raise ConfigError(INVALID_CONFIG, "worker.retry_on_same_host must be true or false")
+    return WorkerSettings(
+        tuple(hosts), per_host, _ssh(_section(raw, "ssh"), base_dir, environ), retry_on_same_host
+    )
+
+
+def _check_hosts_can_run(agent: AgentSettings, machine: Any, worktrees: Any) -> None:
+    """What SSH worker hosts cannot do yet is refused at load, not at every dispatch."""
+    from symphony.agents.backends import BACKENDS
+
+    if worktrees is not None:
+        raise ConfigError(
+            INVALID_CONFIG,
+            "workspace.strategy: worktree works on this machine only; with worker.ssh_hosts, "
+            "populate each workspace with hooks (after_create: git clone ...)",
+        )
+    kinds = {agent.kind}
+    if machine is not None:
+        kinds |= {stage.agent for stage in machine.stages if stage.agent is not None}
+    if agent.label_override:
+        kinds |= set(BACKENDS)
+    for kind in sorted(kinds):
+        if BACKENDS[kind].tools_over_mcp:
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"agent kind {kind} takes symphony's tools from a server on this machine's "
+                "loopback, which an SSH worker host cannot reach; run codex on worker hosts"
+                + (" (or turn agent.label_override off)" if agent.label_override else ""),
+            )
+
+
+def _ssh(raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]) -> SshSettings:
+    unknown = sorted(
+        set(raw)
+        - {"config_file", "connect_timeout_s", "strict_host_key_checking", "pass_env",
+           "max_failures", "cooloff_s"}
+    )  # fmt: skip
+    if unknown:
+        raise ConfigError(INVALID_CONFIG, f"worker.ssh has unknown key(s) {', '.join(unknown)}")
+    config_file = raw.get("config_file")
+    if config_file is not None and (not isinstance(config_file, str) or not config_file.strip()):
+        raise ConfigError(INVALID_CONFIG, "worker.ssh.config_file must be a path")
+    checking = raw.get("strict_host_key_checking", "yes")
+    if checking is True:
+        checking = "yes"
+    elif checking is False:
+        checking = "no"
+    if checking not in ("yes", "accept-new", "no"):
+        raise ConfigError(
+            INVALID_CONFIG, "worker.ssh.strict_host_key_checking must be yes, accept-new or no"
+        )
+    pass_env = raw.get("pass_env")
+    try:
+        names = _env_names(pass_env)
+    except ConfigError:
+        raise ConfigError(
+            INVALID_CONFIG,
+            "worker.ssh.pass_env must be a list of variable names or prefixes ending in *",
+        ) from None
+    return SshSettings(
+        config_file=(
+            resolve_path(config_file, base_dir, environ, "worker.ssh.config_file")
+            if isinstance(config_file, str)
+            else None
+        ),
+        connect_timeout_s=integer(raw, "worker.ssh.connect_timeout_s", 10, 1),
+        strict_host_key_checking=str(checking),
+        pass_env=names,
+        max_failures=integer(raw, "worker.ssh.max_failures", 3, 1),
+        cooloff_s=integer(raw, "worker.ssh.cooloff_s", 60, 1),
+    )
 
 
 OVERLAP_MODES = ("serialize", "warn", "off")

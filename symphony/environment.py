@@ -22,6 +22,9 @@ from collections.abc import Collection, Mapping
 from symphony.config import Settings
 from symphony.store.recovery import INSTANCE_VARIABLE
 
+REMOTE_INSTANCE_VARIABLE = "SYMPHONY_REMOTE_INSTANCE"
+"""The daemon instance that started a process on an SSH host (`SYMPHONY_INSTANCE` here)."""
+
 BASE_NAMES = (
     "PATH",
     "HOME",
@@ -57,6 +60,34 @@ def child_environment(
     env["SYMPHONY_WORKFLOW_DIR"] = str(settings.workflow_dir)
     if instance_id is not None:
         env[INSTANCE_VARIABLE] = instance_id
+    for name in secret_names:
+        env.pop(name, None)
+    return env
+
+
+def remote_environment(
+    environ: Mapping[str, str],
+    settings: Settings,
+    secret_names: Collection[str],
+    instance_id: str | None = None,
+) -> dict[str, str]:
+    """What an agent, hook or gate on an SSH worker host is sent: `agent.env`, the daemon's
+    variables named in `worker.ssh.pass_env`, and the daemon's instance id. The host supplies
+    its own basics (HOME, USER, PATH, ...); nothing else of this machine's environment
+    crosses."""
+    pass_env = settings.worker.ssh.pass_env
+    names = {n for n in pass_env if not n.endswith("*")}
+    prefixes = tuple(n[:-1] for n in pass_env if n.endswith("*"))
+    env = {
+        name: value
+        for name, value in environ.items()
+        if name in names or (prefixes and name.startswith(prefixes))
+    }
+    env.update(settings.agent.env)
+    if instance_id is not None:
+        # Under a name of its own: a restart looks for it on the hosts (`stop_marked`), never
+        # in this machine's processes.
+        env[REMOTE_INSTANCE_VARIABLE] = instance_id
     for name in secret_names:
         env.pop(name, None)
     return env

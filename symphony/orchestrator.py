@@ -30,9 +30,17 @@ from symphony.agents.backends import backend
 from symphony.budgets import check_budgets
 from symphony.config import Settings, build_settings, workflow_fingerprint
 from symphony.editor import editor_words, open_command
-from symphony.environment import child_environment
+from symphony.environment import (
+    REMOTE_INSTANCE_VARIABLE,
+    child_environment,
+    remote_environment,
+)
 from symphony.errors import SymphonyError
 from symphony.evidence import read_evidence_file, write_evidence_file
+from symphony.hosts import LOCAL
+from symphony.hosts.local import LOCAL_HOST
+from symphony.hosts.ssh import SshHost
+from symphony.hosts.ssh_workspaces import RemoteWorkspaces
 from symphony.issue import normalize_state
 from symphony.memory import memory_of
 from symphony.observability.activity import Activity
@@ -211,6 +219,7 @@ class Orchestrator:
         self.tracker: Tracker = tracker or self._new_tracker(settings)
         self._mask_tracker_secrets()
         self._workspaces = self._new_workspaces(settings)
+        self._remote = self._new_remote_workspaces(settings)
         self._queue: asyncio.Queue[QueueEvent] = asyncio.Queue()
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._removals: dict[str, asyncio.Task[None]] = {}
@@ -267,7 +276,35 @@ class Orchestrator:
         snapshot["outcomes"] = self._outcomes
         snapshot["costs"] = build_costs(self.state, self.clock.wall(), self.settings.budget)
         snapshot["mode"] = "stages" if self.settings.machine is not None else "spec"
+        snapshot["hosts"] = self._hosts_snapshot()
         return snapshot
+
+    def _hosts_snapshot(self) -> list[dict[str, Any]]:
+        """Each SSH worker host: its load, capacity, and whether it takes work now."""
+        worker, now = self.settings.worker, self.clock.monotonic()
+        rows = []
+        for spec in worker.hosts:
+            health = self.state.host_health.get(spec.name)
+            down = health is not None and health.is_down(now)
+            rows.append(
+                {
+                    "host": spec.name,
+                    "running": sum(1 for e in self.state.running.values() if e.host == spec.name),
+                    "capacity": worker.capacity(spec) or self.settings.agent.max_concurrent_agents,
+                    "status": "down" if down else "up",
+                    "failures": health.failures if health is not None else 0,
+                    "down_for_s": (
+                        round(health.down_until - now, 1)
+                        if down and health is not None and health.down_until is not None
+                        else None
+                    ),
+                    "error": health.error if health is not None else None,
+                    "workspace_root": self._remote[spec.name].host.workspace_root
+                    if spec.name in self._remote
+                    else None,
+                }
+            )
+        return rows
 
     def issue_snapshot(self, wanted: str) -> dict[str, Any] | None:
         """One issue (by identifier or id) in detail: running, retrying, or known from the last
@@ -608,7 +645,21 @@ class Orchestrator:
                 if task is not None:
                     task.cancel()
             elif isinstance(effect, core.RemoveWorkspace):
-                self._remove_workspace(effect.identifier)
+                self._remove_workspace(effect.identifier, effect.host)
+            elif isinstance(effect, core.HostMarkedDown):
+                log.warning(
+                    "host marked down",
+                    host=effect.host,
+                    failures=effect.failures,
+                    cooloff_s=effect.cooloff_s,
+                    reason=effect.error,
+                )
+                self.activity.add(
+                    self.clock.wall(),
+                    "host_down",
+                    f"{effect.host} failed to connect {effect.failures} times in a row; no new "
+                    f"work there for {effect.cooloff_s:.0f} s ({effect.error})",
+                )
             elif isinstance(effect, core.RetryScheduled):
                 entry = effect.entry
                 log.info(
@@ -632,12 +683,19 @@ class Orchestrator:
         issue, attempt = start.issue, start.attempt
         machine = self.settings.machine
         stage = machine.stage_named(start.stage) if machine is not None else None
+        workspaces = self._workspaces_on(start.host)
+        remote = isinstance(workspaces, RemoteWorkspaces)
         ctx = AttemptContext(
             settings=self.settings,
             tracker=self.tracker,
-            workspaces=self._workspaces,
-            agent_env=self._child_env(self.settings, backend(start.agent_kind).env_names),
-            child_env=self._child_env(self.settings),
+            workspaces=workspaces,
+            agent_env=(
+                self._remote_env(self.settings)
+                if remote
+                else self._child_env(self.settings, backend(start.agent_kind).env_names)
+            ),
+            child_env=self._remote_env(self.settings) if remote else self._child_env(self.settings),
+            host=workspaces.host if isinstance(workspaces, RemoteWorkspaces) else LOCAL_HOST,
             open_session=self._session_factory,
             agent_kind=start.agent_kind,
             tool_server=self._tool_server_for(start.agent_kind),
@@ -764,9 +822,9 @@ class Orchestrator:
 
         self._tasks.create_task(write())
 
-    def _remove_workspace(self, identifier: str) -> None:
+    def _remove_workspace(self, identifier: str, host: str = LOCAL) -> None:
         assert self._tasks is not None
-        workspaces = self._workspaces
+        workspaces = self._workspaces_on(host)
 
         async def remove() -> None:
             try:
@@ -794,11 +852,15 @@ class Orchestrator:
             log.warning("startup cleanup skipped", reason=str(exc))
             return
         for issue in terminal:
+            # A workspace on an SSH host is known by the store; every other one is here.
+            host = self.state.workspace_hosts.get(issue.id, LOCAL)
             try:
-                if await self._workspaces.remove(issue.identifier):
+                if await self._workspaces_on(host).remove(issue.identifier):
                     log.info(
-                        "workspace removed", issue_identifier=issue.identifier, reason="terminal"
-                    )
+                        "workspace removed", issue_identifier=issue.identifier, reason="terminal",
+                        host=host,
+                    )  # fmt: skip
+                self.state.workspace_hosts.pop(issue.id, None)
             except SymphonyError as exc:
                 log.warning(
                     "startup cleanup failed", issue_identifier=issue.identifier, reason=str(exc)
@@ -816,6 +878,7 @@ class Orchestrator:
         stopped = await stop_groups(orphan_groups(previous))
         if stopped:
             log.warning("stopped agents an earlier daemon left running", process_groups=stopped)
+        stopped += await self._stop_remote_orphans(previous)
         restore(self.state, saved, mono, wall)
         recovered = Recovered(len(saved.runs), len(saved.retries), len(saved.transitions), stopped)
         if saved.runs or saved.retries or saved.transitions or stopped:
@@ -824,6 +887,28 @@ class Orchestrator:
         self._save()
         self._outcome_log = store.outcomes(wall - timedelta(days=OUTCOME_PLOT_DAYS))
         self._refresh_outcomes()
+
+    async def _stop_remote_orphans(self, previous: Sequence[str]) -> int:
+        """What earlier daemons left running on the SSH hosts, found there by their instance
+        ids; a host that cannot be reached is reported and skipped."""
+        if not previous or not self._remote:
+            return 0
+
+        async def on(workspaces: RemoteWorkspaces) -> int:
+            host = workspaces.host
+            done = await host.stop_marked(REMOTE_INSTANCE_VARIABLE, previous)
+            if done.returncode != 0:
+                log.warning("orphans on host not checked", host=host.name, reason=done.reason())
+                return 0
+            count = int(done.out.strip() or 0) if done.out.strip().isdigit() else 0
+            if count:
+                log.warning(
+                    "stopped agents an earlier daemon left running", host=host.name,
+                    processes=count,
+                )  # fmt: skip
+            return count
+
+        return sum(await asyncio.gather(*(on(w) for w in self._remote.values())))
 
     def _save_pass(self) -> None:
         """Save at the end of a loop pass: at once when something a restart needs changed (a
@@ -936,8 +1021,13 @@ class Orchestrator:
         self.tracker = tracker
         if tracker_changed:
             self._mask_tracker_secrets()
-        if tracker_changed or (settings.workspace, settings.hooks) != (old.workspace, old.hooks):
+        if tracker_changed or (settings.workspace, settings.hooks, settings.worker) != (
+            old.workspace,
+            old.hooks,
+            old.worker,
+        ):
             self._workspaces = self._new_workspaces(settings)
+            self._remote = self._new_remote_workspaces(settings)
         if settings.polling != old.polling:
             self._next_tick = min(
                 self._next_tick, self.clock.monotonic() + settings.polling.interval_ms / 1000
@@ -1036,6 +1126,27 @@ class Orchestrator:
             settings.hooks,
             env=self._child_env(settings),
             worktrees=settings.workspace.worktrees,
+        )
+
+    def _new_remote_workspaces(self, settings: Settings) -> dict[str, RemoteWorkspaces]:
+        """The workspaces of each SSH worker host; what crosses is the remote environment."""
+        worker = settings.worker
+        env = self._remote_env(settings)
+        root = str(settings.workspace.root)
+        return {
+            spec.name: RemoteWorkspaces(
+                SshHost(spec, worker.ssh, self.environ, root), settings.hooks, env=env
+            )
+            for spec in worker.hosts
+        }
+
+    def _workspaces_on(self, host: str) -> WorkspaceManager | RemoteWorkspaces:
+        """The workspaces of `host` (this machine's for `local` or a host no longer listed)."""
+        return self._remote.get(host, self._workspaces) if host != LOCAL else self._workspaces
+
+    def _remote_env(self, settings: Settings) -> dict[str, str]:
+        return remote_environment(
+            self.environ, settings, self.tracker.secret_env_names(), self.instance_id
         )
 
     def _child_env(self, settings: Settings, agent_names: Sequence[str] = ()) -> dict[str, str]:

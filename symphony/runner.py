@@ -30,6 +30,9 @@ from symphony.errors import SymphonyError
 from symphony.evidence import WorkspaceFacts, merge_checks, workspace_facts
 from symphony.footprint import Footprint, changed_files, files_named
 from symphony.gates import run_gates
+from symphony.hosts import Host
+from symphony.hosts.local import LOCAL_HOST
+from symphony.hosts.ssh_workspaces import RemoteWorkspaces
 from symphony.issue import Issue
 from symphony.memory import (
     RECORD_LEARNING,
@@ -100,7 +103,7 @@ class AttemptContext:
 
     settings: Settings
     tracker: Tracker
-    workspaces: WorkspaceManager
+    workspaces: WorkspaceManager | RemoteWorkspaces
     agent_env: Mapping[str, str]
     """The agent's environment (`symphony.environment`), its backend's variables included."""
     child_env: Mapping[str, str]
@@ -119,6 +122,8 @@ class AttemptContext:
     """That run's agent's last message, told to a new thread when the old one cannot go on."""
     memory: Memory | None = None
     """The notes folder: `{{ memory }}` and the `record_learning` tool; None turns both off."""
+    host: Host = LOCAL_HOST
+    """Where the run happens: its workspace, hooks, gates and agent are there."""
     open_tickets: Callable[[], Sequence[str]] = tuple
     """The identifiers of the other open tickets now (running, retrying, in review), whose
     branches a hand-off is checked against."""
@@ -230,6 +235,7 @@ async def run_attempt(
             on_event=on_event,
             # A thread refers to files in its workspace: one made afresh cannot be continued.
             resume_thread_id=None if workspace.created_now else ctx.resume_thread_id,
+            host=ctx.host,
         )
         max_turns = (stage.max_turns if stage else None) or settings.agent.max_turns
         budget = stage.max_total_turns - ctx.turns_used if stage else max_turns
@@ -358,6 +364,7 @@ async def _verify(
             env=gate_env,
             default_timeout_ms=settings.hooks.timeout_ms,
             output_chars=stage.verify_output_chars,
+            host=launch.host,
         )
         rounds.append(gate_round)
         fix_turn = len(rounds)
@@ -527,7 +534,7 @@ def _render(
         raise AttemptFailed(_failure("prompt", exc)) from None
 
 
-def _check_cwd(workspaces: WorkspaceManager, workspace: Workspace) -> None:
+def _check_cwd(workspaces: WorkspaceManager | RemoteWorkspaces, workspace: Workspace) -> None:
     try:
         workspaces.check_agent_cwd(workspace)
     except SymphonyError as exc:

@@ -26,6 +26,7 @@ from symphony.config import AgentSettings, Settings, TrackerSettings
 from symphony.costs import UNKNOWN_MODEL, Spend, budget_exceeded_text, day_key, usd
 from symphony.evidence import WorkspaceFacts, build_evidence
 from symphony.footprint import Footprint, overlap
+from symphony.hosts import HOST_UNREACHABLE, LOCAL
 from symphony.issue import BlockerRef, Issue, normalize_state
 from symphony.outcomes import CLOSED, ESCALATED, GATE, HANDOFF, REWORK, OutcomeRecord
 from symphony.pricing import Price, Pricing
@@ -112,6 +113,10 @@ class RunningEntry:
     """Of its input, what was written to the prompt cache (priced apart; not kept)."""
     agent_cost_usd: float | None = None
     """The cost the agent reported for its process, if it reports one."""
+    host: str = LOCAL
+    """Where it runs: `local`, or an SSH worker host's name."""
+    remote_pgid: int | None = None
+    """Its agent's process group on that host, once reported (for a restart's cleanup)."""
 
     @property
     def identifier(self) -> str:
@@ -241,6 +246,23 @@ class SchedulerState:
     footprints: dict[str, Footprint] = field(default_factory=dict)
     """The files each open ticket touches or will touch, as its last run left them
     (`agent.overlap`)."""
+    workspace_hosts: dict[str, str] = field(default_factory=dict)
+    """The SSH host each ticket's workspace is on (tickets on this machine are not listed)."""
+    host_health: dict[str, HostHealth] = field(default_factory=dict)
+    """SSH hosts that failed to connect lately."""
+
+
+@dataclass(slots=True)
+class HostHealth:
+    failures: int = 0
+    """Connection failures in a row."""
+    down_until: float | None = None
+    """Marked down until then (monotonic): no new work starts there."""
+    error: str | None = None
+    """The last connection failure, for people."""
+
+    def is_down(self, now: float | None) -> bool:
+        return self.down_until is not None and (now is None or now < self.down_until)
 
 
 # Effects: what the shell must do. Plain values, compared in tests.
@@ -257,6 +279,8 @@ class StartWorker:
     last_message: str | None = None
     agent_kind: str = "codex"
     """Which agent runs it (`agent_kind_for`)."""
+    host: str = LOCAL
+    """Where it runs (`worker.ssh_hosts`), its workspace there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +294,17 @@ class StopWorker:
 @dataclass(frozen=True, slots=True)
 class RemoveWorkspace:
     identifier: str
+    host: str = LOCAL
+
+
+@dataclass(frozen=True, slots=True)
+class HostMarkedDown:
+    """An SSH host failed to connect `failures` times in a row: no new work for `cooloff_s`."""
+
+    host: str
+    failures: int
+    cooloff_s: float
+    error: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +365,7 @@ class PostComment:
 
 Effect = (
     StartWorker
+    | HostMarkedDown
     | PostComment
     | StopWorker
     | RemoveWorkspace
@@ -462,6 +498,8 @@ class Wait(enum.Enum):
     REVIEW_FULL = "review_full"
     DAILY_BUDGET = "daily_budget"
     OVERLAP = "overlap"
+    NO_HOST = "no_host"
+    HOST_WAIT = "host_wait"
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,19 +554,68 @@ def overlaps_of(
     return sorted(found, key=lambda o: o.identifier)
 
 
+class _HostSlots:
+    """The SSH hosts' load during one decision: which host a ticket would run on, or why it
+    waits for one. Without `worker.ssh_hosts` everything runs here."""
+
+    def __init__(self, state: SchedulerState, settings: Settings, now: float | None) -> None:
+        self._worker = settings.worker
+        self._state = state
+        self._now = now
+        self._fallback = settings.agent.max_concurrent_agents
+        self.load = {host.name: 0 for host in self._worker.hosts}
+        for entry in state.running.values():
+            if entry.host in self.load:
+                self.load[entry.host] += 1
+
+    def _capacity(self, name: str) -> int:
+        host = next(h for h in self._worker.hosts if h.name == name)
+        return self._worker.capacity(host) or self._fallback
+
+    def is_down(self, name: str) -> bool:
+        health = self._state.host_health.get(name)
+        return health is not None and health.is_down(self._now)
+
+    def usable(self, name: str) -> bool:
+        return not self.is_down(name) and self.load[name] < self._capacity(name)
+
+    def choose(self, issue_id: str) -> tuple[str | None, Wait | None]:
+        """The host for the ticket: the one holding its workspace when it can take it (or,
+        with `worker.retry_on_same_host`, only that one), else the least loaded one."""
+        if not self._worker.hosts:
+            return LOCAL, None
+        preferred = self._state.workspace_hosts.get(issue_id)
+        if preferred in self.load:
+            if self.usable(preferred):
+                return preferred, None
+            if self._worker.retry_on_same_host:
+                return None, Wait.HOST_WAIT
+        options = [host.name for host in self._worker.hosts if self.usable(host.name)]
+        if not options:
+            return None, Wait.NO_HOST
+        return min(options, key=lambda name: self.load[name] / self._capacity(name)), None
+
+    def take(self, name: str) -> None:
+        if name in self.load:
+            self.load[name] += 1
+
+
 def _plan(
     state: SchedulerState,
     candidates: Iterable[Issue],
     settings: Settings,
     wall: datetime | None = None,
     overlaps: dict[str, list[Overlap]] | None = None,
+    now: float | None = None,
+    hosts_chosen: dict[str, str] | None = None,
 ) -> Iterator[tuple[Issue, Wait | None]]:
     """Each candidate in dispatch order with why it waits, or None when it would be dispatched.
 
     The plan counts the dispatches it proposes itself, so a caller may dispatch each proposal as
     it comes (`select_dispatches`) or only look (`explain_dispatch`); both see the same plan.
     Reasons are codes, not text: this runs for every candidate on every tick. `overlaps`, when
-    given, receives the overlaps of each candidate held for them or dispatched despite them.
+    given, receives the overlaps of each candidate held for them or dispatched despite them;
+    `hosts_chosen` the host of each proposed dispatch (`now` tells which hosts are down).
     """
     tracker, agent = settings.tracker, settings.agent
     free = agent.max_concurrent_agents - len(state.running)
@@ -540,6 +627,7 @@ def _plan(
     review_full = _review_full(state, settings)
     spent_today = wall is not None and daily_budget_spent(state, settings, wall)
     holders = _holders(state) if agent.overlap != "off" and state.footprints else {}
+    hosts = _HostSlots(state, settings, now)
     for issue in sort_for_dispatch(candidates):
         if not has_required_fields(issue):
             yield issue, Wait.INCOMPLETE
@@ -571,6 +659,13 @@ def _plan(
             if found and agent.overlap == "serialize":
                 yield issue, Wait.OVERLAP
                 continue
+            host, host_wait = hosts.choose(issue.id)
+            if host is None:
+                yield issue, host_wait
+                continue
+            hosts.take(host)
+            if hosts_chosen is not None:
+                hosts_chosen[issue.id] = host
             per_state[key] = per_state.get(key, 0) + 1
             free -= 1
             footprint = state.footprints.get(issue.id)
@@ -638,9 +733,10 @@ def select_dispatches(
     if len(state.running) >= settings.agent.max_concurrent_agents:
         return effects  # no slot: skip the sort, the common case of a busy fleet
     overlaps: dict[str, list[Overlap]] = {}
-    for issue, wait in _plan(state, candidates, settings, wall, overlaps):
+    hosts: dict[str, str] = {}
+    for issue, wait in _plan(state, candidates, settings, wall, overlaps, now, hosts):
         if wait is None:
-            effects.append(_dispatch(state, issue, None, now, wall, settings))
+            effects.append(_dispatch(state, issue, None, now, wall, settings, host=hosts[issue.id]))
             if issue.id in overlaps:
                 effects.append(_overlap_warning(issue, overlaps[issue.id]))
         elif wait is Wait.NO_SLOT:
@@ -666,6 +762,7 @@ def explain_dispatch(
     candidates: Iterable[Issue],
     settings: Settings,
     wall: datetime | None = None,
+    now: float | None = None,
 ) -> list[tuple[Issue, str | None]]:
     """What the next dispatch would do with each candidate, in order, without doing it: None
     for a dispatch, else why it waits, in words. With `wall`, today's spend counts too."""
@@ -677,7 +774,7 @@ def explain_dispatch(
             if wait is None
             else describe_wait(issue, wait, state, settings, overlaps.get(issue.id, ())),
         )
-        for issue, wait in _plan(state, candidates, settings, wall, overlaps)
+        for issue, wait in _plan(state, candidates, settings, wall, overlaps, now)
     ]
 
 
@@ -696,6 +793,16 @@ def describe_wait(
     tracker, agent = settings.tracker, settings.agent
     if wait is Wait.OVERLAP:
         return "waits for " + "; ".join(o.describe() for o in overlaps) + " (agent.overlap)"
+    if wait is Wait.NO_HOST:
+        return (
+            f"waits for a host: all {len(settings.worker.hosts)} SSH hosts are busy or down "
+            "(worker.ssh_hosts)"
+        )
+    if wait is Wait.HOST_WAIT:
+        host = state.workspace_hosts.get(issue.id, "?")
+        health = state.host_health.get(host)
+        why = "down" if health is not None and health.down_until is not None else "busy"
+        return f"waits for {host}, where its workspace is ({why}; worker.retry_on_same_host)"
     if wait is Wait.BLOCKED:
         names = ", ".join(
             f"{b.identifier or b.id or '?'} ({b.state or 'state unknown'})"
@@ -746,6 +853,8 @@ def _dispatch(
     wall: datetime,
     settings: Settings,
     retry: RetryEntry | None = None,
+    *,
+    host: str = LOCAL,
 ) -> StartWorker:
     stage = settings.machine.stage_for(issue.state) if settings.machine is not None else None
     state.retry_attempts.pop(issue.id, None)
@@ -760,7 +869,10 @@ def _dispatch(
         stage=stage.name if stage is not None else None,
         resumed=resume is not None,
         agent_kind=kind,
+        host=host,
     )
+    if host != LOCAL:
+        state.workspace_hosts[issue.id] = host
     if retry is not None and resume is not None:
         (
             entry.input_tokens,
@@ -779,8 +891,9 @@ def _dispatch(
         state.changed_totals.add(issue.id)
     if stage is None:
         return StartWorker(
-            issue, attempt, resume_thread_id=resume, last_message=last_message, agent_kind=kind
-        )
+            issue, attempt, resume_thread_id=resume, last_message=last_message, agent_kind=kind,
+            host=host,
+        )  # fmt: skip
     progress = state.stage_progress.get(issue.id)
     if progress is None or progress.stage != stage.name:
         # A new entry into the stage starts the count again.
@@ -790,7 +903,7 @@ def _dispatch(
             state.new_outcomes.append(
                 OutcomeRecord(wall, REWORK, issue.id, issue.identifier, {"stage": stage.name})
             )
-    return StartWorker(issue, attempt, stage.name, progress.turns, resume, last_message, kind)
+    return StartWorker(issue, attempt, stage.name, progress.turns, resume, last_message, kind, host)
 
 
 AGENT_LABEL = "agent:"
@@ -905,7 +1018,7 @@ def sweep_kept_workspaces(
         elif settings.tracker.is_terminal(issue.state):
             del state.kept_workspaces[issue_id]
             state.footprints.pop(issue_id, None)
-            effects.append(RemoveWorkspace(issue.identifier))
+            effects.append(_remove_workspace(state, issue_id, issue.identifier))
             _record_closed(state, issue, wall)
     return effects
 
@@ -941,7 +1054,39 @@ def stop_all(state: SchedulerState) -> list[Effect]:
 def on_worker_exit(
     state: SchedulerState, issue_id: str, result: WorkerExit, settings: Settings, now: float
 ) -> list[Effect]:
-    """Remove the running entry and decide what follows: release, cleanup, or a retry."""
+    """Remove the running entry and decide what follows: release, cleanup, or a retry; and
+    what the run says of its SSH host's health."""
+    entry = state.running.get(issue_id)
+    effects = _after_exit(state, issue_id, result, settings, now)
+    if entry is not None and entry.host != LOCAL:
+        marked = _observe_host(state, entry.host, result, settings, now)
+        if marked is not None:
+            effects.insert(0, marked)
+    return effects
+
+
+def _observe_host(
+    state: SchedulerState, host: str, result: WorkerExit, settings: Settings, now: float
+) -> HostMarkedDown | None:
+    """A run that reached its host clears the host's failures; one that could not counts, and
+    `worker.ssh.max_failures` in a row mark the host down for `worker.ssh.cooloff_s`."""
+    failure = result.failure
+    if failure is None or failure.category != HOST_UNREACHABLE:
+        state.host_health.pop(host, None)
+        return None
+    health = state.host_health.setdefault(host, HostHealth())
+    health.failures += 1
+    health.error = failure.message
+    ssh = settings.worker.ssh
+    if health.failures < ssh.max_failures:
+        return None
+    health.down_until = now + ssh.cooloff_s
+    return HostMarkedDown(host, health.failures, ssh.cooloff_s, failure.message)
+
+
+def _after_exit(
+    state: SchedulerState, issue_id: str, result: WorkerExit, settings: Settings, now: float
+) -> list[Effect]:
     entry = state.running.pop(issue_id, None)
     if entry is None:
         return []
@@ -982,7 +1127,7 @@ def on_worker_exit(
         if reason in (StopReason.TERMINAL, StopReason.MISSING):
             state.footprints.pop(issue_id, None)
         if reason is StopReason.TERMINAL:
-            effects.append(RemoveWorkspace(entry.identifier))
+            effects.append(_remove_workspace(state, issue_id, entry.identifier))
         elif reason not in (StopReason.MISSING, StopReason.STAGE_CHANGED):
             state.kept_workspaces[issue_id] = entry.identifier
         return effects
@@ -1015,6 +1160,11 @@ def prune_footprints(state: SchedulerState, polled: Iterable[Issue]) -> None:
             or issue_id in state.kept_workspaces
         ):
             del state.footprints[issue_id]
+
+
+def _remove_workspace(state: SchedulerState, issue_id: str, identifier: str) -> RemoveWorkspace:
+    """Remove the ticket's workspace wherever it is; the daemon forgets where it was."""
+    return RemoveWorkspace(identifier, state.workspace_hosts.pop(issue_id, LOCAL))
 
 
 def _record_footprint(state: SchedulerState, issue_id: str, seen: Footprint) -> None:
@@ -1280,6 +1430,7 @@ def on_retries_refreshed(
     effects: list[Effect] = []
     tracker = settings.tracker
     by_id = {issue.id: issue for issue in refreshed} if refreshed is not None else {}
+    hosts = _HostSlots(state, settings, now)
     for retry in due:
         if state.retry_attempts.get(retry.issue_id) is not retry:
             continue  # replaced or dispatched meanwhile
@@ -1296,7 +1447,7 @@ def on_retries_refreshed(
         elif tracker.is_terminal(issue.state):
             state.claimed.discard(retry.issue_id)
             effects.append(Released(retry.issue_id, retry.identifier, f"terminal ({issue.state})"))
-            effects.append(RemoveWorkspace(issue.identifier))
+            effects.append(_remove_workspace(state, retry.issue_id, issue.identifier))
         elif not tracker.is_active(issue.state) or not is_routable(issue, tracker):
             state.claimed.discard(retry.issue_id)
             effects.append(
@@ -1309,8 +1460,15 @@ def on_retries_refreshed(
             effects.append(_requeue(state, retry, "no available orchestrator slots", settings, now))
         elif daily_budget_spent(state, settings, wall):
             effects.append(_requeue(state, retry, "the daily budget is spent", settings, now))
+        elif (chosen := hosts.choose(issue.id))[0] is None:
+            why = describe_wait(issue, chosen[1] or Wait.NO_HOST, state, settings)
+            effects.append(_requeue(state, retry, why, settings, now))
         else:
-            effects.append(_dispatch(state, issue, retry.attempt, now, wall, settings, retry))
+            host = chosen[0]
+            hosts.take(host)
+            effects.append(
+                _dispatch(state, issue, retry.attempt, now, wall, settings, retry, host=host)
+            )
     return effects
 
 
@@ -1355,6 +1513,8 @@ def on_agent_event(
         entry.last_message = event.message
     if event.pid is not None:
         entry.pid = event.pid
+    if event.remote_pgid is not None:
+        entry.remote_pgid = event.remote_pgid
     if event.thread_id is not None:
         entry.thread_id = event.thread_id
     if event.session_id is not None:

@@ -9,7 +9,7 @@ import pytest
 
 from symphony import scheduling as core
 from symphony.agents import AgentEvent, TokenUsage
-from symphony.config import Settings
+from symphony.config import HostSpec, Settings, SshSettings, WorkerSettings
 from symphony.footprint import Footprint
 from symphony.issue import Issue
 from tests.factories import WALL, make_issue, make_settings
@@ -799,3 +799,98 @@ def test_files_of_tickets_the_daemon_no_longer_follows_are_forgotten() -> None:
     state.kept_workspaces["id-B-1"] = "B-1"
     core.prune_footprints(state, [make_issue("C-1")])
     assert set(state.footprints) == {"id-A-1", "id-B-1", "id-C-1"}
+
+
+# SSH worker hosts (`worker.ssh_hosts`)
+
+
+def host_settings(**worker: object) -> Settings:
+    hosts = worker.pop("hosts", (HostSpec("w1", 1), HostSpec("w2", 2)))
+    return dataclasses.replace(
+        make_settings(max_concurrent=10),
+        worker=WorkerSettings(
+            hosts=hosts,  # type: ignore[arg-type]
+            ssh=SshSettings(max_failures=2, cooloff_s=30),
+            **worker,  # type: ignore[arg-type]
+        ),
+    )
+
+
+def started_on(effects: list[core.Effect]) -> dict[str, str]:
+    return {e.issue.identifier: e.host for e in effects if isinstance(e, core.StartWorker)}
+
+
+def test_tickets_spread_over_hosts_by_free_capacity_and_then_wait_for_one() -> None:
+    state = core.SchedulerState()
+    settings = host_settings()
+    issues = [make_issue(f"A-{n}", priority=n) for n in range(1, 6)]
+    effects = core.select_dispatches(state, issues, settings, 0.0, WALL)
+    # w1 takes 1, w2 takes 2: the least loaded (by share of capacity) host first.
+    assert started_on(effects) == {"A-1": "w1", "A-2": "w2", "A-3": "w2"}
+    verdicts = dict(
+        (i.identifier, why) for i, why in core.explain_dispatch(state, issues, settings)
+    )
+    assert verdicts["A-4"] == (
+        "waits for a host: all 2 SSH hosts are busy or down (worker.ssh_hosts)"
+    )
+    assert state.workspace_hosts == {"id-A-1": "w1", "id-A-2": "w2", "id-A-3": "w2"}
+
+
+def test_a_retry_waits_for_the_host_with_its_workspace_or_moves_when_allowed() -> None:
+    from symphony.hosts import HOST_UNREACHABLE
+
+    settings = host_settings()
+    state = core.SchedulerState()
+    core.select_dispatches(state, [make_issue("A-1")], settings, 0.0, WALL)
+    assert state.running["id-A-1"].host == "w1"
+    lost = core.Failure("turn 1", "lost the connection to w1 (ssh exit 255)", HOST_UNREACHABLE)
+    effects = core.on_worker_exit(state, "id-A-1", core.WorkerExit(False, lost), settings, 1.0)
+    assert not [e for e in effects if isinstance(e, core.HostMarkedDown)]  # one failure
+    assert state.host_health["w1"].failures == 1
+    # w1 is full with another ticket: the retry waits for it rather than start anew on w2.
+    core.select_dispatches(state, [make_issue("B-1")], settings, 2.0, WALL)
+    assert state.running["id-B-1"].host == "w1"
+    retry = state.retry_attempts["id-A-1"]
+    effects = core.on_retries_refreshed(state, [retry], [make_issue("A-1")], settings, 20.0, WALL)
+    [requeued] = [e for e in effects if isinstance(e, core.RetryScheduled)]
+    assert requeued.entry.error == (
+        "waits for w1, where its workspace is (busy; worker.retry_on_same_host)"
+    )
+    # Without retry_on_same_host it goes where there is room.
+    relaxed = host_settings(retry_on_same_host=False)
+    retry = state.retry_attempts["id-A-1"]
+    effects = core.on_retries_refreshed(state, [retry], [make_issue("A-1")], relaxed, 40.0, WALL)
+    assert started_on(effects) == {"A-1": "w2"}
+
+
+def test_a_host_failing_to_connect_in_a_row_is_down_for_its_cooloff_then_tried_again() -> None:
+    from symphony.hosts import HOST_UNREACHABLE
+
+    settings = host_settings(hosts=(HostSpec("w1", 2),))
+    state = core.SchedulerState()
+    refused = core.Failure("workspace", "cannot reach w1: Connection refused", HOST_UNREACHABLE)
+    for n, now in ((1, 0.0), (2, 10.0)):
+        core.select_dispatches(state, [make_issue(f"A-{n}")], settings, now, WALL)
+        effects = core.on_worker_exit(
+            state, f"id-A-{n}", core.WorkerExit(False, refused), settings, now + 1
+        )
+    assert effects[0] == core.HostMarkedDown("w1", 2, 30, refused.message)
+    effects = core.select_dispatches(state, [make_issue("C-1")], settings, 20.0, WALL)
+    assert started_on(effects) == {}
+    [(_, why)] = core.explain_dispatch(state, [make_issue("C-1")], settings, now=20.0)
+    assert why == "waits for a host: all 1 SSH hosts are busy or down (worker.ssh_hosts)"
+    effects = core.select_dispatches(state, [make_issue("C-1")], settings, 45.0, WALL)
+    assert started_on(effects) == {"C-1": "w1"}  # the cool-off is over
+    ok = core.WorkerExit(True)
+    core.on_worker_exit(state, "id-C-1", ok, settings, 46.0)
+    assert "w1" not in state.host_health  # a run that reached it clears the count
+
+
+def test_a_terminal_ticket_s_workspace_is_removed_on_its_host() -> None:
+    settings = host_settings()
+    state = core.SchedulerState()
+    core.select_dispatches(state, [make_issue("A-1")], settings, 0.0, WALL)
+    core.apply_refresh(state, [make_issue("A-1", state="Done")], ["id-A-1"], settings)
+    effects = core.on_worker_exit(state, "id-A-1", core.WorkerExit(False), settings, 1.0)
+    assert core.RemoveWorkspace("A-1", "w1") in effects
+    assert state.workspace_hosts == {}

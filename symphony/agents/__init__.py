@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from symphony.errors import SymphonyError
+from symphony.hosts import Host
+from symphony.hosts.local import LOCAL_HOST
 from symphony.tools import ToolResult, ToolSpec
 
 RESUMED = "resumed"
@@ -113,6 +115,8 @@ class AgentEvent:
 
     kind: EventKind
     pid: int | None = None
+    remote_pgid: int | None = None
+    """The agent's process group on its SSH host, once the host reported it."""
     session_id: str | None = None
     thread_id: str | None = None
     turn_id: str | None = None
@@ -197,6 +201,8 @@ class AgentLaunch:
     tool_grant: Grant | None = None
     """For agents that take tools over MCP: the daemon's tool server and this session's
     token (codex takes `tools` on its own protocol instead)."""
+    host: Host = LOCAL_HOST
+    """Where the agent runs (`symphony.hosts`); its workspace path is a path there."""
 
 
 @dataclass(frozen=True, slots=True)

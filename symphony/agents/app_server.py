@@ -116,6 +116,7 @@ class AppServerSession:
             on_line=self._on_line,
             on_long_line=self._skip_long_line,
             logger=self._logger,
+            host=launch.host,
         )
         self._rpc = JsonRpcPeer(
             self._process.write,
@@ -159,7 +160,8 @@ class AppServerSession:
         """Launch the agent in the workspace and open a thread; raises AgentError."""
         if self._spawned or self._stop.started:
             raise AgentError(STARTUP_FAILED, "the session was already started")
-        check_workspace(self._launch.workspace)
+        if self._launch.host.is_local:
+            check_workspace(self._launch.workspace)
         try:
             self._spawned = True
             await self._process.spawn(self._on_stdout_closed)
@@ -498,6 +500,7 @@ class AppServerSession:
         event = AgentEvent(
             kind=kind,
             pid=self.pid,
+            remote_pgid=self._process.remote_pgid,
             session_id=self._session_id,
             thread_id=self._thread_id,
             turn_id=self._turn_id,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import shutil
 import signal
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,6 +27,9 @@ from symphony.agents import (
     AgentError,
     truncate,
 )
+from symphony.hosts import HOST_UNREACHABLE, Host
+from symphony.hosts.local import LOCAL_HOST
+from symphony.hosts.ssh import NO_WORKSPACE, SSH_FAILED, remote_pgid_of
 
 MAX_LINE_BYTES = 10 * 1024 * 1024
 """Longest protocol line accepted (spec §10.1); longer lines are skipped, not fatal."""
@@ -60,8 +62,12 @@ class AgentProcess:
         on_line: Callable[[bytes | bytearray], None],
         on_long_line: Callable[[], None],
         logger: Any,
+        host: Host = LOCAL_HOST,
     ) -> None:
         self.command = command
+        self.host = host
+        self.remote_pgid: int | None = None
+        """The agent's process group on its SSH host, as the host's wrapper reported it."""
         self._workspace = workspace
         self._mark = process.new_mark()
         self._env = {**env, process.CHILD_VARIABLE: self._mark}
@@ -86,16 +92,12 @@ class AgentProcess:
 
     async def spawn(self, on_closed: Callable[[int | None], Awaitable[None]]) -> None:
         """Start the child; `on_closed(returncode)` runs once its stdout has ended."""
-        # The launcher resolves bash on symphony's PATH; the agent gets `env` and nothing
-        # else, so what was left out of it stays out.
-        bash = shutil.which("bash") or "/bin/bash"
+        spec = self.host.agent_launch(self.command, self._workspace, self._env)
         try:
             proc = await asyncio.create_subprocess_exec(
-                bash,
-                "-lc",
-                self.command,
-                cwd=self._workspace,
-                env=self._env,
+                *spec.argv,
+                cwd=spec.cwd,
+                env=dict(spec.env),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -108,7 +110,7 @@ class AgentProcess:
                     INVALID_WORKSPACE_CWD, f"workspace {self._workspace} vanished"
                 ) from None
             raise AgentError(
-                CODEX_NOT_FOUND, f"cannot run bash for {self.command!r}: {exc}"
+                CODEX_NOT_FOUND, f"cannot run {spec.argv[0]} for {self.command!r}: {exc}"
             ) from None
         except OSError as exc:
             raise AgentError(STARTUP_FAILED, f"cannot launch {self.command!r}: {exc}") from None
@@ -118,6 +120,8 @@ class AgentProcess:
         self.touch()
         self._reader = asyncio.create_task(self._read_stdout(proc, on_closed), name="agent-stdout")
         self._stderr_reader = asyncio.create_task(self._read_stderr(proc), name="agent-stderr")
+        if spec.preamble:
+            await self.write(spec.preamble)
 
     def touch(self) -> None:
         self.last_output = asyncio.get_running_loop().time()
@@ -191,6 +195,14 @@ class AgentProcess:
         meaningful = [line for line in self._stderr_tail if not _BACKTRACE_LINE.match(line)]
         tail = meaningful[-_STDERR_LINES_IN_ERRORS:]
         stderr = truncate(f"; stderr: {' | '.join(tail)}", 1000) if tail else ""
+        if not self.host.is_local and returncode == SSH_FAILED:
+            return AgentError(
+                HOST_UNREACHABLE, f"lost the connection to {self.host.name} (ssh exit 255){stderr}"
+            )
+        if not self.host.is_local and returncode == NO_WORKSPACE:
+            return AgentError(
+                INVALID_WORKSPACE_CWD, f"the workspace is not on {self.host.name}{stderr}"
+            )
         if returncode == 127:
             return AgentError(
                 CODEX_NOT_FOUND, f"bash could not run {self.command!r} (exit 127){stderr}"
@@ -227,6 +239,12 @@ class AgentProcess:
         text = _ANSI_ESCAPE.sub("", raw.decode("utf-8", "replace")).rstrip()
         if not text:
             return
+        if self.remote_pgid is None and not self.host.is_local:
+            pgid = remote_pgid_of(text)
+            if pgid is not None:
+                self.remote_pgid = pgid
+                self.logger = self.logger.bind(host=self.host.name, remote_pgid=pgid)
+                return
         text = truncate(text, _STDERR_LINE_CHARS)
         self._stderr_tail.append(text)
         if _LOUD_STDERR.search(text):
@@ -256,6 +274,9 @@ class AgentProcess:
                         "agent_terminating", signal=sig.name
                     ),
                 )
+                if self.remote_pgid is not None:
+                    # The ssh client is gone; what it carried may not be.
+                    await self.host.end_group(self.remote_pgid, grace_s / 2, self._mark)
                 self.logger.debug("agent_stopped", returncode=proc.returncode)
         except asyncio.CancelledError:
             # Only the event loop shutting down cancels a stop: kill rather than orphan.

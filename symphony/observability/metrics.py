@@ -153,6 +153,26 @@ def render_metrics(snapshot: dict[str, Any]) -> str:
             "Tickets that would be dispatched but wait for the review queue to shrink.",
             [("", review.get("held", 0))],
         )
+    hosts = snapshot.get("hosts") or []
+    if hosts:
+        metric(
+            "symphony_host_up",
+            "gauge",
+            "1 while an SSH worker host takes new work, 0 while it is marked down.",
+            [(_labels(host=h["host"]), 1 if h["status"] == "up" else 0) for h in hosts],
+        )
+        metric(
+            "symphony_host_running",
+            "gauge",
+            "Agents running on each SSH worker host.",
+            [(_labels(host=h["host"]), h["running"]) for h in hosts],
+        )
+        metric(
+            "symphony_host_capacity",
+            "gauge",
+            "How many agents each SSH worker host takes at once.",
+            [(_labels(host=h["host"]), h["capacity"]) for h in hosts],
+        )
     outcomes = snapshot.get("outcomes")
     if outcomes is not None:
         _outcome_metrics(metric, outcomes)

@@ -163,6 +163,8 @@ def _running_row(issue_id: str, entry: RunningEntry, now: float, wall: datetime)
         "attempt": entry.attempt,
         "session_id": entry.session_id,
         "pid": entry.pid,
+        "host": entry.host,
+        "remote_pgid": entry.remote_pgid,
         "turn_count": entry.turn_count,
         "started_at": _iso(entry.started_at_wall),
         "runtime_seconds": round(max(now - entry.started_at, 0.0), 3),

@@ -63,6 +63,8 @@ class RunRow:
     """input, output, total, cached input."""
     issue: Issue
     model: str | None = None
+    host: str = "local"
+    remote_pgid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,7 @@ class Saved:
     daily_costs: dict[str, Spend] = field(default_factory=dict)
     model_costs: dict[str, Spend] = field(default_factory=dict)
     footprints: dict[str, Footprint] = field(default_factory=dict)
+    workspace_hosts: dict[str, str] = field(default_factory=dict)
 
 
 class Store:
@@ -229,6 +232,7 @@ class Store:
                     row[0], row[1], row[2], row[3], row[4], row[5], row[6],
                     _time(row[7], wall_now), row[8], row[9],
                     (row[10], row[11], row[12], row[14]), issue_from_json(row[13]), row[15],
+                    row[16], row[17],
                 )
             )  # fmt: skip
         for row in db.execute("SELECT * FROM retries"):
@@ -253,6 +257,7 @@ class Store:
                 )
             )  # fmt: skip
         saved.kept_workspaces = dict(db.execute("SELECT * FROM kept_workspaces"))
+        saved.workspace_hosts = dict(db.execute("SELECT issue_id, host FROM workspace_hosts"))
         for issue_id, identifier, planned, changed in db.execute(
             "SELECT issue_id, identifier, planned, changed FROM footprints"
         ):
@@ -313,7 +318,7 @@ class Store:
                     issue_id, e.identifier, e.attempt, e.stage, e.pid, e.thread_id,
                     e.session_id, e.started_at_wall.isoformat(), e.turn_count, e.last_message,
                     e.input_tokens, e.output_tokens, e.total_tokens, issue_json(e.issue),
-                    e.cached_input_tokens, e.model,
+                    e.cached_input_tokens, e.model, e.host, e.remote_pgid,
                 )
                 for issue_id, e in state.running.items()
             },
@@ -343,6 +348,7 @@ class Store:
                 for issue_id, t in state.transitions.items()
             },
             "kept_workspaces": {k: (k, v) for k, v in state.kept_workspaces.items()},
+            "workspace_hosts": {k: (k, v) for k, v in state.workspace_hosts.items()},
             "footprints": {
                 issue_id: (
                     issue_id, f.identifier, json.dumps(sorted(f.planned)),
@@ -524,6 +530,7 @@ _KEYS = {
     "transitions": "issue_id",
     "kept_workspaces": "issue_id",
     "footprints": "issue_id",
+    "workspace_hosts": "issue_id",
     "completed": "issue_id",
     "meta": "key",
 }

@@ -112,6 +112,7 @@ def restore(state: SchedulerState, saved: Saved, mono_now: float, wall_now: date
         state.retry_attempts.pop(move.issue_id, None)
     state.kept_workspaces.update(saved.kept_workspaces)
     state.footprints.update(saved.footprints)
+    state.workspace_hosts.update(saved.workspace_hosts)
     state.completed.update(saved.completed)
     state.ticket_totals.update(saved.ticket_totals)
     state.daily_costs.update(saved.daily_costs)

@@ -106,6 +106,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        5,
+        """
+        -- Runs on SSH worker hosts: where, and the agent's process group there, so a restart
+        -- stops what a killed daemon left running on a host; and which host each ticket's
+        -- workspace is on, for its retries and its removal.
+        ALTER TABLE runs ADD COLUMN host TEXT NOT NULL DEFAULT 'local';
+        ALTER TABLE runs ADD COLUMN remote_pgid INTEGER;
+        CREATE TABLE workspace_hosts (issue_id TEXT PRIMARY KEY, host TEXT NOT NULL);
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -1,0 +1,379 @@
+"""An SSH worker host: OpenSSH carries the agent's stdio, hooks, gates and workspace commands.
+
+Every remote command runs through one small POSIX `sh` wrapper, started by
+`ssh -T -o BatchMode=yes ... host 'exec /bin/sh -c <wrapper> ...'`, which
+
+- reports its process id first (`symphony-remote-pgid N` on stderr): sshd makes each session
+  its own process group, so that is the group a stop or a timeout ends on the host;
+- goes into the workspace (exit 97 when it is not there);
+- clears the login environment down to the host's own basics (HOME, USER, LOGNAME, PATH,
+  SHELL, LANG) and sets what symphony sends, read from its stdin as `NAME=<base64>` lines up to
+  a `.` line, so no value appears in a command line on either machine;
+- runs the command with `bash -lc` (an agent, whose stdio stays connected) or `sh -lc` (a
+  hook or gate, with no stdin).
+
+No TTY, no agent or X forwarding, keepalives on, and ssh never asks for a password or a host
+key (BatchMode). ssh's own failure (exit 255: no route, refused, authentication, a dropped
+connection) is `host_unreachable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import re
+import shlex
+import signal
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from symphony import process
+from symphony.hosts import AgentLaunchSpec
+from symphony.shell import Outcome, ScriptResult
+
+if TYPE_CHECKING:
+    from symphony.config import HostSpec, SshSettings
+
+SSH_FAILED = 255
+"""ssh's exit status when it could not run the command (or lost the connection)."""
+NO_WORKSPACE = 97
+"""The wrapper's exit status when the workspace is not on the host."""
+COMMAND_TIMEOUT_S = 60.0
+"""A workspace command or a kill on the host that takes longer is given up."""
+
+REMOTE_CHILD_VARIABLE = "SYMPHONY_REMOTE_CHILD"
+"""What marks a run's processes on its host (`SYMPHONY_CHILD` does on this machine)."""
+
+_PGID_LINE = re.compile(r"^symphony-remote-pgid (\d+)$")
+
+# $1 workspace, $2 command, $3 shell (bash for agents, sh for scripts), $4 stdin|none.
+_RUN = r"""
+echo "symphony-remote-pgid $$" >&2
+cd -- "$1" 2>/dev/null || { echo "symphony: no workspace $1 on $(uname -n)" >&2; exit 97; }
+_sy_h=$HOME _sy_u=$USER _sy_l=$LOGNAME _sy_p=$PATH _sy_s=$SHELL _sy_g=$LANG
+for _sy_n in $(env | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p'); do
+  case $_sy_n in _sy_*) ;; *) unset "$_sy_n" 2>/dev/null ;; esac
+done
+export HOME="$_sy_h" USER="$_sy_u" LOGNAME="$_sy_l" PATH="$_sy_p" SHELL="$_sy_s"
+[ -n "$_sy_g" ] && export LANG="$_sy_g"
+while IFS= read -r _sy_line; do
+  [ "$_sy_line" = . ] && break
+  _sy_v=$(printf '%s' "${_sy_line#*=}" | base64 -d) || exit 96
+  export "${_sy_line%%=*}=$_sy_v"
+done
+unset _sy_h _sy_u _sy_l _sy_p _sy_s _sy_g _sy_n _sy_line _sy_v
+if [ "$4" = stdin ]; then exec "$3" -lc "$2"; fi
+exec "$3" -lc "$2" </dev/null
+"""
+
+# The ownership marks of symphony's workspaces there, as on this machine (symphony.workspace):
+# `<root>/.symphony-owned/<key>` holds the directory's device and inode; only a directory whose
+# mark matches is used or deleted. $1 root, $2 key.
+_PREPARE = r"""
+ws="$1/$2"; marks="$1/.symphony-owned"; mark="$marks/$2"
+mkdir -p -- "$marks" || exit 1
+if [ -e "$ws" ] || [ -L "$ws" ]; then
+  if [ -d "$ws" ] && [ ! -L "$ws" ] && [ -f "$mark" ]; then
+    own=$(stat -c %d:%i -- "$ws")
+    if [ "$(cat -- "$mark")" = "$own" ]; then echo existing; exit 0; fi
+    if [ "$(cat -- "$mark")" = pending ] && [ -z "$(ls -A -- "$ws")" ]; then
+      echo "$own" > "$mark" && echo created; exit $?
+    fi
+  fi
+  echo not-ours; exit 0
+fi
+echo pending > "$mark" && mkdir -- "$ws" && stat -c %d:%i -- "$ws" > "$mark" && echo created
+"""
+_REMOVE = r"""
+ws="$1/$2"; mark="$1/.symphony-owned/$2"
+if [ ! -e "$ws" ] && [ ! -L "$ws" ]; then rm -f -- "$mark"; echo none; exit 0; fi
+if [ -d "$ws" ] && [ ! -L "$ws" ] && [ -f "$mark" ] \
+    && [ "$(cat -- "$mark")" = "$(stat -c %d:%i -- "$ws")" ]; then
+  rm -rf -- "$ws" && rm -f -- "$mark" && echo removed; exit $?
+fi
+echo not-ours
+"""
+# $1 process group, $2 grace in tenths of a second, $3 the run's mark: a process that left
+# the group (a daemonizing tool) still carries the mark in its environment.
+_END_GROUP = r"""
+marked() {
+  [ -n "$3" ] || return 0
+  for dir in /proc/[0-9]*; do
+    pid=${dir#/proc/}
+    [ "$pid" = "$$" ] && continue
+    tr '\0' '\n' < "$dir/environ" 2>/dev/null | grep -qxF "SYMPHONY_REMOTE_CHILD=$3" \
+      && printf '%s ' "$pid"
+  done
+}
+kill -TERM -- "-$1" 2>/dev/null
+found=$(marked "$@"); [ -n "$found" ] && kill -TERM $found 2>/dev/null
+i=0
+while [ "$i" -lt "$2" ]; do
+  kill -0 -- "-$1" 2>/dev/null || [ -n "$(marked "$@")" ] || exit 0
+  sleep 0.1; i=$((i + 1))
+done
+kill -KILL -- "-$1" 2>/dev/null
+found=$(marked "$@"); [ -n "$found" ] && kill -KILL $found 2>/dev/null
+exit 0
+"""
+
+# Processes of earlier daemons, found by the instance id in their environment (as on this
+# machine, symphony.store.recovery): never by a bare process group, which may be reused.
+# $1 the variable, then the instance ids.
+_STOP_MARKED = r"""
+name=$1; shift
+found=""
+for dir in /proc/[0-9]*; do
+  pid=${dir#/proc/}
+  [ "$pid" = "$$" ] && continue
+  vars=$(tr '\0' '\n' < "$dir/environ" 2>/dev/null) || continue
+  for id in "$@"; do
+    case "
+$vars
+" in *"
+$name=$id
+"*) found="$found $pid"; break ;; esac
+  done
+done
+[ -z "$found" ] && { echo 0; exit 0; }
+kill -TERM $found 2>/dev/null
+sleep 1
+kill -KILL $found 2>/dev/null
+echo $found | wc -w
+"""
+
+# What the ssh client itself may see of the daemon's environment: enough to find its keys and
+# agent, nothing else (the remote side gets only what the wrapper is sent).
+CLIENT_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK", "LANG", "TMPDIR")
+
+
+def remote_pgid_of(line: str) -> int | None:
+    """The process group a wrapper reported, from one of its stderr lines."""
+    match = _PGID_LINE.match(line.strip())
+    return int(match.group(1)) if match else None
+
+
+def encode_env(env: Mapping[str, str]) -> bytes:
+    """The environment as the wrapper reads it from stdin."""
+    lines = [
+        f"{name}={base64.b64encode(value.encode()).decode()}"
+        for name, value in env.items()
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and not name.startswith("_sy_")
+    ]
+    return ("\n".join([*lines, "."]) + "\n").encode()
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    returncode: int | None
+    """None: it took longer than its timeout (ssh was killed)."""
+    out: str
+    err: str
+
+    @property
+    def unreachable(self) -> bool:
+        return self.returncode in (None, SSH_FAILED)
+
+    def reason(self) -> str:
+        if self.returncode is None:
+            return "timed out"
+        lines = [line for line in self.err.strip().splitlines() if not remote_pgid_of(line)]
+        return " ".join(lines)[-300:] or f"exit {self.returncode}"
+
+
+class SshHost:
+    """One worker host, reached with the system's `ssh`."""
+
+    def __init__(
+        self, spec: HostSpec, ssh: SshSettings, environ: Mapping[str, str], root: str
+    ) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.workspace_root = spec.workspace_root or root
+        self._ssh = ssh
+        self._client_env = {k: environ[k] for k in CLIENT_NAMES if k in environ}
+
+    @property
+    def is_local(self) -> bool:
+        return False
+
+    def argv(self, script: str, *args: str) -> tuple[str, ...]:
+        """`ssh ... host` running `script` under /bin/sh with `args` as $1, $2, ..."""
+        options = [
+            "-T",
+            "-a",
+            "-x",
+            "-o", "BatchMode=yes",
+            "-o", f"ConnectTimeout={self._ssh.connect_timeout_s}",
+            "-o", "ServerAliveInterval=15",
+            "-o", "ServerAliveCountMax=3",
+            "-o", f"StrictHostKeyChecking={self._ssh.strict_host_key_checking}",
+            "-o", "LogLevel=ERROR",
+        ]  # fmt: skip
+        if self._ssh.config_file is not None:
+            options += ["-F", str(self._ssh.config_file)]
+        remote = " ".join(
+            ["exec", "/bin/sh", "-c", shlex.quote(script), "symphony", *map(shlex.quote, args)]
+        )
+        return ("ssh", *options, "--", self.name, remote)
+
+    # Agents
+
+    def agent_launch(
+        self, command: str, workspace: Path, env: Mapping[str, str]
+    ) -> AgentLaunchSpec:
+        # The run's mark travels under a name of its own: the host's processes are found and
+        # ended there (`end_group`), never by this machine's search for its own children.
+        sent = {k: v for k, v in env.items() if k != process.CHILD_VARIABLE}
+        if process.CHILD_VARIABLE in env:
+            sent[REMOTE_CHILD_VARIABLE] = env[process.CHILD_VARIABLE]
+        return AgentLaunchSpec(
+            self.argv(_RUN, str(workspace), command, "bash", "stdin"),
+            None,
+            self._client_env,
+            encode_env(sent),
+        )
+
+    # Scripts: hooks and gates
+
+    async def run_script(
+        self,
+        script: str,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout_ms: int,
+        tail_bytes: int,
+        end_group: bool = False,
+    ) -> ScriptResult:
+        """Run `script` with `sh -lc` in `cwd` on the host, to its end or `timeout_ms`, the
+        output's tail kept like a local script's. A timeout, a cancelled caller or
+        `end_group` ends the script's process group on the host too."""
+        started = time.monotonic()
+        mark = process.new_mark()
+        env = {**env, REMOTE_CHILD_VARIABLE: mark}
+        with contextlib.ExitStack() as stack:
+            output = stack.enter_context(tempfile.TemporaryFile())
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *self.argv(_RUN, str(cwd), script, "sh", "none"),
+                    env=self._client_env,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=output,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                return ScriptResult(
+                    "failed", None, f"could not start ssh: {exc}", time.monotonic() - started,
+                    b"", 0,
+                )  # fmt: skip
+            process.track(proc.pid)
+            try:
+                assert proc.stdin is not None
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    proc.stdin.write(encode_env(env))
+                    await proc.stdin.drain()
+                    proc.stdin.close()
+                await asyncio.wait_for(proc.wait(), timeout_ms / 1000)
+            except TimeoutError:
+                await process.end_group(proc, 1.0)
+                await self._end_reported_group(output, mark)
+                outcome: Outcome = "timed_out"
+                detail = f"timed out after {timeout_ms} ms"
+            except BaseException:
+                process.signal_group(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._end_reported_group(output, mark))
+                raise
+            else:
+                code = proc.returncode
+                outcome = "completed" if code == 0 else "failed"
+                if code == 0:
+                    detail = "completed"
+                elif code == SSH_FAILED:
+                    detail = f"could not reach {self.name} (ssh exit 255)"
+                elif code == NO_WORKSPACE:
+                    detail = f"the workspace {cwd} is not on {self.name}"
+                else:
+                    detail = f"exited with status {code}"
+                if end_group:
+                    await self._end_reported_group(output, mark)
+            finally:
+                process.untrack(proc.pid)
+            tail, total = _tail_without_pgid(output, tail_bytes)
+        return ScriptResult(
+            outcome, proc.returncode, detail, time.monotonic() - started, tail, total
+        )
+
+    async def _end_reported_group(self, output: IO[bytes], mark: str) -> None:
+        output.seek(0)
+        first = output.readline(200).decode("utf-8", "replace")
+        pgid = remote_pgid_of(first)
+        if pgid is not None:
+            await self.end_group(pgid, 1.0, mark)
+
+    # Process groups and workspace commands
+
+    async def end_group(self, pgid: int, grace_s: float, mark: str | None = None) -> None:
+        """SIGTERM the group on the host, and the processes carrying the run's `mark`;
+        SIGKILL what is left after `grace_s`. Best effort."""
+        tenths = str(max(int(grace_s * 10), 1))
+        await self.command(_END_GROUP, str(pgid), tenths, mark or "", timeout_s=grace_s + 15)
+
+    async def command(
+        self, script: str, *args: str, timeout_s: float = COMMAND_TIMEOUT_S
+    ) -> CommandResult:
+        """Run one of symphony's own scripts on the host (no environment is sent)."""
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self.argv(script, *args),
+                env=self._client_env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return CommandResult(SSH_FAILED, "", f"could not start ssh: {exc}")
+        process.track(proc.pid)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+        except TimeoutError:
+            process.signal_group(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            return CommandResult(None, "", "")
+        finally:
+            process.untrack(proc.pid)
+        return CommandResult(
+            proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        )
+
+    async def stop_marked(self, variable: str, values: Sequence[str]) -> CommandResult:
+        """End every process on the host whose environment has `variable` set to one of
+        `values` (an earlier daemon's instance ids); prints how many."""
+        return await self.command(_STOP_MARKED, variable, *values)
+
+    async def prepare_dir(self, key: str) -> CommandResult:
+        """Create `<workspace_root>/<key>` with its mark: `created`, `existing` or `not-ours`."""
+        return await self.command(_PREPARE, self.workspace_root, key)
+
+    async def remove_dir(self, key: str) -> CommandResult:
+        """Delete the workspace if symphony made it: `removed`, `none` or `not-ours`."""
+        return await self.command(_REMOVE, self.workspace_root, key)
+
+
+def _tail_without_pgid(output: IO[bytes], tail_bytes: int) -> tuple[bytes, int]:
+    output.seek(0)
+    first = output.readline(200)
+    skip = len(first) if remote_pgid_of(first.decode("utf-8", "replace")) is not None else 0
+    output.seek(0, os.SEEK_END)
+    total = output.tell() - skip
+    output.seek(max(skip, skip + total - tail_bytes))
+    return output.read(), total
