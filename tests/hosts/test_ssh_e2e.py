@@ -294,3 +294,35 @@ def test_a_restart_after_kill_9_ends_what_the_old_daemon_left_running_on_the_hos
         assert log.index("stopped agents an earlier daemon") < log.index("event=dispatching")
     finally:
         assert second.stop() == 0
+
+
+def test_the_dashboard_shows_each_host_with_its_load(tmp_path: Path, fresh: SshLab) -> None:
+    from playwright.sync_api import expect
+
+    from tests.observability.test_dashboard_browser import _page
+
+    lab = fresh
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    hosts = [
+        {"host": name, "max_agents": 2, "workspace_root": str(server.workspace_root)}
+        for name, server in lab.servers.items()
+    ]
+    write_workflow(board, lab, hosts)
+    record = lab.shared / "agents.jsonl"
+    daemon = Daemon(
+        board, {"FAKE_AGENT_SCENARIO": "hang", "FAKE_AGENT_RECORD": str(record)}, "--port", "0"
+    )
+    try:
+        url = daemon.url()
+        assert wait_until(lambda: len(started(record)) == 1, 30), "".join(daemon.lines)
+        busy = host_of(started(record)[0], lab)
+        with _page("dashboard-hosts", 900) as page:
+            page.goto(url)
+            expect(page.locator("#hosts-section")).to_be_visible()
+            expect(page.locator("#hosts tbody tr")).to_have_count(2)
+            row = page.locator(f'#hosts tr[data-host="{busy}"]')
+            expect(row).to_contain_text("up")
+            expect(row).to_contain_text("1 / 2")
+    finally:
+        assert daemon.stop() == 0
