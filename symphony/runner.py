@@ -175,7 +175,7 @@ async def run_attempt(
             """The end, with the ticket's footprint as the attempt leaves it."""
             known_plan = variables.plan if variables is not None else None
             plan = end.report.plan if end.report is not None and end.report.plan else known_plan
-            changed = await changed_files(workspace.path, _base(settings, workspace), workspace_env)
+            changed = await _changed(ctx, workspace, workspace_env)
             footprint = Footprint(issue.identifier, files_named(plan), changed)
             return dataclasses.replace(end, footprint=footprint)
 
@@ -256,9 +256,7 @@ async def run_attempt(
                     template = stage.prompt_template if stage else settings.prompt_template
                     notes = None
                     if ctx.memory is not None:
-                        files = await changed_files(
-                            workspace.path, _base(settings, workspace), workspace_env
-                        )
+                        files = await _changed(ctx, workspace, workspace_env)
                         plan = variables.plan if variables is not None else None
                         ticket = Ticket.of(current, files, plan)
                         notes = await asyncio.to_thread(ctx.memory.for_prompt, ticket)
@@ -287,6 +285,7 @@ async def run_attempt(
                     facts = None
                     if (
                         stage.evidence
+                        and ctx.host.is_local  # git in a host's workspace is not read from here
                         and report.outcome is Outcome.DONE
                         and (verification is None or verification.passed)
                     ):
@@ -482,6 +481,15 @@ async def _with_merges(
     ]
     merge, conflicts = await merge_checks(workspace.path, base=target, others=others, env=env)
     return dataclasses.replace(facts, merge=merge, conflicts_with=conflicts)
+
+
+async def _changed(
+    ctx: AttemptContext, workspace: Workspace, env: Mapping[str, str]
+) -> frozenset[str]:
+    """The files the ticket's branch changed; none known for a workspace on an SSH host."""
+    if not ctx.host.is_local:
+        return frozenset()
+    return await changed_files(workspace.path, _base(ctx.settings, workspace), env)
 
 
 def _base(settings: Settings, workspace: Workspace) -> str | None:
