@@ -69,6 +69,7 @@ from symphony.tracker import (
     Tracker,
     TrackerContext,
     TrackerError,
+    Watchable,
     create_tracker,
     resolve_states,
 )
@@ -226,6 +227,7 @@ class Orchestrator:
         self._tasks: asyncio.TaskGroup | None = None
         self._stopping = False
         self._watch = watch
+        self._tracker_watcher: asyncio.Task[None] | None = None
         self._next_tick = 0.0
         self._unsaved = False
         self._saved_at = float("-inf")
@@ -377,12 +379,15 @@ class Orchestrator:
         async with asyncio.TaskGroup() as tasks:
             self._tasks = tasks
             watcher = tasks.create_task(self._watch_workflow()) if self._watch else None
+            self._watch_tracker()
             try:
                 await self._loop()
             finally:
                 await self._shutdown()
                 if watcher is not None:
                     watcher.cancel()
+                if self._tracker_watcher is not None:
+                    self._tracker_watcher.cancel()
         await self.tracker.aclose()
 
     # The loop
@@ -1021,6 +1026,7 @@ class Orchestrator:
         self.tracker = tracker
         if tracker_changed:
             self._mask_tracker_secrets()
+            self._watch_tracker()
         if tracker_changed or (settings.workspace, settings.hooks, settings.worker) != (
             old.workspace,
             old.hooks,
@@ -1060,6 +1066,32 @@ class Orchestrator:
             self.activity.add(self.clock.wall(), "workflow_rejected", message, level="error")
         self.health.workflow_error = message
         self.health.workflow_error_fingerprint = fingerprint
+
+    def _watch_tracker(self) -> None:
+        """Watch the tracker's files (the local board), replacing the watch of the tracker a
+        reload swapped out; trackers behind an API are polled only."""
+        if self._tracker_watcher is not None:
+            self._tracker_watcher.cancel()
+            self._tracker_watcher = None
+        tracker = self.tracker
+        if not self._watch or self._tasks is None or not isinstance(tracker, Watchable):
+            return
+        self._tracker_watcher = self._tasks.create_task(self._watch_paths(tracker))
+
+    async def _watch_paths(self, tracker: Watchable) -> None:
+        from watchfiles import awatch
+
+        try:
+            # Short debounce: a person's save is one or two events, and each costs one look.
+            watch = awatch(*tracker.watch_paths(), debounce=30, step=10, recursive=False)
+            tracker.watching(True)
+            async for _ in watch:
+                tracker.note_change()
+                self.request_refresh()
+        except Exception as exc:  # polling still sees every change
+            log.warning("tracker watcher stopped; changes seen at the next poll", reason=str(exc))
+        finally:
+            tracker.watching(False)
 
     async def _watch_workflow(self) -> None:
         from watchfiles import awatch

@@ -100,6 +100,21 @@ class TrackerContext:
 
 
 @runtime_checkable
+class Watchable(Protocol):
+    """A tracker whose data are files on this machine: the daemon watches `watch_paths()` and
+    looks at the tracker as soon as one changes (polling stays the safety net)."""
+
+    def watch_paths(self) -> Sequence[Path]: ...
+
+    def watching(self, active: bool) -> None:
+        """The watch started (it may then serve polls from what it last read, re-reading
+        after a change) or stopped (every poll reads again)."""
+
+    def note_change(self) -> None:
+        """Something under `watch_paths()` changed."""
+
+
+@runtime_checkable
 class Tracker(Protocol):
     async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
         """Issues in scope whose state is one of `states`; [] without a request for []."""

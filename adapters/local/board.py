@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,6 +71,9 @@ from .tools import (
     parse_call,
     tool_specs,
 )
+
+SWEEP_S = 30.0
+"""While the board is watched, a poll reads every file at least this often anyway."""
 
 log = structlog.get_logger(__name__)
 
@@ -145,6 +149,11 @@ class LocalBoard:
         self._terminal = frozenset(normalize_state(s) for s in terminal_states)
         self._tools = tool_specs(active_states, terminal_states)
         self._skipped = SkippedRecords(log, "ticket", "file")
+        # While the daemon watches the folder, a poll with no change seen since the last read
+        # serves that read; a full read still happens every SWEEP_S, in case an event was lost.
+        self._watched = False
+        self._dirty = True
+        self._last: tuple[Snapshot, float] | None = None
 
     async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
         if not states:
@@ -158,6 +167,29 @@ class LocalBoard:
         if not ids:
             return []
         return await asyncio.to_thread(self._issues_with_ids, list(dict.fromkeys(ids)))
+
+    def watch_paths(self) -> list[Path]:
+        """The board folder: a person's edit there is seen at once, not at the next poll."""
+        return [self.folder]
+
+    def watching(self, active: bool) -> None:
+        self._watched = active
+        self._dirty = True
+
+    def note_change(self) -> None:
+        self._dirty = True
+
+    def _polled(self) -> Snapshot:
+        """The board for a poll: read again after a change was seen (or an own write), every
+        SWEEP_S while watched, and every time while not."""
+        now = time.monotonic()
+        last = self._last
+        if self._watched and not self._dirty and last is not None and now - last[1] < SWEEP_S:
+            return last[0]
+        self._dirty = False  # before the read: a change during it is read next time
+        snapshot = self._reader.read()
+        self._last = (snapshot, now)
+        return snapshot
 
     def agent_tools(self) -> list[ToolSpec]:
         return list(self._tools)
@@ -184,7 +216,7 @@ class LocalBoard:
         return None
 
     def _issues_in_states(self, wanted: frozenset[str]) -> tuple[list[Issue], dict[str, str]]:
-        snapshot = self._reader.read()
+        snapshot = self._polled()
         issues = [
             snapshot.issue(ticket, self._terminal)
             for ticket in snapshot.tickets.values()
@@ -193,7 +225,7 @@ class LocalBoard:
         return issues, snapshot.problems
 
     def _issues_with_ids(self, ids: list[str]) -> list[Issue]:
-        snapshot = self._reader.read()
+        snapshot = self._polled()
         issues: list[Issue] = []
         for id_ in ids:
             for entry in snapshot.files_claiming(id_):
@@ -273,6 +305,7 @@ class LocalBoard:
         raise TrackerError(TRACKER_REJECTED, f"ticket {issue.identifier} is no longer on the board")
 
     def _create(self, ticket: NewTicket) -> Issue:
+        self._dirty = True
         if not ticket.title.strip() or not is_inline(ticket.title):
             raise TrackerError(TRACKER_REJECTED, "a new ticket needs a one-line title")
         snapshot = self._reader.read()
@@ -332,6 +365,7 @@ class LocalBoard:
         return ToolResult(True, output)
 
     def _edit_file(self, call: ToolCall | EditComment, issue: Issue) -> dict[str, Any]:
+        self._dirty = True  # the board's own write: the next poll reads it, event or not
         now = datetime.now(UTC).replace(microsecond=0)
         try:
             for path in self._files_of(issue):

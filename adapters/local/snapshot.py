@@ -1,8 +1,12 @@
 """One consistent read of the board folder, and the board-wide facts derived from it.
 
-Every read lists the folder and reads every ticket file, so a snapshot is never stale. Parsing
-YAML is the expensive part (seconds for ten thousand files), so parse results are cached by the
-file's exact content: a file is parsed again only after its bytes change.
+Every read lists the folder and looks at every ticket file, so a snapshot is never stale. A
+file whose inode, size, modification and change times are what the last read saw is not read
+again (an idle board costs one `stat` per file); one modified within the last `RACY_WINDOW_NS`
+is read anyway, since a second write in the same clock tick as the last read would leave its
+times unchanged. Parsing YAML is the expensive part (seconds for ten thousand files),
+so parse results are also cached by content: a file is parsed again only after its bytes
+change.
 
 Board-wide rules live here because they need every file at once:
 - a dispatch id claimed by two files, or identifiers that differ only in case (they would share a
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,6 +32,11 @@ from .ticket import Malformed, Ticket, identifier_of, is_ticket_name, parse_tick
 
 # A ticket is a page of Markdown; anything far larger is a mistake that would cost every poll.
 MAX_TICKET_BYTES = 4 * 1024 * 1024
+RACY_WINDOW_NS = 2_000_000_000
+"""A file modified this recently is read again even when its stat looks unchanged."""
+
+Version = tuple[int, int, int, int]
+"""(inode, size, mtime_ns, ctime_ns) of a ticket file as a read saw it."""
 
 Entry = Ticket | Malformed
 
@@ -36,18 +46,29 @@ class BoardReader:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._parsed: dict[str, tuple[bytes, Entry]] = {}
+        self._parsed: dict[str, tuple[bytes, Entry, Version | None]] = {}
 
     def read(self) -> Snapshot:
         previous = self._parsed
-        parsed: dict[str, tuple[bytes, Entry]] = {}
+        parsed: dict[str, tuple[bytes, Entry, Version | None]] = {}
         entries: list[Entry] = []
-        for name, path in self._ticket_files():
-            outside = self._escapes(path)
+        racy_after = time.time_ns() - RACY_WINDOW_NS
+        for name, path, version, link in self._ticket_files():
+            outside = escapes(self.folder, path) if link else None
             if outside is not None:
                 # Never read: its content would reach a prompt, and tools would write through it.
                 reason = f"is a symbolic link to {outside}, outside the board folder; skipped"
                 entries.append(Malformed(name, identifier_of(name), identifier_of(name), reason))
+                continue
+            cached = previous.get(name)
+            if (
+                cached is not None
+                and version is not None
+                and cached[2] == version
+                and version[2] < racy_after
+            ):
+                parsed[name] = cached
+                entries.append(cached[1])
                 continue
             try:
                 raw = _read_limited(path)
@@ -65,32 +86,27 @@ class BoardReader:
                 entries.append(Malformed(name, identifier_of(name), None, reason))
                 continue
             digest = hashlib.blake2b(raw, digest_size=16).digest()
-            cached = previous.get(name)
             entry = cached[1] if cached is not None and cached[0] == digest else None
             if entry is None:
                 entry = parse_ticket(name, raw)
-            parsed[name] = (digest, entry)
+            parsed[name] = (digest, entry, version)
             entries.append(entry)
         # Swapping the whole map keeps concurrent readers consistent and drops deleted files.
         self._parsed = parsed
         return Snapshot(self.folder, entries)
 
-    def _escapes(self, path: str) -> str | None:
-        """Where a ticket file that is a symlink leads, when that is outside the board."""
-        if not os.path.islink(path):
-            return None
-        return escapes(self.folder, path)
-
-    def _ticket_files(self) -> list[tuple[str, str]]:
+    def _ticket_files(self) -> list[tuple[str, str, Version | None, bool]]:
+        """(name, path, version, is a symlink) of each ticket file, by name."""
         try:
             with os.scandir(self.folder) as listing:
-                files: list[tuple[str, str]] = []
+                files: list[tuple[str, str, Version | None, bool]] = []
                 for item in listing:
                     if not is_ticket_name(item.name):
                         continue
                     try:
                         if item.is_file():
-                            files.append((item.name, item.path))
+                            link = item.is_symlink()
+                            files.append((item.name, item.path, _version(item), link))
                     except OSError:
                         continue  # a dangling link or a file that just vanished
             # Listing order is arbitrary; sorting makes reads and logs repeatable.
@@ -201,6 +217,14 @@ def escapes(folder: Path, path: str | Path) -> str | None:
     real_folder = os.path.realpath(folder)
     real = os.path.realpath(path)
     return None if os.path.commonpath([real_folder, real]) == real_folder else real
+
+
+def _version(item: os.DirEntry[str]) -> Version | None:
+    try:
+        stat = item.stat()  # follows a link: the file read is the one that counts
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
 def _read_limited(path: str) -> bytes | None:

@@ -25,6 +25,7 @@ from symphony.tracker import (
     Tracker,
     TrackerContext,
     TrackerError,
+    Watchable,
 )
 from symphony_adapters.local import DEFAULT_ACTIVE_STATES, DEFAULT_TERMINAL_STATES, create_tracker
 from symphony_adapters.local.board import LocalBoard
@@ -1146,3 +1147,60 @@ def test_the_board_accepts_any_state_name_so_it_lists_none() -> None:
 def test_the_move_tool_is_marked_as_moving_the_ticket(board: LocalBoard) -> None:
     marked = {spec.name: spec.moves_ticket for spec in board.agent_tools()}
     assert marked == {"local_move_issue": True, "local_add_comment": False}
+
+
+def test_an_idle_read_stats_the_files_but_reads_none_and_every_change_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+    for n in range(5):
+        path = tmp_path / f"ABC-{n}.md"
+        path.write_text(f"---\ntitle: Ticket {n}\nstate: Todo\n---\nBody {n}.\n")
+        os.utime(path, (old, old))
+    reads: list[str] = []
+    real = snapshot._read_limited
+    monkeypatch.setattr(snapshot, "_read_limited", lambda p: reads.append(p) or real(p))
+    reader = snapshot.BoardReader(tmp_path)
+    assert len(reader.read().tickets) == 5 and len(reads) == 5
+    reads.clear()
+    assert len(reader.read().tickets) == 5 and reads == []  # nothing changed: nothing read
+    # The same size and a modification time put back: the change time still tells.
+    edited = tmp_path / "ABC-1.md"
+    edited.write_text(edited.read_text().replace("state: Todo", "state: Done"))
+    os.utime(edited, (old, old))
+    tickets = reader.read().tickets
+    assert [p.rsplit("/", 1)[1] for p in reads] == ["ABC-1.md"] and tickets["ABC-1"].state == "Done"
+    # A file changed moments ago is read on every look: its times may not have moved yet.
+    reads.clear()
+    (tmp_path / "ABC-9.md").write_text("---\ntitle: New\nstate: Todo\n---\n")
+    reader.read()
+    reader.read()
+    assert [p.rsplit("/", 1)[1] for p in reads] == ["ABC-9.md", "ABC-9.md"]
+
+
+async def test_a_watched_board_reads_again_only_after_a_change_or_its_own_write(
+    board: LocalBoard, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import symphony_adapters.local.board as board_module
+
+    ticket(folder, "ABC-1")
+    board.watching(True)
+    assert [i.state for i in await board.fetch_issues_by_states(ACTIVE)] == ["Todo"]
+    ticket(folder, "ABC-2")  # the watch has not said so yet: the last read stands
+    assert len(await board.fetch_issues_by_states(ACTIVE)) == 1
+    board.note_change()
+    assert len(await board.fetch_issues_by_states(ACTIVE)) == 2
+    # Its own write (a tool, a move) is read at once, whatever the watch says.
+    [issue] = [i for i in await board.fetch_issues_by_states(ACTIVE) if i.identifier == "ABC-1"]
+    await board.move_issue(issue, "In Progress")
+    assert by_identifier(await board.fetch_issues_by_ids(["ABC-1"]))["ABC-1"].state == "In Progress"
+    # A missed event is caught by the sweep.
+    ticket(folder, "ABC-3")
+    monkeypatch.setattr(board_module, "SWEEP_S", 0.0)
+    assert len(await board.fetch_issues_by_states(ACTIVE)) == 3
+    # Not watched: every poll reads.
+    monkeypatch.setattr(board_module, "SWEEP_S", 3600.0)
+    board.watching(False)
+    ticket(folder, "ABC-4")
+    assert len(await board.fetch_issues_by_states(ACTIVE)) == 4
+    assert isinstance(board, Watchable)
