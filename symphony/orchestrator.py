@@ -74,6 +74,7 @@ from symphony.tracker import (
     resolve_states,
 )
 from symphony.transitions import post_comment_once, write_transition
+from symphony.webhooks import ReceivesWebhooks, WebhookReceiver
 from symphony.workflow import read_workflow
 from symphony.workspace import WorkspaceManager, startup_prune
 
@@ -143,7 +144,8 @@ class WorkflowChanged:
 
 @dataclass(frozen=True, slots=True)
 class RefreshRequested:
-    pass
+    ids: tuple[str, ...] | None = None
+    """Look at these tickets only (a webhook named them); None: a whole poll."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +230,8 @@ class Orchestrator:
         self._stopping = False
         self._watch = watch
         self._tracker_watcher: asyncio.Task[None] | None = None
+        self._targeted: set[str] = set()
+        """Tickets webhooks named in this loop pass."""
         self._next_tick = 0.0
         self._unsaved = False
         self._saved_at = float("-inf")
@@ -246,9 +250,18 @@ class Orchestrator:
         self._stopping = True
         self._queue.put_nowait(StopRequested())
 
-    def request_refresh(self) -> None:
-        """Poll now rather than at the next interval."""
-        self._queue.put_nowait(RefreshRequested())
+    def webhook(self, kind: str) -> WebhookReceiver | None:
+        """The receiver of the workflow's tracker for deliveries addressed to `kind`; None
+        when that is another tracker or no webhook secret is configured."""
+        tracker = self.tracker
+        if kind != self.settings.tracker.kind or not isinstance(tracker, ReceivesWebhooks):
+            return None
+        return tracker.webhook()
+
+    def request_refresh(self, ids: Sequence[str] | None = None) -> None:
+        """Poll now rather than at the next interval; with `ids`, look at those tickets only
+        (what a webhook names), which costs one read of them instead of a whole poll."""
+        self._queue.put_nowait(RefreshRequested(tuple(ids) if ids is not None else None))
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-safe view of the current state for status surfaces."""
@@ -398,6 +411,7 @@ class Orchestrator:
             wake = core.next_wakeup(self.state, self._next_tick, self.settings)
             timeout = max(wake - self.clock.monotonic(), 0.0)
             refresh = False
+            self._targeted.clear()
             try:
                 event = await asyncio.wait_for(self._queue.get(), timeout)
             except TimeoutError:
@@ -416,6 +430,9 @@ class Orchestrator:
             if refresh or now >= self._next_tick:
                 await self._tick()
                 self._next_tick = self.clock.monotonic() + self.settings.polling.interval_ms / 1000
+                self._unsaved = True
+            elif self._targeted:
+                await self._refresh_named(sorted(self._targeted))
                 self._unsaved = True
             if core.due_retries(self.state, self.clock.monotonic()):
                 await self._process_retries()
@@ -471,6 +488,9 @@ class Orchestrator:
         if isinstance(event, WorkflowChanged):
             self._reload()
             return False
+        if isinstance(event, RefreshRequested) and event.ids is not None:
+            self._targeted.update(event.ids)  # all named in this pass: one read
+            return False
         return isinstance(event, RefreshRequested)
 
     async def _tick(self) -> None:
@@ -522,6 +542,29 @@ class Orchestrator:
             plot_days=OUTCOME_PLOT_DAYS,
         )
         self._outcomes_at = now
+
+    async def _refresh_named(self, ids: list[str]) -> None:
+        """A webhook named these tickets: read them, and reconcile the running ones and
+        dispatch the ones now eligible exactly as a poll would (slots and order among them)."""
+        if not ids or self.health.workflow_error is not None:
+            return
+        try:
+            fresh = await self._read("webhook", self.tracker.fetch_issues_by_ids(ids))
+        except TrackerError as exc:
+            log.warning("webhook refresh failed; the next poll looks again", reason=str(exc))
+            return
+        running = [i for i in ids if i in self.state.running]
+        kept = [i for i in ids if i in self.state.kept_workspaces]
+        self._perform(core.apply_refresh(self.state, fresh, running, self.settings))
+        self._perform(
+            core.sweep_kept_workspaces(self.state, fresh, kept, self.settings, self.clock.wall())
+        )
+        candidates = [i for i in fresh if self.settings.tracker.is_active(i.state)]
+        self._perform(
+            core.select_dispatches(
+                self.state, candidates, self.settings, self.clock.monotonic(), self.clock.wall()
+            )
+        )
 
     async def _reconcile(self) -> None:
         """Refresh running issues (and released ones whose workspace was kept) in one read."""

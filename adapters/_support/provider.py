@@ -58,3 +58,13 @@ def provider_secret(
             "daemon's environment",
         )
     return Secret(value.strip(), name)
+
+
+def optional_secret(
+    provider: Mapping[str, Any], key: str, environ: Mapping[str, str]
+) -> Secret | None:
+    """`provider.<key>` as a credential when the workflow sets it (`$VAR` or a literal), else
+    None; a variable that is not set is an error as for `provider_secret`."""
+    if provider.get(key) is None:
+        return None
+    return provider_secret(provider, key, "", environ)

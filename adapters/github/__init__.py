@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
 DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done",)
 PROVIDER_KEYS: tuple[str, ...] = (
+    "webhook_secret",
     "repository",
     "project",
     "token",

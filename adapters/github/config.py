@@ -19,7 +19,7 @@ from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
 from .._support import labels
 from .._support.labels import StateLabels
 from .._support.normalize import as_int
-from .._support.provider import Secret, provider_secret, provider_str
+from .._support.provider import Secret, optional_secret, provider_secret, provider_str
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_TOKEN_ENV = "GITHUB_TOKEN"
@@ -65,6 +65,8 @@ class GitHubConfig:
     state_labels: StateLabels
     priority_labels: Mapping[str, int]
     closed_page_limit: int
+    webhook_secret: Secret | None = None
+    """`provider.webhook_secret`: deliveries signed with it are accepted (symphony.webhooks)."""
 
     @property
     def web_host(self) -> str:
@@ -123,6 +125,7 @@ def parse_config(
         state_labels=state_labels,
         priority_labels=labels.priority_labels(provider.get("priority_labels"), "p1"),
         closed_page_limit=limit,
+        webhook_secret=optional_secret(provider, "webhook_secret", environ),
     )
 
 

@@ -24,6 +24,7 @@ from .config import GitHubConfig
 from .normalize import is_repository
 from .project import ProjectScope, is_rate_limited
 from .repository import RepositoryScope
+from .webhook import GitHubWebhook
 
 API_VERSION = "2022-11-28"
 
@@ -83,8 +84,13 @@ class GitHubTracker:
         return tools.tool_specs(scope, states)
 
     def secret_env_names(self) -> list[str]:
-        name = self.config.token.env_name
-        return [name] if name else []
+        secrets = (self.config.token, self.config.webhook_secret)
+        return [s.env_name for s in secrets if s is not None and s.env_name]
+
+    def webhook(self) -> GitHubWebhook | None:
+        """Deliveries are accepted only with `provider.webhook_secret` set."""
+        secret = self.config.webhook_secret
+        return GitHubWebhook(self.config, secret.value) if secret is not None else None
 
     async def aclose(self) -> None:
         await self.http.aclose()

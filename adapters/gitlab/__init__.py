@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
 DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done",)
 PROVIDER_KEYS: tuple[str, ...] = (
+    "webhook_secret",
     "project",
     "base_url",
     "token",

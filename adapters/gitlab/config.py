@@ -20,7 +20,7 @@ from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
 from .._support import labels
 from .._support.labels import StateLabels
 from .._support.normalize import as_int
-from .._support.provider import Secret, provider_secret, provider_str
+from .._support.provider import Secret, optional_secret, provider_secret, provider_str
 
 DEFAULT_BASE_URL = "https://gitlab.com"
 DEFAULT_TOKEN_ENV = "GITLAB_TOKEN"
@@ -59,6 +59,8 @@ class GitLabConfig:
     priority_labels: Mapping[str, int]
     closed_page_limit: int
     blockers: bool
+    webhook_secret: Secret | None = None
+    """`provider.webhook_secret`: deliveries signed with it are accepted (symphony.webhooks)."""
 
     @property
     def api_url(self) -> str:
@@ -129,6 +131,7 @@ def parse_config(
         priority_labels=labels.priority_labels(provider.get("priority_labels"), "priority::1"),
         closed_page_limit=limit,
         blockers=blockers,
+        webhook_secret=optional_secret(provider, "webhook_secret", environ),
     )
 
 

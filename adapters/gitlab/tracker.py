@@ -59,6 +59,7 @@ from .normalize import (
     to_comment,
     to_issue,
 )
+from .webhook import GitLabWebhook
 
 log = structlog.get_logger(__name__)
 
@@ -208,8 +209,13 @@ class GitLabTracker:
         return tools.tool_specs(config.project, states)
 
     def secret_env_names(self) -> list[str]:
-        name = self.config.token.env_name
-        return [name] if name else []
+        secrets = (self.config.token, self.config.webhook_secret)
+        return [s.env_name for s in secrets if s is not None and s.env_name]
+
+    def webhook(self) -> GitLabWebhook | None:
+        """Deliveries are accepted only with `provider.webhook_secret` set."""
+        secret = self.config.webhook_secret
+        return GitLabWebhook(self.config, secret.value) if secret is not None else None
 
     async def aclose(self) -> None:
         await self.http.aclose()

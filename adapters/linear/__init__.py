@@ -18,7 +18,14 @@ if TYPE_CHECKING:
 
 DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
 DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done", "Canceled", "Duplicate")
-PROVIDER_KEYS: tuple[str, ...] = ("endpoint", "project_slug", "team_key", "assignee", "api_key")
+PROVIDER_KEYS: tuple[str, ...] = (
+    "endpoint",
+    "project_slug",
+    "team_key",
+    "assignee",
+    "api_key",
+    "webhook_secret",
+)
 """Every `tracker.provider` key this adapter reads; others are reported as unknown."""
 
 __all__ = [

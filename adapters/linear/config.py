@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
 
-from .._support.provider import Secret, provider_secret, provider_str
+from .._support.provider import Secret, optional_secret, provider_secret, provider_str
 
 DEFAULT_ENDPOINT = "https://api.linear.app/graphql"
 DEFAULT_API_KEY_ENV = "LINEAR_API_KEY"
@@ -26,6 +26,8 @@ class LinearConfig:
     """A team's key, the prefix of its identifiers (`ENG` in `ENG-123`)."""
     assignee: str | None
     """`me` (the key's owner) or a user id; issues assigned to anyone else are not dispatchable."""
+    webhook_secret: Secret | None = None
+    """`provider.webhook_secret`: deliveries signed with it are accepted (symphony.webhooks)."""
 
     @property
     def scope(self) -> str:
@@ -64,6 +66,7 @@ def parse_config(provider: Mapping[str, Any], environ: Mapping[str, str]) -> Lin
         project_slug=project_slug,
         team_key=team_key,
         assignee=assignee,
+        webhook_secret=optional_secret(provider, "webhook_secret", environ),
     )
 
 

@@ -53,6 +53,7 @@ from . import queries, tools, writes
 from .api import LinearApi
 from .config import ASSIGNEE_ME, LinearConfig
 from .normalize import Malformed, issue_from_node
+from .webhook import LinearWebhook
 
 log = structlog.get_logger(__name__)
 
@@ -163,8 +164,13 @@ class LinearTracker:
         return result
 
     def secret_env_names(self) -> list[str]:
-        name = self.config.api_key.env_name
-        return [name] if name is not None else []
+        secrets = (self.config.api_key, self.config.webhook_secret)
+        return [s.env_name for s in secrets if s is not None and s.env_name]
+
+    def webhook(self) -> LinearWebhook | None:
+        """Deliveries are accepted only with `provider.webhook_secret` set."""
+        secret = self.config.webhook_secret
+        return LinearWebhook(secret.value) if secret is not None else None
 
     async def aclose(self) -> None:
         await self.api.aclose()

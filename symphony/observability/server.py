@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import json
 import os
 import socket
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -32,6 +34,7 @@ from symphony.errors import SymphonyError
 from symphony.git import git_output
 from symphony.observability.logging import issue_log_path, masker
 from symphony.observability.metrics import render_metrics
+from symphony.webhooks import MAX_DELIVERY_BYTES, WebhookReceiver
 from symphony.workspace import workspace_key
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -59,7 +62,9 @@ class Observed(Protocol):
 
     def issue_snapshot(self, wanted: str) -> dict[str, Any] | None: ...
 
-    def request_refresh(self) -> None: ...
+    def request_refresh(self, ids: Sequence[str] | None = None) -> None: ...
+
+    def webhook(self, kind: str) -> WebhookReceiver | None: ...
 
     def add_listener(self, listener: Any) -> None: ...
 
@@ -148,6 +153,32 @@ def create_app(
             orchestrator.request_refresh()
         return JSONResponse({"queued": True, "coalesced": coalesced}, status_code=202)
 
+    async def webhook(request: Request) -> Response:
+        kind = request.path_params["kind"]
+        receiver = orchestrator.webhook(kind)
+        if receiver is None:
+            raise HTTPException(
+                404, f"no webhook for {kind!r}: set tracker.provider.webhook_secret"
+            )
+        body = await _bounded_body(request)
+        if body is None:
+            raise HTTPException(413, f"a delivery is at most {MAX_DELIVERY_BYTES:,} bytes")
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        if not receiver.verify(headers, body, time.time()):
+            return JSONResponse({"error": "unauthorized"}, status_code=401)
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            raise HTTPException(400, "the delivery is not JSON") from None
+        ids = receiver.issue_ids(payload)
+        if ids is None:
+            orchestrator.request_refresh()
+        elif ids:
+            orchestrator.request_refresh(ids)
+        return JSONResponse(
+            {"queued": True, "issues": list(ids) if ids is not None else None}, status_code=202
+        )
+
     async def metrics(request: Request) -> Response:
         text = masker.mask(render_metrics(orchestrator.snapshot()))
         return PlainTextResponse(text, headers={"Content-Type": METRICS_CONTENT_TYPE})
@@ -165,6 +196,7 @@ def create_app(
             Route("/api/v1/state", state, methods=["GET"]),
             Route("/api/v1/refresh", refresh, methods=["POST"]),
             Route("/api/v1/events", events, methods=["GET"]),
+            Route("/api/v1/webhooks/{kind}", webhook, methods=["POST"]),
             Route("/api/v1/{issue_identifier}", issue, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
         ],
@@ -172,6 +204,19 @@ def create_app(
     )
     app.state.changes = changes
     return app
+
+
+async def _bounded_body(request: Request) -> bytes | None:
+    """The body, or None as soon as it is known to exceed MAX_DELIVERY_BYTES."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_DELIVERY_BYTES:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_DELIVERY_BYTES:
+            return None
+    return bytes(body)
 
 
 class IssueNotFound(HTTPException):
