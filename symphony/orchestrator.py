@@ -92,6 +92,8 @@ OUTCOME_PLOT_DAYS = 14
 OUTCOME_REFRESH_S = 600.0
 """Without new records, the figures are recomputed this often (the window moves on)."""
 PROGRESS_SAVE_S = 1.0
+SCAN_INTERVAL_S = 0.25
+"""How often the loop looks over every session for stalls, budgets and due moves."""
 """How stale the store may let an agent's progress (tokens, turns, last message) get. A kill -9
 loses at most this much of it, and a continued thread's usage catches up on its first report."""
 
@@ -232,6 +234,8 @@ class Orchestrator:
         self._tracker_watcher: asyncio.Task[None] | None = None
         self._targeted: set[str] = set()
         """Tickets webhooks named in this loop pass."""
+        self._wake_stale = True
+        """Something may have moved the next deadline: compute it again before sleeping."""
         self._next_tick = 0.0
         self._unsaved = False
         self._saved_at = float("-inf")
@@ -407,9 +411,9 @@ class Orchestrator:
 
     async def _loop(self) -> None:
         self._next_tick = self.clock.monotonic()
+        next_scan, wake = 0.0, self._next_tick
         while not self._stopping:
-            wake = core.next_wakeup(self.state, self._next_tick, self.settings)
-            timeout = max(wake - self.clock.monotonic(), 0.0)
+            timeout = max(min(wake, next_scan) - self.clock.monotonic(), 0.0)
             refresh = False
             self._targeted.clear()
             try:
@@ -424,13 +428,19 @@ class Orchestrator:
             if self._stopping:
                 break
             now = self.clock.monotonic()
-            self._perform(core.detect_stalls(self.state, self.settings, now))
-            self._perform(check_budgets(self.state, self.settings))
-            self._perform(core.due_transitions(self.state, now))
+            # The scans over every session run at most every SCAN_INTERVAL_S, not on each of
+            # the hundreds of wake-ups a second that streaming agents cause; none of what they
+            # look for (a stall, a budget, a due move) needs a finer clock.
+            scanned = now >= next_scan or refresh
+            if scanned:
+                self._perform(core.detect_stalls(self.state, self.settings, now))
+                self._perform(check_budgets(self.state, self.settings))
+                self._perform(core.due_transitions(self.state, now))
+                next_scan = now + SCAN_INTERVAL_S
             if refresh or now >= self._next_tick:
                 await self._tick()
                 self._next_tick = self.clock.monotonic() + self.settings.polling.interval_ms / 1000
-                self._unsaved = True
+                self._unsaved = self._wake_stale = True
             elif self._targeted:
                 await self._refresh_named(sorted(self._targeted))
                 self._unsaved = True
@@ -439,6 +449,9 @@ class Orchestrator:
                 self._unsaved = True
             self._save_pass()
             self._notify()
+            if scanned or self._wake_stale:
+                wake = core.next_wakeup(self.state, self._next_tick, self.settings)
+                self._wake_stale = False
 
     def _handle(self, event: QueueEvent) -> bool:
         """Apply one queued event; True when it asks for an immediate tick."""
@@ -652,6 +665,7 @@ class Orchestrator:
     def _perform(self, effects: Sequence[core.Effect]) -> None:
         if effects:
             self._unsaved = True
+            self._wake_stale = True  # a retry or a move may now be due sooner
         for effect in effects:
             self.activity.add_effect(self.clock.wall(), effect)
             if isinstance(effect, core.StartWorker):

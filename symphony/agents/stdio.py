@@ -80,6 +80,7 @@ class AgentProcess:
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
         self.last_output = 0.0
         """Loop time of the latest stdout bytes: what silence timers measure from."""
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.lines_read = 0
 
     @property
@@ -124,7 +125,11 @@ class AgentProcess:
             await self.write(spec.preamble)
 
     def touch(self) -> None:
-        self.last_output = asyncio.get_running_loop().time()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        # The loop is kept: looking it up again on every read checks the process id each time.
+        self.last_output = loop.time()
 
     async def write(self, data: bytes) -> None:
         """Write to the agent's stdin; raises AgentError(PORT_EXIT) when it cannot be."""
