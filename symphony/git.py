@@ -34,7 +34,10 @@ async def run_git(
     except OSError as exc:
         return GitRun(None, "", str(exc))
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+        # lands as git exits, and a stopped worker would go on.
+        async with asyncio.timeout(timeout_s):
+            out, err = await proc.communicate()
     except TimeoutError:
         proc.kill()
         await proc.wait()

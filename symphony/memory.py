@@ -231,6 +231,16 @@ class Memory:
                 return note
         return None
 
+    def is_empty(self) -> bool:
+        """No note at all (a quick look: no file is read)."""
+        try:
+            with os.scandir(self.folder) as entries:
+                return not any(
+                    e.name.endswith(".md") and not e.name.startswith(".") for e in entries
+                )
+        except OSError:
+            return True
+
     def for_prompt(self, ticket: Ticket) -> str | None:
         return render(choose(self.notes(), ticket), self.settings.budget_chars)
 

@@ -106,7 +106,8 @@ def signal_group(pgid: int, signum: signal.Signals) -> None:
 async def wait_exit(proc: asyncio.subprocess.Process, timeout_s: float) -> bool:
     """Whether the process exited within `timeout_s`."""
     try:
-        await asyncio.wait_for(proc.wait(), timeout_s)
+        async with asyncio.timeout(timeout_s):  # unlike wait_for on 3.11, never swallows a cancel
+            await proc.wait()
     except TimeoutError:
         return False
     return True

@@ -255,7 +255,7 @@ async def run_attempt(
                 elif turn == 1:
                     template = stage.prompt_template if stage else settings.prompt_template
                     notes = None
-                    if ctx.memory is not None:
+                    if ctx.memory is not None and not ctx.memory.is_empty():
                         files = await _changed(ctx, workspace, workspace_env)
                         plan = variables.plan if variables is not None else None
                         ticket = Ticket.of(current, files, plan)

@@ -83,7 +83,8 @@ async def run_script(
             )
         process.track(proc.pid)
         try:
-            await asyncio.wait_for(proc.wait(), timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):  # never swallows a cancellation
+                await proc.wait()
         except TimeoutError:
             await process.end_group(proc, TERM_GRACE_SECONDS, mark=mark)
             outcome: Outcome = "timed_out"

@@ -281,7 +281,8 @@ class SshHost:
                     proc.stdin.write(encode_env(env))
                     await proc.stdin.drain()
                     proc.stdin.close()
-                await asyncio.wait_for(proc.wait(), timeout_ms / 1000)
+                async with asyncio.timeout(timeout_ms / 1000):  # never swallows a cancel
+                    await proc.wait()
             except TimeoutError:
                 await process.end_group(proc, 1.0)
                 await self._end_reported_group(output, mark)
@@ -344,7 +345,8 @@ class SshHost:
             return CommandResult(SSH_FAILED, "", f"could not start ssh: {exc}")
         process.track(proc.pid)
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+            async with asyncio.timeout(timeout_s):  # never swallows a cancellation
+                out, err = await proc.communicate()
         except TimeoutError:
             process.signal_group(proc.pid, signal.SIGKILL)
             await proc.wait()
