@@ -19,17 +19,9 @@ from symphony.store import Store
 from symphony.worktrees import MIRROR_NAME
 from tests.stage_flow import PLAN_PROMPT
 from tests.test_stage_mode import StageBoard, settle, start
+from tests.test_worktrees import git
 
 pytestmark = pytest.mark.slow
-
-
-def git(path: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 @pytest.fixture
