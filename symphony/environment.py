@@ -40,6 +40,17 @@ BASE_NAMES = (
 LOCALE_PREFIX = "LC_"
 
 
+def selected(environ: Mapping[str, str], patterns: Collection[str]) -> dict[str, str]:
+    """The variables of `environ` that `patterns` name: a name, or a prefix ending in `*`."""
+    names = {p for p in patterns if not p.endswith("*")}
+    prefixes = tuple(p[:-1] for p in patterns if p.endswith("*"))
+    return {
+        name: value
+        for name, value in environ.items()
+        if name in names or (prefixes and name.startswith(prefixes))
+    }
+
+
 def child_environment(
     environ: Mapping[str, str],
     settings: Settings,
@@ -48,14 +59,9 @@ def child_environment(
     extra_names: Collection[str] = (),
 ) -> dict[str, str]:
     """The environment of a hook, gate or (with its backend's `extra_names`) an agent."""
-    passthrough = settings.agent.env_passthrough
-    wanted = {*BASE_NAMES, *extra_names, *(n for n in passthrough if not n.endswith("*"))}
-    prefixes = (LOCALE_PREFIX, *(n[:-1] for n in passthrough if n.endswith("*")))
-    env = {
-        name: value
-        for name, value in environ.items()
-        if name in wanted or name.startswith(prefixes)
-    }
+    env = selected(
+        environ, (*BASE_NAMES, *extra_names, f"{LOCALE_PREFIX}*", *settings.agent.env_passthrough)
+    )
     env.update(settings.agent.env)
     env["SYMPHONY_WORKFLOW_DIR"] = str(settings.workflow_dir)
     if instance_id is not None:
@@ -75,14 +81,7 @@ def remote_environment(
     variables named in `worker.ssh.pass_env`, and the daemon's instance id. The host supplies
     its own basics (HOME, USER, PATH, ...); nothing else of this machine's environment
     crosses."""
-    pass_env = settings.worker.ssh.pass_env
-    names = {n for n in pass_env if not n.endswith("*")}
-    prefixes = tuple(n[:-1] for n in pass_env if n.endswith("*"))
-    env = {
-        name: value
-        for name, value in environ.items()
-        if name in names or (prefixes and name.startswith(prefixes))
-    }
+    env = selected(environ, settings.worker.ssh.pass_env)
     env.update(settings.agent.env)
     if instance_id is not None:
         # Under a name of its own: a restart looks for it on the hosts (`stop_marked`), never
