@@ -562,22 +562,19 @@ class _HostSlots:
         self._worker = settings.worker
         self._state = state
         self._now = now
-        self._fallback = settings.agent.max_concurrent_agents
+        fallback = settings.agent.max_concurrent_agents
+        self._capacity = {h.name: self._worker.capacity(h) or fallback for h in self._worker.hosts}
         self.load = {host.name: 0 for host in self._worker.hosts}
         for entry in state.running.values():
             if entry.host in self.load:
                 self.load[entry.host] += 1
-
-    def _capacity(self, name: str) -> int:
-        host = next(h for h in self._worker.hosts if h.name == name)
-        return self._worker.capacity(host) or self._fallback
 
     def is_down(self, name: str) -> bool:
         health = self._state.host_health.get(name)
         return health is not None and health.is_down(self._now)
 
     def usable(self, name: str) -> bool:
-        return not self.is_down(name) and self.load[name] < self._capacity(name)
+        return not self.is_down(name) and self.load[name] < self._capacity[name]
 
     def choose(self, issue_id: str) -> tuple[str | None, Wait | None]:
         """The host for the ticket: the one holding its workspace when it can take it (or,
@@ -593,7 +590,7 @@ class _HostSlots:
         options = [host.name for host in self._worker.hosts if self.usable(host.name)]
         if not options:
             return None, Wait.NO_HOST
-        return min(options, key=lambda name: self.load[name] / self._capacity(name)), None
+        return min(options, key=lambda name: self.load[name] / self._capacity[name]), None
 
     def take(self, name: str) -> None:
         if name in self.load:
