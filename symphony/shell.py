@@ -103,12 +103,14 @@ async def run_script(
                 process.kill_marked(mark)
         finally:
             process.untrack(proc.pid)
-        tail, total = _read_tail(output, tail_bytes)
+        tail, total = read_tail(output, tail_bytes)
     return ScriptResult(outcome, proc.returncode, detail, time.monotonic() - started, tail, total)
 
 
-def _read_tail(output: IO[bytes], tail_bytes: int) -> tuple[bytes, int]:
+def read_tail(output: IO[bytes], tail_bytes: int, start: int = 0) -> tuple[bytes, int]:
+    """The last `tail_bytes` of a script's output file and its size, counting from `start`
+    (what comes before it is not the script's)."""
     output.seek(0, os.SEEK_END)
-    total = output.tell()
-    output.seek(max(0, total - tail_bytes))
+    total = output.tell() - start
+    output.seek(start + max(0, total - tail_bytes))
     return output.read(), total

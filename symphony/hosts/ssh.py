@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import os
 import re
 import shlex
 import signal
@@ -35,7 +34,7 @@ from typing import IO, TYPE_CHECKING
 
 from symphony import process
 from symphony.hosts import AgentLaunchSpec
-from symphony.shell import Outcome, ScriptResult
+from symphony.shell import Outcome, ScriptResult, read_tail
 
 if TYPE_CHECKING:
     from symphony.config import HostSpec, SshSettings
@@ -308,15 +307,13 @@ class SshHost:
                     await self._end_reported_group(output, mark)
             finally:
                 process.untrack(proc.pid)
-            tail, total = _tail_without_pgid(output, tail_bytes)
+            tail, total = read_tail(output, tail_bytes, start=_reported(output)[1])
         return ScriptResult(
             outcome, proc.returncode, detail, time.monotonic() - started, tail, total
         )
 
     async def _end_reported_group(self, output: IO[bytes], mark: str) -> None:
-        output.seek(0)
-        first = output.readline(200).decode("utf-8", "replace")
-        pgid = remote_pgid_of(first)
+        pgid = _reported(output)[0]
         if pgid is not None:
             await self.end_group(pgid, 1.0, mark)
 
@@ -371,11 +368,10 @@ class SshHost:
         return await self.command(_REMOVE, self.workspace_root, key)
 
 
-def _tail_without_pgid(output: IO[bytes], tail_bytes: int) -> tuple[bytes, int]:
+def _reported(output: IO[bytes]) -> tuple[int | None, int]:
+    """The process group the wrapper reported on the first line of a script's output, and
+    how many bytes that line takes (0 when it is not there)."""
     output.seek(0)
     first = output.readline(200)
-    skip = len(first) if remote_pgid_of(first.decode("utf-8", "replace")) is not None else 0
-    output.seek(0, os.SEEK_END)
-    total = output.tell() - skip
-    output.seek(max(skip, skip + total - tail_bytes))
-    return output.read(), total
+    pgid = remote_pgid_of(first.decode("utf-8", "replace"))
+    return pgid, len(first) if pgid is not None else 0
