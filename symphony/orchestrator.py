@@ -37,7 +37,7 @@ from symphony.environment import (
 )
 from symphony.errors import SymphonyError
 from symphony.evidence import read_evidence_file, write_evidence_file
-from symphony.hosts import LOCAL
+from symphony.hosts import LOCAL, Host
 from symphony.hosts.local import LOCAL_HOST
 from symphony.hosts.ssh import SshHost
 from symphony.hosts.ssh_workspaces import RemoteWorkspaces
@@ -746,18 +746,21 @@ class Orchestrator:
         machine = self.settings.machine
         stage = machine.stage_named(start.stage) if machine is not None else None
         workspaces = self._workspaces_on(start.host)
-        remote = isinstance(workspaces, RemoteWorkspaces)
+        host: Host
+        if isinstance(workspaces, RemoteWorkspaces):
+            # A host gets one environment for all (its own basics are its own).
+            host, child_env = workspaces.host, self._remote_env(self.settings)
+            agent_env = child_env
+        else:
+            host, child_env = LOCAL_HOST, self._child_env(self.settings)
+            agent_env = self._child_env(self.settings, backend(start.agent_kind).env_names)
         ctx = AttemptContext(
             settings=self.settings,
             tracker=self.tracker,
             workspaces=workspaces,
-            agent_env=(
-                self._remote_env(self.settings)
-                if remote
-                else self._child_env(self.settings, backend(start.agent_kind).env_names)
-            ),
-            child_env=self._remote_env(self.settings) if remote else self._child_env(self.settings),
-            host=workspaces.host if isinstance(workspaces, RemoteWorkspaces) else LOCAL_HOST,
+            agent_env=agent_env,
+            child_env=child_env,
+            host=host,
             open_session=self._session_factory,
             agent_kind=start.agent_kind,
             tool_server=self._tool_server_for(start.agent_kind),
