@@ -105,6 +105,7 @@ async def report(settings: Settings, tracker: Tracker) -> int:
         print(f"ssh hosts     {shown}")
     print(f"poll every    {settings.polling.interval_ms} ms")
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
+    print(f"overlap       {settings.agent.overlap} (agent.overlap)")
     kind = settings.agent.kind
     print(f"agent         {kind}: {settings.session_settings(kind).command}")
     for warning in preflight_warnings(settings):

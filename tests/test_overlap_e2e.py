@@ -110,6 +110,7 @@ def test_check_explains_the_hold_from_the_daemon_s_store(tmp_path: Path) -> None
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
+    assert "overlap       serialize (agent.overlap)" in result.stdout
     [verdict] = [line for line in result.stdout.splitlines() if line.startswith("  B-1 ")]
     assert verdict.endswith(
         "waits: waits for A-1 (waiting for a person) on `calc.py` (agent.overlap)  Ticket B-1"
