@@ -46,7 +46,19 @@ def read_workflow(path: Path) -> Workflow:
         raise WorkflowError(MISSING_WORKFLOW_FILE, f"{path} is a directory, not a file") from None
     except OSError as exc:
         raise WorkflowError(MISSING_WORKFLOW_FILE, f"cannot read {path}: {exc.strerror}") from None
-    return parse_workflow(raw, path)
+    # The daemon reads the file on every poll to see whether it changed: the same bytes are
+    # not parsed again.
+    fingerprint = hashlib.sha256(raw).hexdigest()
+    known = _last_parsed.get(path)
+    if known is not None and known.fingerprint == fingerprint:
+        return known
+    workflow = parse_workflow(raw, path)
+    _last_parsed[path] = workflow
+    return workflow
+
+
+_last_parsed: dict[Path, Workflow] = {}
+"""The last good parse of each workflow file read (a failed parse is not kept)."""
 
 
 def parse_workflow(raw: bytes, path: Path) -> Workflow:
