@@ -413,7 +413,10 @@ class Orchestrator:
         self._next_tick = self.clock.monotonic()
         next_scan, wake = 0.0, self._next_tick
         while not self._stopping:
-            timeout = max(min(wake, next_scan) - self.clock.monotonic(), 0.0)
+            # Sleep to the next deadline, but never wake just to scan: a deadline closer than
+            # the next scan waits for it (at most SCAN_INTERVAL_S), and an idle daemon sleeps
+            # until its next poll.
+            timeout = max(max(wake, next_scan) - self.clock.monotonic(), 0.0)
             refresh = False
             self._targeted.clear()
             try:
