@@ -453,6 +453,10 @@ class Orchestrator:
             self._save_pass()
             self._notify()
             if scanned or self._wake_stale:
+                if not scanned:
+                    # Decisions were made (a run ended, a move was decided): what they made
+                    # due is looked at in the next pass, not after a scan interval.
+                    next_scan = self.clock.monotonic()
                 wake = core.next_wakeup(self.state, self._next_tick, self.settings)
                 self._wake_stale = False
 
