@@ -1,15 +1,38 @@
-"""Async tests run on uvloop, the event loop the daemon itself runs on."""
+"""Suite-wide fixtures: async tests run on uvloop, the event loop the daemon itself runs on, and
+every test runs with a home folder of its own.
+
+A temporary HOME keeps the machine's login profile out of every `bash -lc` a test starts (an
+agent, a hook, a gate): a profile that runs `pyenv rehash` leaves its lock file behind when a
+test kills the shell mid-profile, and every later login shell then waits a minute for it. It
+also keeps the machine's git, codex and claude settings out of the tests; git gets an identity
+of its own so that commits work on a machine that has none.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 import uvloop
+
+GIT_IDENTITY = "[user]\n\tname = Symphony Tests\n\temail = tests@symphony.invalid\n"
 
 
 def pytest_asyncio_loop_factories(
     config: pytest.Config, item: pytest.Item
 ) -> Mapping[str, Callable[[], Any]]:
     return {"uvloop": uvloop.new_event_loop}
+
+
+@pytest.fixture(autouse=True)
+def hermetic_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    (home / ".gitconfig").write_text(GIT_IDENTITY)
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "GIT_CONFIG_GLOBAL"):
+        monkeypatch.delenv(name, raising=False)
+    return home
