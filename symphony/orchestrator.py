@@ -124,6 +124,15 @@ class AgentUpdate:
 
 
 @dataclass(frozen=True, slots=True)
+class OwnMove:
+    """A run's own tool call moving its ticket (`runner.MoveSink`)."""
+
+    issue_id: str
+    target: str | None
+    phase: core.MovePhase
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerExited:
     issue_id: str
     result: core.WorkerExit
@@ -157,6 +166,7 @@ class StopRequested:
 
 QueueEvent = (
     AgentUpdate
+    | OwnMove
     | WorkerExited
     | TransitionWritten
     | WorkflowChanged
@@ -231,6 +241,8 @@ class Orchestrator:
         self._tasks: asyncio.TaskGroup | None = None
         self._stopping = False
         self._watch = watch
+        self._refresh_asked = False
+        """A queued event asked for a tick while it was applied mid-pass (`_absorb_queued`)."""
         self._tracker_watcher: asyncio.Task[None] | None = None
         self._targeted: set[str] = set()
         """Tickets webhooks named in this loop pass."""
@@ -416,9 +428,10 @@ class Orchestrator:
             # Sleep to the next deadline, but never wake just to scan: a deadline closer than
             # the next scan waits for it (at most SCAN_INTERVAL_S), and an idle daemon sleeps
             # until its next poll.
-            timeout = max(max(wake, next_scan) - self.clock.monotonic(), 0.0)
-            refresh = False
-            self._targeted.clear()
+            # What was handled mid-pass (`_absorb_queued`) is acted on now, without a wait.
+            refresh, self._refresh_asked = self._refresh_asked, False
+            due = max(max(wake, next_scan) - self.clock.monotonic(), 0.0)
+            timeout = 0.0 if refresh or self._targeted else due
             try:
                 event = await asyncio.wait_for(self._queue.get(), timeout)
             except TimeoutError:
@@ -441,11 +454,14 @@ class Orchestrator:
                 self._perform(core.due_transitions(self.state, now))
                 next_scan = now + SCAN_INTERVAL_S
             if refresh or now >= self._next_tick:
+                self._targeted.clear()  # a whole poll reads them too
                 await self._tick()
                 self._next_tick = self.clock.monotonic() + self.settings.polling.interval_ms / 1000
                 self._unsaved = self._wake_stale = True
             elif self._targeted:
-                await self._refresh_named(sorted(self._targeted))
+                named = sorted(self._targeted)
+                self._targeted.clear()
+                await self._refresh_named(named)
                 self._unsaved = True
             if core.due_retries(self.state, self.clock.monotonic()):
                 await self._process_retries()
@@ -474,6 +490,9 @@ class Orchestrator:
             if event.event.kind == "session_started":
                 self._unsaved = True  # the thread a restart would continue
                 self._check_priced(event.issue_id)
+            return False
+        if isinstance(event, OwnMove):
+            core.on_own_move(self.state, event.issue_id, event.target, event.phase)
             return False
         self._unsaved = True
         if isinstance(event, WorkerExited):
@@ -512,6 +531,13 @@ class Orchestrator:
             self._targeted.update(event.ids)  # all named in this pass: one read
             return False
         return isinstance(event, RefreshRequested)
+
+    def _absorb_queued(self) -> None:
+        """Apply what was reported while a tracker read was in flight, before its answer is
+        judged: a run's own move is reported before its write is sent, so a read that shows
+        the new state always finds the move noted (`core.apply_refresh`)."""
+        while not self._queue.empty():
+            self._refresh_asked = self._handle(self._queue.get_nowait()) or self._refresh_asked
 
     async def _tick(self) -> None:
         started = time.perf_counter()
@@ -573,6 +599,7 @@ class Orchestrator:
         except TrackerError as exc:
             log.warning("webhook refresh failed; the next poll looks again", reason=str(exc))
             return
+        self._absorb_queued()
         running = [i for i in ids if i in self.state.running]
         kept = [i for i in ids if i in self.state.kept_workspaces]
         self._perform(core.apply_refresh(self.state, fresh, running, self.settings))
@@ -597,6 +624,7 @@ class Orchestrator:
         except TrackerError as exc:
             log.warning("reconcile skipped, runs kept", reason=str(exc))
             return
+        self._absorb_queued()
         self._perform(core.apply_refresh(self.state, refreshed, ids, self.settings))
         self._perform(
             core.sweep_kept_workspaces(
@@ -813,6 +841,9 @@ class Orchestrator:
             now, wall = self.clock.monotonic(), self.clock.wall()
             self._queue.put_nowait(AgentUpdate(issue.id, event, now, wall))
 
+        def on_move(target: str | None, phase: core.MovePhase) -> None:
+            self._queue.put_nowait(OwnMove(issue.id, target, phase))
+
         # Bound in this task's context only: every record the attempt writes (hooks, agent
         # session, tool calls) carries the issue and reaches its per-issue log file.
         structlog.contextvars.bind_contextvars(issue_id=issue.id, issue_identifier=issue.identifier)
@@ -821,7 +852,7 @@ class Orchestrator:
             removal = self._removals.get(issue.identifier)
             if removal is not None:
                 await asyncio.shield(removal)
-            end = await run_attempt(issue, attempt, ctx, on_event)
+            end = await run_attempt(issue, attempt, ctx, on_event, on_move)
             result = core.WorkerExit(
                 True,
                 report=end.report,

@@ -49,7 +49,7 @@ from symphony.prompt import (
     render_prompt,
     stage_continuation_prompt,
 )
-from symphony.scheduling import Failure, is_routable
+from symphony.scheduling import Failure, MovePhase, is_routable
 from symphony.stage_tools import (
     CREATE_FOLLOW_UP,
     REPORT_OUTCOME,
@@ -87,6 +87,16 @@ INTERRUPTED_NOTE = (
 # Stage prompts get at most this many comments (the newest), each cut to this many characters.
 MAX_PROMPT_COMMENTS = 100
 MAX_COMMENT_CHARS = 10_000
+
+
+MoveSink = Callable[[str | None, MovePhase], None]
+"""Told of each of the run's own tool calls that moves its ticket: the state it names (None
+when it names none), as it starts and as it ends, so that the daemon can tell the move that
+call made from anyone else's."""
+
+
+def _no_moves(target: str | None, phase: MovePhase) -> None:
+    pass
 
 
 class AttemptFailed(Exception):
@@ -145,7 +155,11 @@ class AttemptEnd:
 
 
 async def run_attempt(
-    issue: Issue, attempt: int | None, ctx: AttemptContext, on_event: EventSink
+    issue: Issue,
+    attempt: int | None,
+    ctx: AttemptContext,
+    on_event: EventSink,
+    on_move: MoveSink = _no_moves,
 ) -> AttemptEnd:
     settings = ctx.settings
     stage = ctx.stage
@@ -166,7 +180,8 @@ async def run_attempt(
             follow_up_states = settings.machine.states
             tools = [t for t in tools if not t.moves_ticket]
             tools += stage_tool_specs(stage.name, follow_up_states)
-        withheld = {t.name for t in ctx.tracker.agent_tools() if t.moves_ticket} if stage else set()
+        movers = {t.name for t in ctx.tracker.agent_tools() if t.moves_ticket}
+        withheld = movers if stage else set()
         if ctx.memory is not None:
             tools = [*tools, record_learning_spec()]
         turn_report: Report | None = None
@@ -209,13 +224,19 @@ async def run_attempt(
                         "not_allowed",
                         "in this workflow the daemon moves tickets: call report_outcome instead",
                     )
+            target = _named_state(arguments) if name in movers else None
+            if name in movers:
+                on_move(target, MovePhase.STARTED)
             try:
                 async with asyncio.timeout(TOOL_TIMEOUT_S):
                     result = await ctx.tracker.execute_tool(name, arguments, current)
             except TimeoutError:
+                # The write may still land: the move stays the run's own.
                 return ToolResult.failure(
                     "tool_timeout", f"{name} did not finish within {TOOL_TIMEOUT_S:.0f}s"
                 )
+            if name in movers:
+                on_move(target, MovePhase.SUCCEEDED if result.success else MovePhase.FAILED)
             # A provider error that echoes a credential must not hand it to the agent.
             return ToolResult(result.success, masker.mask_value(result.output))
 
@@ -418,6 +439,12 @@ async def stage_context(tracker: Tracker, issue: Issue, stage: Stage) -> StageCo
         for comment in comments[-MAX_PROMPT_COMMENTS:]
     )
     return StageContext(stage.name, plan, rows)
+
+
+def _named_state(arguments: Any) -> str | None:
+    """The state a move tool's call names (every tracker's move tool calls it `state`)."""
+    state = arguments.get("state") if isinstance(arguments, Mapping) else None
+    return state if isinstance(state, str) else None
 
 
 def _bounded(text: str, limit: int) -> str:

@@ -58,6 +58,15 @@ class StopReason(enum.Enum):
     """The ticket spent its budget window (`budget.per_ticket_usd`)."""
 
 
+class MovePhase(enum.Enum):
+    """Where a run's own tool call that moves its ticket is: the worker reports it starting
+    before the write is sent, so no read can see the new state before the daemon knows."""
+
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
 class RetryKind(enum.Enum):
     CONTINUATION = "continuation"
     FAILURE = "failure"
@@ -117,6 +126,12 @@ class RunningEntry:
     """Where it runs: `local`, or an SSH worker host's name."""
     remote_pgid: int | None = None
     """Its agent's process group on that host, once reported (for a restart's cleanup)."""
+    own_moves: list[str | None] = field(default_factory=list)
+    """The states its own tool calls are moving, or moved, the ticket to (normalized), until a
+    read shows the move; None for a call that can move it without naming a state (a GraphQL
+    mutation)."""
+    own_states: set[str] = field(default_factory=set)
+    """States reads showed the ticket in after its own calls moved it (normalized)."""
 
     @property
     def identifier(self) -> str:
@@ -958,6 +973,12 @@ def apply_refresh(
         issue = by_id.get(issue_id)
         if issue is None:
             reason, detail = StopReason.MISSING, "no longer visible in the tracker"
+        elif _moved_itself(entry, issue, tracker) and is_routable(issue, tracker):
+            # Its agent is still in the turn that made the move: the tool's answer has to
+            # reach the model, which may comment or link after it. The turn ends, and the
+            # worker after it, as when any turn ends with the ticket no longer active.
+            entry.issue = issue
+            continue
         elif tracker.is_terminal(issue.state):
             reason, detail = StopReason.TERMINAL, f"state is terminal ({issue.state})"
         elif not tracker.is_active(issue.state):
@@ -978,6 +999,46 @@ def apply_refresh(
         entry.stop_reason = reason
         effects.append(StopWorker(issue_id, entry.identifier, reason, detail))
     return effects
+
+
+def on_own_move(state: SchedulerState, issue_id: str, target: str | None, phase: MovePhase) -> None:
+    """Note a run's own tool call moving its ticket to `target` (None: a call that may move it
+    without naming a state). A call that failed moved nothing; one that started but never said
+    how it ended may have, and stays noted."""
+    entry = state.running.get(issue_id)
+    if entry is None:
+        return
+    key = normalize_state(target) if target is not None else None
+    if phase is MovePhase.STARTED:
+        entry.own_moves.append(key)
+    elif phase is MovePhase.FAILED and key in entry.own_moves:
+        entry.own_moves.remove(key)
+
+
+def _moved_itself(entry: RunningEntry, issue: Issue, tracker: TrackerSettings) -> bool:
+    """Whether the state `issue` is in now is one the run's own tool calls moved it to.
+
+    A noted call explains the first read that shows its state. An adapter spells a state the
+    workflow does not configure its own way (a GitHub label `status:human-review` for `Human
+    Review`), so an unconfigured state is explained by a call that named an unconfigured one;
+    a call that named none explains any change. A configured state no call named is someone
+    else's move, and stops the run as usual.
+    """
+    key = normalize_state(issue.state)
+    if key in entry.own_states:
+        return True
+    if key == normalize_state(entry.issue.state):
+        return False
+
+    def configured(name: str) -> bool:
+        return tracker.is_active(name) or tracker.is_terminal(name)
+
+    for index, target in enumerate(entry.own_moves):
+        if target == key or target is None or not (configured(target) or configured(issue.state)):
+            del entry.own_moves[index]
+            entry.own_states.add(key)
+            return True
+    return False
 
 
 def _stage_name(settings: Settings, issue_state: str) -> str | None:

@@ -279,6 +279,83 @@ def test_a_stopping_run_is_not_stopped_twice() -> None:
     assert core.apply_refresh(state, [make_issue("A-1", state="Done")], ["id-A-1"], settings) == []
 
 
+def test_a_move_the_runs_own_tool_call_made_lets_its_turn_finish() -> None:
+    state = running(make_issue("A-1"))
+    settings = make_settings()
+    core.on_own_move(state, "id-A-1", "Human Review", core.MovePhase.STARTED)
+    moved = make_issue("A-1", state="human review ")
+    assert core.apply_refresh(state, [moved], ["id-A-1"], settings) == []
+    assert state.running["id-A-1"].issue.state == "human review "
+    core.on_own_move(state, "id-A-1", "Human Review", core.MovePhase.SUCCEEDED)
+    assert core.apply_refresh(state, [moved], ["id-A-1"], settings) == []
+    # Anyone else's move afterwards stops it at once.
+    (stop,) = core.apply_refresh(state, [make_issue("A-1", state="Done")], ["id-A-1"], settings)
+    assert stop.reason is core.StopReason.TERMINAL  # type: ignore[union-attr]
+
+
+def test_a_move_to_another_state_than_the_runs_own_call_named_stops_it() -> None:
+    state = running(make_issue("A-1"))
+    core.on_own_move(state, "id-A-1", "Human Review", core.MovePhase.STARTED)
+    (stop,) = core.apply_refresh(
+        state, [make_issue("A-1", state="Cancelled")], ["id-A-1"], make_settings()
+    )
+    assert stop.reason is core.StopReason.TERMINAL  # type: ignore[union-attr]
+
+
+def test_a_failed_own_move_explains_nothing() -> None:
+    state = running(make_issue("A-1"))
+    core.on_own_move(state, "id-A-1", "Human Review", core.MovePhase.STARTED)
+    core.on_own_move(state, "id-A-1", "Human Review", core.MovePhase.FAILED)
+    (stop,) = core.apply_refresh(
+        state, [make_issue("A-1", state="Human Review")], ["id-A-1"], make_settings()
+    )
+    assert stop.reason is core.StopReason.INACTIVE  # type: ignore[union-attr]
+
+
+def test_a_call_that_names_no_state_explains_only_the_first_change_after_it() -> None:
+    state = running(make_issue("A-1"))
+    settings = make_settings()
+    core.on_own_move(state, "id-A-1", None, core.MovePhase.STARTED)
+    review = make_issue("A-1", state="Human Review")
+    assert core.apply_refresh(state, [review], ["id-A-1"], settings) == []
+    assert core.apply_refresh(state, [review], ["id-A-1"], settings) == []
+    (stop,) = core.apply_refresh(state, [make_issue("A-1", state="Done")], ["id-A-1"], settings)
+    assert stop.reason is core.StopReason.TERMINAL  # type: ignore[union-attr]
+
+
+def test_an_own_move_is_recognized_in_the_spelling_the_tracker_reads_it_back() -> None:
+    state = running(make_issue("A-1"))
+    settings = make_settings()
+    core.on_own_move(state, "id-A-1", "Human Review", core.MovePhase.STARTED)
+    core.on_own_move(state, "id-A-1", "Human Review", core.MovePhase.SUCCEEDED)
+    labelled = make_issue("A-1", state="status:human-review")
+    assert core.apply_refresh(state, [labelled], ["id-A-1"], settings) == []
+    assert core.apply_refresh(state, [labelled], ["id-A-1"], settings) == []
+    (stop,) = core.apply_refresh(
+        state, [make_issue("A-1", state="status:blocked")], ["id-A-1"], settings
+    )
+    assert stop.reason is core.StopReason.INACTIVE  # type: ignore[union-attr]
+
+
+def test_an_own_move_that_left_the_ticket_unroutable_still_stops_the_run() -> None:
+    state = running(make_issue("A-1"))
+    core.on_own_move(state, "id-A-1", "Human Review", core.MovePhase.STARTED)
+    fresh = make_issue("A-1", state="Human Review", dispatchable=False)
+    (stop,) = core.apply_refresh(state, [fresh], ["id-A-1"], make_settings())
+    assert isinstance(stop, core.StopWorker)
+
+
+def test_a_run_that_moved_itself_ends_without_a_new_turn_when_its_worker_exits() -> None:
+    state = running(make_issue("A-1"))
+    settings = make_settings()
+    core.on_own_move(state, "id-A-1", "Human Review", core.MovePhase.STARTED)
+    core.apply_refresh(state, [make_issue("A-1", state="Human Review")], ["id-A-1"], settings)
+    exits = core.on_worker_exit(state, "id-A-1", core.WorkerExit(True), settings, 5.0)
+    # The continuation check finds it no longer active and releases it, as after any turn.
+    (retry,) = [e for e in exits if isinstance(e, core.RetryScheduled)]
+    assert retry.entry.kind is core.RetryKind.CONTINUATION
+
+
 # Worker exits and retries
 
 

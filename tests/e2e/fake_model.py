@@ -22,6 +22,8 @@ Steps:
   or the server stops;
 - `Together(name, parties, then)`: hold the reply until `parties` requests reached this step
   (across conversations), then play `then`; proves that conversations overlap in time.
+- `Hold(until, then)`: hold the reply until `until()` is true (the test's view of the world,
+  e.g. that the daemon has seen a move), then play `then`.
 
 Every request is recorded (`FakeModel.requests`) with its body, and every `response.completed`
 adds its usage to `FakeModel.reported_total_tokens`, so tests can compare the daemon's token
@@ -97,7 +99,17 @@ class Together:
     timeout_s: float = 30.0
 
 
-Step = Shell | CallTool | Say | Fail | Stall | Together
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Play `then` once `until()` holds (polled from the server's thread); after `timeout_s`
+    it is played anyway and listed in `FakeModel.broken_rendezvous` as `hold`."""
+
+    until: Callable[[], bool]
+    then: Step
+    timeout_s: float = 30.0
+
+
+Step = Shell | CallTool | Say | Fail | Stall | Together | Hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,8 +283,11 @@ class FakeModel:
         """What to answer: an HTTP failure, a stall, or the events of a stream."""
         steps = self.script(request) if callable(self.script) else self.script
         step = steps[request.step] if request.step < len(steps) else Say("done")
-        while isinstance(step, Together):
-            self._rendezvous(step)
+        while isinstance(step, Together | Hold):
+            if isinstance(step, Together):
+                self._rendezvous(step)
+            else:
+                self._hold(step)
             step = step.then
         if isinstance(step, Fail | Stall):
             return step
@@ -287,6 +302,15 @@ class FakeModel:
             with self._lock:
                 if together.name not in self._broken:
                     self._broken.append(together.name)
+
+    def _hold(self, hold: Hold) -> None:
+        deadline = time.monotonic() + hold.timeout_s
+        while not hold.until():
+            if time.monotonic() > deadline or self._stopping.is_set():
+                with self._lock:
+                    self._broken.append("hold")
+                return
+            time.sleep(0.01)
 
     def _next_call_id(self) -> str:
         with self._lock:

@@ -12,10 +12,12 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from structlog.testing import capture_logs
 
 from symphony.agents import PORT_EXIT, AgentError, AgentEvent, AgentLaunch
@@ -23,11 +25,14 @@ from symphony.agents.app_server import AppServerSession
 from symphony.config import CodexSettings
 from symphony.pricing import Price
 from symphony.tools import ToolResult, ToolSpec
+from tests.adapters.daemon import start_daemon, write_workflow
+from tests.adapters.github.fake_github import FakeGitHub, serve
 from tests.e2e.conftest import codex_command, processes_using
 from tests.e2e.fake_model import (
     CallTool,
     Fail,
     FakeModel,
+    Hold,
     ModelRequest,
     Say,
     Shell,
@@ -35,7 +40,7 @@ from tests.e2e.fake_model import (
     Step,
     Together,
 )
-from tests.test_orchestrator import Board, pid_alive, start
+from tests.test_orchestrator import Board, Running, pid_alive, start
 
 pytestmark = pytest.mark.slow
 
@@ -43,6 +48,7 @@ TIMEOUT_S = 60.0
 """Bound on every wait: generous for a loaded 2-core box, far above what a pass needs."""
 
 MOVE_TOOL = "local_move_issue"
+GITHUB_TOKEN = "ghp_e2e_token_value_0002"
 _IDENTIFIER = re.compile(r"\bWork on ([A-Z][A-Z0-9]*-\d+)\b")
 
 
@@ -124,6 +130,109 @@ async def test_two_tickets_run_in_parallel_through_real_codex_and_reach_human_re
     totals = snapshot["codex_totals"]
     assert totals["total_tokens"] > 0
     assert totals["total_tokens"] == model.reported_total_tokens
+
+
+def seen_by_daemon(run: Running, issue_id: str, state: str) -> Callable[[], bool]:
+    """Whether the daemon has looked at the ticket since it moved to `state`, as the tracker
+    spells it (or let it go)."""
+
+    def seen() -> bool:
+        entry = run.orchestrator.state.running.get(issue_id)
+        return entry is None or entry.stop_reason is not None or entry.issue.state == state
+
+    return seen
+
+
+async def test_a_move_made_by_the_runs_own_tool_call_lets_its_turn_finish(
+    board: Board, codex_env: dict[str, str]
+) -> None:
+    board.ticket("ABC-1")
+    runs: list[Any] = []
+    steps: list[Step] = [
+        CallTool(MOVE_TOOL, {"state": "Human Review"}),
+        # The watched board shows the move within milliseconds: the model's next request is
+        # held until the daemon has seen it, so the race is played every time.
+        Hold(
+            lambda: bool(runs) and seen_by_daemon(runs[0], "ABC-1", "Human Review")(),
+            CallTool("local_add_comment", {"body": "Moved for review; summary follows."}),
+        ),
+        Say("ABC-1 is ready for review"),
+    ]
+    with FakeModel(steps) as model:
+        board.write_workflow(codex=codex_settings(model))
+        run = start(board, codex_env, watch=True)
+        runs.append(run)
+        state = run.orchestrator.state
+        stops: set[str] = set()
+        run.orchestrator.add_listener(
+            lambda: stops.update(
+                e.stop_reason.value for e in state.running.values() if e.stop_reason is not None
+            )
+        )
+        try:
+            await run.until(lambda: bool(run.dispatched) and not state.running, timeout=TIMEOUT_S)
+        finally:
+            await run.stop()
+
+    assert_model_healthy(model)
+    assert model.broken_rendezvous == []
+    assert board.state_of("ABC-1") == "Human Review"
+    # Every answer reached the model: the move's, the comment's, and the turn ended itself.
+    assert len(model.requests) == 3
+    outputs = [json.loads(o) for o in model.requests[-1].tool_outputs()]
+    assert outputs[0]["state"] == "Human Review"
+    assert "Moved for review" in (board.tickets / "ABC-1.md").read_text()
+    assert stops == set(), "the daemon stopped the run its own move had made inactive"
+
+
+async def test_on_github_an_agent_that_moves_first_gets_its_other_calls_answered(
+    tmp_path: Path, codex_env: dict[str, str]
+) -> None:
+    github = FakeGitHub(token=GITHUB_TOKEN)
+    github.add(1, labels=["status:todo"])
+    runs: list[Running] = []
+    steps: list[Step] = [
+        CallTool("github_move_issue", {"state": "Human Review"}),
+        Hold(
+            lambda: bool(runs) and seen_by_daemon(runs[0], "1", "status:human-review")(),
+            CallTool("github_add_comment", {"body": "Ready: see the linked pull request."}),
+        ),
+        CallTool("github_link_pull_request", {"url": "https://127.0.0.1/acme/widgets/pull/7"}),
+        Say("done"),
+    ]
+    with serve(github), FakeModel(steps) as model:
+        tracker = {
+            "kind": "github",
+            "provider": {"repository": "acme/widgets", "api_url": github.base},
+            "active_states": ["Todo", "In Progress"],
+            "terminal_states": ["Done", "Cancelled"],
+        }
+        workflow = write_workflow(tmp_path, tracker, polling_ms=100)
+        text = workflow.read_text()
+        front = yaml.safe_load(text.split("---")[1])
+        front["codex"] = codex_settings(model)
+        workflow.write_text(f"---\n{yaml.safe_dump(front)}---\n{text.split('---', 2)[2]}")
+        run = start_daemon(workflow, {**codex_env, "GITHUB_TOKEN": GITHUB_TOKEN}, poll_s=0.2)
+        runs.append(run)
+        stops: set[str] = set()
+        state = run.orchestrator.state
+        run.orchestrator.add_listener(
+            lambda: stops.update(
+                e.stop_reason.value for e in state.running.values() if e.stop_reason is not None
+            )
+        )
+        try:
+            await run.until(lambda: bool(run.dispatched) and not state.running, timeout=TIMEOUT_S)
+        finally:
+            await run.stop()
+
+    assert_model_healthy(model)
+    assert model.broken_rendezvous == []
+    assert stops == set(), "the daemon stopped the run its own move had made inactive"
+    assert github.labels_of(1) == ["status:human-review"]
+    assert len(model.requests) == 4  # each of the three calls was answered
+    assert [json.loads(o).get("error") for o in model.requests[-1].tool_outputs()] == [None] * 3
+    assert any("linked pull request" in body for body in github.comments_of(1))
 
 
 async def test_approval_request_under_untrusted_is_accepted_and_the_command_runs(
