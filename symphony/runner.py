@@ -224,8 +224,9 @@ async def run_attempt(
                         "not_allowed",
                         "in this workflow the daemon moves tickets: call report_outcome instead",
                     )
-            target = _named_state(arguments) if name in movers else None
-            if name in movers:
+            moves = name in movers
+            target = _named_state(arguments) if moves else None
+            if moves:
                 on_move(target, MovePhase.STARTED)
             try:
                 async with asyncio.timeout(TOOL_TIMEOUT_S):
@@ -235,7 +236,7 @@ async def run_attempt(
                 return ToolResult.failure(
                     "tool_timeout", f"{name} did not finish within {TOOL_TIMEOUT_S:.0f}s"
                 )
-            if name in movers:
+            if moves:
                 on_move(target, MovePhase.SUCCEEDED if result.success else MovePhase.FAILED)
             # A provider error that echoes a credential must not hand it to the agent.
             return ToolResult(result.success, masker.mask_value(result.output))

@@ -12,7 +12,6 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,28 +131,38 @@ async def test_two_tickets_run_in_parallel_through_real_codex_and_reach_human_re
     assert totals["total_tokens"] == model.reported_total_tokens
 
 
-def seen_by_daemon(run: Running, issue_id: str, state: str) -> Callable[[], bool]:
-    """Whether the daemon has looked at the ticket since it moved to `state`, as the tracker
-    spells it (or let it go)."""
+def daemon_has_seen(runs: list[Running], issue_id: str, state: str) -> bool:
+    """Whether the daemon (once started) has looked at the ticket since it moved to `state`,
+    as the tracker spells it, or has let it go."""
+    if not runs:
+        return False
+    entry = runs[0].orchestrator.state.running.get(issue_id)
+    return entry is None or entry.stop_reason is not None or entry.issue.state == state
 
-    def seen() -> bool:
-        entry = run.orchestrator.state.running.get(issue_id)
-        return entry is None or entry.stop_reason is not None or entry.issue.state == state
 
-    return seen
+def record_stops(run: Running) -> set[str]:
+    """The reasons of every stop the daemon decides for a run from now on."""
+    stops: set[str] = set()
+    running = run.orchestrator.state.running
+    run.orchestrator.add_listener(
+        lambda: stops.update(
+            e.stop_reason.value for e in running.values() if e.stop_reason is not None
+        )
+    )
+    return stops
 
 
 async def test_a_move_made_by_the_runs_own_tool_call_lets_its_turn_finish(
     board: Board, codex_env: dict[str, str]
 ) -> None:
     board.ticket("ABC-1")
-    runs: list[Any] = []
+    runs: list[Running] = []
     steps: list[Step] = [
         CallTool(MOVE_TOOL, {"state": "Human Review"}),
         # The watched board shows the move within milliseconds: the model's next request is
         # held until the daemon has seen it, so the race is played every time.
         Hold(
-            lambda: bool(runs) and seen_by_daemon(runs[0], "ABC-1", "Human Review")(),
+            lambda: daemon_has_seen(runs, "ABC-1", "Human Review"),
             CallTool("local_add_comment", {"body": "Moved for review; summary follows."}),
         ),
         Say("ABC-1 is ready for review"),
@@ -163,12 +172,7 @@ async def test_a_move_made_by_the_runs_own_tool_call_lets_its_turn_finish(
         run = start(board, codex_env, watch=True)
         runs.append(run)
         state = run.orchestrator.state
-        stops: set[str] = set()
-        run.orchestrator.add_listener(
-            lambda: stops.update(
-                e.stop_reason.value for e in state.running.values() if e.stop_reason is not None
-            )
-        )
+        stops = record_stops(run)
         try:
             await run.until(lambda: bool(run.dispatched) and not state.running, timeout=TIMEOUT_S)
         finally:
@@ -194,7 +198,7 @@ async def test_on_github_an_agent_that_moves_first_gets_its_other_calls_answered
     steps: list[Step] = [
         CallTool("github_move_issue", {"state": "Human Review"}),
         Hold(
-            lambda: bool(runs) and seen_by_daemon(runs[0], "1", "status:human-review")(),
+            lambda: daemon_has_seen(runs, "1", "status:human-review"),
             CallTool("github_add_comment", {"body": "Ready: see the linked pull request."}),
         ),
         CallTool("github_link_pull_request", {"url": "https://127.0.0.1/acme/widgets/pull/7"}),
@@ -214,13 +218,8 @@ async def test_on_github_an_agent_that_moves_first_gets_its_other_calls_answered
         workflow.write_text(f"---\n{yaml.safe_dump(front)}---\n{text.split('---', 2)[2]}")
         run = start_daemon(workflow, {**codex_env, "GITHUB_TOKEN": GITHUB_TOKEN}, poll_s=0.2)
         runs.append(run)
-        stops: set[str] = set()
         state = run.orchestrator.state
-        run.orchestrator.add_listener(
-            lambda: stops.update(
-                e.stop_reason.value for e in state.running.values() if e.stop_reason is not None
-            )
-        )
+        stops = record_stops(run)
         try:
             await run.until(lambda: bool(run.dispatched) and not state.running, timeout=TIMEOUT_S)
         finally:
