@@ -50,9 +50,9 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentEvent, AgentLaunch, AgentSession, EventSink
-from symphony.agents.app_server import AppServerSession
-from symphony.config import CodexSettings, load_settings
-from symphony.orchestrator import Orchestrator
+from symphony.agents.codex import AppServerSession
+from symphony.config.sections import CodexSettings, load_settings
+from symphony.daemon.orchestrator import Orchestrator
 from symphony.store import Store
 from tests.test_orchestrator import FAKE_AGENT, Board
 

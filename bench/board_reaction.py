@@ -28,8 +28,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentLaunch, AgentSession, open_session
-from symphony.config import load_settings
-from symphony.orchestrator import Orchestrator
+from symphony.config.sections import load_settings
+from symphony.daemon.orchestrator import Orchestrator
 
 FAKE_AGENT = Path(__file__).resolve().parent.parent / "tests" / "fakes" / "fake_app_server.py"
 TRIALS = 20

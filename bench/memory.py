@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from symphony import memory as memory_module
-from symphony.config import MemorySettings
-from symphony.issue import Issue
+from symphony.base.issue import Issue
+from symphony.config.sections import MemorySettings
 from symphony.memory import MAX_NOTES_READ, Memory, Ticket
 
 

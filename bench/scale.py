@@ -35,10 +35,10 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentLaunch, AgentSession, open_session
-from symphony.config import load_settings
+from symphony.config.sections import load_settings
+from symphony.daemon.orchestrator import Orchestrator
 from symphony.observability.logging import configure_logging
 from symphony.observability.server import create_app
-from symphony.orchestrator import Orchestrator
 from symphony.store import Store
 
 FAKE_AGENT = Path(__file__).resolve().parent.parent / "tests" / "fakes" / "fake_app_server.py"

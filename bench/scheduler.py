@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from symphony import scheduling as core
 from symphony.agents import AgentEvent, TokenUsage
-from symphony.issue import BlockerRef, Issue
+from symphony.base.issue import BlockerRef, Issue
+from symphony.core import scheduling as core
 from tests.factories import make_settings
 
 CANDIDATES = 10_000
@@ -108,8 +108,8 @@ async def live_memory_per_session_kib(sessions: int = 50) -> float:
     import os
     import tempfile
 
-    from symphony.config import load_settings
-    from symphony.orchestrator import Orchestrator
+    from symphony.config.sections import load_settings
+    from symphony.daemon.orchestrator import Orchestrator
     from tests.test_orchestrator import Board
 
     with tempfile.TemporaryDirectory() as folder:

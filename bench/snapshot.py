@@ -36,10 +36,10 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentError, AgentEvent, AgentLaunch, TokenUsage, TurnResult
-from symphony.config import load_settings
+from symphony.config.sections import load_settings
+from symphony.daemon.orchestrator import Orchestrator
 from symphony.observability.logging import configure_logging
 from symphony.observability.server import create_app, serve
-from symphony.orchestrator import Orchestrator
 from tests.test_orchestrator import Board
 
 SESSIONS = 100

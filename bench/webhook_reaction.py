@@ -28,11 +28,11 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentLaunch, AgentSession, open_session
-from symphony.config import load_settings
+from symphony.config.sections import load_settings
+from symphony.daemon.orchestrator import Orchestrator
 from symphony.observability.logging import configure_logging
 from symphony.observability.server import create_app
-from symphony.orchestrator import Orchestrator
-from symphony.webhooks import hmac_sha256_hex
+from symphony.tracker.webhooks import hmac_sha256_hex
 from tests.adapters.daemon import write_workflow
 from tests.adapters.github.fake_github import FakeGitHub, serve
 

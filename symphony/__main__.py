@@ -1,5 +1,5 @@
 """`python -m symphony` runs the same command as `symphony`."""
 
-from symphony.cli import main
+from symphony.cli.main import main
 
 raise SystemExit(main())

@@ -35,11 +35,8 @@ from typing import Any
 
 import yaml
 
-from symphony.config import MemorySettings, Settings
-from symphony.footprint import files_named, normalize_path, overlap
-from symphony.issue import Issue
-from symphony.observability.logging import masker
-from symphony.tools import (
+from symphony.base.issue import Issue
+from symphony.base.tools import (
     ToolResult,
     ToolSpec,
     invalid_arguments,
@@ -47,7 +44,10 @@ from symphony.tools import (
     object_schema,
     string_schema,
 )
-from symphony.verification import Verification
+from symphony.config.sections import MemorySettings, Settings
+from symphony.core.footprint import files_named, normalize_path, overlap
+from symphony.core.verification import Verification
+from symphony.observability.logging import masker
 
 RECORD_LEARNING = "record_learning"
 MAX_TOPIC_CHARS = 100

@@ -7,7 +7,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from symphony.config import (
+from symphony.base.issue import Issue
+from symphony.config.sections import (
     AgentSettings,
     CodexSettings,
     HooksSettings,
@@ -16,7 +17,6 @@ from symphony.config import (
     TrackerSettings,
     WorkspaceSettings,
 )
-from symphony.issue import Issue
 
 WALL = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from symphony.agents import AgentLaunch, AgentSession, open_session
-from symphony.config import load_settings
-from symphony.orchestrator import Orchestrator
-from symphony.tracker import Tracker
-from symphony.workspace import workspace_key
+from symphony.config.sections import load_settings
+from symphony.daemon.orchestrator import Orchestrator
+from symphony.tracker.contract import Tracker
+from symphony.workspace.local import workspace_key
 from tests.adapters.daemon import DEMO_AGENT, write_workflow
 from tests.test_orchestrator import Running
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from symphony import scheduling as core
 from symphony.agents.claude import ClaudeSettings
-from symphony.config import ConfigError, Settings, load_settings
+from symphony.config.sections import ConfigError, Settings, load_settings
+from symphony.core import scheduling as core
 from tests.factories import WALL, make_issue
 
 STAGES = {

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from symphony.config import load_settings
-from symphony.orchestrator import Orchestrator
-from symphony.pricing import Price
+from symphony.config.pricing import Price
+from symphony.config.sections import load_settings
+from symphony.daemon.orchestrator import Orchestrator
 from symphony.store import Store
 from tests.test_orchestrator import Board, Running, scenario_env
 

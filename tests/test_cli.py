@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from symphony.cli import StopSignals
+from symphony.cli.main import StopSignals
 from tests.test_orchestrator import Board
 from tests.test_workspace import is_alive, wait_until
 
@@ -356,8 +356,8 @@ def test_stop_signals_stop_once_then_warn_then_force() -> None:
 def test_report_prints_the_outcome_figures_while_a_daemon_holds_the_store(board: Board) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from symphony import scheduling as core
-    from symphony.outcomes import CLOSED, GATE, HANDOFF, REWORK, OutcomeRecord
+    from symphony.core import scheduling as core
+    from symphony.core.outcomes import CLOSED, GATE, HANDOFF, REWORK, OutcomeRecord
     from symphony.store import Store
 
     board.write_workflow()

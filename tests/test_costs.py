@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from symphony import scheduling as core
 from symphony.agents import RESUMED, AgentEvent, TokenUsage
-from symphony.budgets import check_budgets
-from symphony.config import BudgetSettings, ConfigError, Settings, load_settings
-from symphony.costs import usd
-from symphony.pricing import DEFAULT_PRICES, Price, Pricing, parse_pricing
-from symphony.stages import Outcome
+from symphony.config.pricing import DEFAULT_PRICES, Price, Pricing, parse_pricing
+from symphony.config.sections import BudgetSettings, ConfigError, Settings, load_settings
+from symphony.config.stages import Outcome
+from symphony.core import scheduling as core
+from symphony.core.budgets import check_budgets
+from symphony.core.costs import usd
 from symphony.store import Store
 from symphony.store.recovery import restore
 from tests.factories import WALL, make_issue, make_settings

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from symphony.config import AgentSettings, ConfigError, load_settings
-from symphony.environment import child_environment
+from symphony.config.sections import AgentSettings, ConfigError, load_settings
+from symphony.workspace.environment import child_environment
 from tests.factories import make_settings
 
 DAEMON = {

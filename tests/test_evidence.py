@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from symphony.evidence import (
+from symphony.core.evidence import (
     MergeCheck,
     WorkspaceFacts,
     merge_check,

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from symphony import cli
-from symphony.config import HooksSettings, load_settings
-from symphony.prompt import StageContext, check_prompts, render_prompt
-from symphony.tracker import TrackerContext, create_tracker
+from symphony.cli import main as cli
+from symphony.config.prompt import StageContext, check_prompts, render_prompt
+from symphony.config.sections import HooksSettings, load_settings
+from symphony.tracker.contract import TrackerContext, create_tracker
 from symphony_adapters.local.board import LocalBoard
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ TICKETS = sorted(EXAMPLES.glob("**/board/*.md"))
 
 
 def test_every_tracker_has_an_example() -> None:
-    from symphony.init import TRACKERS
+    from symphony.cli.init import TRACKERS
 
     assert {path.parent.name for path in WORKFLOWS} == set(TRACKERS)
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from symphony.gates import run_gates
+from symphony.config.stages import Gate
+from symphony.core.verification import GateRound, Verification, fence, fix_prompt
 from symphony.observability.logging import masker
-from symphony.stages import Gate
-from symphony.verification import GateRound, Verification, fence, fix_prompt
+from symphony.workspace.gates import run_gates
 from tests.test_workspace import is_alive, wait_until
 
 

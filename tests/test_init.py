@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from symphony.init import TRACKERS, InitError, init_workflow
+from symphony.cli.init import TRACKERS, InitError, init_workflow
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

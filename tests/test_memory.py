@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from symphony.config import ConfigError, MemorySettings, load_settings
-from symphony.issue import Issue
+from symphony.base.issue import Issue
+from symphony.base.tools import ToolResult
+from symphony.config.sections import ConfigError, MemorySettings, load_settings
+from symphony.core.verification import GateResult, GateRound, Verification
 from symphony.memory import (
     RECORD_LEARNING,
     Memory,
@@ -27,8 +29,6 @@ from symphony.memory import (
     render,
 )
 from symphony.observability.logging import masker
-from symphony.tools import ToolResult
-from symphony.verification import GateResult, GateRound, Verification
 from tests.test_orchestrator import Board, scenario_env, start
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

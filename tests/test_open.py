@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from symphony.config import HooksSettings
-from symphony.workspace import WorkspaceManager
+from symphony.config.sections import HooksSettings
+from symphony.workspace.local import WorkspaceManager
 from tests.test_orchestrator import Board
 
 

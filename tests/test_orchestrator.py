@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 import yaml
 
-from symphony import scheduling as core
-from symphony.agents.backends import CODEX
-from symphony.config import HooksSettings, load_settings
-from symphony.environment import BASE_NAMES
-from symphony.orchestrator import Orchestrator
+from symphony.agents.registry import CODEX
+from symphony.config.sections import HooksSettings, load_settings
+from symphony.core import scheduling as core
+from symphony.daemon.orchestrator import Orchestrator
 from symphony.store import Store
-from symphony.workspace import WorkspaceManager
+from symphony.workspace.environment import BASE_NAMES
+from symphony.workspace.local import WorkspaceManager
 
 pytestmark = pytest.mark.slow
 
@@ -519,7 +519,7 @@ class FailingOnce:
 
 
 async def test_an_adapter_bug_costs_one_poll_not_the_daemon(board: Board) -> None:
-    from symphony.tracker import TrackerContext, create_tracker
+    from symphony.tracker.contract import TrackerContext, create_tracker
 
     board.ticket("ABC-1")
     board.write_workflow(polling_ms=100)
@@ -605,7 +605,7 @@ async def test_states_left_to_the_tracker_are_discovered_before_polling(
     board: Board, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import symphony_adapters.local
-    from symphony.tracker import TrackerContext, create_tracker
+    from symphony.tracker.contract import TrackerContext, create_tracker
 
     monkeypatch.setattr(symphony_adapters.local, "STATES_FROM_TRACKER", True, raising=False)
     monkeypatch.setattr(symphony_adapters.local, "DEFAULT_ACTIVE_STATES", None)

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from symphony import scheduling as core
-from symphony.footprint import Footprint
+from symphony.core import scheduling as core
+from symphony.core.footprint import Footprint
 from symphony.store import Store
-from symphony.worktrees import MIRROR_NAME
+from symphony.workspace.worktrees import MIRROR_NAME
 from tests.stage_flow import PLAN_PROMPT
 from tests.test_stage_mode import StageBoard, settle, start
 from tests.test_worktrees import git

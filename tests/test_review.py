@@ -7,13 +7,13 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from symphony import scheduling as core
 from symphony.agents import AgentEvent, TokenUsage
-from symphony.config import Settings
-from symphony.evidence import WorkspaceFacts
-from symphony.outcomes import CLOSED, GATE, HANDOFF, REWORK, summarize
-from symphony.stages import Gate, Outcome, Report, Stage, StageMachine
-from symphony.verification import GateResult, GateRound, Verification
+from symphony.config.sections import Settings
+from symphony.config.stages import Gate, Outcome, Report, Stage, StageMachine
+from symphony.core import scheduling as core
+from symphony.core.evidence import WorkspaceFacts
+from symphony.core.outcomes import CLOSED, GATE, HANDOFF, REWORK, summarize
+from symphony.core.verification import GateResult, GateRound, Verification
 from tests.factories import WALL, make_issue, make_settings
 
 FAILED = GateResult("tests", "pytest -q", "failed", 1, 2.0, "exited with status 1", "E assert")

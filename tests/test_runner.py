@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from symphony import runner
 from symphony.agents import AgentEvent
-from symphony.config import CodexSettings, HooksSettings
-from symphony.issue import Issue
-from symphony.runner import AttemptContext, AttemptFailed, run_attempt
-from symphony.tools import ToolResult, ToolSpec
-from symphony.tracker import TRACKER_RATE_LIMITED, TrackerError
-from symphony.workspace import WorkspaceManager
+from symphony.base.issue import Issue
+from symphony.base.tools import ToolResult, ToolSpec
+from symphony.config.sections import CodexSettings, HooksSettings
+from symphony.daemon import runner
+from symphony.daemon.runner import AttemptContext, AttemptFailed, run_attempt
+from symphony.tracker.contract import TRACKER_RATE_LIMITED, TrackerError
+from symphony.workspace.local import WorkspaceManager
 from tests.factories import make_issue, make_settings
 from tests.test_orchestrator import FAKE_AGENT
 
@@ -184,7 +184,7 @@ async def test_in_stage_mode_the_agent_reports_and_never_gets_the_move_tool(
 ) -> None:
     import json
 
-    from symphony.stages import Stage
+    from symphony.config.stages import Stage
 
     stage = Stage("plan", ("Todo",), "Plan {{ stage }}", "WORKFLOW.md", 1, "Review", "X", "X", 4)
     issue = make_issue("ABC-1")
@@ -196,7 +196,7 @@ async def test_in_stage_mode_the_agent_reports_and_never_gets_the_move_tool(
         FAKE_AGENT_TOOL="move_it",
         FAKE_AGENT_RECORD=str(record),
     )
-    from symphony.stages import StageMachine
+    from symphony.config.stages import StageMachine
 
     settings = replace(ctx.settings, machine=StageMachine((stage,), "X"))
     ctx = replace(ctx, settings=settings, stage=stage)
@@ -215,8 +215,8 @@ async def test_in_stage_mode_the_agent_reports_and_never_gets_the_move_tool(
 
 
 async def test_a_stage_prompt_gets_the_newest_plan_and_a_bounded_number_of_comments() -> None:
-    from symphony.stages import Stage, marked
-    from symphony.tracker import Comment
+    from symphony.config.stages import Stage, marked
+    from symphony.tracker.contract import Comment
 
     class Talkative(ScriptedTracker):
         async def list_comments(self, issue: Issue) -> list[Comment]:

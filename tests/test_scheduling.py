@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from symphony import scheduling as core
 from symphony.agents import AgentEvent, TokenUsage
-from symphony.config import HostSpec, Settings, SshSettings, WorkerSettings
-from symphony.footprint import Footprint
-from symphony.issue import Issue
+from symphony.base.issue import Issue
+from symphony.config.sections import HostSpec, Settings, SshSettings, WorkerSettings
+from symphony.core import scheduling as core
+from symphony.core.footprint import Footprint
 from tests.factories import WALL, make_issue, make_settings
 
 
@@ -34,7 +34,7 @@ def running(*issues: Issue, now: float = 0.0) -> core.SchedulerState:
 
 
 def test_explanation_names_each_reason_a_ticket_waits() -> None:
-    from symphony.issue import BlockerRef
+    from symphony.base.issue import BlockerRef
 
     state = running(make_issue("R-1", state="In Progress"))
     issues = [
@@ -651,7 +651,7 @@ def test_kept_workspace_is_forgotten_when_the_issue_vanishes_or_is_dispatched_ag
 
 
 def stage_settings(**kw: object) -> Settings:
-    from symphony.stages import Stage, StageMachine
+    from symphony.config.stages import Stage, StageMachine
 
     def stage(name: str, states: tuple[str, ...], on_success: str) -> Stage:
         return Stage(
@@ -701,7 +701,7 @@ def test_a_new_entry_into_a_stage_starts_the_turn_count_again() -> None:
 
 
 def test_a_report_becomes_a_pending_transition_that_keeps_the_claim_until_confirmed() -> None:
-    from symphony.stages import Outcome, Report
+    from symphony.config.stages import Outcome, Report
 
     settings = stage_settings()
     state = core.SchedulerState()

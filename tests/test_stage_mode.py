@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from symphony import scheduling
-from symphony.config import load_settings
-from symphony.tracker import TRACKER_REQUEST, TrackerContext, TrackerError, create_tracker
+from symphony.config.sections import load_settings
+from symphony.core import scheduling
+from symphony.tracker.contract import TRACKER_REQUEST, TrackerContext, TrackerError, create_tracker
 from symphony_adapters.local.board import LocalBoard
 from tests.adapters.daemon import DEMO_AGENT
 from tests.stage_flow import PLAN_PROMPT, StageRun, two_stages
@@ -282,7 +282,7 @@ def test_check_shows_the_machine_and_each_tickets_stage(board: StageBoard) -> No
 async def test_check_shows_the_gates_and_a_full_review_queue_holding_new_tickets(
     board: StageBoard, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from symphony import check
+    from symphony.cli import check
 
     board.ticket("DEMO-1", state="Human Review")
     board.ticket("DEMO-2", state="Ready")
@@ -303,7 +303,7 @@ async def test_check_shows_the_gates_and_a_full_review_queue_holding_new_tickets
 async def test_check_fails_on_a_state_the_tracker_does_not_have(
     board: StageBoard, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from symphony import check
+    from symphony.cli import check
 
     board.write_workflow()
     settings = load_settings(board.workflow, dict(os.environ))

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from symphony.stage_tools import parse_follow_up, parse_report, stage_tool_specs
-from symphony.stages import Outcome, Report
-from symphony.tools import ToolResult
+from symphony.base.tools import ToolResult
+from symphony.config.stages import Outcome, Report
+from symphony.tracker.stage_tools import parse_follow_up, parse_report, stage_tool_specs
 
 STATES = ("Todo", "Ready")
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from symphony.config import ConfigError, load_settings
-from symphony.errors import SymphonyError
-from symphony.prompt import PromptError, check_prompts
-from symphony.stages import (
+from symphony.base.errors import SymphonyError
+from symphony.config.prompt import PromptError, check_prompts
+from symphony.config.sections import ConfigError, load_settings
+from symphony.config.stages import (
     Outcome,
     Report,
     marked,

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from symphony.agents import AgentLaunch, AgentSession, open_session
-from symphony.config import MemorySettings
-from symphony.evidence import read_evidence_file
+from symphony.config.sections import MemorySettings
+from symphony.core.evidence import read_evidence_file
 from symphony.memory import Memory
 from tests.stage_flow import StageRun
 from tests.test_stage_mode import StageBoard, settle

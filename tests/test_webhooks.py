@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from symphony.observability.server import create_app
-from symphony.webhooks import MAX_DELIVERY_BYTES, hmac_sha256_hex
+from symphony.tracker.webhooks import MAX_DELIVERY_BYTES, hmac_sha256_hex
 from symphony_adapters.github.config import parse_config as github_config
 from symphony_adapters.github.webhook import GitHubWebhook
 from symphony_adapters.gitlab.config import parse_config as gitlab_config

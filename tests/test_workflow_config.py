@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from symphony.config import ConfigError, load_settings, resolve_secret
-from symphony.issue import ISSUE_TEMPLATE_SHAPE, BlockerRef
-from symphony.prompt import (
+from symphony.base.issue import ISSUE_TEMPLATE_SHAPE, BlockerRef
+from symphony.config.prompt import (
     TEMPLATE_PARSE_ERROR,
     TEMPLATE_RENDER_ERROR,
     TEMPLATE_UNKNOWN_FILTER,
@@ -19,14 +18,15 @@ from symphony.prompt import (
     continuation_prompt,
     render_prompt,
 )
-from symphony.tracker import UNSUPPORTED_TRACKER_KIND, TrackerError
-from symphony.workflow import (
+from symphony.config.sections import ConfigError, load_settings, resolve_secret
+from symphony.config.workflow import (
     MISSING_WORKFLOW_FILE,
     WORKFLOW_FRONT_MATTER_NOT_A_MAP,
     WORKFLOW_PARSE_ERROR,
     WorkflowError,
     read_workflow,
 )
+from symphony.tracker.contract import UNSUPPORTED_TRACKER_KIND, TrackerError
 from tests.factories import make_issue
 
 

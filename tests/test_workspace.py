@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from symphony.config import HooksSettings
+from symphony.config.sections import HooksSettings
 from symphony.hosts.local import LocalHost
-from symphony.workspace import (
+from symphony.workspace.local import (
     OUTPUT_TAIL_BYTES,
     Workspace,
     WorkspaceError,
@@ -253,7 +253,7 @@ async def test_marks_live_beside_the_workspace_so_an_empty_directory_is_handed_t
 async def test_creation_interrupted_before_its_mark_was_stamped_is_recovered(
     tmp_path: Path,
 ) -> None:
-    from symphony.workspace_marks import OwnershipMarks
+    from symphony.workspace.marks import OwnershipMarks
 
     root = tmp_path / "root"
     root.mkdir()

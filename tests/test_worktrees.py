@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from symphony.config import ConfigError, HooksSettings, load_settings
-from symphony.workspace import WorkspaceManager
-from symphony.worktrees import MIRROR_NAME, WorktreeSettings, slugify
+from symphony.config.sections import ConfigError, HooksSettings, load_settings
+from symphony.workspace.local import WorkspaceManager
+from symphony.workspace.worktrees import MIRROR_NAME, WorktreeSettings, slugify
 
 
 def git(path: Path, *args: str) -> str:
@@ -168,7 +168,7 @@ def test_worktree_settings_resolve_the_repository_and_name_their_errors(tmp_path
 
 
 def test_check_warns_when_the_repository_is_missing(tmp_path: Path) -> None:
-    from symphony.check import preflight_warnings
+    from symphony.cli.check import preflight_warnings
 
     settings = load_settings(
         write(tmp_path, {"strategy": "worktree", "repository": "nowhere"}), {"HOME": "/nowhere"}

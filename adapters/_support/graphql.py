@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from symphony.tracker import TRACKER_RESPONSE, TrackerError
+from symphony.tracker.contract import TRACKER_RESPONSE, TrackerError
 
 from .http import HttpClient
 

@@ -36,7 +36,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from symphony.tracker import (
+from symphony.tracker.contract import (
     TRACKER_PAGINATION,
     TRACKER_RATE_LIMITED,
     TRACKER_REQUEST,

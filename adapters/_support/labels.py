@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.issue import normalize_state
-from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
+from symphony.base.issue import normalize_state
+from symphony.tracker.contract import INVALID_TRACKER_CONFIG, TrackerError
 
 from .normalize import as_int
 

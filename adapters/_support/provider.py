@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.config import env_reference
-from symphony.tracker import INVALID_TRACKER_CONFIG, MISSING_TRACKER_SECRET, TrackerError
+from symphony.config.sections import env_reference
+from symphony.tracker.contract import INVALID_TRACKER_CONFIG, MISSING_TRACKER_SECRET, TrackerError
 
 
 def provider_str(

@@ -11,9 +11,9 @@ from typing import Any
 
 import structlog
 
-from symphony.issue import Issue
-from symphony.tools import ToolResult
-from symphony.tracker import TrackerError
+from symphony.base.issue import Issue
+from symphony.base.tools import ToolResult
+from symphony.tracker.contract import TrackerError
 
 INTERNAL_ERROR = "internal_error"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
+from symphony.tracker.contract import INVALID_TRACKER_CONFIG, TrackerError
 
 from .._support import labels
 from .._support.labels import StateLabels
@@ -66,7 +66,7 @@ class GitHubConfig:
     priority_labels: Mapping[str, int]
     closed_page_limit: int
     webhook_secret: Secret | None = None
-    """`provider.webhook_secret`: deliveries signed with it are accepted (symphony.webhooks)."""
+    """`provider.webhook_secret`: signed deliveries are accepted (symphony.tracker.webhooks)."""
 
     @property
     def web_host(self) -> str:

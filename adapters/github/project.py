@@ -21,8 +21,8 @@ from typing import Any
 
 import structlog
 
-from symphony.issue import Issue, normalize_state
-from symphony.tracker import TRACKER_PAGINATION, TRACKER_RESPONSE, NewTicket, TrackerError
+from symphony.base.issue import Issue, normalize_state
+from symphony.tracker.contract import TRACKER_PAGINATION, TRACKER_RESPONSE, NewTicket, TrackerError
 
 from .._support.graphql import graphql
 from .._support.http import HttpClient

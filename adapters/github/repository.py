@@ -25,8 +25,8 @@ from urllib.parse import quote
 
 import structlog
 
-from symphony.issue import BlockerRef, Issue, normalize_state
-from symphony.tracker import TRACKER_RESPONSE, NewTicket, TrackerError
+from symphony.base.issue import BlockerRef, Issue, normalize_state
+from symphony.tracker.contract import TRACKER_RESPONSE, NewTicket, TrackerError
 
 from .._support.http import HttpClient, get_pages
 from .._support.normalize import as_int

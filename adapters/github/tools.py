@@ -17,8 +17,8 @@ from typing import Any
 
 from graphql import GraphQLError, OperationDefinitionNode, OperationType, parse
 
-from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
-from symphony.tools import (
+from symphony.base.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
+from symphony.base.tools import (
     ToolResult,
     ToolSpec,
     invalid_arguments,

@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 
-from symphony.issue import Issue
-from symphony.tools import ToolResult, ToolSpec
-from symphony.tracker import Comment, NewTicket, TrackerError
+from symphony.base.issue import Issue
+from symphony.base.tools import ToolResult, ToolSpec
+from symphony.tracker.contract import Comment, NewTicket, TrackerError
 
 from .._support.graphql import graphql
 from .._support.http import HttpClient, RateLimitHeaders

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from symphony.webhooks import hmac_sha256_hex, same
+from symphony.tracker.webhooks import hmac_sha256_hex, same
 
 from .config import GitHubConfig
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import structlog
 
-from symphony.tools import ToolResult, is_inline
-from symphony.tracker import TRACKER_REJECTED, TRACKER_RESPONSE, Comment, TrackerError
+from symphony.base.tools import ToolResult, is_inline
+from symphony.tracker.contract import TRACKER_REJECTED, TRACKER_RESPONSE, Comment, TrackerError
 
 from .._support.http import HttpClient, get_pages
 from .._support.normalize import as_int

@@ -30,8 +30,8 @@ from .config import parse_config
 from .tracker import GitLabTracker
 
 if TYPE_CHECKING:
-    from symphony.config import TrackerSettings
-    from symphony.tracker import Tracker, TrackerContext
+    from symphony.config.sections import TrackerSettings
+    from symphony.tracker.contract import Tracker, TrackerContext
 
 DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
 DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done",)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from symphony.issue import normalize_state
-from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
+from symphony.base.issue import normalize_state
+from symphony.tracker.contract import INVALID_TRACKER_CONFIG, TrackerError
 
 from .._support import labels
 from .._support.labels import StateLabels
@@ -60,7 +60,7 @@ class GitLabConfig:
     closed_page_limit: int
     blockers: bool
     webhook_secret: Secret | None = None
-    """`provider.webhook_secret`: deliveries signed with it are accepted (symphony.webhooks)."""
+    """`provider.webhook_secret`: signed deliveries are accepted (symphony.tracker.webhooks)."""
 
     @property
     def api_url(self) -> str:

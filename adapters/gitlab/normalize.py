@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC
 from typing import Any
 
-from symphony.issue import BlockerRef, Issue, normalize_labels, normalize_state
-from symphony.tracker import Comment
+from symphony.base.issue import BlockerRef, Issue, normalize_labels, normalize_state
+from symphony.tracker.contract import Comment
 
 from .._support.normalize import as_int, parse_timestamp, text_or_none
 from .config import GitLabConfig, is_project

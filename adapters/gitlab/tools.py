@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
-from symphony.tools import (
+from symphony.base.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
+from symphony.base.tools import (
     ToolResult,
     ToolSpec,
     invalid_arguments,

@@ -30,9 +30,9 @@ from urllib.parse import quote
 import httpx
 import structlog
 
-from symphony.issue import BlockerRef, Issue, normalize_state
-from symphony.tools import ToolResult, ToolSpec, is_inline
-from symphony.tracker import (
+from symphony.base.issue import BlockerRef, Issue, normalize_state
+from symphony.base.tools import ToolResult, ToolSpec, is_inline
+from symphony.tracker.contract import (
     TRACKER_PAGINATION,
     TRACKER_REJECTED,
     TRACKER_RESPONSE,

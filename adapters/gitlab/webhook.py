@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from symphony.webhooks import same
+from symphony.tracker.webhooks import same
 
 from .config import GitLabConfig
 

@@ -14,8 +14,8 @@ from .config import KaitenConfig, parse_config
 from .tracker import KaitenTracker
 
 if TYPE_CHECKING:
-    from symphony.config import TrackerSettings
-    from symphony.tracker import Tracker, TrackerContext
+    from symphony.config.sections import TrackerSettings
+    from symphony.tracker.contract import Tracker, TrackerContext
 
 STATES_FROM_TRACKER = True
 DEFAULT_ACTIVE_STATES: tuple[str, ...] | None = None

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.issue import normalize_state
+from symphony.base.issue import normalize_state
 
 from .._support.normalize import as_int, text_or_none
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
+from symphony.tracker.contract import INVALID_TRACKER_CONFIG, TrackerError
 
 from .._support.provider import Secret, provider_secret, provider_str
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
-from symphony.tools import (
+from symphony.base.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
+from symphony.base.tools import (
     ToolResult,
     ToolSpec,
     invalid_arguments,

@@ -50,9 +50,9 @@ from typing import Any
 import httpx
 import structlog
 
-from symphony.issue import BlockerRef, Issue, normalize_state
-from symphony.tools import ToolResult, ToolSpec
-from symphony.tracker import (
+from symphony.base.issue import BlockerRef, Issue, normalize_state
+from symphony.base.tools import ToolResult, ToolSpec
+from symphony.tracker.contract import (
     INVALID_TRACKER_CONFIG,
     TRACKER_PAGINATION,
     TRACKER_REJECTED,

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from symphony.tracker import TRACKER_RESPONSE, TRACKER_STATUS, TrackerError
+from symphony.tracker.contract import TRACKER_RESPONSE, TRACKER_STATUS, TrackerError
 
 from .._support.graphql import is_mutation
 from .._support.http import HttpClient, RateLimitHeaders

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from symphony.tracker import INVALID_TRACKER_CONFIG, TrackerError
+from symphony.tracker.contract import INVALID_TRACKER_CONFIG, TrackerError
 
 from .._support.provider import Secret, optional_secret, provider_secret, provider_str
 
@@ -27,7 +27,7 @@ class LinearConfig:
     assignee: str | None
     """`me` (the key's owner) or a user id; issues assigned to anyone else are not dispatchable."""
     webhook_secret: Secret | None = None
-    """`provider.webhook_secret`: deliveries signed with it are accepted (symphony.webhooks)."""
+    """`provider.webhook_secret`: signed deliveries are accepted (symphony.tracker.webhooks)."""
 
     @property
     def scope(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from symphony.issue import BlockerRef, Issue, normalize_labels, normalize_state
+from symphony.base.issue import BlockerRef, Issue, normalize_labels, normalize_state
 
 from .._support.normalize import as_int, parse_timestamp, text_or_none
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from symphony.issue import Issue
-from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
-from symphony.tools import (
+from symphony.base.issue import Issue
+from symphony.base.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
+from symphony.base.tools import (
     ToolResult,
     ToolSpec,
     invalid_arguments,

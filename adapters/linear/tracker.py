@@ -37,9 +37,9 @@ from typing import Any
 
 import structlog
 
-from symphony.issue import Issue, normalize_state
-from symphony.tools import ToolResult, ToolSpec
-from symphony.tracker import (
+from symphony.base.issue import Issue, normalize_state
+from symphony.base.tools import ToolResult, ToolSpec
+from symphony.tracker.contract import (
     TRACKER_PAGINATION,
     TRACKER_REJECTED,
     TRACKER_RESPONSE,

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from symphony.webhooks import hmac_sha256_hex, same
+from symphony.tracker.webhooks import hmac_sha256_hex, same
 
 REPLAY_WINDOW_S = 60.0
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from symphony.issue import Issue, normalize_state
-from symphony.tools import is_inline
-from symphony.tracker import (
+from symphony.base.issue import Issue, normalize_state
+from symphony.base.tools import is_inline
+from symphony.tracker.contract import (
     TRACKER_PAGINATION,
     TRACKER_REJECTED,
     TRACKER_RESPONSE,

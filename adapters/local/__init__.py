@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from .board import LocalBoard, board_folder
 
 if TYPE_CHECKING:
-    from symphony.config import TrackerSettings
-    from symphony.tracker import Tracker, TrackerContext
+    from symphony.config.sections import TrackerSettings
+    from symphony.tracker.contract import Tracker, TrackerContext
 
 DEFAULT_ACTIVE_STATES: tuple[str, ...] = ("Todo", "In Progress")
 DEFAULT_TERMINAL_STATES: tuple[str, ...] = ("Done", "Cancelled", "Closed")

@@ -41,10 +41,10 @@ from typing import Any
 
 import structlog
 
-from symphony.config import ConfigError, resolve_path
-from symphony.issue import Issue, normalize_state
-from symphony.tools import ToolResult, ToolSpec, is_inline
-from symphony.tracker import (
+from symphony.base.issue import Issue, normalize_state
+from symphony.base.tools import ToolResult, ToolSpec, is_inline
+from symphony.config.sections import ConfigError, resolve_path
+from symphony.tracker.contract import (
     INVALID_TRACKER_CONFIG,
     TRACKER_REJECTED,
     TRACKER_REQUEST,

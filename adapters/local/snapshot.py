@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote_from_bytes
 
-from symphony.issue import BlockerRef, Issue, normalize_state
-from symphony.tracker import TRACKER_REQUEST, TrackerError
+from symphony.base.issue import BlockerRef, Issue, normalize_state
+from symphony.tracker.contract import TRACKER_REQUEST, TrackerError
 
 from .ticket import Malformed, Ticket, identifier_of, is_ticket_name, parse_ticket
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from symphony.issue import normalize_labels
+from symphony.base.issue import normalize_labels
 
 from .comments import LocalComment, split_comments
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from symphony.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
-from symphony.tools import (
+from symphony.base.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
+from symphony.base.tools import (
     ToolResult,
     ToolSpec,
     invalid_arguments,

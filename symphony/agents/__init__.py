@@ -18,10 +18,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from symphony.errors import SymphonyError
+from symphony.base.errors import SymphonyError
+from symphony.base.tools import ToolResult, ToolSpec
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
-from symphony.tools import ToolResult, ToolSpec
 
 RESUMED = "resumed"
 """The message of `session_started` when the session continued an interrupted thread."""
@@ -233,7 +233,7 @@ class AgentSession(Protocol):
 
 
 def open_session(launch: AgentLaunch) -> AgentSession:
-    """The session of the launch's agent kind (see `symphony.agents.backends`)."""
-    from symphony.agents.backends import backend
+    """The session of the launch's agent kind (see `symphony.agents.registry`)."""
+    from symphony.agents.registry import backend
 
     return backend(launch.kind).session(launch)

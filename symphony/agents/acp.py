@@ -21,7 +21,7 @@ Posture:
   prompted again in that process: the next turn starts a new process and `session/load`s the
   same session.
 - Adapters may ignore stdin closing and leave children behind on SIGTERM: the process runs in
-  its own group, which is killed (`symphony.process`).
+  its own group, which is killed (`symphony.hosts.process`).
 - Usage comes per prompt in the reply (`usage`) and is reported as running totals; the agent's
   own cost (`usage_update.cost.amount`, cumulative for its process) is kept as
   `reported_cost_usd`.
@@ -63,7 +63,7 @@ from symphony.agents.session import (
     within_silence,
 )
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
-from symphony.config import INVALID_CONFIG, ConfigError, integer
+from symphony.config.sections import INVALID_CONFIG, ConfigError, integer
 
 _log = structlog.get_logger(__name__)
 

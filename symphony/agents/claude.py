@@ -8,7 +8,7 @@ per turn also works but pays the 0.3 s start and the history reload each turn.) 
 chosen here (`--session-id`), so a restarted daemon can `--resume` it; a session Claude no
 longer has falls back to a new one.
 
-Posture, like codex's (`symphony.agents.app_server`):
+Posture, like codex's (`symphony.agents.codex`):
 
 - Permission requests come to symphony (`--permission-prompt-tool stdio`, `can_use_tool`
   control requests) and are answered by `claude.approve`: `allow` (the default, reported as
@@ -67,7 +67,7 @@ from symphony.agents.session import (
     within_silence,
 )
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
-from symphony.config import INVALID_CONFIG, ConfigError, integer
+from symphony.config.sections import INVALID_CONFIG, ConfigError, integer
 
 _log = structlog.get_logger(__name__)
 

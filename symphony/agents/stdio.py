@@ -1,7 +1,7 @@
 """An agent's process: launched with `bash -lc <command>` in the workspace, spoken to in lines.
 
 `AgentProcess` owns the child and nothing of its protocol: it starts it in its own process
-group (tracked by `symphony.process`), hands every complete stdout line to `on_line` (in
+group (tracked by `symphony.hosts.process`), hands every complete stdout line to `on_line` (in
 batches: an agent that flushes every line would otherwise wake the loop once per line; a line
 longer than `MAX_LINE_BYTES` is skipped, not fatal), keeps stderr flowing into the log with its
 last lines kept for error messages, says why the process ended, and stops it with escalation.
@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from symphony import process
 from symphony.agents import (
     CODEX_NOT_FOUND,
     INVALID_WORKSPACE_CWD,
@@ -27,7 +26,7 @@ from symphony.agents import (
     AgentError,
     truncate,
 )
-from symphony.hosts import HOST_UNREACHABLE, Host
+from symphony.hosts import HOST_UNREACHABLE, Host, process
 from symphony.hosts.local import LOCAL_HOST
 from symphony.hosts.ssh import NO_WORKSPACE, SSH_FAILED, remote_pgid_of
 

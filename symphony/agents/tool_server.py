@@ -26,8 +26,8 @@ import uvicorn
 from mcp.server.lowlevel import Server
 
 from symphony.agents import TOOL_SERVER_NAME, Grant, ToolHandler, plain
+from symphony.base.tools import ToolResult, ToolSpec
 from symphony.observability.server import serve_embedded
-from symphony.tools import ToolResult, ToolSpec
 
 MCP_PATH = "/mcp"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from symphony.shell import ScriptResult
+from symphony.hosts.shell import ScriptResult
 
 LOCAL = "local"
 """The name of the daemon's own machine wherever a host is named (API, store, logs)."""

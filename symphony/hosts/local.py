@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from symphony.hosts import LOCAL, AgentLaunchSpec
-from symphony.shell import ScriptResult, run_script
+from symphony.hosts.shell import ScriptResult, run_script
 
 
 class LocalHost:

@@ -32,12 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from symphony import process
-from symphony.hosts import AgentLaunchSpec
-from symphony.shell import Outcome, ScriptResult, read_tail
+from symphony.hosts import AgentLaunchSpec, process
+from symphony.hosts.shell import Outcome, ScriptResult, read_tail
 
 if TYPE_CHECKING:
-    from symphony.config import HostSpec, SshSettings
+    from symphony.config.sections import HostSpec, SshSettings
 
 SSH_FAILED = 255
 """ssh's exit status when it could not run the command (or lost the connection)."""
@@ -71,7 +70,7 @@ if [ "$4" = stdin ]; then exec "$3" -lc "$2"; fi
 exec "$3" -lc "$2" </dev/null
 """
 
-# The ownership marks of symphony's workspaces there, as on this machine (symphony.workspace):
+# The ownership marks of symphony's workspaces there, as on this machine (symphony.workspace.local):
 # `<root>/.symphony-owned/<key>` holds the directory's device and inode; only a directory whose
 # mark matches is used or deleted. $1 root, $2 key.
 _PREPARE = r"""

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.config import Settings
-from symphony.issue import Issue, normalize_state
-from symphony.scheduling import SchedulerState
+from symphony.base.issue import Issue, normalize_state
+from symphony.config.sections import Settings
+from symphony.core.scheduling import SchedulerState
 
 SNAPSHOT_ROWS = 500
 """The fleet snapshot carries at most this many rows; the count says how many there are."""

@@ -21,7 +21,7 @@ from typing import Any, Protocol, TextIO, cast
 import orjson
 import structlog
 
-from symphony.workspace import workspace_key
+from symphony.workspace.local import workspace_key
 
 REDACTED = "[redacted]"
 _REDACTED_BYTES = REDACTED.encode()

@@ -30,12 +30,12 @@ from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from symphony.errors import SymphonyError
-from symphony.git import git_output
+from symphony.base.errors import SymphonyError
 from symphony.observability.logging import issue_log_path, masker
 from symphony.observability.metrics import render_metrics
-from symphony.webhooks import MAX_DELIVERY_BYTES, WebhookReceiver
-from symphony.workspace import workspace_key
+from symphony.tracker.webhooks import MAX_DELIVERY_BYTES, WebhookReceiver
+from symphony.workspace.git import git_output
+from symphony.workspace.local import workspace_key
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 SERVER_BIND_FAILED = "server_bind_failed"

@@ -10,9 +10,9 @@ import functools
 from datetime import datetime, timedelta
 from typing import Any
 
-from symphony.config import BudgetSettings
-from symphony.costs import Spend, day_key
-from symphony.scheduling import RetryEntry, RunningEntry, SchedulerState, TicketTotals
+from symphony.config.sections import BudgetSettings
+from symphony.core.costs import Spend, day_key
+from symphony.core.scheduling import RetryEntry, RunningEntry, SchedulerState, TicketTotals
 
 COST_SOURCE = "pricing"
 """Where the costs shown come from: the workflow's prices times the usage the agent reported.

@@ -27,13 +27,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from symphony.costs import Spend
-from symphony.errors import SymphonyError
-from symphony.footprint import Footprint
-from symphony.issue import BlockerRef, Issue
-from symphony.outcomes import OutcomeRecord
-from symphony.scheduling import SchedulerState, TicketTotals, Totals
-from symphony.stages import Outcome, PlannedComment, TransitionPlan
+from symphony.base.errors import SymphonyError
+from symphony.base.issue import BlockerRef, Issue
+from symphony.config.stages import Outcome, PlannedComment, TransitionPlan
+from symphony.core.costs import Spend
+from symphony.core.footprint import Footprint
+from symphony.core.outcomes import OutcomeRecord
+from symphony.core.scheduling import SchedulerState, TicketTotals, Totals
 from symphony.store.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 
 STORE_NEWER = "store_newer_schema"

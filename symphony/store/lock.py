@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from symphony.errors import SymphonyError
+from symphony.base.errors import SymphonyError
 
 DAEMON_RUNNING = "daemon_already_running"
 

@@ -14,7 +14,7 @@ In this order, before the first dispatch:
    thread id (the session resumes it when it can) and its last message (for a new thread when
    it cannot).
 4. **The outbox**: stage transitions decided but not confirmed are written again, idempotently
-   (`symphony.transitions`), before anything else happens to those tickets.
+   (`symphony.tracker.writes`), before anything else happens to those tickets.
 5. Stage progress, kept workspaces, completed ids and the totals are restored as they were.
 """
 
@@ -30,14 +30,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from symphony import process
-from symphony.scheduling import (
+from symphony.core.scheduling import (
     PendingTransition,
     RetryEntry,
     RetryKind,
     SchedulerState,
     StageProgress,
 )
+from symphony.hosts import process
 from symphony.store import Saved
 
 INSTANCE_VARIABLE = "SYMPHONY_INSTANCE"

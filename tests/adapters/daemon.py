@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from symphony.config import load_settings
-from symphony.orchestrator import Orchestrator
+from symphony.config.sections import load_settings
+from symphony.daemon.orchestrator import Orchestrator
 from tests.test_orchestrator import FAKE_AGENT, Running
 
 DEMO_AGENT = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "demo_agent.py"

@@ -31,9 +31,9 @@ from symphony.agents import (
     TokenUsage,
     ToolHandler,
 )
-from symphony.agents.app_server import AppServerSession
-from symphony.config import CodexSettings
-from symphony.tools import ToolResult, ToolSpec
+from symphony.agents.codex import AppServerSession
+from symphony.base.tools import ToolResult, ToolSpec
+from symphony.config.sections import CodexSettings
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_app_server.py"
 FAKE_COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))}"

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from symphony.agents.tool_server import Grant, ToolServer
-from symphony.tools import ToolResult, ToolSpec
+from symphony.base.tools import ToolResult, ToolSpec
 
 MOVE = ToolSpec(
     "local_move_issue",

@@ -16,7 +16,7 @@ import yaml
 from symphony.agents import AgentError, AgentEvent, AgentLaunch
 from symphony.agents.acp import AcpSession, parse_settings
 from symphony.agents.tool_server import ToolServer
-from symphony.tools import ToolResult, ToolSpec
+from symphony.base.tools import ToolResult, ToolSpec
 from tests.e2e.conftest import (
     E2E_DIR,
     claude_agent_environment,

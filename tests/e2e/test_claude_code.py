@@ -20,8 +20,8 @@ import yaml
 from symphony.agents import AgentError, AgentEvent, AgentLaunch
 from symphony.agents.claude import ClaudeSession, parse_settings
 from symphony.agents.tool_server import ToolServer
-from symphony.pricing import DEFAULT_PRICES
-from symphony.tools import ToolResult, ToolSpec
+from symphony.base.tools import ToolResult, ToolSpec
+from symphony.config.pricing import DEFAULT_PRICES
 from tests.e2e.conftest import (
     CLAUDE_BIN,
     claude_agent_environment,

@@ -20,10 +20,10 @@ import yaml
 from structlog.testing import capture_logs
 
 from symphony.agents import PORT_EXIT, AgentError, AgentEvent, AgentLaunch
-from symphony.agents.app_server import AppServerSession
-from symphony.config import CodexSettings
-from symphony.pricing import Price
-from symphony.tools import ToolResult, ToolSpec
+from symphony.agents.codex import AppServerSession
+from symphony.base.tools import ToolResult, ToolSpec
+from symphony.config.pricing import Price
+from symphony.config.sections import CodexSettings
 from tests.adapters.daemon import start_daemon, write_workflow
 from tests.adapters.github.fake_github import FakeGitHub, serve
 from tests.e2e.conftest import codex_command, processes_using

@@ -65,7 +65,7 @@ def test_metrics_label_values_are_escaped_and_missing_tick_is_nan() -> None:
 def test_the_review_queue_and_outcome_figures_are_exported() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from symphony.outcomes import CLOSED, GATE, HANDOFF, OutcomeRecord, outcome_report
+    from symphony.core.outcomes import CLOSED, GATE, HANDOFF, OutcomeRecord, outcome_report
 
     now = datetime(2026, 12, 1, 12, tzinfo=UTC)
     records = [
@@ -99,9 +99,9 @@ def test_the_review_queue_and_outcome_figures_are_exported() -> None:
 def test_spend_is_exported_per_model_with_unknown_cost_as_nan_never_zero() -> None:
     from datetime import UTC, datetime
 
-    from symphony import scheduling as core
-    from symphony.config import BudgetSettings
-    from symphony.costs import Spend
+    from symphony.config.sections import BudgetSettings
+    from symphony.core import scheduling as core
+    from symphony.core.costs import Spend
     from symphony.observability.snapshot import build_costs
 
     now = datetime(2026, 12, 1, 12, tzinfo=UTC)

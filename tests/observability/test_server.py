@@ -14,7 +14,7 @@ import httpx
 import pytest
 import yaml
 
-from symphony.config import ConfigError, ServerSettings, load_settings
+from symphony.config.sections import ConfigError, ServerSettings, load_settings
 from symphony.observability.server import create_app, is_loopback, serve
 from tests.test_cli import _read_until, _start_daemon
 from tests.test_orchestrator import Board, Running, scenario_env, start

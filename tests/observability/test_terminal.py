@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.console import Console
 
-from symphony import scheduling as core
 from symphony.agents import AgentEvent, TokenUsage
+from symphony.core import scheduling as core
 from symphony.observability import terminal
 from symphony.observability.snapshot import build_snapshot
 from symphony.observability.terminal import ConsoleLogStream, TerminalStatus, render_status

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from symphony import scheduling as core
 from symphony.agents import AgentEvent, TokenUsage
+from symphony.core import scheduling as core
 from symphony.store import Store
 from symphony.store.lock import DAEMON_RUNNING, DaemonLock, LockError
 from symphony.store.recovery import INSTANCE_VARIABLE, orphan_groups, restore, stop_groups

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from symphony import scheduling as core
 from symphony.agents import AgentEvent, TokenUsage
-from symphony.footprint import Footprint
-from symphony.outcomes import HANDOFF, OutcomeRecord
-from symphony.stages import Outcome, PlannedComment, TransitionPlan
+from symphony.config.stages import Outcome, PlannedComment, TransitionPlan
+from symphony.core import scheduling as core
+from symphony.core.footprint import Footprint
+from symphony.core.outcomes import HANDOFF, OutcomeRecord
 from symphony.store import STORE_NEWER, Store, StoreError
 from symphony.store.schema import MIGRATIONS, Migration
 from tests.factories import WALL, make_issue, make_settings

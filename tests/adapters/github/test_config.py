@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from symphony.config import TrackerSettings, load_settings
-from symphony.tracker import (
+from symphony.config.sections import TrackerSettings, load_settings
+from symphony.tracker.contract import (
     INVALID_TRACKER_CONFIG,
     MISSING_TRACKER_SECRET,
     TrackerContext,

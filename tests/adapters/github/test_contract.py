@@ -30,8 +30,8 @@ from graphql import (
 )
 from openapi_schema_validator import OAS30Validator
 
-from symphony.issue import Issue
-from symphony.tracker import TRACKER_REJECTED, NewTicket, TrackerError
+from symphony.base.issue import Issue
+from symphony.tracker.contract import TRACKER_REJECTED, NewTicket, TrackerError
 from symphony_adapters.github import queries
 from symphony_adapters.github.config import parse_config
 from symphony_adapters.github.tracker import GitHubTracker

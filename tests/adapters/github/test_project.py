@@ -13,8 +13,8 @@ import httpx
 import pytest
 import respx
 
-from symphony.issue import Issue
-from symphony.tracker import TRACKER_RATE_LIMITED, TRACKER_RESPONSE, TrackerError
+from symphony.base.issue import Issue
+from symphony.tracker.contract import TRACKER_RATE_LIMITED, TRACKER_RESPONSE, TrackerError
 from symphony_adapters.github import queries, tools
 from tests.adapters.github.helpers import FakeClock, make_tracker
 from tests.adapters.github.payloads import API

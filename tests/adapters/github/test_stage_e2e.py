@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from symphony import scheduling
+from symphony.core import scheduling
 from tests.adapters.github.fake_github import FakeGitHub, FakeProject, serve
 from tests.adapters.github.payloads import REPO
 from tests.stage_flow import StageRun, stage_workflow

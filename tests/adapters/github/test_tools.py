@@ -9,7 +9,7 @@ import httpx
 import pytest
 import respx
 
-from symphony.issue import Issue
+from symphony.base.issue import Issue
 from symphony_adapters._support.tool_calls import INTERNAL_ERROR
 from symphony_adapters.github import tools
 from symphony_adapters.github.tracker import GitHubTracker

@@ -13,9 +13,9 @@ import httpx
 import pytest
 import respx
 
-from symphony.config import TrackerSettings
-from symphony.issue import Issue
-from symphony.tracker import (
+from symphony.base.issue import Issue
+from symphony.config.sections import TrackerSettings
+from symphony.tracker.contract import (
     TRACKER_RATE_LIMITED,
     TRACKER_REJECTED,
     TRACKER_STATUS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from symphony.issue import Issue
+from symphony.base.issue import Issue
 from symphony_adapters.gitlab.config import parse_config
 from symphony_adapters.gitlab.tracker import GitLabTracker
 from tests.adapters.clock import FakeClock

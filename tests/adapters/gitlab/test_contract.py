@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from symphony.tracker import NewTicket
+from symphony.tracker.contract import NewTicket
 from symphony_adapters.gitlab.config import parse_config
 from symphony_adapters.gitlab.tracker import GitLabTracker
 from tests.adapters.gitlab import payloads

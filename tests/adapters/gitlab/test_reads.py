@@ -11,8 +11,8 @@ import pytest
 import respx
 from structlog.testing import capture_logs
 
-from symphony.issue import BlockerRef
-from symphony.tracker import (
+from symphony.base.issue import BlockerRef
+from symphony.tracker.contract import (
     TRACKER_PAGINATION,
     TRACKER_RATE_LIMITED,
     TRACKER_RESPONSE,

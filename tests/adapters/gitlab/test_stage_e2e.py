@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from symphony import scheduling
+from symphony.core import scheduling
 from symphony_adapters._support.http import HttpClient
 from symphony_adapters.gitlab.tools import ADD_COMMENT, MOVE_ISSUE
 from tests.adapters.gitlab.fake_gitlab import BOT, FakeGitLab, serve

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import respx
 
-from symphony.tracker import TRACKER_RATE_LIMITED
+from symphony.tracker.contract import TRACKER_RATE_LIMITED
 from symphony_adapters._support.tool_calls import INTERNAL_ERROR
 from symphony_adapters.gitlab import tools
 from tests.adapters.gitlab.helpers import TOKEN, FakeClock, make_tracker, session_issue

@@ -13,7 +13,7 @@ import pytest
 import respx
 from structlog.testing import capture_logs
 
-from symphony.tracker import (
+from symphony.tracker.contract import (
     TRACKER_PAGINATION,
     TRACKER_RATE_LIMITED,
     TRACKER_REJECTED,

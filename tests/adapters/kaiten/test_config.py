@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import symphony_adapters.kaiten as kaiten
-from symphony.config import TrackerSettings, load_settings
-from symphony.tracker import (
+from symphony.config.sections import TrackerSettings, load_settings
+from symphony.tracker.contract import (
     INVALID_TRACKER_CONFIG,
     MISSING_TRACKER_SECRET,
     TrackerContext,

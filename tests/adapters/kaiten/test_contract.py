@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 from openapi_schema_validator import OAS31Validator
 
-from symphony.issue import Issue
-from symphony.tracker import NewTicket
+from symphony.base.issue import Issue
+from symphony.tracker.contract import NewTicket
 from symphony_adapters._support.ratelimit import SlidingWindowLimiter
 from symphony_adapters.kaiten.config import parse_config
 from symphony_adapters.kaiten.tracker import KaitenTracker

@@ -14,8 +14,8 @@ import respx
 from structlog.testing import capture_logs
 
 import symphony_adapters.kaiten as kaiten
-from symphony.config import load_settings
-from symphony.tracker import (
+from symphony.config.sections import load_settings
+from symphony.tracker.contract import (
     INVALID_TRACKER_CONFIG,
     TRACKER_RATE_LIMITED,
     TRACKER_RESPONSE,

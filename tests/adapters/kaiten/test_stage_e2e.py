@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from symphony import scheduling
+from symphony.core import scheduling
 from symphony_adapters._support.http import HttpClient
 from symphony_adapters.kaiten.tools import ADD_COMMENT, MOVE_CARD
 from tests.adapters.kaiten import payloads

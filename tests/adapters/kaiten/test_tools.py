@@ -10,7 +10,7 @@ import httpx
 import pytest
 import respx
 
-from symphony.issue import Issue
+from symphony.base.issue import Issue
 from symphony_adapters._support.tool_calls import INTERNAL_ERROR
 from symphony_adapters.kaiten import tools
 from tests.adapters.kaiten import payloads

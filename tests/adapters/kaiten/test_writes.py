@@ -13,8 +13,8 @@ import httpx
 import pytest
 import respx
 
-from symphony.issue import Issue
-from symphony.tracker import (
+from symphony.base.issue import Issue
+from symphony.tracker.contract import (
     TRACKER_RATE_LIMITED,
     TRACKER_REJECTED,
     TRACKER_REQUEST,

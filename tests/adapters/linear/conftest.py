@@ -11,8 +11,8 @@ import pytest
 import respx
 from graphql import GraphQLSchema, build_schema
 
-from symphony.config import TrackerSettings
-from symphony.tracker import TrackerContext
+from symphony.config.sections import TrackerSettings
+from symphony.tracker.contract import TrackerContext
 from symphony_adapters.linear import LinearTracker, create_tracker
 from tests.adapters.linear.fake_linear import API_KEY, ENDPOINT, FakeLinear
 

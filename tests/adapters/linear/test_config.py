@@ -9,8 +9,8 @@ import pytest
 import respx
 
 import symphony_adapters.linear as linear
-from symphony.config import load_settings
-from symphony.tracker import (
+from symphony.config.sections import load_settings
+from symphony.tracker.contract import (
     INVALID_TRACKER_CONFIG,
     MISSING_TRACKER_SECRET,
     TrackerContext,

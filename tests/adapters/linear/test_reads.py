@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from structlog.testing import capture_logs
 
-from symphony.issue import BlockerRef
-from symphony.tracker import (
+from symphony.base.issue import BlockerRef
+from symphony.tracker.contract import (
     TRACKER_PAGINATION,
     TRACKER_RATE_LIMITED,
     TRACKER_RESPONSE,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from symphony import scheduling
+from symphony.core import scheduling
 from tests.adapters.linear.fake_linear import (
     API_KEY,
     STAGE_STATES,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from symphony.issue import Issue
+from symphony.base.issue import Issue
 from symphony_adapters.linear import LinearTracker
 from tests.adapters.linear.conftest import MakeTracker
 from tests.adapters.linear.fake_linear import API_KEY, FakeLinear

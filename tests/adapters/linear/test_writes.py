@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from symphony.issue import Issue
-from symphony.tracker import (
+from symphony.base.issue import Issue
+from symphony.tracker.contract import (
     TRACKER_PAGINATION,
     TRACKER_RATE_LIMITED,
     TRACKER_REJECTED,

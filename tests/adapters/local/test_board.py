@@ -14,9 +14,9 @@ from structlog.testing import capture_logs
 
 import symphony_adapters.local.atomic as atomic
 import symphony_adapters.local.snapshot as snapshot
-from symphony.config import TrackerSettings
-from symphony.issue import BlockerRef, Issue
-from symphony.tracker import (
+from symphony.base.issue import BlockerRef, Issue
+from symphony.config.sections import TrackerSettings
+from symphony.tracker.contract import (
     INVALID_TRACKER_CONFIG,
     TRACKER_REJECTED,
     TRACKER_REQUEST,

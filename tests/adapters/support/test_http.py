@@ -8,7 +8,7 @@ import httpx
 import pytest
 import respx
 
-from symphony.tracker import (
+from symphony.tracker.contract import (
     MISSING_TRACKER_SECRET,
     TRACKER_RATE_LIMITED,
     TRACKER_REQUEST,

@@ -1,0 +1,77 @@
+"""The agent kinds symphony can drive, each with its settings block, its environment and its
+session.
+
+A backend is what `agent.kind` (or a stage's `agent`) names: the WORKFLOW.md section that
+configures it (`codex:`), the keys that section may hold, the variables of the daemon's
+environment the agent needs to reach its model (`symphony.workspace.environment`), how its block is
+parsed, and the `AgentSession` that speaks its protocol. The core sees only the neutral
+`SessionSettings` of a block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from symphony.agents import AgentLaunch, AgentSession, SessionSettings, acp, claude
+from symphony.agents.codex import AppServerSession
+from symphony.base.errors import SymphonyError
+from symphony.config.sections import KNOWN_KEYS, parse_codex
+
+UNKNOWN_AGENT = "unknown_agent_kind"
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    kind: str
+    keys: tuple[str, ...]
+    """The keys its WORKFLOW.md section (named like the kind) may hold."""
+    env_names: tuple[str, ...]
+    """What it needs of the daemon's environment besides the allowlist every child gets."""
+    parse: Callable[[Mapping[str, Any]], SessionSettings]
+    session: Callable[[AgentLaunch], AgentSession]
+    tools_over_mcp: bool = False
+    """It takes the tracker's tools from the daemon's MCP server, not on its own protocol."""
+
+
+CODEX = Backend(
+    kind="codex",
+    keys=KNOWN_KEYS["codex"],  # the spec's own section
+    # Its home (where a login keeps its credentials), an API key, an endpoint, its log filter.
+    env_names=("CODEX_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "RUST_LOG"),
+    parse=parse_codex,
+    session=AppServerSession,
+)
+
+
+CLAUDE = Backend(
+    kind="claude",
+    keys=claude.KEYS,
+    env_names=claude.ENV_NAMES,
+    parse=claude.parse_settings,
+    session=claude.ClaudeSession,
+    tools_over_mcp=True,
+)
+
+
+ACP = Backend(
+    kind="acp",
+    keys=acp.KEYS,
+    env_names=acp.ENV_NAMES,
+    parse=acp.parse_settings,
+    session=acp.AcpSession,
+    tools_over_mcp=True,
+)
+
+BACKENDS: Mapping[str, Backend] = {b.kind: b for b in (CODEX, CLAUDE, ACP)}
+
+
+def backend(kind: str) -> Backend:
+    found = BACKENDS.get(kind)
+    if found is None:
+        raise SymphonyError(
+            UNKNOWN_AGENT,
+            f"agent kind {kind!r} is not one symphony drives; known: {', '.join(BACKENDS)}",
+        )
+    return found

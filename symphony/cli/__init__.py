@@ -1,0 +1,1 @@
+"""Entry points: `symphony` and its subcommands (check, init, report, open, memory)."""

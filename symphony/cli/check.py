@@ -1,0 +1,207 @@
+"""`symphony check`: what the daemon would do with this workflow, before it does anything.
+
+It prints the effective settings and every warning, the stage machine (stage mode) with each
+state the daemon moves tickets to checked against the tracker where the tracker can list its
+states, and one verdict per active ticket from the plan the scheduler itself follows, rendering
+each ticket's prompt on the way. It reads the tracker and writes nothing. Exit status 1 means a
+dispatch or a transition would fail as things stand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from symphony.base.errors import SymphonyError
+from symphony.base.issue import Issue, normalize_state
+from symphony.cli.preflight import agent_command_problem
+from symphony.config.prompt import StageContext, render_prompt
+from symphony.config.sections import Settings
+from symphony.core.scheduling import SchedulerState, explain_dispatch, observe_review_queue
+from symphony.memory import memory_of
+from symphony.store import Store, StoreError
+from symphony.tracker.contract import Tracker, resolve_states
+
+
+def preflight_warnings(settings: Settings) -> list[str]:
+    """What `check` warns about and the daemon logs at start: unknown keys, a missing agent."""
+    warnings = list(settings.warnings)
+    environ = {**os.environ, "SYMPHONY_WORKFLOW_DIR": str(settings.workflow_dir)}
+    worktrees = settings.workspace.worktrees
+    local = worktrees is not None and worktrees.repository.startswith("/")
+    if local and not os.path.isdir(worktrees.repository):
+        warnings.append(
+            f"workspace.repository {worktrees.repository} does not exist, so no ticket can "
+            "get a worktree"
+        )
+    if settings.worker.hosts and shutil.which("ssh") is None:
+        warnings.append("worker.ssh_hosts are set but `ssh` is not on PATH: no run can start")
+    for kind in used_agent_kinds(settings):
+        command = settings.session_settings(kind).command
+        if not command:
+            warnings.append(f"{kind}.command is not set, so runs on {kind} cannot start")
+            continue
+        if settings.worker.hosts:
+            continue  # it runs on the hosts, whose PATH this machine cannot see
+        problem = agent_command_problem(command, environ, setting=f"{kind}.command")
+        if problem is not None:
+            warnings.append(problem)
+    return warnings
+
+
+def used_agent_kinds(settings: Settings) -> list[str]:
+    """The agent kinds the workflow runs: `agent.kind` and every stage's own."""
+    kinds = [settings.agent.kind]
+    if settings.machine is not None:
+        kinds += [s.agent for s in settings.machine.stages if s.agent is not None]
+    return list(dict.fromkeys(kinds))
+
+
+async def report(settings: Settings, tracker: Tracker) -> int:
+    """Print the report; returns the exit status (0, or 1 when something would fail)."""
+    try:
+        resolved = await resolve_states(settings.tracker, tracker)
+        candidates = await tracker.fetch_issues_by_states(resolved.active_states)
+        known = await tracker.tracker_states() if settings.machine is not None else None
+        in_review: list[Issue] = []
+        if settings.machine is not None and settings.agent.max_in_review is not None:
+            in_review = await tracker.fetch_issues_by_states(
+                settings.machine.review_states(resolved.terminal_states)
+            )
+    finally:
+        await tracker.aclose()
+    settings = dataclasses.replace(settings, tracker=resolved)
+    t = resolved
+    print(f"workflow      {settings.workflow_path}")
+    print(f"tracker       {t.kind}")
+    print(f"active        {', '.join(t.active_states)}")
+    print(f"terminal      {', '.join(t.terminal_states)}")
+    if t.required_labels:
+        print(f"labels        {', '.join(t.required_labels)}")
+    print(f"workspaces    {settings.workspace.root}")
+    worktrees = settings.workspace.worktrees
+    if worktrees is not None:
+        base = worktrees.base or "its default branch"
+        print(f"worktrees     of {worktrees.repository} from {base}, on {worktrees.branch}")
+    memory = memory_of(settings)
+    if memory is not None:
+        count = len(memory.notes())
+        print(
+            f"memory        {count} note{'s' if count != 1 else ''} in {memory.folder}, "
+            f"{memory.settings.budget_chars} chars a prompt"
+        )
+    worker = settings.worker
+    if worker.hosts:
+        shown = ", ".join(
+            f"{h.name} ({worker.capacity(h) or settings.agent.max_concurrent_agents} at once"
+            + (f", in {h.workspace_root}" if h.workspace_root else "")
+            + ")"
+            for h in worker.hosts
+        )
+        print(f"ssh hosts     {shown}")
+    print(f"poll every    {settings.polling.interval_ms} ms")
+    print(f"concurrency   {settings.agent.max_concurrent_agents}")
+    print(f"overlap       {settings.agent.overlap} (agent.overlap)")
+    kind = settings.agent.kind
+    print(f"agent         {kind}: {settings.session_settings(kind).command}")
+    for warning in preflight_warnings(settings):
+        print(f"warning: {warning}")
+    errors = _machine(settings, known)
+    state = _daemon_claims(settings)
+    if settings.agent.max_in_review is not None and settings.machine is not None:
+        waiting = observe_review_queue(state, in_review, settings)
+        full = waiting >= settings.agent.max_in_review
+        print(
+            f"review queue  {waiting} ticket(s) wait for review, at most "
+            f"{settings.agent.max_in_review} (agent.max_in_review)"
+            + ("; new tickets wait" if full else "")
+        )
+    print(f"\n{len(candidates)} ticket(s) in active states:")
+    errors += _verdicts(settings, candidates, state)
+    for error in errors:
+        print(f"error: {error}")
+    if errors:
+        print(f"\n{len(errors)} problem(s): a dispatch or a transition would fail.")
+        return 1
+    return 0
+
+
+def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
+    machine = settings.machine
+    if machine is None:
+        return []
+    print(f"\nstages (escalation: {machine.escalation_state}):")
+    for stage in machine.stages:
+        print(
+            f"  {stage.name:<12} {', '.join(stage.states):<24} -> done: {stage.on_success}; "
+            f"blocked: {stage.on_blocked}; stuck after {stage.max_total_turns} turns: "
+            f"{stage.on_stuck}; agent: {stage.agent or settings.agent.kind}"
+        )
+        if stage.verify:
+            print(
+                f"  {'':<12} verify: {', '.join(g.name for g in stage.verify)}; after "
+                f"{stage.max_fix_turns} fix turn(s) still failing: {stage.on_verify_failed}"
+            )
+    needed = (*machine.states, *machine.targets())
+    if known is None:
+        print("  the tracker accepts any state name (labels are created at start where needed)")
+        return []
+    have = {normalize_state(state) for state in known}
+    missing = list(dict.fromkeys(s for s in needed if normalize_state(s) not in have))
+    return [
+        f"the tracker has no state {state!r} (it has: {', '.join(known)}); add it there or "
+        "change the stages"
+        for state in missing
+    ]
+
+
+def _daemon_claims(settings: Settings) -> SchedulerState:
+    """What the daemon's store says it holds (runs, retries, moves, kept workspaces, and the
+    files of each), so `check` explains the holds `agent.overlap` makes; empty when there is
+    no store yet or it cannot be read."""
+    state = SchedulerState()
+    if settings.state is None:
+        return state
+    try:
+        store = Store.read_only(settings.state.path)
+        if store is None:
+            return state
+        try:
+            saved = store.load(datetime.now(UTC))
+        finally:
+            store.close()
+    except (StoreError, sqlite3.Error) as exc:
+        print(f"warning: the daemon's state could not be read, so holds are not shown: {exc}")
+        return state
+    state.claimed.update(r.issue_id for r in saved.runs)
+    state.claimed.update(r.issue_id for r in saved.retries)
+    state.claimed.update(t.issue_id for t in saved.transitions)
+    state.kept_workspaces.update(saved.kept_workspaces)
+    state.footprints.update(saved.footprints)
+    return state
+
+
+def _verdicts(settings: Settings, candidates: Sequence[Issue], state: SchedulerState) -> list[str]:
+    machine = settings.machine
+    failures: list[str] = []
+    for issue, wait in explain_dispatch(state, candidates, settings):
+        verdict = "would dispatch" if wait is None else f"waits: {wait}"
+        stage = machine.stage_for(issue.state) if machine is not None else None
+        where = f"{issue.state} ({stage.name})" if stage is not None else issue.state
+        priority = issue.priority if issue.priority is not None else "-"
+        print(f"  {issue.identifier:<16} {where:<22} p{priority:<3} {verdict}  {issue.title}")
+        try:
+            if stage is None:
+                render_prompt(settings.prompt_template, issue, None)
+            else:
+                # No plan or comments are read here: a stage prompt must also render without.
+                render_prompt(
+                    stage.prompt_template, issue, None, StageContext(stage.name, None, ())
+                )
+        except SymphonyError as exc:
+            failures.append(f"prompt of {issue.identifier} cannot be rendered: {exc}")
+    return failures

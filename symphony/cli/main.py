@@ -1,0 +1,494 @@
+"""The `symphony` command: run the daemon, check a workflow, or render a ticket's prompt.
+
+    symphony [WORKFLOW.md] [--port N]   run (default ./WORKFLOW.md) until SIGINT/SIGTERM/SIGHUP
+    symphony check [WORKFLOW.md]        validate and show what the next poll would dispatch
+    symphony render ID [WORKFLOW.md]    print the prompt a ticket would get
+    symphony init [--tracker KIND] [PATH]   write a starter WORKFLOW.md
+
+Errors are one readable line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import structlog
+import uvloop
+
+from symphony.base.errors import SymphonyError
+from symphony.base.issue import Issue
+from symphony.cli import check
+from symphony.cli.init import TRACKERS, init_workflow
+from symphony.cli.report import parse_window, report_text
+from symphony.config.prompt import check_prompts, render_prompt
+from symphony.config.sections import Settings, load_settings
+from symphony.daemon.orchestrator import Orchestrator
+from symphony.daemon.runner import stage_context
+from symphony.hosts import process
+from symphony.memory import Listing, Ticket, memory_of
+from symphony.observability.logging import configure_logging, masker
+from symphony.observability.terminal import ConsoleLogStream, TerminalStatus
+from symphony.store import Store
+from symphony.store.lock import DaemonLock
+from symphony.tracker.contract import Tracker, TrackerContext, create_tracker, resolve_states
+from symphony.workspace.editor import editor_words
+from symphony.workspace.git import git_output
+from symphony.workspace.local import WorkspaceManager
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        # Intermixed: `render DEMO-1 --attempt 2 WORKFLOW.md` puts an option between positionals.
+        if args and args[0] == "check":
+            return _check(_check_parser().parse_intermixed_args(args[1:]))
+        if args and args[0] == "render":
+            return _render(_render_parser().parse_intermixed_args(args[1:]))
+        if args and args[0] == "init":
+            return _init(_init_parser().parse_intermixed_args(args[1:]))
+        if args and args[0] == "report":
+            return _report(_report_parser().parse_intermixed_args(args[1:]))
+        if args and args[0] == "open":
+            return _open(_open_parser().parse_intermixed_args(args[1:]))
+        if args and args[0] == "memory":
+            return _memory(_memory_parser().parse_intermixed_args(args[1:]))
+        return _run(_run_parser().parse_intermixed_args(args))
+    except SymphonyError as exc:
+        print(f"symphony: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except Exception as exc:  # a bug: one line, and the details in debug output
+        if os.environ.get("SYMPHONY_DEBUG"):
+            raise
+        print(
+            f"symphony: internal error: {exc!r} (set SYMPHONY_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+
+
+def _workflow_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "workflow",
+        nargs="?",
+        default="WORKFLOW.md",
+        type=Path,
+        help="path to WORKFLOW.md (default: ./WORKFLOW.md)",
+    )
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony",
+        description=(
+            "Run coding agents on tracker tickets. Subcommands: check, render, init, report, "
+            "open, memory."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"symphony {version()}")
+    _workflow_arg(parser)
+    parser.add_argument("--logs-root", type=Path, help="write one log file per ticket here")
+    parser.add_argument(
+        "--no-tui",
+        action="store_true",
+        help="no live status table (it is shown only when stderr is a terminal)",
+    )
+    parser.add_argument("--log-format", choices=("console", "json"), default="console")
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
+    )
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="serve the HTTP API on this port (0 = any free port; overrides server.port)",
+    )
+    return parser
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 65535, got {value!r}")
+    return port
+
+
+def _check_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony check", description="Validate a workflow and show the next poll."
+    )
+    _workflow_arg(parser)
+    return parser
+
+
+def _init_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony init",
+        description="Write a commented, working WORKFLOW.md for a tracker (never overwrites).",
+        epilog="trackers: " + "; ".join(f"{name}: {what}" for name, what in TRACKERS.items()),
+    )
+    parser.add_argument("--tracker", choices=list(TRACKERS), default="local")
+    parser.add_argument(
+        "path",
+        nargs="?",
+        default=Path("."),
+        type=Path,
+        help="the WORKFLOW.md to write, or the folder to write it in (default: .)",
+    )
+    return parser
+
+
+def _init(args: argparse.Namespace) -> int:
+    written = init_workflow(args.path, args.tracker)
+    here = Path.cwd()
+
+    def shown(path: Path) -> str:
+        return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
+
+    print(f"wrote {shown(written.workflow)} ({args.tracker} tracker)")
+    for path in written.others:
+        print(f"wrote {shown(path)}")
+    for path in written.kept:
+        print(f"kept  {shown(path)} (it already existed)")
+    target = shown(written.workflow)
+    if written.next_step:
+        print(f"next: edit {target}: {written.next_step}; then")
+    print(f"  symphony check {target}     # see what the daemon would do")
+    print(f"  symphony {target}           # run it")
+    return EXIT_OK
+
+
+def _report_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony report",
+        description="Print the workflow's outcome figures (hand-offs, rework, gates).",
+    )
+    _workflow_arg(parser)
+    parser.add_argument("--since", default="7d", help="how far back: 90m, 24h, 7d (default) or 2w")
+    return parser
+
+
+def _report(args: argparse.Namespace) -> int:
+    window = parse_window(args.since)
+    settings = load_settings(args.workflow)
+    assert settings.state is not None
+    store = Store.read_only(settings.state.path)
+    try:
+        print(
+            report_text(
+                store,
+                workflow=str(settings.workflow_path),
+                window=window,
+                label=args.since.strip(),
+                now=datetime.now(UTC),
+            )
+        )
+    finally:
+        if store is not None:
+            store.close()
+    return EXIT_OK
+
+
+def _render_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony render", description="Print the prompt a ticket would get."
+    )
+    parser.add_argument("issue", help="ticket id or identifier")
+    _workflow_arg(parser)
+    parser.add_argument("--attempt", type=int, default=None, help="render as this attempt")
+    return parser
+
+
+def _open_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony open",
+        description=(
+            "Open a ticket's workspace in your editor (editor.command, $VISUAL or $EDITOR); "
+            "print its path and branch when none is set."
+        ),
+    )
+    parser.add_argument("issue", help="ticket identifier")
+    _workflow_arg(parser)
+    return parser
+
+
+def _open(args: argparse.Namespace) -> int:
+    settings = load_settings(args.workflow)
+    workspaces = WorkspaceManager(settings.workspace.root, settings.hooks, env={})
+    path = workspaces.owned_path(args.issue)
+    if path is None:
+        print(
+            f"symphony: no workspace for {args.issue!r} under {settings.workspace.root} (the "
+            "ticket has not run yet, its workspace was removed, or it is not symphony's)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    branch = uvloop.run(git_output(path, dict(os.environ), "rev-parse", "--abbrev-ref", "HEAD"))
+    words = editor_words(settings, os.environ)
+    if words is None:
+        print(path)
+        if branch:
+            print(f"branch {branch.strip()}")
+        return EXIT_OK
+    try:
+        return subprocess.run([*words, str(path)], check=False).returncode
+    except OSError as exc:
+        print(f"symphony: cannot run the editor {words[0]!r}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _memory_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony memory",
+        description=(
+            "List the notes agents and the daemon keep for later tickets (memory.folder), "
+            "newest first. They are plain Markdown files: edit or delete them as you like."
+        ),
+    )
+    _workflow_arg(parser)
+    return parser
+
+
+def _memory(args: argparse.Namespace) -> int:
+    settings = load_settings(args.workflow)
+    memory = memory_of(settings)
+    if memory is None:
+        print("memory is off (memory.enabled: false)")
+        return EXIT_OK
+    print("\n".join(Listing(memory.folder, memory.notes()).lines()))
+    return EXIT_OK
+
+
+def version() -> str:
+    try:
+        return metadata.version("symphony")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _load(path: Path) -> tuple[Settings, Tracker]:
+    settings = load_settings(path)
+    check_prompts(settings)
+    tracker = create_tracker(settings.tracker, TrackerContext(settings.workflow_dir, os.environ))
+    masker.set(os.environ.get(name, "") for name in tracker.secret_env_names())  # check, render
+    return settings, tracker
+
+
+def _run(args: argparse.Namespace) -> int:
+    # The live table is for a person at a terminal: off when stderr is piped or logged to JSON.
+    console = None
+    if not args.no_tui and args.log_format == "console" and sys.stderr.isatty():
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    files = configure_logging(
+        fmt=args.log_format,
+        level=args.log_level,
+        logs_root=args.logs_root,
+        stream=ConsoleLogStream(console) if console is not None else None,
+    )
+    settings, tracker = _load(args.workflow)
+    if files is not None:
+        files.keep(settings.logs.max_file_mb * 1024 * 1024, settings.logs.keep_days)
+    assert settings.state is not None
+    # One daemon per workflow: the lock comes before the store is opened or anything runs.
+    lock = DaemonLock(Path(f"{settings.state.path}.lock"))
+    lock.acquire(str(settings.workflow_path))
+    store, damage = Store.open(settings.state.path)
+    if damage is not None:
+        structlog.get_logger("symphony").error(damage)
+    try:
+        orchestrator = Orchestrator(settings, tracker=tracker, store=store)
+        if damage is not None:
+            orchestrator.activity.add(
+                orchestrator.clock.wall(), "state_reset", damage, level="error"
+            )
+        port = args.port if args.port is not None else settings.server.port
+        return uvloop.run(_serve(orchestrator, port, console, args.logs_root))
+    finally:
+        store.close()
+        lock.release()
+
+
+async def _serve(
+    orchestrator: Orchestrator,
+    port: int | None = None,
+    console: Any = None,
+    logs_root: Path | None = None,
+) -> int:
+
+    loop = asyncio.get_running_loop()
+    status: asyncio.Task[None] | None = None
+
+    def hang_up() -> None:
+        # The terminal is gone: stop drawing on it (log lines to it are dropped quietly).
+        if status is not None:
+            status.cancel()
+
+    stop = StopSignals(orchestrator.stop, on_hangup=hang_up)
+    for signum in stop_signals():
+        loop.add_signal_handler(signum, stop, signum)
+    settings = orchestrator.settings
+    for warning in check.preflight_warnings(settings):
+        structlog.get_logger("symphony").warning(warning)
+    structlog.get_logger("symphony").info(
+        "started",
+        workflow=str(settings.workflow_path),
+        tracker=settings.tracker.kind,
+        workspace_root=str(settings.workspace.root),
+        poll_interval_ms=settings.polling.interval_ms,
+        max_concurrent_agents=settings.agent.max_concurrent_agents,
+    )
+    http = None
+    if port is not None:
+        # Imported here so a daemon without the HTTP server never loads uvicorn.
+        from symphony.observability.server import create_app, is_loopback, serve
+
+        http = await serve(
+            create_app(orchestrator, logs_root=logs_root), settings.server.host, port
+        )
+        structlog.get_logger("symphony").info("http server listening", url=http.url)
+        if not is_loopback(settings.server.host):
+            structlog.get_logger("symphony").warning(
+                "http server reachable from other hosts: it has no authentication; "
+                "bind it to 127.0.0.1 or put an authenticating proxy in front",
+                host=settings.server.host,
+            )
+    if console is not None:
+        status = asyncio.create_task(TerminalStatus(orchestrator.snapshot, console).run())
+    try:
+        await orchestrator.run()
+    finally:
+        if status is not None:
+            status.cancel()
+            with contextlib.suppress(Exception):  # a vanished terminal must not fail the stop
+                await status
+        if http is not None:
+            await http.stop()
+    structlog.get_logger("symphony").info("stopped")
+    return EXIT_OK
+
+
+def stop_signals() -> list[signal.Signals]:
+    """SIGINT, SIGTERM and SIGHUP, except a SIGHUP that was ignored when we started: `nohup`
+    asks for exactly that, so a detached daemon outlives the terminal it was started from."""
+    signals = [signal.SIGINT, signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signals.append(signal.SIGHUP)
+    return signals
+
+
+class StopSignals:
+    """What each stop signal does: the first stops gracefully (agents stopped, `after_run`
+    hooks run), the second says the daemon is still stopping, the third kills every agent and
+    hook process group at once and exits. No signal ever leaves an agent behind."""
+
+    def __init__(
+        self,
+        stop: Callable[[], None],
+        *,
+        on_hangup: Callable[[], None] = lambda: None,
+        exit_now: Callable[[int], None] = os._exit,
+    ) -> None:
+        self._stop = stop
+        self._on_hangup = on_hangup
+        self._exit_now = exit_now
+        self.received = 0
+
+    def __call__(self, signum: int) -> None:
+        log = structlog.get_logger("symphony")
+        name = signal.Signals(signum).name
+        self.received += 1
+        if signum == signal.SIGHUP:
+            self._on_hangup()
+        if self.received == 1:
+            log.info("stopping: agents are being stopped and after_run hooks run", signal=name)
+            self._stop()
+        elif self.received == 2:
+            log.warning(
+                "still stopping: waiting for agents to exit and after_run hooks to finish; "
+                "signal once more to kill them now",
+                signal=name,
+                process_groups=len(process.live_groups()),
+            )
+        else:
+            killed = process.kill_all()
+            log.error(
+                "forced stop: killed every agent and hook", signal=name, process_groups=killed
+            )
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            self._exit_now(EXIT_FAILED)
+
+
+def _check(args: argparse.Namespace) -> int:
+    settings, tracker = _load(args.workflow)
+    return uvloop.run(check.report(settings, tracker))
+
+
+def _render(args: argparse.Namespace) -> int:
+    settings, tracker = _load(args.workflow)
+    prompt = uvloop.run(_render_for(tracker, settings, args.issue, args.attempt))
+    if prompt is None:
+        print(f"symphony: no ticket {args.issue!r} in {settings.tracker.kind}", file=sys.stderr)
+        return EXIT_FAILED
+    print(prompt)
+    return EXIT_OK
+
+
+async def _render_for(
+    tracker: Tracker, settings: Settings, wanted: str, attempt: int | None
+) -> str | None:
+    """The first-turn prompt `wanted` (an id or identifier) would get; in stage mode that of
+    its stage, with the plan and comments read from the tracker as a dispatch would."""
+    try:
+        issue = await _find(tracker, settings, wanted)
+        if issue is None:
+            return None
+        stage = settings.machine.stage_for(issue.state) if settings.machine else None
+        memory = memory_of(settings)
+        if stage is None:
+            notes = memory.for_prompt(Ticket.of(issue)) if memory is not None else None
+            return render_prompt(settings.prompt_template, issue, attempt, memory=notes)
+        context = await stage_context(tracker, issue, stage)
+        notes = memory.for_prompt(Ticket.of(issue, plan=context.plan)) if memory else None
+        return render_prompt(stage.prompt_template, issue, attempt, context, memory=notes)
+    finally:
+        await tracker.aclose()
+
+
+async def _find(tracker: Tracker, settings: Settings, wanted: str) -> Issue | None:
+    found = await tracker.fetch_issues_by_ids([wanted])
+    if found:
+        return found[0]
+    resolved = await resolve_states(settings.tracker, tracker)
+    states = resolved.active_states + resolved.terminal_states
+    if settings.machine is not None:
+        states += settings.machine.checkpoint_states(resolved.terminal_states)
+    for issue in await tracker.fetch_issues_by_states(states):
+        if issue.identifier == wanted:
+            return issue
+    return None
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

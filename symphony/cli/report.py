@@ -1,0 +1,89 @@
+"""`symphony report`: the outcome figures of a workflow over a window, as a table.
+
+It reads the workflow's store beside a running daemon (read-only: SQLite in WAL mode lets it)
+and prints what `/metrics` and the dashboard show, for any window: hand-offs, rework, escalations,
+acceptance, time to hand-off, tokens per accepted ticket, and each gate's pass rate.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+from symphony.config.sections import INVALID_CONFIG, ConfigError
+from symphony.core.costs import usd
+from symphony.core.outcomes import OutcomeSummary, summarize
+from symphony.store import Store
+
+_UNITS = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+
+
+def parse_window(text: str) -> timedelta:
+    """`90m`, `24h`, `7d` or `2w`."""
+    match = re.fullmatch(r"\s*(\d+)\s*([mhdw])\s*", text)
+    if match is None or int(match.group(1)) == 0:
+        raise ConfigError(INVALID_CONFIG, f"--since must be like 90m, 24h, 7d or 2w, got {text!r}")
+    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+
+
+def report_text(
+    store: Store | None, *, workflow: str, window: timedelta, label: str, now: datetime
+) -> str:
+    since = now - window
+    header = f"Outcomes of {workflow}, last {label} (since {since:%Y-%m-%d %H:%M} UTC)"
+    if store is None:
+        return f"{header}\n\nNo state yet: the daemon has not run this workflow."
+    summary = summarize(store.outcomes(since))
+    text = f"{header}\n\n{format_summary(summary)}"
+    tickets = store.ticket_costs(since)
+    if tickets:
+        text += f"\n\n{'ticket':<22}{'cost':>10}   tokens"
+        for identifier, cost, tokens in tickets:
+            text += f"\n{identifier:<22}{usd(cost):>10}   {tokens:,}"
+    return text
+
+
+def format_summary(s: OutcomeSummary) -> str:
+    rows = [
+        ("handed to review", str(s.handoffs), ""),
+        ("rework rounds", str(s.reworks), f"rework rate {_percent(s.rework_rate)}"),
+        ("escalated", str(s.escalations), "blocked, stuck or verification failed"),
+        (
+            "closed after review",
+            str(s.closed),
+            f"first-pass acceptance {_percent(s.first_pass_rate)}",
+        ),
+        ("time to hand-off", _duration(s.median_handoff_s), "median, from stage entry"),
+        (
+            "tokens per accepted",
+            "-" if s.tokens_per_accepted is None else f"{round(s.tokens_per_accepted):,}",
+            "all attempts of a ticket",
+        ),
+        (
+            "cost per accepted",
+            "-" if s.closed == 0 else usd(s.cost_per_accepted_usd),
+            "unknown when a model had no price",
+        ),
+    ]
+    lines = [f"{name:<22}{value:>10}   {note}".rstrip() for name, value, note in rows]
+    if s.gates:
+        lines += ["", f"{'gate':<22}{'passes':>10}   rounds"]
+        for gate, rate in sorted(s.gates.items()):
+            lines.append(f"{gate:<22}{_percent(rate.rate):>10}   {rate.passed} of {rate.runs}")
+    else:
+        lines += ["", "no verification gate ran"]
+    return "\n".join(lines)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.0f}%"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

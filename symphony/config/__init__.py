@@ -1,0 +1,3 @@
+"""WORKFLOW.md to frozen settings: the workflow file, the settings sections, the stage model,
+prices and the prompt template.
+"""

@@ -1,0 +1,220 @@
+"""Strict Liquid rendering of the workflow prompt: an unknown variable or filter is an error."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from liquid import BoundTemplate, Environment, StrictUndefined
+from liquid.exceptions import LiquidError
+
+from symphony.base.errors import SymphonyError
+from symphony.base.issue import ANYTHING, ISSUE_TEMPLATE_SHAPE, VALUE, Issue, TemplateShape
+
+if TYPE_CHECKING:
+    from symphony.config.sections import Settings
+
+TEMPLATE_PARSE_ERROR = "template_parse_error"
+TEMPLATE_RENDER_ERROR = "template_render_error"
+TEMPLATE_UNKNOWN_VARIABLE = "template_unknown_variable"
+TEMPLATE_UNKNOWN_FILTER = "template_unknown_filter"
+
+_ENV = Environment(undefined=StrictUndefined, strict_filters=True)
+
+PROMPT_VARIABLES: Mapping[str, TemplateShape] = {
+    "issue": ISSUE_TEMPLATE_SHAPE,
+    "attempt": VALUE,
+    "memory": VALUE,
+}
+"""Everything the daemon hands a prompt template; a template reading anything else is refused
+when the workflow is loaded, not at each dispatch. `memory` is the notes of earlier tickets
+relevant to this one (`symphony.memory`), nil when there are none."""
+
+COMMENT_SHAPE: TemplateShape = {"author": VALUE, "body": VALUE, "created_at": VALUE}
+STAGE_PROMPT_VARIABLES: Mapping[str, TemplateShape] = {
+    **PROMPT_VARIABLES,
+    "stage": VALUE,
+    "plan": VALUE,
+    "comments": (COMMENT_SHAPE,),
+}
+"""What a stage prompt gets besides `issue` and `attempt`: the stage's name, the ticket's plan
+(nil until one is posted) and its comments, oldest first."""
+
+
+@dataclass(frozen=True, slots=True)
+class StageContext:
+    """The stage-mode variables of one rendering."""
+
+    stage: str
+    plan: str | None
+    comments: tuple[Mapping[str, Any], ...]
+
+
+CONTINUATION_GUIDANCE = (
+    "Continue working on {identifier}. This is turn {turn} of at most {max_turns} in this "
+    'session; the ticket is still in state "{state}". Pick up where you left off and move the '
+    "ticket to its hand-off state when the work is done."
+)
+
+
+STAGE_CONTINUATION_GUIDANCE = (
+    "Continue working on {identifier}, stage {stage}. This is turn {turn} of at most "
+    "{max_turns} in this session. Pick up where you left off. When the stage's work is done, "
+    "call report_outcome with outcome done (or blocked, with your open questions, if you "
+    "cannot go on without a person): the daemon moves the ticket, never you."
+)
+
+
+class PromptError(SymphonyError):
+    """The template could not be parsed or rendered for this issue."""
+
+
+@lru_cache(maxsize=8)
+def _compile(template: str) -> BoundTemplate:
+    return _ENV.from_string(template)
+
+
+@lru_cache(maxsize=16)
+def check_template(
+    template: str, *, first_line: int = 1, source: str = "WORKFLOW.md", stage_mode: bool = False
+) -> None:
+    """Parse the template and check, without rendering, that it reads only variables the daemon
+    provides (`PROMPT_VARIABLES`, or `STAGE_PROMPT_VARIABLES` in stage mode) through filters
+    that exist.
+
+    Raises `template_parse_error`, `template_unknown_variable` or `template_unknown_filter`;
+    `first_line` is the line of `source` the template starts on, so messages can name lines.
+    """
+    try:
+        compiled = _compile(template)
+        analysis = compiled.analyze()
+    except LiquidError as exc:
+        raise PromptError(TEMPLATE_PARSE_ERROR, f"{source}: {_first_line(exc)}") from None
+    variables = STAGE_PROMPT_VARIABLES if stage_mode else PROMPT_VARIABLES
+    for uses in analysis.globals.values():
+        for use in uses:
+            problem = _shape_problem(list(use.segments), variables)
+            if problem is not None:
+                line = first_line + template.count("\n", 0, use.span.index)
+                raise PromptError(
+                    TEMPLATE_UNKNOWN_VARIABLE, f"prompt line {line} of {source}: {problem}"
+                )
+    for name, spans in analysis.filters.items():
+        if name not in _ENV.filters:
+            line = first_line + template.count("\n", 0, spans[0].index)
+            hint = _suggest(name, _ENV.filters)
+            raise PromptError(
+                TEMPLATE_UNKNOWN_FILTER,
+                f"prompt line {line} of {source}: there is no filter `{name}`{hint}",
+            )
+
+
+def check_prompts(settings: Settings) -> None:
+    """Check every template the workflow will render: the body, or each stage's prompt."""
+    if settings.machine is None:
+        check_template(settings.prompt_template, first_line=settings.prompt_line)
+        return
+    for stage in settings.machine.stages:
+        try:
+            check_template(
+                stage.prompt_template,
+                first_line=stage.prompt_line,
+                source=stage.prompt_source,
+                stage_mode=True,
+            )
+        except PromptError as exc:
+            raise PromptError(exc.category, f"stage {stage.name}: {exc.message}") from None
+
+
+def _shape_problem(segments: list[Any], fields: Mapping[str, TemplateShape]) -> str | None:
+    """Why reading `segments` (root first) finds nothing in the variables, or None if it may."""
+    shape: TemplateShape = fields
+    path = ""
+    for segment in segments:
+        if not isinstance(segment, str | int):
+            return None  # an index computed at render time: nothing to check statically
+        if shape == ANYTHING:
+            return None
+        shown = (
+            f"{path}[{segment}]"
+            if isinstance(segment, int)
+            else (f"{path}.{segment}" if path else segment)
+        )
+        if isinstance(shape, Mapping):
+            if isinstance(segment, str) and segment in shape:
+                shape = shape[segment]
+            elif segment == "size":
+                shape = VALUE
+            else:
+                where = f"`{path}`" if path else "the prompt"
+                available = ", ".join(f"{path}.{k}" if path else k for k in shape)
+                return (
+                    f"`{shown}` is not something the daemon provides to {where}"
+                    f"{_suggest(str(segment), shape)} (available: {available})"
+                )
+        elif isinstance(shape, tuple):
+            if isinstance(segment, int) or segment in ("first", "last"):
+                shape = shape[0]
+            elif segment == "size":
+                shape = VALUE
+            else:
+                return f"`{shown}`: `{path}` is a list (use an index, first, last or size)"
+        elif segment == "size":
+            shape = VALUE
+        else:
+            return f"`{shown}`: `{path}` is a plain value with no fields"
+        path = shown
+    return None
+
+
+def _suggest(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def render_prompt(
+    template: str,
+    issue: Issue,
+    attempt: int | None,
+    stage: StageContext | None = None,
+    *,
+    memory: str | None = None,
+) -> str:
+    """The first-turn prompt for `issue`; `attempt` is None on the first run. `stage` carries
+    the stage-mode variables (`stage`, `plan`, `comments`), `memory` the notes chosen for it."""
+    check_template(template, stage_mode=stage is not None)
+    variables: dict[str, Any] = {
+        "issue": issue.to_template(),
+        "attempt": attempt,
+        "memory": memory,
+    }
+    if stage is not None:
+        variables.update(
+            stage=stage.stage, plan=stage.plan, comments=[dict(c) for c in stage.comments]
+        )
+    try:
+        rendered: str = _compile(template).render(**variables)
+        return rendered
+    except LiquidError as exc:
+        raise PromptError(TEMPLATE_RENDER_ERROR, _first_line(exc)) from None
+
+
+def continuation_prompt(issue: Issue, turn: int, max_turns: int) -> str:
+    """Guidance for a later turn on the same thread, which already holds the full prompt."""
+    return CONTINUATION_GUIDANCE.format(
+        identifier=issue.identifier, turn=turn, max_turns=max_turns, state=issue.state
+    )
+
+
+def stage_continuation_prompt(issue: Issue, stage: str, turn: int, max_turns: int) -> str:
+    """Stage mode's guidance for a later turn: report the outcome, do not move the ticket."""
+    return STAGE_CONTINUATION_GUIDANCE.format(
+        identifier=issue.identifier, stage=stage, turn=turn, max_turns=max_turns
+    )
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

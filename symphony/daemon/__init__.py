@@ -1,0 +1,3 @@
+"""The asyncio shell that performs what the core decides: the orchestrator's loop and the worker
+that runs one attempt.
+"""

@@ -1,0 +1,601 @@
+"""One run attempt for one ticket: workspace, prompt, agent session, turn loop, hooks.
+
+The runner reports agent events through a callback and ends by returning (a normal exit) or by
+raising `AttemptFailed` with a concise reason. It never touches scheduling state: what happens
+after it ends is the orchestrator's decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import structlog
+
+from symphony.agents import (
+    AgentEvent,
+    AgentLaunch,
+    AgentSession,
+    EventSink,
+    Grant,
+    SessionSettings,
+    open_session,
+)
+from symphony.agents.registry import backend
+from symphony.base.errors import SymphonyError
+from symphony.base.issue import Issue
+from symphony.base.tools import ToolResult
+from symphony.config.prompt import (
+    StageContext,
+    continuation_prompt,
+    render_prompt,
+    stage_continuation_prompt,
+)
+from symphony.config.sections import Settings
+from symphony.config.stages import Outcome, Report, Stage, marker_of, unmarked
+from symphony.core.evidence import WorkspaceFacts, merge_checks, workspace_facts
+from symphony.core.footprint import Footprint, changed_files, files_named
+from symphony.core.scheduling import Failure, MovePhase, is_routable
+from symphony.core.verification import GateRound, Verification, fix_prompt
+from symphony.hosts import Host
+from symphony.hosts.local import LOCAL_HOST
+from symphony.memory import (
+    RECORD_LEARNING,
+    Memory,
+    Ticket,
+    gate_lessons,
+    parse_learning,
+    record_learning_spec,
+)
+from symphony.observability.logging import masker
+from symphony.tracker.contract import TRACKER_RATE_LIMITED, NewTicket, Tracker, TrackerError
+from symphony.tracker.stage_tools import (
+    CREATE_FOLLOW_UP,
+    REPORT_OUTCOME,
+    parse_follow_up,
+    parse_report,
+    stage_tool_specs,
+)
+from symphony.workspace.gates import run_gates
+from symphony.workspace.local import Workspace, WorkspaceManager
+from symphony.workspace.remote import RemoteWorkspaces
+
+log = structlog.get_logger("symphony.runner")
+
+if TYPE_CHECKING:
+    from symphony.agents.tool_server import ToolServer
+
+T = TypeVar("T")
+
+# A tool call blocks the agent's turn; a hung tracker must not hold it for the turn timeout.
+TOOL_TIMEOUT_S = 120.0
+# A rate-limited refresh after a turn waits for the provider's reset when it is this close,
+# rather than failing an attempt that did nothing wrong.
+RATE_LIMIT_WAIT_MAX_S = 30.0
+# After a restart: what a resumed thread is told, and what a new one learns of the old run.
+RESUMED_GUIDANCE = (
+    "The daemon was restarted while you were working on {identifier}; this thread continues. "
+    "Check the state of the workspace, then pick up where you left off."
+)
+INTERRUPTED_NOTE = (
+    "\n\nA previous session on this ticket was interrupted by a restart of the daemon; the "
+    "workspace keeps what it did. Its last message was:\n\n{said}\n"
+)
+# Stage prompts get at most this many comments (the newest), each cut to this many characters.
+MAX_PROMPT_COMMENTS = 100
+MAX_COMMENT_CHARS = 10_000
+
+
+MoveSink = Callable[[str | None, MovePhase], None]
+"""Told of each of the run's own tool calls that moves its ticket: the state it names (None
+when it names none), as it starts and as it ends, so that the daemon can tell the move that
+call made from anyone else's."""
+
+
+def _no_moves(target: str | None, phase: MovePhase) -> None:
+    pass
+
+
+class AttemptFailed(Exception):
+    """The attempt ended abnormally; `failure` says at which step and why."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptContext:
+    """What one attempt runs with, captured at dispatch: a reload never changes it midway."""
+
+    settings: Settings
+    tracker: Tracker
+    workspaces: WorkspaceManager | RemoteWorkspaces
+    agent_env: Mapping[str, str]
+    """The agent's environment (`symphony.workspace.environment`), its backend's variables too."""
+    child_env: Mapping[str, str]
+    """What gates and git queries in the workspace get: the agent's, without the backend's."""
+    open_session: Callable[[AgentLaunch], AgentSession] = open_session
+    agent_kind: str = "codex"
+    tool_server: ToolServer | None = None
+    """Serves the tools over MCP to agents that take them that way (`tools_over_mcp`)."""
+    stage: Stage | None = None
+    """Stage mode: the stage this attempt works in."""
+    turns_used: int = 0
+    """Turns already started in the stage by earlier attempts (the progress guard)."""
+    resume_thread_id: str | None = None
+    """A run a restart interrupted: its thread, continued when its workspace survived."""
+    last_message: str | None = None
+    """That run's agent's last message, told to a new thread when the old one cannot go on."""
+    memory: Memory | None = None
+    """The notes folder: `{{ memory }}` and the `record_learning` tool; None turns both off."""
+    host: Host = LOCAL_HOST
+    """Where the run happens: its workspace, hooks, gates and agent are there."""
+    open_tickets: Callable[[], Sequence[str]] = tuple
+    """The identifiers of the other open tickets now (running, retrying, in review), whose
+    branches a hand-off is checked against."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    """How a normal attempt ended. In stage mode: the agent's report, or `stuck` when the
+    stage's turn budget ran out without one; both unset means the stage continues. A `done`
+    report in a stage with gates comes with the `verification` the daemon ran, and a stage
+    with evidence with the workspace's git `facts`."""
+
+    report: Report | None = None
+    stuck: bool = False
+    verification: Verification | None = None
+    facts: WorkspaceFacts | None = None
+    footprint: Footprint | None = None
+    """The files the ticket's plan names and its branch changed, as the attempt ended."""
+
+
+async def run_attempt(
+    issue: Issue,
+    attempt: int | None,
+    ctx: AttemptContext,
+    on_event: EventSink,
+    on_move: MoveSink = _no_moves,
+) -> AttemptEnd:
+    settings = ctx.settings
+    stage = ctx.stage
+    bound = log.bind(attempt=attempt, stage=stage.name if stage else None)
+    workspace = await _step(
+        "workspace", ctx.workspaces.prepare(issue.identifier, branch=issue.branch_name)
+    )
+    grant: Grant | None = None
+    try:
+        await _step("before_run hook", ctx.workspaces.before_run(workspace))
+        current = issue
+        tools = ctx.tracker.agent_tools()
+        variables: StageContext | None = None
+        follow_up_states: tuple[str, ...] = ()
+        if stage is not None:
+            assert settings.machine is not None
+            variables = await _step("comments", stage_context(ctx.tracker, issue, stage))
+            follow_up_states = settings.machine.states
+            tools = [t for t in tools if not t.moves_ticket]
+            tools += stage_tool_specs(stage.name, follow_up_states)
+        movers = {t.name for t in ctx.tracker.agent_tools() if t.moves_ticket}
+        withheld = movers if stage else set()
+        if ctx.memory is not None:
+            tools = [*tools, record_learning_spec()]
+        turn_report: Report | None = None
+
+        async def finish(end: AttemptEnd) -> AttemptEnd:
+            """The end, with the ticket's footprint as the attempt leaves it."""
+            known_plan = variables.plan if variables is not None else None
+            plan = end.report.plan if end.report is not None and end.report.plan else known_plan
+            changed = await _changed(ctx, workspace, workspace_env)
+            footprint = Footprint(issue.identifier, files_named(plan), changed)
+            return dataclasses.replace(end, footprint=footprint)
+
+        def take_report() -> Report | None:
+            """The report of the turn that just ended, and a clean slate for the next."""
+            nonlocal turn_report
+            report, turn_report = turn_report, None
+            return report
+
+        async def handle_tool(name: str, arguments: Any) -> ToolResult:
+            nonlocal turn_report
+            if name == RECORD_LEARNING and ctx.memory is not None:
+                return await _record_learning(ctx.memory, arguments, current)
+            if stage is not None:
+                if name == REPORT_OUTCOME:
+                    report = parse_report(arguments)
+                    if isinstance(report, ToolResult):
+                        return report
+                    turn_report = report
+                    return ToolResult(
+                        True,
+                        {
+                            "recorded": report.outcome.value,
+                            "note": "the daemon moves the ticket when this turn ends",
+                        },
+                    )
+                if name == CREATE_FOLLOW_UP:
+                    return await _follow_up(ctx.tracker, arguments, follow_up_states, current)
+                if name in withheld:
+                    return ToolResult.failure(
+                        "not_allowed",
+                        "in this workflow the daemon moves tickets: call report_outcome instead",
+                    )
+            moves = name in movers
+            target = _named_state(arguments) if moves else None
+            if moves:
+                on_move(target, MovePhase.STARTED)
+            try:
+                async with asyncio.timeout(TOOL_TIMEOUT_S):
+                    result = await ctx.tracker.execute_tool(name, arguments, current)
+            except TimeoutError:
+                # The write may still land: the move stays the run's own.
+                return ToolResult.failure(
+                    "tool_timeout", f"{name} did not finish within {TOOL_TIMEOUT_S:.0f}s"
+                )
+            if moves:
+                on_move(target, MovePhase.SUCCEEDED if result.success else MovePhase.FAILED)
+            # A provider error that echoes a credential must not hand it to the agent.
+            return ToolResult(result.success, masker.mask_value(result.output))
+
+        _check_cwd(ctx.workspaces, workspace)
+        ticket_env = {
+            "SYMPHONY_ISSUE_IDENTIFIER": issue.identifier,
+            "SYMPHONY_WORKSPACE": str(workspace.path),
+        }
+        workspace_env = {**ctx.child_env, **ticket_env}
+        launch = AgentLaunch(
+            workspace=workspace.path,
+            settings=_agent_settings(settings, stage, ctx.agent_kind),
+            kind=ctx.agent_kind,
+            env={**ctx.agent_env, **ticket_env},
+            tools=tools,
+            handle_tool=handle_tool,
+            on_event=on_event,
+            # A thread refers to files in its workspace: one made afresh cannot be continued.
+            resume_thread_id=None if workspace.created_now else ctx.resume_thread_id,
+            host=ctx.host,
+        )
+        max_turns = (stage.max_turns if stage else None) or settings.agent.max_turns
+        budget = stage.max_total_turns - ctx.turns_used if stage else max_turns
+        if budget <= 0:
+            bound.info("worker done", reason="the stage's turn budget is used up")
+            return await finish(AttemptEnd(stuck=True))
+        if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and tools:
+            grant = await ctx.tool_server.grant(tools, handle_tool)
+            launch = dataclasses.replace(launch, tool_grant=grant)
+        session = ctx.open_session(launch)
+        try:
+            await _step("agent startup", session.start())
+            turn = 1
+            while True:
+                if turn == 1 and session.resumed:
+                    prompt = RESUMED_GUIDANCE.format(identifier=current.identifier)
+                elif turn == 1:
+                    template = stage.prompt_template if stage else settings.prompt_template
+                    notes = None
+                    if ctx.memory is not None and not ctx.memory.is_empty():
+                        files = await _changed(ctx, workspace, workspace_env)
+                        plan = variables.plan if variables is not None else None
+                        ticket = Ticket.of(current, files, plan)
+                        notes = await asyncio.to_thread(ctx.memory.for_prompt, ticket)
+                    prompt = _render(template, current, attempt, variables, notes)
+                    if ctx.resume_thread_id is not None:
+                        prompt += INTERRUPTED_NOTE.format(
+                            said=ctx.last_message or "(nothing was reported)"
+                        )
+                elif stage is not None:
+                    prompt = stage_continuation_prompt(current, stage.name, turn, max_turns)
+                else:
+                    prompt = continuation_prompt(current, turn, max_turns)
+                title = f"{current.identifier}: {current.title}"
+                turn_report = None
+                result = await _step(f"turn {turn}", session.run_turn(prompt, title=title))
+                bound.info("turn completed", session_id=result.session_id, turn=turn)
+                if turn_report is not None and stage is not None:
+                    report, verification = turn_report, None
+                    if stage.verify and report.outcome is Outcome.DONE:
+                        report, verification = await _verify(
+                            stage, report, current, session, launch, workspace_env, settings,
+                            take_report,
+                        )  # fmt: skip
+                        if ctx.memory is not None:
+                            await _record_gate_lessons(ctx.memory, verification, stage, current)
+                    facts = None
+                    if (
+                        stage.evidence
+                        and ctx.host.is_local  # git in a host's workspace is not read from here
+                        and report.outcome is Outcome.DONE
+                        and (verification is None or verification.passed)
+                    ):
+                        facts = await workspace_facts(
+                            workspace.path,
+                            base_ref=settings.workspace.base_ref,
+                            start_commit=workspace.base,
+                            env=workspace_env,
+                        )
+                        if facts is not None and facts.head is not None:
+                            facts = await _with_merges(facts, ctx, workspace, workspace_env)
+                    bound.info("worker done", reason=f"reported {report.outcome.value}")
+                    return await finish(
+                        AttemptEnd(report=report, verification=verification, facts=facts)
+                    )
+                refreshed = await _step("issue refresh", _refresh(ctx.tracker, issue.id))
+                match = next((i for i in refreshed if i.id == issue.id), None)
+                if match is None:
+                    bound.info("worker done", reason="issue no longer visible")
+                    break
+                current = match
+                if not settings.tracker.is_active(current.state):
+                    bound.info("worker done", reason=f"state is now {current.state}")
+                    break
+                if (
+                    stage is not None
+                    and settings.machine is not None
+                    and (settings.machine.stage_for(current.state) != stage)
+                ):
+                    bound.info("worker done", reason=f"moved to {current.state}, another stage")
+                    break
+                if not is_routable(current, settings.tracker):
+                    bound.info("worker done", reason="issue no longer routable")
+                    break
+                if stage is not None and turn >= budget:
+                    bound.info(
+                        "worker done",
+                        reason=f"max_total_turns ({stage.max_total_turns}) used, no report",
+                    )
+                    return await finish(AttemptEnd(stuck=True))
+                if turn >= max_turns:
+                    bound.info("worker done", reason=f"max_turns ({max_turns}) reached")
+                    break
+                turn += 1
+        finally:
+            await session.stop()
+    finally:
+        if grant is not None and ctx.tool_server is not None:
+            ctx.tool_server.revoke(grant)  # the session is over: its token opens nothing
+        await ctx.workspaces.after_run(workspace)
+    return await finish(AttemptEnd())
+
+
+async def _verify(
+    stage: Stage,
+    report: Report,
+    issue: Issue,
+    session: AgentSession,
+    launch: AgentLaunch,
+    gate_env: Mapping[str, str],
+    settings: Settings,
+    take_report: Callable[[], Report | None],
+) -> tuple[Report, Verification]:
+    """Run the stage's gates after a `done` report; while they fail and fix turns are left,
+    give the agent a fix turn on the same thread with what failed, then run them again.
+    Returns the report that stands (a fix turn may report anew, `blocked` ends it) and every
+    round that ran."""
+    rounds: list[GateRound] = []
+    title = f"{issue.identifier}: {issue.title}"
+    take_report()
+    while True:
+        gate_round = await run_gates(
+            stage.verify,
+            cwd=launch.workspace,
+            env=gate_env,
+            default_timeout_ms=settings.hooks.timeout_ms,
+            output_chars=stage.verify_output_chars,
+            host=launch.host,
+        )
+        rounds.append(gate_round)
+        fix_turn = len(rounds)
+        if gate_round.passed or fix_turn > stage.max_fix_turns:
+            break
+        log.info("verification failed, fix turn", fix_turn=fix_turn, gates=[
+            r.name for r in gate_round.failures
+        ])  # fmt: skip
+        prompt = fix_prompt(issue.identifier, gate_round, fix_turn, stage.max_fix_turns)
+        await _step(f"fix turn {fix_turn}", session.run_turn(prompt, title=title))
+        again = take_report()
+        if again is not None:
+            report = again
+            if report.outcome is Outcome.BLOCKED:
+                break
+    verification = Verification(tuple(rounds))
+    log.info(
+        "verification passed" if verification.passed else "verification gave up",
+        rounds=len(rounds),
+        fix_turns=verification.fix_turns,
+    )
+    return report, verification
+
+
+def _agent_settings(settings: Settings, stage: Stage | None, kind: str) -> SessionSettings:
+    """The agent settings of this run: the stage's own block of its kind when it has one, and
+    a stage may narrow codex's approval policy and sandbox."""
+    block: Any = settings.session_settings(kind)
+    if stage is None:
+        return cast(SessionSettings, block)
+    block = stage.sessions.get(kind, block)
+    if kind == "codex":
+        if stage.has_approval_policy:
+            block = dataclasses.replace(block, approval_policy=stage.approval_policy)
+        if stage.thread_sandbox is not None:
+            block = dataclasses.replace(block, thread_sandbox=stage.thread_sandbox)
+    return cast(SessionSettings, block)
+
+
+async def stage_context(tracker: Tracker, issue: Issue, stage: Stage) -> StageContext:
+    """The stage-mode prompt variables: the newest plan the daemon posted (as a person may have
+    edited it since) and every comment, oldest first."""
+    comments = await tracker.list_comments(issue)
+    plan = None
+    for comment in comments:
+        marker = marker_of(comment.body)
+        if marker is not None and marker[0] == "plan":
+            plan = unmarked(comment.body)
+    # A long discussion must not make a prompt of megabytes: the newest comments matter most.
+    rows = tuple(
+        {**comment.to_template(), "body": _bounded(unmarked(comment.body), MAX_COMMENT_CHARS)}
+        for comment in comments[-MAX_PROMPT_COMMENTS:]
+    )
+    return StageContext(stage.name, plan, rows)
+
+
+def _named_state(arguments: Any) -> str | None:
+    """The state a move tool's call names (every tracker's move tool calls it `state`)."""
+    state = arguments.get("state") if isinstance(arguments, Mapping) else None
+    return state if isinstance(state, str) else None
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit} more chars]"
+
+
+async def _follow_up(
+    tracker: Tracker, arguments: Any, states: Sequence[str], parent: Issue
+) -> ToolResult:
+    parsed = parse_follow_up(arguments, states)
+    if isinstance(parsed, ToolResult):
+        return parsed
+    title, description, blocked_by, state = parsed
+    try:
+        async with asyncio.timeout(TOOL_TIMEOUT_S):
+            created = await tracker.create_issue(
+                NewTicket(title, description, state, blocked_by, parent)
+            )
+    except TimeoutError:
+        return ToolResult.failure(
+            "tool_timeout", f"creating the ticket took over {TOOL_TIMEOUT_S:.0f}s"
+        )
+    except TrackerError as exc:
+        return ToolResult.failure(exc.category, masker.mask(exc.message))
+    log.info("follow-up created", created=created.identifier, blocked_by=list(blocked_by) or None)
+    return ToolResult(
+        True,
+        {
+            "identifier": created.identifier,
+            "state": created.state,
+            "url": created.url,
+            "blocked_by": [b.identifier for b in created.blocked_by],
+        },
+    )
+
+
+async def _refresh(tracker: Tracker, issue_id: str) -> list[Issue]:
+    try:
+        return await tracker.fetch_issues_by_ids([issue_id])
+    except TrackerError as exc:
+        wait = exc.retry_after_s
+        if exc.category != TRACKER_RATE_LIMITED or wait is None or wait > RATE_LIMIT_WAIT_MAX_S:
+            raise
+        log.info("issue refresh rate limited; waiting for the reset", wait_s=round(wait, 1))
+        await asyncio.sleep(wait)
+        return await tracker.fetch_issues_by_ids([issue_id])
+
+
+async def _with_merges(
+    facts: WorkspaceFacts, ctx: AttemptContext, workspace: Workspace, env: Mapping[str, str]
+) -> WorkspaceFacts:
+    """The facts with whether the branch merges onto its base branch and which other open
+    tickets' branches it conflicts with."""
+    base_ref = ctx.settings.workspace.base_ref
+    target = (base_ref, base_ref) if base_ref else await ctx.workspaces.merge_target()
+    others = [
+        (identifier, path)
+        for identifier in ctx.open_tickets()
+        if identifier != workspace.identifier
+        and (path := ctx.workspaces.owned_path(identifier)) is not None
+    ]
+    merge, conflicts = await merge_checks(workspace.path, base=target, others=others, env=env)
+    return dataclasses.replace(facts, merge=merge, conflicts_with=conflicts)
+
+
+async def _changed(
+    ctx: AttemptContext, workspace: Workspace, env: Mapping[str, str]
+) -> frozenset[str]:
+    """The files the ticket's branch changed; none known for a workspace on an SSH host."""
+    if not ctx.host.is_local:
+        return frozenset()
+    return await changed_files(workspace.path, _base(ctx.settings, workspace), env)
+
+
+def _base(settings: Settings, workspace: Workspace) -> str | None:
+    """What the ticket's changes are measured from: `workspace.base_ref`, else where the
+    workspace started."""
+    return settings.workspace.base_ref or workspace.base
+
+
+async def _record_learning(memory: Memory, arguments: Any, issue: Issue) -> ToolResult:
+    parsed = parse_learning(arguments)
+    if isinstance(parsed, ToolResult):
+        return parsed
+    topic, text, files = parsed
+    try:
+        note = await asyncio.to_thread(
+            memory.record, topic, text, ticket=issue.identifier, labels=issue.labels, files=files
+        )
+    except OSError as exc:
+        log.warning("learning not recorded", error=str(exc))
+        return ToolResult.failure("memory_unavailable", f"the note was not saved: {exc.strerror}")
+    log.info("learning recorded", topic=note.topic, note=note.path.name)
+    return ToolResult(True, {"recorded": note.path.name, "topic": note.topic})
+
+
+async def _record_gate_lessons(
+    memory: Memory, verification: Verification, stage: Stage, issue: Issue
+) -> None:
+    """The daemon's own notes: each gate that failed, and how the fix went."""
+    for topic, text in gate_lessons(verification, stage.name):
+        try:
+            await asyncio.to_thread(
+                memory.record, topic, text, ticket=issue.identifier, labels=issue.labels,
+                source="daemon",
+            )  # fmt: skip
+        except OSError as exc:
+            log.warning("gate lesson not recorded", error=str(exc))
+            return
+
+
+def _render(
+    template: str,
+    issue: Issue,
+    attempt: int | None,
+    stage: StageContext | None = None,
+    memory: str | None = None,
+) -> str:
+    try:
+        return render_prompt(template, issue, attempt, stage, memory=memory)
+    except SymphonyError as exc:
+        raise AttemptFailed(_failure("prompt", exc)) from None
+
+
+def _check_cwd(workspaces: WorkspaceManager | RemoteWorkspaces, workspace: Workspace) -> None:
+    try:
+        workspaces.check_agent_cwd(workspace)
+    except SymphonyError as exc:
+        raise AttemptFailed(_failure("workspace", exc)) from None
+
+
+async def _step(what: str, awaitable: Awaitable[T]) -> T:
+    try:
+        return await awaitable
+    except SymphonyError as exc:
+        raise AttemptFailed(_failure(what, exc)) from None
+
+
+def _failure(step: str, exc: SymphonyError) -> Failure:
+    return Failure(step, exc.message, exc.category)
+
+
+def log_agent_event(event: AgentEvent) -> None:
+    """Log an agent's lifecycle events; issue context comes from the worker's context."""
+    if event.kind in ("notification", "token_usage", "rate_limits"):
+        return
+    log.info(
+        f"agent {event.kind}",
+        session_id=event.session_id,
+        thread_id=event.thread_id,
+        pid=event.pid,
+        detail=event.message,
+    )

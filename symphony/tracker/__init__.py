@@ -1,0 +1,3 @@
+"""The boundary every tracker adapter implements: the contract, the tools built on its writes,
+performing transitions, and webhooks.
+"""
