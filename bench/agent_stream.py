@@ -49,8 +49,9 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from symphony.agents import AgentEvent, AgentLaunch, AgentSession, EventSink
+from symphony.agents import AgentLaunch, AgentSession, EventSink
 from symphony.agents.codex import AppServerSession
+from symphony.base.events import AgentEvent
 from symphony.config.sections import CodexSettings, load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.store import Store

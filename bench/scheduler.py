@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from symphony.agents import AgentEvent, TokenUsage
+from symphony.base.events import AgentEvent, TokenUsage
 from symphony.base.issue import BlockerRef, Issue
 from symphony.core import scheduling as core
 from tests.factories import make_settings

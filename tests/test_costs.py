@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from symphony.agents import RESUMED, AgentEvent, TokenUsage
+from symphony.base.events import RESUMED, AgentEvent, TokenUsage
 from symphony.config.pricing import DEFAULT_PRICES, Price, Pricing, parse_pricing
 from symphony.config.sections import BudgetSettings, ConfigError, Settings, load_settings
 from symphony.config.stages import Outcome

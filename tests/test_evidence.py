@@ -7,13 +7,11 @@ import os
 import subprocess
 from pathlib import Path
 
-from symphony.core.evidence import (
-    MergeCheck,
-    WorkspaceFacts,
+from symphony.core.evidence import MergeCheck, WorkspaceFacts, render_evidence
+from symphony.workspace.facts import (
     merge_check,
     merge_checks,
     read_evidence_file,
-    render_evidence,
     workspace_facts,
     write_evidence_file,
 )

@@ -6,7 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from symphony.core.footprint import changed_files, files_named, normalize_path, overlap
+from symphony.core.footprint import files_named, normalize_path, overlap
+from symphony.workspace.facts import changed_files
 
 
 def test_plans_name_files_but_not_urls_versions_folders_or_paths_outside() -> None:

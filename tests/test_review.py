@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from symphony.agents import AgentEvent, TokenUsage
+from symphony.base.events import AgentEvent, TokenUsage
 from symphony.config.sections import Settings
 from symphony.config.stages import Gate, Outcome, Report, Stage, StageMachine
 from symphony.core import scheduling as core

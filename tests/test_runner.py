@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from symphony.agents import AgentEvent
+from symphony.base.events import AgentEvent
 from symphony.base.issue import Issue
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.config.sections import CodexSettings, HooksSettings

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from symphony.agents import AgentEvent, TokenUsage
+from symphony.base.events import AgentEvent, TokenUsage
 from symphony.base.issue import Issue
 from symphony.config.sections import HostSpec, Settings, SshSettings, WorkerSettings
 from symphony.core import scheduling as core
@@ -914,7 +914,7 @@ def test_tickets_spread_over_hosts_by_free_capacity_and_then_wait_for_one() -> N
 
 
 def test_a_retry_waits_for_the_host_with_its_workspace_or_moves_when_allowed() -> None:
-    from symphony.hosts import HOST_UNREACHABLE
+    from symphony.base.hosts import HOST_UNREACHABLE
 
     settings = host_settings()
     state = core.SchedulerState()
@@ -941,7 +941,7 @@ def test_a_retry_waits_for_the_host_with_its_workspace_or_moves_when_allowed() -
 
 
 def test_a_host_failing_to_connect_in_a_row_is_down_for_its_cooloff_then_tried_again() -> None:
-    from symphony.hosts import HOST_UNREACHABLE
+    from symphony.base.hosts import HOST_UNREACHABLE
 
     settings = host_settings(hosts=(HostSpec("w1", 2),))
     state = core.SchedulerState()

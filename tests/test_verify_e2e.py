@@ -15,8 +15,8 @@ import pytest
 
 from symphony.agents import AgentLaunch, AgentSession, open_session
 from symphony.config.sections import MemorySettings
-from symphony.core.evidence import read_evidence_file
 from symphony.memory import Memory
+from symphony.workspace.facts import read_evidence_file
 from tests.stage_flow import StageRun
 from tests.test_stage_mode import StageBoard, settle
 

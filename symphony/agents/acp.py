@@ -39,14 +39,12 @@ import structlog
 from symphony.agents import (
     PORT_EXIT,
     RESPONSE_ERROR,
-    RESUMED,
     STARTUP_FAILED,
     TOOL_SERVER_NAME,
     TURN_CANCELLED,
     TURN_FAILED,
     AgentError,
     AgentLaunch,
-    EventKind,
     TurnResult,
     client_version,
     truncate,
@@ -63,6 +61,7 @@ from symphony.agents.session import (
     within_silence,
 )
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
+from symphony.base.events import RESUMED, EventKind
 from symphony.config.sections import INVALID_CONFIG, ConfigError, integer
 
 _log = structlog.get_logger(__name__)

@@ -45,13 +45,11 @@ from symphony.agents import (
     PORT_EXIT,
     RESPONSE_ERROR,
     RESPONSE_TIMEOUT,
-    RESUMED,
     STARTUP_FAILED,
     TURN_CANCELLED,
     TURN_FAILED,
     AgentError,
     AgentLaunch,
-    EventKind,
     TurnResult,
     truncate,
 )
@@ -67,6 +65,7 @@ from symphony.agents.session import (
     within_silence,
 )
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
+from symphony.base.events import RESUMED, EventKind
 from symphony.config.sections import INVALID_CONFIG, ConfigError, integer
 
 _log = structlog.get_logger(__name__)

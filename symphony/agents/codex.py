@@ -35,16 +35,12 @@ import structlog
 from symphony.agents import (
     PORT_EXIT,
     RESPONSE_ERROR,
-    RESUMED,
     STARTUP_FAILED,
     TURN_CANCELLED,
     TURN_FAILED,
     TURN_INPUT_REQUIRED,
     AgentError,
-    AgentEvent,
     AgentLaunch,
-    EventKind,
-    TokenUsage,
     TurnResult,
     client_version,
     plain,
@@ -53,6 +49,7 @@ from symphony.agents import (
 from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, again, error_reply
 from symphony.agents.session import StopOnce, check_workspace, deliver, dig, within_silence
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
+from symphony.base.events import RESUMED, AgentEvent, EventKind, TokenUsage
 from symphony.base.tools import ToolResult
 from symphony.config.sections import CodexSettings
 

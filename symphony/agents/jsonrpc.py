@@ -17,7 +17,8 @@ from typing import Any
 
 import orjson
 
-from symphony.agents import RESPONSE_ERROR, RESPONSE_TIMEOUT, AgentError, EventKind, truncate
+from symphony.agents import RESPONSE_ERROR, RESPONSE_TIMEOUT, AgentError, truncate
+from symphony.base.events import EventKind
 
 Message = dict[str, Any]
 

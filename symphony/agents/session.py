@@ -10,16 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from symphony.agents import (
-    INVALID_WORKSPACE_CWD,
-    TURN_TIMEOUT,
-    AgentError,
-    AgentEvent,
-    EventKind,
-    EventSink,
-    TokenUsage,
-)
+from symphony.agents import INVALID_WORKSPACE_CWD, TURN_TIMEOUT, AgentError, EventSink
 from symphony.agents.jsonrpc import again
+from symphony.base.events import AgentEvent, EventKind, TokenUsage
 
 T = TypeVar("T")
 

@@ -26,7 +26,8 @@ from symphony.agents import (
     AgentError,
     truncate,
 )
-from symphony.hosts import HOST_UNREACHABLE, Host, process
+from symphony.base.hosts import HOST_UNREACHABLE
+from symphony.hosts import Host, process
 from symphony.hosts.local import LOCAL_HOST
 from symphony.hosts.ssh import NO_WORKSPACE, SSH_FAILED, remote_pgid_of
 

@@ -2,17 +2,15 @@
 
 Two things read a ticket's footprint: memory picks the notes about those files for its prompt
 (`symphony.memory`), and the scheduler holds a ticket whose files overlap another's
-(`agent.overlap`). `files_named` is pure; `changed_files` asks git in the workspace.
+(`agent.overlap`). Everything here is pure; `symphony.workspace.facts.changed_files` asks git
+in the workspace.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
-
-from symphony.workspace.git import git_output, is_own_work_tree
 
 MAX_FILES = 500
 """A footprint keeps at most this many paths: a plan naming thousands says little anyway."""
@@ -83,23 +81,3 @@ def overlap(ours: Iterable[str], theirs: Iterable[str]) -> frozenset[str]:
 
 def _has_extension(path: str) -> bool:
     return "." in path.rsplit("/", 1)[-1]
-
-
-async def changed_files(path: Path, base: str | None, env: Mapping[str, str]) -> frozenset[str]:
-    """The paths the workspace's branch changed since `base` (committed) and those changed but
-    not committed; empty when the workspace is not a git work tree."""
-    if not await is_own_work_tree(path, env):
-        return frozenset()
-    found: set[str] = set()
-    if base is not None:
-        committed = await git_output(path, env, "diff", "--name-only", f"{base}...HEAD")
-        found.update(line.strip() for line in (committed or "").splitlines())
-    status = await git_output(path, env, "status", "--porcelain", "--untracked-files=all")
-    for line in (status or "").splitlines():
-        name = line[3:].strip()
-        if " -> " in name:  # a rename: the new name is the one the branch has
-            name = name.split(" -> ", 1)[1]
-        found.add(name.strip('"'))
-    # The daemon's own files in the workspace are not the ticket's work.
-    paths = sorted(p for p in map(normalize_path, found) if p and not p.startswith(".symphony/"))
-    return frozenset(paths[:MAX_FILES])

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from symphony.agents import RESUMED, AgentEvent
+from symphony.base.events import RESUMED, AgentEvent
+from symphony.base.hosts import HOST_UNREACHABLE, LOCAL
 from symphony.base.issue import BlockerRef, Issue, normalize_state
 from symphony.config.pricing import Price, Pricing
 from symphony.config.sections import AgentSettings, Settings, TrackerSettings
@@ -38,7 +39,6 @@ from symphony.core.evidence import WorkspaceFacts, build_evidence
 from symphony.core.footprint import Footprint, overlap
 from symphony.core.outcomes import CLOSED, ESCALATED, GATE, HANDOFF, REWORK, OutcomeRecord
 from symphony.core.verification import Verification
-from symphony.hosts import HOST_UNREACHABLE, LOCAL
 
 CONTINUATION_DELAY_S = 1.0
 FAILURE_BASE_DELAY_S = 10.0

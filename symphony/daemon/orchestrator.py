@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 
-from symphony.agents import AgentEvent, AgentLaunch, AgentSession, open_session
+from symphony.agents import AgentLaunch, AgentSession, open_session
 from symphony.agents.registry import backend
 from symphony.base.errors import SymphonyError
+from symphony.base.events import AgentEvent
+from symphony.base.hosts import LOCAL
 from symphony.base.issue import normalize_state
 from symphony.config.prompt import check_prompts
 from symphony.config.sections import Settings, build_settings, workflow_fingerprint
@@ -34,10 +36,9 @@ from symphony.config.stages import Outcome
 from symphony.config.workflow import read_workflow
 from symphony.core import scheduling as core
 from symphony.core.budgets import check_budgets
-from symphony.core.evidence import read_evidence_file, write_evidence_file
 from symphony.core.outcomes import OutcomeRecord, outcome_report
 from symphony.daemon.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
-from symphony.hosts import LOCAL, Host
+from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
 from symphony.hosts.ssh import SshHost
 from symphony.memory import memory_of
@@ -75,6 +76,7 @@ from symphony.workspace.environment import (
     child_environment,
     remote_environment,
 )
+from symphony.workspace.facts import read_evidence_file, write_evidence_file
 from symphony.workspace.local import WorkspaceManager, startup_prune
 from symphony.workspace.remote import RemoteWorkspaces
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import structlog
 
 from symphony.agents import (
-    AgentEvent,
     AgentLaunch,
     AgentSession,
     EventSink,
@@ -26,6 +25,7 @@ from symphony.agents import (
 )
 from symphony.agents.registry import backend
 from symphony.base.errors import SymphonyError
+from symphony.base.events import AgentEvent
 from symphony.base.issue import Issue
 from symphony.base.tools import ToolResult
 from symphony.config.prompt import (
@@ -36,8 +36,8 @@ from symphony.config.prompt import (
 )
 from symphony.config.sections import Settings
 from symphony.config.stages import Outcome, Report, Stage, marker_of, unmarked
-from symphony.core.evidence import WorkspaceFacts, merge_checks, workspace_facts
-from symphony.core.footprint import Footprint, changed_files, files_named
+from symphony.core.evidence import WorkspaceFacts
+from symphony.core.footprint import Footprint, files_named
 from symphony.core.scheduling import Failure, MovePhase, is_routable
 from symphony.core.verification import GateRound, Verification, fix_prompt
 from symphony.hosts import Host
@@ -59,6 +59,7 @@ from symphony.tracker.stage_tools import (
     parse_report,
     stage_tool_specs,
 )
+from symphony.workspace.facts import changed_files, merge_checks, workspace_facts
 from symphony.workspace.gates import run_gates
 from symphony.workspace.local import Workspace, WorkspaceManager
 from symphony.workspace.remote import RemoteWorkspaces

@@ -16,12 +16,6 @@ from typing import Protocol
 
 from symphony.hosts.shell import ScriptResult
 
-LOCAL = "local"
-"""The name of the daemon's own machine wherever a host is named (API, store, logs)."""
-
-HOST_UNREACHABLE = "host_unreachable"
-"""The error category of a run or a command that could not reach its SSH host."""
-
 
 @dataclass(frozen=True, slots=True)
 class AgentLaunchSpec:

@@ -6,7 +6,8 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from symphony.hosts import LOCAL, AgentLaunchSpec
+from symphony.base.hosts import LOCAL
+from symphony.hosts import AgentLaunchSpec
 from symphony.hosts.shell import ScriptResult, run_script
 
 

@@ -15,8 +15,8 @@ from pathlib import Path, PurePosixPath
 
 import structlog
 
+from symphony.base.hosts import HOST_UNREACHABLE
 from symphony.config.sections import HooksSettings
-from symphony.hosts import HOST_UNREACHABLE
 from symphony.hosts.ssh import SshHost
 from symphony.workspace.local import (
     HOOK_FAILED,

@@ -26,12 +26,11 @@ from symphony.agents import (
     TURN_INPUT_REQUIRED,
     TURN_TIMEOUT,
     AgentError,
-    AgentEvent,
     AgentLaunch,
-    TokenUsage,
     ToolHandler,
 )
 from symphony.agents.codex import AppServerSession
+from symphony.base.events import AgentEvent, TokenUsage
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.config.sections import CodexSettings
 

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from symphony.agents import AgentError, AgentEvent, AgentLaunch
+from symphony.agents import AgentError, AgentLaunch
 from symphony.agents.acp import AcpSession, parse_settings
 from symphony.agents.tool_server import ToolServer
+from symphony.base.events import AgentEvent
 from symphony.base.tools import ToolResult, ToolSpec
 from tests.e2e.conftest import (
     E2E_DIR,

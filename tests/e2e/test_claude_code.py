@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from symphony.agents import AgentError, AgentEvent, AgentLaunch
+from symphony.agents import AgentError, AgentLaunch
 from symphony.agents.claude import ClaudeSession, parse_settings
 from symphony.agents.tool_server import ToolServer
+from symphony.base.events import AgentEvent
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.config.pricing import DEFAULT_PRICES
 from tests.e2e.conftest import (

@@ -19,8 +19,9 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from symphony.agents import PORT_EXIT, AgentError, AgentEvent, AgentLaunch
+from symphony.agents import PORT_EXIT, AgentError, AgentLaunch
 from symphony.agents.codex import AppServerSession
+from symphony.base.events import AgentEvent
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.config.pricing import Price
 from symphony.config.sections import CodexSettings

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from symphony.core.evidence import read_evidence_file
+from symphony.workspace.facts import read_evidence_file
 from tests.e2e.conftest import codex_command
 from tests.e2e.fake_model import CallTool, FakeModel, ModelRequest, Say, Shell, Step
 from tests.stage_flow import StageRun

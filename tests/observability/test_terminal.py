@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from symphony.agents import AgentEvent, TokenUsage
+from symphony.base.events import AgentEvent, TokenUsage
 from symphony.core import scheduling as core
 from symphony.observability import terminal
 from symphony.observability.snapshot import build_snapshot

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from symphony.agents import AgentEvent, TokenUsage
+from symphony.base.events import AgentEvent, TokenUsage
 from symphony.core import scheduling as core
 from symphony.store import Store
 from symphony.store.lock import DAEMON_RUNNING, DaemonLock, LockError

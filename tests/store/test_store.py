@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from symphony.agents import AgentEvent, TokenUsage
+from symphony.base.events import AgentEvent, TokenUsage
 from symphony.config.stages import Outcome, PlannedComment, TransitionPlan
 from symphony.core import scheduling as core
 from symphony.core.footprint import Footprint
