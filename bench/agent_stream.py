@@ -50,9 +50,9 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentLaunch, AgentSession, EventSink
-from symphony.agents.codex import AppServerSession
+from symphony.agents.codex import AppServerSession, CodexSettings
 from symphony.base.events import AgentEvent
-from symphony.config.sections import CodexSettings, load_settings
+from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.store import Store
 from tests.test_orchestrator import FAKE_AGENT, Board

@@ -28,7 +28,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentLaunch, AgentSession, open_session
-from symphony.config.sections import load_settings
+from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 
 FAKE_AGENT = Path(__file__).resolve().parent.parent / "tests" / "fakes" / "fake_app_server.py"

@@ -108,7 +108,7 @@ async def live_memory_per_session_kib(sessions: int = 50) -> float:
     import os
     import tempfile
 
-    from symphony.config.sections import load_settings
+    from symphony.config.load import load_settings
     from symphony.daemon.orchestrator import Orchestrator
     from tests.test_orchestrator import Board
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentError, AgentLaunch, TurnResult
 from symphony.base.events import AgentEvent, TokenUsage
-from symphony.config.sections import load_settings
+from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.observability.logging import configure_logging
 from symphony.observability.server import create_app, serve

@@ -28,7 +28,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentLaunch, AgentSession, open_session
-from symphony.config.sections import load_settings
+from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.observability.logging import configure_logging
 from symphony.observability.server import create_app

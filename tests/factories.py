@@ -7,10 +7,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from symphony.agents.codex import CodexSettings
 from symphony.base.issue import Issue
 from symphony.config.sections import (
     AgentSettings,
-    CodexSettings,
     HooksSettings,
     PollingSettings,
     Settings,
@@ -68,7 +68,9 @@ def make_settings(
             max_concurrent_agents_by_state=MappingProxyType(per_state or {}),
             overlap=overlap,
         ),
-        codex=codex or CodexSettings(stall_timeout_ms=stall_timeout_ms),
+        agents=MappingProxyType(
+            {"codex": codex or CodexSettings(stall_timeout_ms=stall_timeout_ms)}
+        ),
         prompt_template=prompt,
         fingerprint="test",
     )

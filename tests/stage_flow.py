@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from symphony.agents import AgentLaunch, AgentSession, open_session
-from symphony.config.sections import load_settings
+from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.tracker.contract import Tracker
 from symphony.workspace.local import workspace_key

@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from symphony.agents.claude import ClaudeSettings
-from symphony.config.sections import ConfigError, Settings, load_settings
+from symphony.config.fields import ConfigError
+from symphony.config.load import load_settings
+from symphony.config.sections import Settings
 from symphony.core import scheduling as core
 from tests.factories import WALL, make_issue
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from symphony.config.load import load_settings
 from symphony.config.pricing import Price
-from symphony.config.sections import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.store import Store
 from tests.test_orchestrator import Board, Running, scenario_env

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from symphony.config.sections import AgentSettings, ConfigError, load_settings
+from symphony.config.fields import ConfigError
+from symphony.config.load import load_settings
+from symphony.config.sections import AgentSettings
 from symphony.workspace.environment import child_environment
 from tests.factories import make_settings
 

@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from symphony.cli import main as cli
+from symphony.config.load import load_settings
 from symphony.config.prompt import StageContext, check_prompts, render_prompt
-from symphony.config.sections import HooksSettings, load_settings
+from symphony.config.sections import HooksSettings
 from symphony.tracker.contract import TrackerContext, create_tracker
 from symphony_adapters.local.board import LocalBoard
 

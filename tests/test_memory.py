@@ -14,7 +14,9 @@ import pytest
 
 from symphony.base.issue import Issue
 from symphony.base.tools import ToolResult
-from symphony.config.sections import ConfigError, MemorySettings, load_settings
+from symphony.config.fields import ConfigError
+from symphony.config.load import load_settings
+from symphony.config.sections import MemorySettings
 from symphony.core.verification import GateResult, GateRound, Verification
 from symphony.memory import (
     RECORD_LEARNING,

@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from symphony.agents.registry import CODEX
-from symphony.config.sections import HooksSettings, load_settings
+from symphony.config.load import load_settings
+from symphony.config.sections import HooksSettings
 from symphony.core import scheduling as core
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.store import Store

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from symphony.agents.codex import CodexSettings
 from symphony.base.events import AgentEvent
 from symphony.base.issue import Issue
 from symphony.base.tools import ToolResult, ToolSpec
-from symphony.config.sections import CodexSettings, HooksSettings
+from symphony.config.sections import HooksSettings
 from symphony.daemon import runner
 from symphony.daemon.runner import AttemptContext, AttemptFailed, run_attempt
 from symphony.tracker.contract import TRACKER_RATE_LIMITED, TrackerError
@@ -109,7 +110,10 @@ async def test_agent_startup_failure_names_the_step_and_category(tmp_path: Path)
     issue = make_issue("ABC-1")
     ctx = context(tmp_path, ScriptedTracker(issue, ["Todo"]))
     ctx = replace(
-        ctx, settings=replace(ctx.settings, codex=CodexSettings(command="no-such-agent-binary"))
+        ctx,
+        settings=replace(
+            ctx.settings, agents={"codex": CodexSettings(command="no-such-agent-binary")}
+        ),
     )
     with pytest.raises(AttemptFailed, match="agent startup: codex_not_found"):
         await run_attempt(issue, None, ctx, lambda event: None)
@@ -215,7 +219,8 @@ async def test_in_stage_mode_the_agent_reports_and_never_gets_the_move_tool(
 
 
 async def test_a_stage_prompt_gets_the_newest_plan_and_a_bounded_number_of_comments() -> None:
-    from symphony.config.stages import Stage, marked
+    from symphony.config.stages import Stage
+    from symphony.core.markers import marked
     from symphony.tracker.contract import Comment
 
     class Talkative(ScriptedTracker):

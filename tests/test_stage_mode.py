@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from symphony.config.sections import load_settings
+from symphony.config.load import load_settings
 from symphony.core import scheduling
 from symphony.tracker.contract import TRACKER_REQUEST, TrackerContext, TrackerError, create_tracker
 from symphony_adapters.local.board import LocalBoard

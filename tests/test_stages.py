@@ -7,16 +7,12 @@ from pathlib import Path
 import pytest
 
 from symphony.base.errors import SymphonyError
+from symphony.config.fields import ConfigError
+from symphony.config.load import load_settings
 from symphony.config.prompt import PromptError, check_prompts
-from symphony.config.sections import ConfigError, load_settings
-from symphony.config.stages import (
-    Outcome,
-    Report,
-    marked,
-    marker_of,
-    plan_transition,
-    unmarked,
-)
+from symphony.config.stages import Outcome, Report
+from symphony.core.markers import marked, marker_of, unmarked
+from symphony.core.transitions import plan_transition
 
 HEAD = "---\ntracker:\n  kind: local\n  provider:\n    path: board\n"
 

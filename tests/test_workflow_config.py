@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from symphony.base.issue import ISSUE_TEMPLATE_SHAPE, BlockerRef
+from symphony.config.fields import ConfigError, resolve_secret
+from symphony.config.load import load_settings
 from symphony.config.prompt import (
     TEMPLATE_PARSE_ERROR,
     TEMPLATE_RENDER_ERROR,
@@ -18,7 +20,6 @@ from symphony.config.prompt import (
     continuation_prompt,
     render_prompt,
 )
-from symphony.config.sections import ConfigError, load_settings, resolve_secret
 from symphony.config.workflow import (
     MISSING_WORKFLOW_FILE,
     WORKFLOW_FRONT_MATTER_NOT_A_MAP,
@@ -100,10 +101,10 @@ def test_defaults_apply_when_optional_values_are_missing(tmp_path: Path) -> None
     assert settings.agent.max_turns == 20
     assert settings.agent.max_retry_backoff_ms == 300_000
     assert dict(settings.agent.max_concurrent_agents_by_state) == {}
-    assert settings.codex.command == "codex app-server"
-    assert settings.codex.turn_timeout_ms == 3_600_000
-    assert settings.codex.read_timeout_ms == 5_000
-    assert settings.codex.stall_timeout_ms == 300_000
+    assert settings.agents["codex"].command == "codex app-server"
+    assert settings.agents["codex"].turn_timeout_ms == 3_600_000
+    assert settings.agents["codex"].read_timeout_ms == 5_000
+    assert settings.agents["codex"].stall_timeout_ms == 300_000
     assert settings.tracker.active_states == ("Todo", "In Progress")
     assert settings.tracker.terminal_states == ("Done", "Cancelled", "Closed")
     assert settings.tracker.required_labels == ()
@@ -166,9 +167,8 @@ def test_secret_reference_resolves_and_empty_counts_as_missing() -> None:
 
 def test_codex_command_is_kept_as_a_shell_string(tmp_path: Path) -> None:
     text = MINIMAL.replace("---\nDo", 'codex:\n  command: codex app-server --x "$HOME" ~\n---\nDo')
-    assert (
-        load_settings(write(tmp_path, text), {}).codex.command == 'codex app-server --x "$HOME" ~'
-    )
+    settings = load_settings(write(tmp_path, text), {})
+    assert settings.agents["codex"].command == 'codex app-server --x "$HOME" ~'
 
 
 def test_per_state_limits_normalize_names_and_ignore_invalid_entries(tmp_path: Path) -> None:

@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from symphony.config.sections import ConfigError, HooksSettings, load_settings
+from symphony.config.fields import ConfigError
+from symphony.config.load import load_settings
+from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.workspace.local import WorkspaceManager
-from symphony.workspace.worktrees import MIRROR_NAME, WorktreeSettings, slugify
+from symphony.workspace.worktrees import MIRROR_NAME, slugify
 
 
 def git(path: Path, *args: str) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.config.sections import env_reference
+from symphony.config.fields import env_reference
 from symphony.tracker.contract import INVALID_TRACKER_CONFIG, MISSING_TRACKER_SECRET, TrackerError
 
 

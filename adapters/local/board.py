@@ -43,7 +43,7 @@ import structlog
 
 from symphony.base.issue import Issue, normalize_state
 from symphony.base.tools import ToolResult, ToolSpec, is_inline
-from symphony.config.sections import ConfigError, resolve_path
+from symphony.config.fields import ConfigError, resolve_path
 from symphony.tracker.contract import (
     INVALID_TRACKER_CONFIG,
     TRACKER_REJECTED,

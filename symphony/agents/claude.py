@@ -66,7 +66,7 @@ from symphony.agents.session import (
 )
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
 from symphony.base.events import RESUMED, EventKind
-from symphony.config.sections import INVALID_CONFIG, ConfigError, integer
+from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
 
 _log = structlog.get_logger(__name__)
 

@@ -28,6 +28,7 @@ import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import structlog
@@ -51,7 +52,7 @@ from symphony.agents.session import StopOnce, check_workspace, deliver, dig, wit
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
 from symphony.base.events import RESUMED, AgentEvent, EventKind, TokenUsage
 from symphony.base.tools import ToolResult
-from symphony.config.sections import CodexSettings
+from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
 
 __all__ = ["MAX_LINE_BYTES", "AppServerSession"]
 
@@ -69,6 +70,54 @@ _TOOL_CALL = "item/tool/call"
 _REPORTED_CATEGORIES = frozenset({TURN_FAILED, TURN_CANCELLED, TURN_INPUT_REQUIRED})
 
 _log = structlog.get_logger(__name__)
+
+
+KEYS = (
+    "command",
+    "approval_policy",
+    "thread_sandbox",
+    "turn_sandbox_policy",
+    "turn_timeout_ms",
+    "read_timeout_ms",
+    "stall_timeout_ms",
+)
+"""The keys of the `codex:` section (spec §5.3.6)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CodexSettings:
+    command: str = "codex app-server"
+    approval_policy: Any = "never"
+    thread_sandbox: str = "workspace-write"
+    turn_sandbox_policy: Mapping[str, Any] | None = None
+    turn_timeout_ms: int = 3_600_000
+    read_timeout_ms: int = 5_000
+    stall_timeout_ms: int = 300_000
+
+
+_CODEX = CodexSettings()
+
+
+def parse_settings(raw: Mapping[str, Any]) -> CodexSettings:
+    """The `codex:` section (spec §6.1)."""
+    command = raw.get("command", _CODEX.command)
+    if not isinstance(command, str) or not command.strip():
+        raise ConfigError(INVALID_CONFIG, "codex.command must be a non-empty shell command")
+    sandbox = raw.get("thread_sandbox", _CODEX.thread_sandbox)
+    if not isinstance(sandbox, str):
+        raise ConfigError(INVALID_CONFIG, "codex.thread_sandbox must be a string")
+    turn_policy = raw.get("turn_sandbox_policy")
+    if turn_policy is not None and not isinstance(turn_policy, dict):
+        raise ConfigError(INVALID_CONFIG, "codex.turn_sandbox_policy must be a map")
+    return CodexSettings(
+        command=command,
+        approval_policy=raw.get("approval_policy", _CODEX.approval_policy),
+        thread_sandbox=sandbox,
+        turn_sandbox_policy=MappingProxyType(turn_policy) if turn_policy is not None else None,
+        turn_timeout_ms=integer(raw, "codex.turn_timeout_ms", _CODEX.turn_timeout_ms, 1),
+        read_timeout_ms=integer(raw, "codex.read_timeout_ms", _CODEX.read_timeout_ms, 1),
+        stall_timeout_ms=integer(raw, "codex.stall_timeout_ms", _CODEX.stall_timeout_ms, None),
+    )
 
 
 DELTA_INTERVAL_S = 0.25

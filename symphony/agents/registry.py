@@ -14,10 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.agents import AgentLaunch, AgentSession, SessionSettings, acp, claude
+from symphony.agents import AgentLaunch, AgentSession, SessionSettings, acp, claude, codex
 from symphony.agents.codex import AppServerSession
 from symphony.base.errors import SymphonyError
-from symphony.config.sections import KNOWN_KEYS, parse_codex
 
 UNKNOWN_AGENT = "unknown_agent_kind"
 
@@ -37,10 +36,10 @@ class Backend:
 
 CODEX = Backend(
     kind="codex",
-    keys=KNOWN_KEYS["codex"],  # the spec's own section
+    keys=codex.KEYS,  # the spec's own section
     # Its home (where a login keeps its credentials), an API key, an endpoint, its log filter.
     env_names=("CODEX_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "RUST_LOG"),
-    parse=parse_codex,
+    parse=codex.parse_settings,
     session=AppServerSession,
 )
 

@@ -33,7 +33,7 @@ def preflight_warnings(settings: Settings) -> list[str]:
     environ = {**os.environ, "SYMPHONY_WORKFLOW_DIR": str(settings.workflow_dir)}
     worktrees = settings.workspace.worktrees
     local = worktrees is not None and worktrees.repository.startswith("/")
-    if local and not os.path.isdir(worktrees.repository):
+    if worktrees is not None and local and not os.path.isdir(worktrees.repository):
         warnings.append(
             f"workspace.repository {worktrees.repository} does not exist, so no ticket can "
             "get a worktree"

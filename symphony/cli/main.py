@@ -31,8 +31,9 @@ from symphony.base.issue import Issue
 from symphony.cli import check
 from symphony.cli.init import TRACKERS, init_workflow
 from symphony.cli.report import parse_window, report_text
+from symphony.config.load import load_settings
 from symphony.config.prompt import check_prompts, render_prompt
-from symphony.config.sections import Settings, load_settings
+from symphony.config.sections import Settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.daemon.runner import stage_context
 from symphony.hosts import process

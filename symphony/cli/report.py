@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from symphony.config.sections import INVALID_CONFIG, ConfigError
+from symphony.config.fields import INVALID_CONFIG, ConfigError
 from symphony.core.costs import usd
 from symphony.core.outcomes import OutcomeSummary, summarize
 from symphony.store import Store

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.config.sections import INVALID_CONFIG, ConfigError
+from symphony.config.fields import INVALID_CONFIG, ConfigError
 
 PER_TOKENS = 1_000_000
 

@@ -7,9 +7,9 @@ succeeds (`on_success`), when the agent reports it is blocked (`on_blocked`) and
 working without reporting (`on_stuck`, after `max_total_turns` turns). The agent chooses its
 path inside a stage; the contour is the daemon's: agents report, the daemon moves tickets.
 
-This module declares the machine (parsed once from WORKFLOW.md into frozen values) and decides,
-purely, what a reported outcome means: the target state and the comments the daemon posts on
-the way. Performing the move is the orchestrator's job.
+This module declares the machine and parses it once from WORKFLOW.md into frozen values. What a
+reported outcome means (the target state and the comments on the way) is decided in
+`symphony.core.transitions`; performing the move is the daemon's job.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from types import MappingProxyType
 from typing import Any
 
 from symphony.base.issue import normalize_state
-from symphony.config.sections import INVALID_CONFIG, ConfigError
-from symphony.core.evidence import render_evidence
-from symphony.core.verification import Verification, describe_failures
+from symphony.config.fields import INVALID_CONFIG, ConfigError
+from symphony.config.sections import AgentBlock
 
 DEFAULT_ESCALATION_STATE = "Needs Attention"
 TOTAL_TURNS_PER_MAX_TURNS = 2
@@ -191,133 +190,6 @@ class Report:
     """The pull/merge request the agent says it opened (a URL)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PlannedComment:
-    """A comment the daemon posts as part of a transition. `kind` is its marker. A `single`
-    comment exists once per ticket and is edited in place on later transitions: the plan (the
-    newest one is `{{ plan }}`) and the evidence."""
-
-    kind: str
-    body: str
-    single: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class TransitionPlan:
-    stage: str
-    outcome: Outcome
-    target: str
-    comments: tuple[PlannedComment, ...]
-    evidence: Mapping[str, Any] | None = None
-    """The evidence bundle of a hand-off, also written to the workspace."""
-    hands_off: bool = False
-    """The target is a review state: the ticket goes to a person for review."""
-
-
-def plan_transition(
-    stage: Stage,
-    report: Report | None,
-    *,
-    stuck: bool,
-    turns_used: int,
-    last_message: str | None,
-    verification: Verification | None = None,
-    evidence: Mapping[str, Any] | None = None,
-) -> TransitionPlan | None:
-    """Where a finished stage run takes its ticket, or None when nothing was decided (no report
-    and turns left: the stage continues). A `done` whose verification failed to the end goes
-    to `on_verify_failed`; a `done` with `evidence` hands over with the evidence comment."""
-    if (
-        report is not None
-        and report.outcome is Outcome.DONE
-        and verification is not None
-        and not verification.passed
-    ):
-        fixes = verification.fix_turns
-        body = (
-            f"The agent reported stage `{stage.name}` done, but the daemon's verification "
-            f"still failed after {fixes} fix turn{'s' if fixes != 1 else ''}; moving the "
-            f"ticket to {stage.on_verify_failed}.\n\n{describe_failures(verification.last)}"
-            f"\n\nThe agent's last summary:\n\n{report.summary.strip()}"
-        )
-        return TransitionPlan(
-            stage.name,
-            Outcome.VERIFY_FAILED,
-            stage.on_verify_failed,
-            (PlannedComment("verify_failed", body),),
-        )
-    if report is not None and report.outcome is Outcome.DONE:
-        comments: list[PlannedComment] = []
-        if report.plan:
-            comments.append(PlannedComment("plan", report.plan.strip(), single=True))
-        if evidence is not None:
-            comments.append(PlannedComment("evidence", render_evidence(evidence), single=True))
-        else:
-            comments.append(
-                PlannedComment(
-                    "done",
-                    f"Stage `{stage.name}` is done; moving the ticket to {stage.on_success}."
-                    f"\n\n{report.summary.strip()}",
-                )
-            )
-        return TransitionPlan(stage.name, Outcome.DONE, stage.on_success, tuple(comments), evidence)
-    if report is not None and report.outcome is Outcome.BLOCKED:
-        body = (
-            f"The agent is blocked in stage `{stage.name}`; moving the ticket to "
-            f"{stage.on_blocked}.\n\n{report.summary.strip()}"
-        )
-        if report.open_questions:
-            body += "\n\nOpen questions:\n" + "\n".join(f"- {q}" for q in report.open_questions)
-        return TransitionPlan(
-            stage.name, Outcome.BLOCKED, stage.on_blocked, (PlannedComment("blocked", body),)
-        )
-    if stuck:
-        body = (
-            f"Stage `{stage.name}` used {turns_used} turns (max_total_turns "
-            f"{stage.max_total_turns}) without the agent reporting an outcome; moving the "
-            f"ticket to {stage.on_stuck}."
-        )
-        if last_message:
-            body += "\n\nThe agent's last message:\n\n> " + "\n> ".join(
-                last_message.strip().splitlines()
-            )
-        return TransitionPlan(
-            stage.name, Outcome.STUCK, stage.on_stuck, (PlannedComment("stuck", body),)
-        )
-    return None
-
-
-# Comment markers: how the daemon recognizes its own comments on any tracker
-
-
-MARKER_PREFIX = "— symphony · "
-
-
-def marked(body: str, kind: str, key: str | None = None) -> str:
-    """`body` with a last line naming its kind (and an idempotency key): plain text, so every
-    tracker keeps it whatever it does to Markdown or HTML."""
-    tag = f"{kind} · {key}" if key else kind
-    return f"{body.rstrip()}\n\n{MARKER_PREFIX}{tag}"
-
-
-def marker_of(body: str) -> tuple[str, str | None] | None:
-    """(kind, key) of a comment the daemon marked, or None for anyone else's."""
-    last = body.rstrip().rsplit("\n", 1)[-1].strip()
-    if not last.startswith(MARKER_PREFIX):
-        return None
-    parts = [part.strip() for part in last[len(MARKER_PREFIX) :].split("·")]
-    if not parts or not parts[0]:
-        return None
-    return parts[0], (parts[1] if len(parts) > 1 and parts[1] else None)
-
-
-def unmarked(body: str) -> str:
-    """The text of a marked comment without its marker line."""
-    if marker_of(body) is None:
-        return body
-    return body.rstrip().rsplit("\n", 1)[0].rstrip()
-
-
 # Declaration: parsing the `stages:` section
 
 
@@ -330,6 +202,7 @@ def parse_stages(
     max_turns: int,
     terminal_states: Sequence[str],
     warnings: list[str],
+    agents: Mapping[str, AgentBlock],
 ) -> StageMachine:
     """The machine `stages:` and `escalation_state` declare; raises ConfigError."""
     stages_raw = raw.get("stages")
@@ -347,7 +220,7 @@ def parse_stages(
         where = f"stages.{name}"
         if not isinstance(body, Mapping):
             raise ConfigError(INVALID_CONFIG, f"{where} must be a map of settings")
-        _warn_unknown(body, (*STAGE_KEYS, *_agent_kinds()), where, warnings)
+        _warn_unknown(body, (*STAGE_KEYS, *agents), where, warnings)
         states = _states(body.get("states"), f"{where}.states")
         for state in states:
             key = normalize_state(state)
@@ -390,8 +263,8 @@ def parse_stages(
                 )
                 or DEFAULT_VERIFY_OUTPUT_CHARS,
                 evidence=evidence,
-                agent=_agent_kind(body, where),
-                sessions=_stage_sessions(raw, body, where),
+                agent=_agent_kind(body, where, agents),
+                sessions=_stage_sessions(raw, body, where, agents),
             )
         )
         if not gates:
@@ -528,20 +401,12 @@ def _count(body: Mapping[str, Any], key: str, where: str, default: int) -> int:
     return value
 
 
-def _agent_kinds() -> tuple[str, ...]:
-    from symphony.agents.registry import BACKENDS
-
-    return tuple(BACKENDS)
-
-
 def _stage_sessions(
-    raw: Mapping[str, Any], body: Mapping[str, Any], where: str
+    raw: Mapping[str, Any], body: Mapping[str, Any], where: str, agents: Mapping[str, AgentBlock]
 ) -> Mapping[str, Any]:
     """The agent blocks this stage overrides, each its keys over the workflow's section."""
-    from symphony.agents.registry import BACKENDS
-
     blocks: dict[str, Any] = {}
-    for kind, backend in BACKENDS.items():
+    for kind, backend in agents.items():
         if kind not in body:
             continue
         override = body[kind]
@@ -556,15 +421,14 @@ def _stage_sessions(
     return MappingProxyType(blocks)
 
 
-def _agent_kind(body: Mapping[str, Any], where: str) -> str | None:
-    from symphony.agents.registry import BACKENDS
-
+def _agent_kind(
+    body: Mapping[str, Any], where: str, agents: Mapping[str, AgentBlock]
+) -> str | None:
     kind = _optional_text(body, "agent", where)
-    if kind is not None and kind not in BACKENDS:
+    if kind is not None and kind not in agents:
         raise ConfigError(
             INVALID_CONFIG,
-            f"{where}.agent is {kind!r}, which symphony does not drive; known: "
-            f"{', '.join(BACKENDS)}",
+            f"{where}.agent is {kind!r}, which symphony does not drive; known: {', '.join(agents)}",
         )
     return kind
 

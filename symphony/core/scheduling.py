@@ -26,18 +26,12 @@ from symphony.base.hosts import HOST_UNREACHABLE, LOCAL
 from symphony.base.issue import BlockerRef, Issue, normalize_state
 from symphony.config.pricing import Price, Pricing
 from symphony.config.sections import AgentSettings, Settings, TrackerSettings
-from symphony.config.stages import (
-    Outcome,
-    PlannedComment,
-    Report,
-    Stage,
-    TransitionPlan,
-    plan_transition,
-)
+from symphony.config.stages import Outcome, Report, Stage
 from symphony.core.costs import UNKNOWN_MODEL, Spend, budget_exceeded_text, day_key, usd
 from symphony.core.evidence import WorkspaceFacts, build_evidence
 from symphony.core.footprint import Footprint, overlap
 from symphony.core.outcomes import CLOSED, ESCALATED, GATE, HANDOFF, REWORK, OutcomeRecord
+from symphony.core.transitions import PlannedComment, TransitionPlan, plan_transition
 from symphony.core.verification import Verification
 
 CONTINUATION_DELAY_S = 1.0
@@ -929,7 +923,7 @@ def agent_kind_for(issue: Issue, stage: Stage | None, settings: Settings) -> str
         for label in issue.labels:
             if label.startswith(AGENT_LABEL):
                 kind = label[len(AGENT_LABEL) :].strip()
-                if kind == "codex" or kind in settings.sessions:
+                if kind in settings.agents:
                     return kind
     if stage is not None and stage.agent is not None:
         return stage.agent

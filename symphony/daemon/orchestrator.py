@@ -30,8 +30,9 @@ from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent
 from symphony.base.hosts import LOCAL
 from symphony.base.issue import normalize_state
+from symphony.config.load import build_settings, workflow_fingerprint
 from symphony.config.prompt import check_prompts
-from symphony.config.sections import Settings, build_settings, workflow_fingerprint
+from symphony.config.sections import Settings
 from symphony.config.stages import Outcome
 from symphony.config.workflow import read_workflow
 from symphony.core import scheduling as core

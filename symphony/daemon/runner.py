@@ -35,9 +35,10 @@ from symphony.config.prompt import (
     stage_continuation_prompt,
 )
 from symphony.config.sections import Settings
-from symphony.config.stages import Outcome, Report, Stage, marker_of, unmarked
+from symphony.config.stages import Outcome, Report, Stage
 from symphony.core.evidence import WorkspaceFacts
 from symphony.core.footprint import Footprint, files_named
+from symphony.core.markers import marker_of, unmarked
 from symphony.core.scheduling import Failure, MovePhase, is_routable
 from symphony.core.verification import GateRound, Verification, fix_prompt
 from symphony.hosts import Host

@@ -29,11 +29,12 @@ from typing import Any
 
 from symphony.base.errors import SymphonyError
 from symphony.base.issue import BlockerRef, Issue
-from symphony.config.stages import Outcome, PlannedComment, TransitionPlan
+from symphony.config.stages import Outcome
 from symphony.core.costs import Spend
 from symphony.core.footprint import Footprint
 from symphony.core.outcomes import OutcomeRecord
 from symphony.core.scheduling import SchedulerState, TicketTotals, Totals
+from symphony.core.transitions import PlannedComment, TransitionPlan
 from symphony.store.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 
 STORE_NEWER = "store_newer_schema"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from symphony.base.issue import Issue, normalize_state
-from symphony.config.stages import marked, marker_of, unmarked
+from symphony.core.markers import marked, marker_of, unmarked
 from symphony.core.scheduling import PendingTransition
 from symphony.tracker.contract import TRACKER_RESPONSE, Tracker, TrackerError
 

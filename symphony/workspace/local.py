@@ -43,12 +43,12 @@ import structlog
 from liquid import Environment, StrictUndefined
 
 from symphony.base.errors import SymphonyError
-from symphony.config.sections import HooksSettings
+from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.hosts.local import LOCAL_HOST, LocalHost
 from symphony.hosts.shell import Outcome, ScriptResult
 from symphony.workspace.git import git_output
 from symphony.workspace.marks import MARKS_DIR, OwnershipMarks
-from symphony.workspace.worktrees import WorktreeError, Worktrees, WorktreeSettings, slugify
+from symphony.workspace.worktrees import WorktreeError, Worktrees, slugify
 
 log = structlog.get_logger(__name__)
 

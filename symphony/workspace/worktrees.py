@@ -19,15 +19,14 @@ import contextlib
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from symphony.base.errors import SymphonyError
+from symphony.config.sections import WorktreeSettings
 from symphony.workspace.git import run_git
 
 WORKTREE_FAILED = "worktree_failed"
 MIRROR_NAME = ".symphony-mirror.git"
-DEFAULT_BRANCH = "symphony/{{ issue.identifier | slugify }}"
 GIT_TIMEOUT_S = 300.0
 """A clone or fetch of a large repository takes a while; a query (`workspace.git`) does not."""
 
@@ -42,16 +41,6 @@ def slugify(text: str) -> str:
     """A branch-name-safe form: letters, digits, `.`, `_`, `-`, nothing else."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.")
     return re.sub(r"-{2,}", "-", slug) or "ticket"
-
-
-@dataclass(frozen=True, slots=True)
-class WorktreeSettings:
-    repository: str
-    """A local path (already resolved) or a URL."""
-    base: str | None = None
-    """What new branches start from: a branch of the repository (`main`, `origin/main`) or a
-    commit; None: the repository's default branch."""
-    branch: str = DEFAULT_BRANCH
 
 
 class Worktrees:

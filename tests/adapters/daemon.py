@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from symphony.config.sections import load_settings
+from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from tests.test_orchestrator import FAKE_AGENT, Running
 

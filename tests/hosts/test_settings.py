@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from symphony.config.sections import ConfigError, HostSpec, SshSettings, load_settings
+from symphony.config.fields import ConfigError
+from symphony.config.load import load_settings
+from symphony.config.sections import HostSpec, SshSettings
 from symphony.hosts.ssh import SshHost, encode_env, remote_pgid_of
 from tests.test_orchestrator import Board
 

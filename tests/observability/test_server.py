@@ -14,7 +14,9 @@ import httpx
 import pytest
 import yaml
 
-from symphony.config.sections import ConfigError, ServerSettings, load_settings
+from symphony.config.fields import ConfigError
+from symphony.config.load import load_settings
+from symphony.config.sections import ServerSettings
 from symphony.observability.server import create_app, is_loopback, serve
 from tests.test_cli import _read_until, _start_daemon
 from tests.test_orchestrator import Board, Running, scenario_env, start

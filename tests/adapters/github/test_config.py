@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from symphony.config.sections import TrackerSettings, load_settings
+from symphony.config.load import load_settings
+from symphony.config.sections import TrackerSettings
 from symphony.tracker.contract import (
     INVALID_TRACKER_CONFIG,
     MISSING_TRACKER_SECRET,

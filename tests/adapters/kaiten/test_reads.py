@@ -14,7 +14,7 @@ import respx
 from structlog.testing import capture_logs
 
 import symphony_adapters.kaiten as kaiten
-from symphony.config.sections import load_settings
+from symphony.config.load import load_settings
 from symphony.tracker.contract import (
     INVALID_TRACKER_CONFIG,
     TRACKER_RATE_LIMITED,

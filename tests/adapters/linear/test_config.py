@@ -9,7 +9,7 @@ import pytest
 import respx
 
 import symphony_adapters.linear as linear
-from symphony.config.sections import load_settings
+from symphony.config.load import load_settings
 from symphony.tracker.contract import (
     INVALID_TRACKER_CONFIG,
     MISSING_TRACKER_SECRET,

@@ -1,0 +1,81 @@
+"""Reading one value of the front matter: the error a bad value raises, integers, `$VAR`
+references, secrets and paths. Shared by the settings loader, the stage parser, the agent
+kinds' own blocks and the tracker adapters' `provider` blocks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from symphony.base.errors import SymphonyError
+
+INVALID_CONFIG = "invalid_workflow_config"
+
+
+class ConfigError(SymphonyError):
+    """The front matter parsed but a value is missing, of the wrong type, or out of range."""
+
+
+_VAR = r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))"
+
+
+_ENV_REF = re.compile(rf"^{_VAR}$")
+
+
+_PATH_VAR = re.compile(_VAR)
+
+
+def env_reference(value: object) -> str | None:
+    """The variable name when `value` is exactly `$NAME` or `${NAME}`, else None."""
+    if not isinstance(value, str):
+        return None
+    match = _ENV_REF.match(value.strip())
+    if match is None:
+        return None
+    return match.group(1) or match.group(2)
+
+
+def resolve_secret(value: object, environ: Mapping[str, str]) -> str | None:
+    """A secret given literally or as `$NAME`; an unset or empty variable counts as missing."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return None
+    name = env_reference(value)
+    if name is None:
+        return value or None
+    return environ.get(name) or None
+
+
+def resolve_path(value: str, base: Path, environ: Mapping[str, str], what: str) -> Path:
+    """Expand `$VAR` and `~`, resolve against `base` when relative, return an absolute path."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        resolved = environ.get(name)
+        if not resolved:
+            raise ConfigError(INVALID_CONFIG, f"{what} refers to ${name}, which is not set")
+        return resolved
+
+    expanded = Path(_PATH_VAR.sub(substitute, value)).expanduser()
+    if not expanded.is_absolute():
+        expanded = base / expanded
+    return Path(os.path.normpath(expanded))
+
+
+def integer(raw: Mapping[str, Any], dotted: str, default: int, minimum: int | None) -> int:
+    """The integer setting `dotted` (its last part is the key in `raw`); integer strings are
+    accepted, booleans are not; raises ConfigError naming the setting."""
+    key = dotted.rsplit(".", 1)[1]
+    value = raw.get(key, default)
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(INVALID_CONFIG, f"{dotted} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(INVALID_CONFIG, f"{dotted} must be at least {minimum}, got {value}")
+    return value
