@@ -18,13 +18,14 @@ from pathlib import Path
 
 from symphony import memory as memory_module
 from symphony.base.issue import Issue
+from symphony.base.secrets import SecretMasker
 from symphony.config.sections import MemorySettings
 from symphony.memory import MAX_NOTES_READ, Memory, Ticket
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
-        memory = Memory(MemorySettings(Path(folder), budget_chars=4_000))
+        memory = Memory(MemorySettings(Path(folder), budget_chars=4_000), SecretMasker())
         started = time.perf_counter()
         for n in range(MAX_NOTES_READ):
             memory.record(

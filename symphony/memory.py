@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from symphony.base.issue import Issue
+from symphony.base.secrets import SecretMasker
 from symphony.base.tools import (
     ToolResult,
     ToolSpec,
@@ -47,7 +48,6 @@ from symphony.base.tools import (
 from symphony.config.sections import MemorySettings, Settings
 from symphony.core.footprint import files_named, normalize_path, overlap
 from symphony.core.verification import Verification
-from symphony.observability.logging import masker
 
 RECORD_LEARNING = "record_learning"
 MAX_TOPIC_CHARS = 100
@@ -127,7 +127,7 @@ def choose(notes: Sequence[Note], ticket: Ticket) -> list[Note]:
     return sorted(notes, key=lambda n: (-relevance(n, ticket), -(n.recorded or epoch).timestamp()))
 
 
-def render(notes: Sequence[Note], budget_chars: int) -> str | None:
+def render(notes: Sequence[Note], budget_chars: int, masker: SecretMasker) -> str | None:
     """The notes as Markdown bullets, in order, never longer than `budget_chars`; a note that
     does not fit whole is cut when enough room is left, and what is left out is counted.
     None when there are no notes (so `{% if memory %}` reads naturally)."""
@@ -135,7 +135,7 @@ def render(notes: Sequence[Note], budget_chars: int) -> str | None:
         return None
     lines: list[str] = []
     for index, note in enumerate(notes):
-        entry = _entry(note)
+        entry = _entry(note, masker)
         after = len(notes) - index - 1
         tail = [_left_out(after)] if after else []
         if _joined([*lines, entry, *tail]) <= budget_chars:
@@ -156,7 +156,7 @@ def _joined(lines: Sequence[str]) -> int:
     return sum(map(len, lines)) + max(len(lines) - 1, 0)
 
 
-def _entry(note: Note) -> str:
+def _entry(note: Note, masker: SecretMasker) -> str:
     about = ", ".join(
         part
         for part in (
@@ -184,9 +184,14 @@ class Memory:
     two lessons on one topic in the same second get two files."""
 
     def __init__(
-        self, settings: MemorySettings, clock: Callable[[], datetime] | None = None
+        self,
+        settings: MemorySettings,
+        masker: SecretMasker,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.settings = settings
+        self.masker = masker
+        """The daemon's secrets are masked in every note written and every note shown."""
         self._clock = clock or (lambda: datetime.now(UTC))
 
     @property
@@ -242,7 +247,7 @@ class Memory:
             return True
 
     def for_prompt(self, ticket: Ticket) -> str | None:
-        return render(choose(self.notes(), ticket), self.settings.budget_chars)
+        return render(choose(self.notes(), ticket), self.settings.budget_chars, self.masker)
 
     def record(
         self,
@@ -258,8 +263,8 @@ class Memory:
         lesson already noted (same topic and text, from any ticket) is not written again: the
         existing note is returned."""
         now = self._clock()
-        topic = masker.mask(" ".join(topic.split()))
-        text = masker.mask(text.strip())
+        topic = self.masker.mask(" ".join(topic.split()))
+        text = self.masker.mask(text.strip())
         repeat = self._noted(topic, text)
         if repeat is not None:
             return repeat
@@ -296,11 +301,11 @@ class Memory:
         return Note(path, topic, text, ticket, tuple(labels), tuple(files), now, source)
 
 
-def memory_of(settings: Settings) -> Memory | None:
+def memory_of(settings: Settings, masker: SecretMasker) -> Memory | None:
     """The workflow's notes folder, or None when memory is off."""
     if settings.memory is None or not settings.memory.enabled:
         return None
-    return Memory(settings.memory)
+    return Memory(settings.memory, masker)
 
 
 # Parsed notes by path, valid while the file's size and modification time stay the same: a

@@ -5,31 +5,25 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
+from symphony.base.secrets import SecretMasker
 from symphony.config.stages import Gate
 from symphony.core.verification import GateRound, Verification, fence, fix_prompt
-from symphony.observability.logging import masker
 from symphony.workspace.gates import run_gates
 from tests.test_workspace import is_alive, wait_until
 
 
-@pytest.fixture(autouse=True)
-def _no_secrets() -> Iterator[None]:
-    yield
-    masker.set(())
-
-
-async def gates(tmp_path: Path, *gates: Gate, output_chars: int = 4000) -> GateRound:
+async def gates(
+    tmp_path: Path, *gates: Gate, output_chars: int = 4000, masker: SecretMasker | None = None
+) -> GateRound:
     return await run_gates(
         gates,
         cwd=tmp_path,
         env=dict(os.environ),
         default_timeout_ms=10_000,
         output_chars=output_chars,
+        masker=masker or SecretMasker(),
     )
 
 
@@ -90,8 +84,10 @@ async def test_a_gate_that_cannot_start_fails_with_the_reason(tmp_path: Path) ->
 
 
 async def test_a_secret_a_gate_prints_is_masked_in_its_output(tmp_path: Path) -> None:
+    masker = SecretMasker()
     masker.set(["tok_supersecret_42"])
-    round_ = await gates(tmp_path, Gate("leaky", "echo token=tok_supersecret_42; exit 1"))
+    leaky = Gate("leaky", "echo token=tok_supersecret_42; exit 1")
+    round_ = await gates(tmp_path, leaky, masker=masker)
     assert round_.results[0].output == "token=[redacted]\n"
 
 

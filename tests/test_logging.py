@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import structlog
 
-from symphony.observability.logging import configure_logging, masker, render_kv
+from symphony.base.secrets import SecretMasker
+from symphony.observability.logging import configure_logging, render_kv
 
 
 @pytest.fixture(autouse=True)
 def _reset_logging() -> Iterator[None]:
     yield
-    masker.set(())
     structlog.reset_defaults()
 
 
@@ -39,7 +39,8 @@ def test_issue_records_reach_console_and_the_per_issue_file(tmp_path: Path) -> N
 
 def test_known_secret_values_are_masked_in_every_record() -> None:
     out = io.StringIO()
-    configure_logging(stream=out)
+    masker = SecretMasker()
+    configure_logging(stream=out, masker=masker)
     masker.set(["tok_abcdef123"])
     structlog.get_logger("t").warning("request failed", reason="401 for token tok_abcdef123")
     assert "tok_abcdef123" not in out.getvalue() and "[redacted]" in out.getvalue()
@@ -72,7 +73,8 @@ def test_every_free_text_field_is_bounded_so_a_huge_title_stays_small(tmp_path: 
 
 def test_a_secret_is_masked_before_a_long_field_is_cut() -> None:
     out = io.StringIO()
-    configure_logging(stream=out)
+    masker = SecretMasker()
+    configure_logging(stream=out, masker=masker)
     masker.set(["tok_abcdef123"])
     structlog.get_logger("t").info("x", title="y" * 195 + "tok_abcdef123" + "z" * 50)
     assert "tok_a" not in out.getvalue() and "y" * 195 + "[reda..." in out.getvalue()

@@ -6,13 +6,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from symphony.base.issue import Issue
+from symphony.base.secrets import SecretMasker
 from symphony.base.tools import ToolResult
 from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
@@ -30,7 +30,6 @@ from symphony.memory import (
     relevance,
     render,
 )
-from symphony.observability.logging import masker
 from tests.test_orchestrator import Board, scenario_env, start
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -39,13 +38,6 @@ T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 @pytest.fixture
 def board(tmp_path: Path) -> Board:
     return Board(tmp_path)
-
-
-@pytest.fixture(autouse=True)
-def no_secrets() -> Iterator[None]:
-    masker.set(())
-    yield
-    masker.set(())
 
 
 class Clock:
@@ -68,8 +60,14 @@ def issue(identifier: str = "ABC-1", **kw: object) -> Issue:
     return Issue(**fields)  # type: ignore[arg-type]
 
 
-def memory(tmp_path: Path, clock: Clock | None = None, budget: int = 4000) -> Memory:
-    return Memory(MemorySettings(tmp_path / "memory", budget_chars=budget), clock=clock)
+def memory(
+    tmp_path: Path,
+    clock: Clock | None = None,
+    budget: int = 4000,
+    masker: SecretMasker | None = None,
+) -> Memory:
+    settings = MemorySettings(tmp_path / "memory", budget_chars=budget)
+    return Memory(settings, masker or SecretMasker(), clock=clock)
 
 
 def test_a_recorded_note_is_a_plain_markdown_file_read_back_whole(tmp_path: Path) -> None:
@@ -105,8 +103,9 @@ def test_two_notes_on_one_topic_in_the_same_second_never_overwrite_each_other(
 
 
 def test_secrets_are_masked_before_a_note_reaches_the_disk(tmp_path: Path) -> None:
+    masker = SecretMasker()
     masker.set(["tok_supersecret_42"])
-    note = memory(tmp_path, Clock()).record(
+    note = memory(tmp_path, Clock(), masker=masker).record(
         "auth tok_supersecret_42", "export API_TOKEN=tok_supersecret_42", ticket="ABC-1"
     )
     assert "tok_supersecret_42" not in note.path.read_text()
@@ -155,7 +154,7 @@ def test_the_rendered_memory_never_exceeds_its_budget(budget: int) -> None:
         Note(Path(f"{n}.md"), f"topic {n}", "word " * (30 + 20 * n), ticket=f"ABC-{n}")
         for n in range(12)
     ]
-    text = render(notes, budget)
+    text = render(notes, budget, SecretMasker())
     if budget == 0:
         assert text is None
         return
@@ -167,7 +166,7 @@ def test_the_rendered_memory_never_exceeds_its_budget(budget: int) -> None:
 
 
 def test_no_notes_render_as_nil_so_templates_can_test_for_them() -> None:
-    assert render([], 4000) is None
+    assert render([], 4000, SecretMasker()) is None
 
 
 def test_record_learning_arguments_are_validated() -> None:
@@ -293,7 +292,7 @@ def test_symphony_memory_lists_the_notes_and_render_shows_them_in_the_prompt(
     board.ticket("ABC-1", labels=["backend"])
     board.write_workflow(prompt="Work on {{ issue.identifier }}.\n{{ memory }}")
     assert symphony(board, "memory").stdout.startswith("no notes in ")
-    mem = Memory(MemorySettings(board.root / ".symphony" / "memory"))
+    mem = Memory(MemorySettings(board.root / ".symphony" / "memory"), SecretMasker())
     mem.record("queues", "Use the outbox table.", ticket="ABC-0", labels=["backend"])
     listed = symphony(board, "memory")
     assert listed.returncode == 0, listed.stderr

@@ -15,6 +15,7 @@ import pytest
 from symphony.agents.codex import CodexSettings
 from symphony.base.events import AgentEvent
 from symphony.base.issue import Issue
+from symphony.base.secrets import SecretMasker
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.config.sections import HooksSettings
 from symphony.daemon import runner
@@ -66,7 +67,7 @@ def context(
     )
     agent_env = {**os.environ, **env}
     workspaces = WorkspaceManager(settings.workspace.root, settings.hooks, env=agent_env)
-    return AttemptContext(settings, tracker, workspaces, agent_env, agent_env)
+    return AttemptContext(settings, tracker, workspaces, agent_env, agent_env, SecretMasker())
 
 
 async def test_turns_continue_while_the_issue_stays_active_and_stop_when_it_leaves(
@@ -127,21 +128,16 @@ class EchoingTracker(ScriptedTracker):
 
 
 async def test_tool_results_never_carry_a_known_secret_to_the_agent(tmp_path: Path) -> None:
-    from symphony.observability.logging import masker
-
-    masker.set(["tok_s3cr3t_value"])
-    try:
-        issue = make_issue("ABC-1")
-        events: list[AgentEvent] = []
-        ctx = context(
-            tmp_path,
-            EchoingTracker(issue, ["Done"]),
-            FAKE_AGENT_SCENARIO="tool",
-            FAKE_AGENT_TOOL="slow_tool",
-        )
-        await run_attempt(issue, None, ctx, events.append)
-    finally:
-        masker.set(())
+    issue = make_issue("ABC-1")
+    events: list[AgentEvent] = []
+    ctx = context(
+        tmp_path,
+        EchoingTracker(issue, ["Done"]),
+        FAKE_AGENT_SCENARIO="tool",
+        FAKE_AGENT_TOOL="slow_tool",
+    )
+    ctx.masker.set(["tok_s3cr3t_value"])
+    await run_attempt(issue, None, ctx, events.append)
     completed = next(e for e in events if e.kind == "turn_completed")
     assert "tok_s3cr3t_value" not in (completed.message or "")
     assert "[redacted]" in (completed.message or "")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from symphony.agents import AgentLaunch, AgentSession, open_session
+from symphony.base.secrets import SecretMasker
 from symphony.config.sections import MemorySettings
 from symphony.memory import Memory
 from symphony.workspace.facts import read_evidence_file
@@ -109,7 +110,7 @@ async def test_a_failed_gate_gets_a_fix_turn_and_the_hand_off_carries_true_evide
     assert git(workspace, "status", "--porcelain") == ""  # the evidence file stays out of git
     # The daemon noted what it saw for later tickets: which gate failed and how the fix went
     # (once: the rework round's same failure adds no copy).
-    notes = Memory(MemorySettings(board.root / ".symphony" / "memory")).notes()
+    notes = Memory(MemorySettings(board.root / ".symphony" / "memory"), SecretMasker()).notes()
     (lesson,) = [note for note in notes if note.source == "daemon"]
     assert (lesson.topic, lesson.ticket) == ("gate committed", "DEMO-1")
     assert lesson.text.endswith("exited with status 1; it passed after 1 fix turn.")

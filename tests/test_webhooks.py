@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from symphony.base.secrets import SecretMasker
 from symphony.observability.server import create_app
 from symphony.tracker.webhooks import MAX_DELIVERY_BYTES, hmac_sha256_hex
 from symphony_adapters.github.config import parse_config as github_config
@@ -106,6 +107,7 @@ class Observed:
     def __init__(self, receiver: Any) -> None:
         self.receiver = receiver
         self.refreshes: list[tuple[str, ...] | None] = []
+        self.masker = SecretMasker()
 
     def snapshot(self) -> dict[str, Any]:
         return {}

@@ -27,7 +27,7 @@ from mcp.server.lowlevel import Server
 
 from symphony.agents import TOOL_SERVER_NAME, Grant, ToolHandler, plain
 from symphony.base.tools import ToolResult, ToolSpec
-from symphony.observability.server import serve_embedded
+from symphony.hosts.serve import serve_embedded
 
 MCP_PATH = "/mcp"
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from symphony.base.errors import SymphonyError
 from symphony.base.issue import Issue, normalize_state
+from symphony.base.secrets import SecretMasker
 from symphony.cli.preflight import agent_command_problem
 from symphony.config.prompt import StageContext, render_prompt
 from symphony.config.sections import Settings
@@ -87,7 +88,7 @@ async def report(settings: Settings, tracker: Tracker) -> int:
     if worktrees is not None:
         base = worktrees.base or "its default branch"
         print(f"worktrees     of {worktrees.repository} from {base}, on {worktrees.branch}")
-    memory = memory_of(settings)
+    memory = memory_of(settings, SecretMasker())  # counted here, never shown
     if memory is not None:
         count = len(memory.notes())
         print(

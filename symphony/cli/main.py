@@ -28,6 +28,7 @@ import uvloop
 
 from symphony.base.errors import SymphonyError
 from symphony.base.issue import Issue
+from symphony.base.secrets import SecretMasker
 from symphony.cli import check
 from symphony.cli.init import TRACKERS, init_workflow
 from symphony.cli.report import parse_window, report_text
@@ -38,7 +39,7 @@ from symphony.daemon.orchestrator import Orchestrator
 from symphony.daemon.runner import stage_context
 from symphony.hosts import process
 from symphony.memory import Listing, Ticket, memory_of
-from symphony.observability.logging import configure_logging, masker
+from symphony.observability.logging import configure_logging
 from symphony.observability.terminal import ConsoleLogStream, TerminalStatus
 from symphony.store import Store
 from symphony.store.lock import DaemonLock
@@ -271,7 +272,7 @@ def _memory_parser() -> argparse.ArgumentParser:
 
 def _memory(args: argparse.Namespace) -> int:
     settings = load_settings(args.workflow)
-    memory = memory_of(settings)
+    memory = memory_of(settings, SecretMasker())  # notes are masked when they are written
     if memory is None:
         print("memory is off (memory.enabled: false)")
         return EXIT_OK
@@ -286,11 +287,12 @@ def version() -> str:
         return "unknown"
 
 
-def _load(path: Path) -> tuple[Settings, Tracker]:
+def _load(path: Path, masker: SecretMasker) -> tuple[Settings, Tracker]:
+    """The workflow's settings and tracker; `masker` learns the tracker's secrets."""
     settings = load_settings(path)
     check_prompts(settings)
     tracker = create_tracker(settings.tracker, TrackerContext(settings.workflow_dir, os.environ))
-    masker.set(os.environ.get(name, "") for name in tracker.secret_env_names())  # check, render
+    masker.set(os.environ.get(name, "") for name in tracker.secret_env_names())
     return settings, tracker
 
 
@@ -301,13 +303,16 @@ def _run(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         console = Console(stderr=True)
+    # The daemon's one masker: the logs, the orchestrator and every surface share it.
+    masker = SecretMasker()
     files = configure_logging(
         fmt=args.log_format,
         level=args.log_level,
         logs_root=args.logs_root,
         stream=ConsoleLogStream(console) if console is not None else None,
+        masker=masker,
     )
-    settings, tracker = _load(args.workflow)
+    settings, tracker = _load(args.workflow, masker)
     if files is not None:
         files.keep(settings.logs.max_file_mb * 1024 * 1024, settings.logs.keep_days)
     assert settings.state is not None
@@ -318,7 +323,7 @@ def _run(args: argparse.Namespace) -> int:
     if damage is not None:
         structlog.get_logger("symphony").error(damage)
     try:
-        orchestrator = Orchestrator(settings, tracker=tracker, store=store)
+        orchestrator = Orchestrator(settings, tracker=tracker, store=store, masker=masker)
         if damage is not None:
             orchestrator.activity.add(
                 orchestrator.clock.wall(), "state_reset", damage, level="error"
@@ -375,7 +380,9 @@ async def _serve(
                 host=settings.server.host,
             )
     if console is not None:
-        status = asyncio.create_task(TerminalStatus(orchestrator.snapshot, console).run())
+        status = asyncio.create_task(
+            TerminalStatus(orchestrator.snapshot, console, orchestrator.masker).run()
+        )
     try:
         await orchestrator.run()
     finally:
@@ -442,13 +449,14 @@ class StopSignals:
 
 
 def _check(args: argparse.Namespace) -> int:
-    settings, tracker = _load(args.workflow)
+    settings, tracker = _load(args.workflow, SecretMasker())
     return uvloop.run(check.report(settings, tracker))
 
 
 def _render(args: argparse.Namespace) -> int:
-    settings, tracker = _load(args.workflow)
-    prompt = uvloop.run(_render_for(tracker, settings, args.issue, args.attempt))
+    masker = SecretMasker()
+    settings, tracker = _load(args.workflow, masker)
+    prompt = uvloop.run(_render_for(tracker, settings, args.issue, args.attempt, masker))
     if prompt is None:
         print(f"symphony: no ticket {args.issue!r} in {settings.tracker.kind}", file=sys.stderr)
         return EXIT_FAILED
@@ -457,7 +465,7 @@ def _render(args: argparse.Namespace) -> int:
 
 
 async def _render_for(
-    tracker: Tracker, settings: Settings, wanted: str, attempt: int | None
+    tracker: Tracker, settings: Settings, wanted: str, attempt: int | None, masker: SecretMasker
 ) -> str | None:
     """The first-turn prompt `wanted` (an id or identifier) would get; in stage mode that of
     its stage, with the plan and comments read from the tracker as a dispatch would."""
@@ -466,7 +474,7 @@ async def _render_for(
         if issue is None:
             return None
         stage = settings.machine.stage_for(issue.state) if settings.machine else None
-        memory = memory_of(settings)
+        memory = memory_of(settings, masker)
         if stage is None:
             notes = memory.for_prompt(Ticket.of(issue)) if memory is not None else None
             return render_prompt(settings.prompt_template, issue, attempt, memory=notes)

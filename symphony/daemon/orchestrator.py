@@ -30,6 +30,7 @@ from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent
 from symphony.base.hosts import LOCAL
 from symphony.base.issue import normalize_state
+from symphony.base.secrets import SecretMasker
 from symphony.config.load import build_settings, workflow_fingerprint
 from symphony.config.prompt import check_prompts
 from symphony.config.sections import Settings
@@ -45,7 +46,6 @@ from symphony.hosts.ssh import SshHost
 from symphony.memory import memory_of
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board, board_row
-from symphony.observability.logging import masker
 from symphony.observability.metrics import TrackerRequests
 from symphony.observability.snapshot import (
     build_costs,
@@ -220,8 +220,11 @@ class Orchestrator:
         tracker: Tracker | None = None,
         watch: bool = True,
         store: Store | None = None,
+        masker: SecretMasker | None = None,
     ) -> None:
         self.settings = settings
+        self.masker = masker or SecretMasker()
+        """The daemon's one masker: the command line gives the same one to the logs."""
         self.store = store
         self.instance_id = uuid.uuid4().hex[:16]
         """Which daemon this is: in every child's environment, and in the store."""
@@ -798,6 +801,7 @@ class Orchestrator:
             workspaces=workspaces,
             agent_env=agent_env,
             child_env=child_env,
+            masker=self.masker,
             host=host,
             open_session=self._session_factory,
             agent_kind=start.agent_kind,
@@ -806,7 +810,7 @@ class Orchestrator:
             turns_used=start.turns_used,
             resume_thread_id=start.resume_thread_id,
             last_message=start.last_message,
-            memory=memory_of(self.settings),
+            memory=memory_of(self.settings, self.masker),
             open_tickets=self._open_identifiers,
         )
         self.health.dispatched += 1
@@ -1251,7 +1255,7 @@ class Orchestrator:
         return create_tracker(settings.tracker, TrackerContext(settings.workflow_dir, self.environ))
 
     def _mask_tracker_secrets(self) -> None:
-        masker.set(self.environ.get(name, "") for name in self.tracker.secret_env_names())
+        self.masker.set(self.environ.get(name, "") for name in self.tracker.secret_env_names())
 
     def _new_workspaces(self, settings: Settings) -> WorkspaceManager:
         return WorkspaceManager(

@@ -27,6 +27,7 @@ from symphony.agents.registry import backend
 from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent
 from symphony.base.issue import Issue
+from symphony.base.secrets import SecretMasker
 from symphony.base.tools import ToolResult
 from symphony.config.prompt import (
     StageContext,
@@ -51,7 +52,6 @@ from symphony.memory import (
     parse_learning,
     record_learning_spec,
 )
-from symphony.observability.logging import masker
 from symphony.tracker.contract import TRACKER_RATE_LIMITED, NewTicket, Tracker, TrackerError
 from symphony.tracker.stage_tools import (
     CREATE_FOLLOW_UP,
@@ -120,6 +120,8 @@ class AttemptContext:
     """The agent's environment (`symphony.workspace.environment`), its backend's variables too."""
     child_env: Mapping[str, str]
     """What gates and git queries in the workspace get: the agent's, without the backend's."""
+    masker: SecretMasker
+    """The daemon's masker: tool results and gate output reach the agent through it."""
     open_session: Callable[[AgentLaunch], AgentSession] = open_session
     agent_kind: str = "codex"
     tool_server: ToolServer | None = None
@@ -220,7 +222,9 @@ async def run_attempt(
                         },
                     )
                 if name == CREATE_FOLLOW_UP:
-                    return await _follow_up(ctx.tracker, arguments, follow_up_states, current)
+                    return await _follow_up(
+                        ctx.tracker, arguments, follow_up_states, current, ctx.masker
+                    )
                 if name in withheld:
                     return ToolResult.failure(
                         "not_allowed",
@@ -241,7 +245,7 @@ async def run_attempt(
             if moves:
                 on_move(target, MovePhase.SUCCEEDED if result.success else MovePhase.FAILED)
             # A provider error that echoes a credential must not hand it to the agent.
-            return ToolResult(result.success, masker.mask_value(result.output))
+            return ToolResult(result.success, ctx.masker.mask_value(result.output))
 
         _check_cwd(ctx.workspaces, workspace)
         ticket_env = {
@@ -302,7 +306,7 @@ async def run_attempt(
                     if stage.verify and report.outcome is Outcome.DONE:
                         report, verification = await _verify(
                             stage, report, current, session, launch, workspace_env, settings,
-                            take_report,
+                            take_report, ctx.masker,
                         )  # fmt: skip
                         if ctx.memory is not None:
                             await _record_gate_lessons(ctx.memory, verification, stage, current)
@@ -372,6 +376,7 @@ async def _verify(
     gate_env: Mapping[str, str],
     settings: Settings,
     take_report: Callable[[], Report | None],
+    masker: SecretMasker,
 ) -> tuple[Report, Verification]:
     """Run the stage's gates after a `done` report; while they fail and fix turns are left,
     give the agent a fix turn on the same thread with what failed, then run them again.
@@ -387,6 +392,7 @@ async def _verify(
             env=gate_env,
             default_timeout_ms=settings.hooks.timeout_ms,
             output_chars=stage.verify_output_chars,
+            masker=masker,
             host=launch.host,
         )
         rounds.append(gate_round)
@@ -455,7 +461,7 @@ def _bounded(text: str, limit: int) -> str:
 
 
 async def _follow_up(
-    tracker: Tracker, arguments: Any, states: Sequence[str], parent: Issue
+    tracker: Tracker, arguments: Any, states: Sequence[str], parent: Issue, masker: SecretMasker
 ) -> ToolResult:
     parsed = parse_follow_up(arguments, states)
     if isinstance(parsed, ToolResult):

@@ -57,6 +57,10 @@ def kill_all() -> int:
     return reached
 
 
+INSTANCE_VARIABLE = "SYMPHONY_INSTANCE"
+"""Set in every agent's and hook's environment: which daemon started it."""
+
+
 def new_mark() -> str:
     """A value for `CHILD_VARIABLE` that no other child has."""
     return uuid.uuid4().hex

@@ -14,17 +14,14 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterable, MutableMapping
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any, Protocol, TextIO, cast
 
-import orjson
 import structlog
 
+from symphony.base.secrets import SecretMasker
 from symphony.workspace.local import workspace_key
-
-REDACTED = "[redacted]"
-_REDACTED_BYTES = REDACTED.encode()
 
 
 class LineSink(Protocol):
@@ -49,62 +46,6 @@ def _kv_value(value: Any) -> str:
     if text and all(ch not in text for ch in ' "=\n\t'):
         return text
     return json.dumps(text)
-
-
-class SecretMasker:
-    """Replaces known secret values wherever they appear in a record's strings."""
-
-    def __init__(self) -> None:
-        self._secrets: tuple[str, ...] = ()
-        self._encoded: tuple[bytes, ...] = ()
-
-    def set(self, values: Iterable[str]) -> None:
-        # Longest first so a secret containing another is masked whole; short values are skipped
-        # because masking them would garble ordinary text.
-        self._secrets = tuple(sorted({v for v in values if len(v) >= 6}, key=len, reverse=True))
-        # In a JSON document a secret appears as written or, if it has characters JSON escapes,
-        # in its escaped form.
-        self._encoded = tuple(
-            dict.fromkeys(
-                form for v in self._secrets for form in (v.encode(), orjson.dumps(v)[1:-1])
-            )
-        )
-
-    def mask_json(self, document: bytes) -> bytes:
-        """A JSON document with secrets masked inside its strings."""
-        for form in self._encoded:
-            if form in document:
-                document = document.replace(form, _REDACTED_BYTES)
-        return document
-
-    def mask(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
-        return text
-
-    def mask_value(self, value: Any) -> Any:
-        """`value` with secrets masked in every string inside it (lists and maps walked)."""
-        if not self._secrets:
-            return value
-        if isinstance(value, str):
-            return self.mask(value)
-        if isinstance(value, list | tuple):
-            return [self.mask_value(item) for item in value]
-        if isinstance(value, dict):
-            return {key: self.mask_value(item) for key, item in value.items()}
-        return value
-
-    def __call__(
-        self, _: Any, __: str, event: MutableMapping[str, Any]
-    ) -> MutableMapping[str, Any]:
-        if self._secrets:
-            for key, value in event.items():
-                if isinstance(value, str):
-                    event[key] = self.mask(value)
-                elif value is not None and not isinstance(value, int | float | bool):
-                    event[key] = self.mask(str(value))
-        return event
 
 
 MAX_FIELD_CHARS = 1000
@@ -241,17 +182,18 @@ class TolerantSink:
             self._stream.flush()
 
 
-masker = SecretMasker()
-
-
 def configure_logging(
     *,
     fmt: str = "console",
     level: str = "info",
     logs_root: Path | None = None,
     stream: LineSink | None = None,
+    masker: SecretMasker | None = None,
 ) -> IssueLogFiles | None:
-    """Set up structlog for the process; returns the per-issue file sink when one is used."""
+    """Set up structlog for the process; returns the per-issue file sink when one is used.
+
+    `masker` is the daemon's one masker (the orchestrator's): every record passes it before any
+    sink sees it. None only where no secret is known (benchmarks)."""
     out = TolerantSink(stream or sys.stderr)
     files = IssueLogFiles(logs_root, out) if logs_root is not None else None
     processors: list[Any] = [
@@ -259,7 +201,7 @@ def configure_logging(
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
         structlog.processors.format_exc_info,
-        masker,
+        *([masker] if masker is not None else []),
         bound_fields,
     ]
     if files is not None:

@@ -13,9 +13,8 @@ import contextlib
 import ipaddress
 import json
 import os
-import socket
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -30,19 +29,19 @@ from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from symphony.base.errors import SymphonyError
-from symphony.observability.logging import issue_log_path, masker
+from symphony.base.secrets import SecretMasker
+from symphony.hosts.serve import serve_embedded
+from symphony.observability.logging import issue_log_path
 from symphony.observability.metrics import render_metrics
 from symphony.tracker.webhooks import MAX_DELIVERY_BYTES, WebhookReceiver
 from symphony.workspace.git import git_output
 from symphony.workspace.local import workspace_key
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-SERVER_BIND_FAILED = "server_bind_failed"
 
 
-def encode(content: Any) -> bytes:
-    """JSON for a client, with the tracker's secrets masked as in the logs.
+def encode(content: Any, masker: SecretMasker) -> bytes:
+    """JSON for a client, with the daemon's secrets masked as in the logs.
 
     orjson: the state snapshot is tens of KiB, and the standard encoder took about as long to
     write it as the snapshot took to build.
@@ -51,12 +50,24 @@ def encode(content: Any) -> bytes:
 
 
 class JSONResponse(_StarletteJSON):
+    def __init__(
+        self,
+        content: Any,
+        masker: SecretMasker,
+        status_code: int = 200,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._masker = masker  # before the base class renders the content
+        super().__init__(content, status_code=status_code, headers=headers)
+
     def render(self, content: Any) -> bytes:
-        return encode(content)
+        return encode(content, self._masker)
 
 
 class Observed(Protocol):
     """What the server needs of the orchestrator."""
+
+    masker: SecretMasker
 
     def snapshot(self) -> dict[str, Any]: ...
 
@@ -114,6 +125,7 @@ def create_app(
     logs_root: Path | None = None,
 ) -> Starlette:
     """The API app; `app.state.changes.close()` ends open event streams (done by `serve`)."""
+    masker = orchestrator.masker
     changes = _Changes()
     orchestrator.add_listener(changes.notify)
     logs_root = logs_root.resolve() if logs_root is not None else None
@@ -123,7 +135,7 @@ def create_app(
         return Response(page, media_type="text/html; charset=utf-8")
 
     async def state(request: Request) -> Response:
-        return JSONResponse(orchestrator.snapshot())
+        return JSONResponse(orchestrator.snapshot(), masker)
 
     async def issue(request: Request) -> Response:
         wanted = request.path_params["issue_identifier"]
@@ -144,14 +156,14 @@ def create_app(
             branch = head.strip() if head and head.strip() != "HEAD" else None
         detail["branch"] = branch
         detail["log_file"] = str(issue_log_path(logs_root, identifier)) if logs_root else None
-        return JSONResponse(detail)
+        return JSONResponse(detail, masker)
 
     async def refresh(request: Request) -> Response:
         coalesced = changes.refresh_pending
         if not coalesced:
             changes.refresh_pending = True
             orchestrator.request_refresh()
-        return JSONResponse({"queued": True, "coalesced": coalesced}, status_code=202)
+        return JSONResponse({"queued": True, "coalesced": coalesced}, masker, status_code=202)
 
     async def webhook(request: Request) -> Response:
         kind = request.path_params["kind"]
@@ -165,7 +177,7 @@ def create_app(
             raise HTTPException(413, f"a delivery is at most {MAX_DELIVERY_BYTES:,} bytes")
         headers = {name.lower(): value for name, value in request.headers.items()}
         if not receiver.verify(headers, body, time.time()):
-            return JSONResponse({"error": "unauthorized"}, status_code=401)
+            return JSONResponse({"error": "unauthorized"}, masker, status_code=401)
         try:
             payload = json.loads(body)
         except ValueError:
@@ -176,7 +188,9 @@ def create_app(
         elif ids:
             orchestrator.request_refresh(ids)
         return JSONResponse(
-            {"queued": True, "issues": list(ids) if ids is not None else None}, status_code=202
+            {"queued": True, "issues": list(ids) if ids is not None else None},
+            masker,
+            status_code=202,
         )
 
     async def metrics(request: Request) -> Response:
@@ -203,6 +217,7 @@ def create_app(
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )
     app.state.changes = changes
+    app.state.masker = masker
     return app
 
 
@@ -240,6 +255,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         message = f"{request.method} is not allowed on {request.url.path}"
     return JSONResponse(
         {"error": {"code": code, "message": message}},
+        request.app.state.masker,
         status_code=exc.status_code,
         headers=exc.headers,
     )
@@ -248,6 +264,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _internal_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(
         {"error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}},
+        request.app.state.masker,
         status_code=500,
     )
 
@@ -260,7 +277,7 @@ async def _event_stream(
 ) -> AsyncIterator[str]:
     loop = asyncio.get_running_loop()
     with changes.subscribe() as changed:
-        yield _sse(orchestrator.snapshot())
+        yield _sse(orchestrator.snapshot(), orchestrator.masker)
         sent_at = loop.time()
         while not changes.closed:
             try:
@@ -275,23 +292,15 @@ async def _event_stream(
             changed.clear()
             if changes.closed:
                 break
-            yield _sse(orchestrator.snapshot())
+            yield _sse(orchestrator.snapshot(), orchestrator.masker)
             sent_at = loop.time()
 
 
-def _sse(snapshot: dict[str, Any]) -> str:
-    return f"data: {encode(snapshot).decode()}\n\n"
+def _sse(snapshot: dict[str, Any], masker: SecretMasker) -> str:
+    return f"data: {encode(snapshot, masker).decode()}\n\n"
 
 
 # Serving
-
-
-class _EmbeddedServer(uvicorn.Server):
-    """uvicorn without its own signal handling: the daemon owns SIGINT/SIGTERM."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 @dataclass(slots=True)
@@ -314,32 +323,6 @@ async def serve(app: Starlette, host: str, port: int) -> RunningServer:
     return RunningServer(server, task, url, app)
 
 
-async def serve_embedded(
-    app: Any, host: str, port: int, *, name: str, lifespan: str = "off"
-) -> tuple[uvicorn.Server, asyncio.Task[None], str]:
-    """Serve an ASGI app in the running loop, without uvicorn's own signal handling; returns
-    the server, its task and its base URL once it accepts connections."""
-    sock = _bind(host, port)
-    config = uvicorn.Config(
-        app,
-        log_config=None,
-        log_level="warning",
-        access_log=False,
-        lifespan=lifespan,  # type: ignore[arg-type]
-        timeout_graceful_shutdown=5,
-    )
-    server = _EmbeddedServer(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]), name=name)
-    while not server.started:
-        if task.done():
-            task.result()
-            raise SymphonyError(SERVER_BIND_FAILED, f"{name} stopped during startup")
-        await asyncio.sleep(0.01)
-    bound_host, bound_port = sock.getsockname()[:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    return server, task, f"http://{shown}:{bound_port}/"
-
-
 def is_loopback(host: str) -> bool:
     """Whether `host` is reachable from this machine only (`localhost` or a loopback address)."""
     if host.lower() == "localhost":
@@ -348,20 +331,3 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as exc:
-        raise SymphonyError(SERVER_BIND_FAILED, f"cannot resolve {host}:{port}: {exc}") from exc
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-        sock.setblocking(False)
-    except OSError as exc:
-        sock.close()
-        raise SymphonyError(SERVER_BIND_FAILED, f"cannot listen on {host}:{port}: {exc}") from exc
-    return sock

@@ -18,7 +18,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from symphony.observability.logging import masker
+from symphony.base.secrets import SecretMasker
 
 REFRESH_S = 1.0
 
@@ -40,7 +40,7 @@ class ConsoleLogStream:
         return None
 
 
-def render_status(snapshot: Mapping[str, Any]) -> RenderableType:
+def render_status(snapshot: Mapping[str, Any], masker: SecretMasker) -> RenderableType:
     """The table for one snapshot: health banner, running sessions, retry queue, totals.
 
     Tracker secrets are masked first: the table shares the terminal with the (masked) logs.
@@ -104,14 +104,17 @@ def render_status(snapshot: Mapping[str, Any]) -> RenderableType:
 class TerminalStatus:
     """Redraws `render_status(snapshot())` on `console` until cancelled."""
 
-    def __init__(self, snapshot: Callable[[], Mapping[str, Any]], console: Console) -> None:
+    def __init__(
+        self, snapshot: Callable[[], Mapping[str, Any]], console: Console, masker: SecretMasker
+    ) -> None:
         self._snapshot = snapshot
         self._console = console
+        self._masker = masker
 
     async def run(self) -> None:
         with (
             Live(
-                render_status(self._snapshot()),
+                render_status(self._snapshot(), self._masker),
                 console=self._console,
                 auto_refresh=False,
                 transient=True,
@@ -120,7 +123,7 @@ class TerminalStatus:
         ):
             while True:
                 await asyncio.sleep(REFRESH_S)
-                live.update(render_status(self._snapshot()), refresh=True)
+                live.update(render_status(self._snapshot(), self._masker), refresh=True)
 
 
 def _parse(value: Any) -> datetime | None:

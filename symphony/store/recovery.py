@@ -38,10 +38,9 @@ from symphony.core.scheduling import (
     StageProgress,
 )
 from symphony.hosts import process
+from symphony.hosts.process import INSTANCE_VARIABLE
 from symphony.store import Saved
 
-INSTANCE_VARIABLE = "SYMPHONY_INSTANCE"
-"""Set in every agent's and hook's environment: which daemon started it."""
 ORPHAN_GRACE_S = 2.0
 
 

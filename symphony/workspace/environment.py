@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from symphony.config.sections import Settings
-from symphony.store.recovery import INSTANCE_VARIABLE
+from symphony.hosts.process import INSTANCE_VARIABLE
 
 REMOTE_INSTANCE_VARIABLE = "SYMPHONY_REMOTE_INSTANCE"
 """The daemon instance that started a process on an SSH host (`SYMPHONY_INSTANCE` here)."""

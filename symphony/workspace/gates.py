@@ -15,11 +15,11 @@ from pathlib import Path
 
 import structlog
 
+from symphony.base.secrets import SecretMasker
 from symphony.config.stages import Gate
 from symphony.core.verification import GateOutcome, GateResult, GateRound
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
-from symphony.observability.logging import masker
 
 log = structlog.get_logger(__name__)
 
@@ -34,9 +34,10 @@ async def run_gates(
     env: Mapping[str, str],
     default_timeout_ms: int,
     output_chars: int,
+    masker: SecretMasker,
     host: Host = LOCAL_HOST,
 ) -> GateRound:
-    """Run each gate on `host`, in the workspace, in order."""
+    """Run each gate on `host`, in the workspace, in order; output is masked with `masker`."""
     results = []
     for gate in gates:
         timeout_ms = gate.timeout_ms or default_timeout_ms

@@ -105,15 +105,13 @@ async def test_dashboard_page_is_served_at_the_root(hanging: Running) -> None:
 
 
 async def test_secrets_are_masked_in_every_json_answer(board: Board) -> None:
-    from symphony.observability.logging import masker
-
     plain, escaped = "tok_plain_12345", 'tok_"quoted\\secret'
     board.ticket("ABC-1", title=f"Rotate {plain} and {escaped}")
     board.write_workflow()
     run = start(board, scenario_env("hang"), watch=False)
     try:
         await run.until(lambda: "ABC-1" in run.orchestrator.state.running)
-        masker.set([plain, escaped])
+        run.orchestrator.masker.set([plain, escaped])
         http = await serve(create_app(run.orchestrator), "127.0.0.1", 0)
         try:
             async with httpx.AsyncClient(base_url=http.url, timeout=5) as client:
@@ -124,7 +122,6 @@ async def test_secrets_are_masked_in_every_json_answer(board: Board) -> None:
         finally:
             await http.stop()
     finally:
-        masker.set(())
         await run.stop()
     assert json.loads(state)["running"][0]["title"] == "Rotate [redacted] and [redacted]"
     for body in (state, detail, frame):

@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from symphony.base.events import AgentEvent, TokenUsage
+from symphony.base.secrets import SecretMasker
 from symphony.core import scheduling as core
 from symphony.observability import terminal
 from symphony.observability.snapshot import build_snapshot
@@ -41,7 +42,7 @@ def text_of(renderable: Any) -> str:
 
 
 def test_table_shows_running_tickets_retries_and_totals() -> None:
-    text = text_of(render_status(snapshot_with_one_run_and_one_retry({})))
+    text = text_of(render_status(snapshot_with_one_run_and_one_retry({}), SecretMasker()))
     assert "ABC-1" in text and "pytest -q" in text and "1,234" in text
     assert "1m00s" in text  # the age of the last event
     assert "ABC-2" in text and "turn_failed" in text  # the retry queue
@@ -50,21 +51,17 @@ def test_table_shows_running_tickets_retries_and_totals() -> None:
 
 def test_a_rejected_workflow_or_failing_tracker_shows_as_a_banner() -> None:
     health = {"workflow_error": "workflow_parse_error: bad YAML", "tracker_error": None}
-    text = text_of(render_status(snapshot_with_one_run_and_one_retry(health)))
+    text = text_of(render_status(snapshot_with_one_run_and_one_retry(health), SecretMasker()))
     assert "WORKFLOW.md rejected: workflow_parse_error: bad YAML" in text
     assert "tracker:" not in text
 
 
 def test_tracker_secrets_are_masked_in_the_table() -> None:
-    from symphony.observability.logging import masker
-
     health = {"tracker_error": "tracker_status: token tok_s3cret_abc rejected"}
     snapshot = snapshot_with_one_run_and_one_retry(health)
+    masker = SecretMasker()
     masker.set(["tok_s3cret_abc"])
-    try:
-        text = text_of(render_status(snapshot))
-    finally:
-        masker.set(())
+    text = text_of(render_status(snapshot, masker))
     assert "tracker: tracker_status: token [redacted] rejected" in text
     assert "s3cret" not in text
 
@@ -86,7 +83,7 @@ async def test_status_redraws_from_the_snapshot_until_cancelled(monkeypatch: Any
         calls += 1
         return snapshot_with_one_run_and_one_retry({})
 
-    task = asyncio.create_task(TerminalStatus(snapshot, Console(width=100)).run())
+    task = asyncio.create_task(TerminalStatus(snapshot, Console(width=100), SecretMasker()).run())
     while calls < 3:
         await asyncio.sleep(0.01)
     task.cancel()

@@ -15,9 +15,10 @@ import pytest
 
 from symphony.base.events import AgentEvent, TokenUsage
 from symphony.core import scheduling as core
+from symphony.hosts.process import INSTANCE_VARIABLE
 from symphony.store import Store
 from symphony.store.lock import DAEMON_RUNNING, DaemonLock, LockError
-from symphony.store.recovery import INSTANCE_VARIABLE, orphan_groups, restore, stop_groups
+from symphony.store.recovery import orphan_groups, restore, stop_groups
 from tests.factories import WALL, make_issue, make_settings
 from tests.store.test_store import NOW, busy_state
 from tests.test_workspace import is_alive, wait_until

@@ -1,0 +1,72 @@
+"""An ASGI app served inside the daemon's own event loop on this machine.
+
+The status server (`symphony.observability.server`) and the tool server agents reach over MCP
+(`symphony.agents.tool_server`) both listen this way: a socket bound here (port 0: any free
+one), uvicorn without its own signal handling (the daemon owns SIGINT and SIGTERM), and the
+base URL once it accepts connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+
+from symphony.base.errors import SymphonyError
+
+SERVER_BIND_FAILED = "server_bind_failed"
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn without its own signal handling: the daemon owns SIGINT/SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve_embedded(
+    app: Any, host: str, port: int, *, name: str, lifespan: str = "off"
+) -> tuple[uvicorn.Server, asyncio.Task[None], str]:
+    """Serve an ASGI app in the running loop, without uvicorn's own signal handling; returns
+    the server, its task and its base URL once it accepts connections."""
+    sock = _bind(host, port)
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        lifespan=lifespan,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=5,
+    )
+    server = _EmbeddedServer(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]), name=name)
+    while not server.started:
+        if task.done():
+            task.result()
+            raise SymphonyError(SERVER_BIND_FAILED, f"{name} stopped during startup")
+        await asyncio.sleep(0.01)
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    return server, task, f"http://{shown}:{bound_port}/"
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise SymphonyError(SERVER_BIND_FAILED, f"cannot resolve {host}:{port}: {exc}") from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise SymphonyError(SERVER_BIND_FAILED, f"cannot listen on {host}:{port}: {exc}") from exc
+    return sock
