@@ -27,7 +27,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from symphony.agents import AgentLaunch, AgentSession, open_session
+from symphony.agents import AgentLaunch, AgentSession
+from symphony.agents.registry import open_session
 from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.observability.logging import configure_logging

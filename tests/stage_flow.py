@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from symphony.agents import AgentLaunch, AgentSession, open_session
+from symphony.agents import AgentLaunch, AgentSession
+from symphony.agents.registry import open_session
 from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.tracker.contract import Tracker

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from symphony.agents import AgentLaunch, AgentSession, open_session
+from symphony.agents import AgentLaunch, AgentSession
+from symphony.agents.registry import open_session
 from symphony.base.secrets import SecretMasker
 from symphony.config.sections import MemorySettings
 from symphony.memory import Memory

@@ -158,10 +158,3 @@ class AgentSession(Protocol):
     async def stop(self) -> None:
         """Interrupt any turn, end the process; safe to call twice and after a failure."""
         ...
-
-
-def open_session(launch: AgentLaunch) -> AgentSession:
-    """The session of the launch's agent kind (see `symphony.agents.registry`)."""
-    from symphony.agents.registry import backend
-
-    return backend(launch.kind).session(launch)

@@ -74,3 +74,8 @@ def backend(kind: str) -> Backend:
             f"agent kind {kind!r} is not one symphony drives; known: {', '.join(BACKENDS)}",
         )
     return found
+
+
+def open_session(launch: AgentLaunch) -> AgentSession:
+    """The session of the launch's agent kind."""
+    return backend(launch.kind).session(launch)

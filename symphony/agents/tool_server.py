@@ -18,16 +18,18 @@ import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import mcp_types as types
 import structlog
 import uvicorn
-from mcp.server.lowlevel import Server
 
 from symphony.agents import TOOL_SERVER_NAME, Grant, ToolHandler, plain
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.hosts.serve import serve_embedded
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 MCP_PATH = "/mcp"
 
@@ -52,6 +54,7 @@ class ToolServer:
         self._task: asyncio.Task[None] | None = None
         self._url: str | None = None
         self._lock = asyncio.Lock()
+        self._types: ModuleType | None = None
         self.calls = 0
         """Tool calls served (diagnostics)."""
 
@@ -85,6 +88,12 @@ class ToolServer:
         async with self._lock:
             if self._url is not None:
                 return self._url
+            # The MCP SDK takes about 0.4 s to import: only a workflow whose agents take their
+            # tools over MCP pays for it, when its first such session starts.
+            import mcp_types
+            from mcp.server.lowlevel import Server
+
+            self._types = mcp_types
             mcp = Server(
                 TOOL_SERVER_NAME, on_list_tools=self._list_tools, on_call_tool=self._call_tool
             )
@@ -111,6 +120,10 @@ class ToolServer:
             log.info("mcp tool server listening", url=self._url)
             return self._url
 
+    def _mcp_types(self) -> Any:
+        assert self._types is not None, "the server answers only once it has started"
+        return self._types
+
     def _session_of(self, scope: Any) -> _Session | None:
         for name, value in scope.get("headers", ()):
             if name.lower() == b"authorization":
@@ -129,9 +142,10 @@ class ToolServer:
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         session = self._session_for(ctx)
-        return types.ListToolsResult(
+        mcp = self._mcp_types()
+        listed: types.ListToolsResult = mcp.ListToolsResult(
             tools=[
-                types.Tool(
+                mcp.Tool(
                     name=tool.name,
                     description=tool.description,
                     input_schema=plain(tool.input_schema),
@@ -139,6 +153,7 @@ class ToolServer:
                 for tool in session.tools
             ]
         )
+        return listed
 
     async def _call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
@@ -153,6 +168,8 @@ class ToolServer:
             except Exception as exc:
                 result = ToolResult.failure("tool_error", f"{type(exc).__name__}: {exc}")
         text = json.dumps(result.output, default=str)
-        return types.CallToolResult(
-            content=[types.TextContent(text=text)], is_error=not result.success
+        mcp = self._mcp_types()
+        answer: types.CallToolResult = mcp.CallToolResult(
+            content=[mcp.TextContent(text=text)], is_error=not result.success
         )
+        return answer

@@ -366,7 +366,7 @@ async def _serve(
     )
     http = None
     if port is not None:
-        # Imported here so a daemon without the HTTP server never loads uvicorn.
+        # Imported here so a daemon without the HTTP server never loads starlette.
         from symphony.observability.server import create_app, is_loopback, serve
 
         http = await serve(

@@ -20,12 +20,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from symphony.agents import AgentLaunch, AgentSession, open_session
-from symphony.agents.registry import backend
+from symphony.agents import AgentLaunch, AgentSession
+from symphony.agents.registry import backend, open_session
+from symphony.agents.tool_server import ToolServer
 from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent
 from symphony.base.hosts import LOCAL
@@ -80,9 +81,6 @@ from symphony.workspace.environment import (
 from symphony.workspace.facts import read_evidence_file, write_evidence_file
 from symphony.workspace.local import WorkspaceManager, startup_prune
 from symphony.workspace.remote import RemoteWorkspaces
-
-if TYPE_CHECKING:
-    from symphony.agents.tool_server import ToolServer
 
 log = structlog.get_logger("symphony.orchestrator")
 
@@ -1089,8 +1087,6 @@ class Orchestrator:
         if not backend(kind).tools_over_mcp:
             return None
         if self._tool_server is None:
-            from symphony.agents.tool_server import ToolServer
-
             self._tool_server = ToolServer()
         return self._tool_server
 

@@ -15,15 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import structlog
 
-from symphony.agents import (
-    AgentLaunch,
-    AgentSession,
-    EventSink,
-    Grant,
-    SessionSettings,
-    open_session,
-)
-from symphony.agents.registry import backend
+from symphony.agents import AgentLaunch, AgentSession, EventSink, Grant, SessionSettings
+from symphony.agents.registry import backend, open_session
 from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent
 from symphony.base.issue import Issue

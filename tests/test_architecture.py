@@ -1,0 +1,106 @@
+"""The layout's rules hold: layers import only downward, the core stays pure, and no module
+hides an import inside a function (the way an import cycle used to be held together)."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+OUTSIDE_THE_CORE = ("hosts", "workspace", "agents", "store", "daemon")
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"], cwd=root, capture_output=True, text=True, timeout=120
+    )
+
+
+def copy_of_the_tree(tmp_path: Path) -> Path:
+    for name in ("symphony", "adapters"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed")
+def test_the_contracts_hold_and_an_upward_import_breaks_them(tmp_path: Path) -> None:
+    tree = copy_of_the_tree(tmp_path)
+    kept = lint_imports(tree)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert "3 kept, 0 broken" in kept.stdout
+
+    # The core reaching up into the daemon: exactly what the layers forbid.
+    core = tree / "symphony" / "core" / "scheduling.py"
+    core.write_text(core.read_text() + "\nimport symphony.daemon.orchestrator  # noqa\n")
+    # An adapter reaching past the tracker contract into the store.
+    adapter = tree / "adapters" / "local" / "board.py"
+    adapter.write_text(adapter.read_text() + "\nimport symphony.store  # noqa\n")
+    broken = lint_imports(tree)
+    assert broken.returncode != 0
+    assert "symphony.core.scheduling -> symphony.daemon.orchestrator" in broken.stdout
+    assert "adapters.local.board -> symphony.store" in broken.stdout
+
+
+def test_the_core_loads_nothing_that_does_io() -> None:
+    # A fresh interpreter: this test process has loaded everything already.
+    probe = (
+        "import importlib, pkgutil, sys\n"
+        "import symphony.core\n"
+        "for found in pkgutil.iter_modules(symphony.core.__path__):\n"
+        "    importlib.import_module('symphony.core.' + found.name)\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "symphony.core.scheduling" in loaded  # the probe did import the core
+    outside = [m for m in loaded if m.split(".")[:2] in (["symphony", p] for p in OUTSIDE_THE_CORE)]
+    assert outside == []
+    assert "asyncio.subprocess" not in loaded and "subprocess" not in loaded
+
+
+def function_level_imports(path: Path) -> list[str]:
+    """`module:line` of every import of a symphony module inside a function of `path`."""
+    found = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            names: list[str] = []
+            if isinstance(child, ast.ImportFrom):
+                names = [child.module or ""] if child.level == 0 else ["(relative)"]
+            elif isinstance(child, ast.Import):
+                names = [alias.name for alias in child.names]
+            if in_function and any(
+                n.split(".")[0] in ("symphony", "adapters", "symphony_adapters", "(relative)")
+                for n in names
+            ):
+                found.append(f"{path.relative_to(ROOT)}:{child.lineno}")
+            visit(child, inside)
+
+    visit(ast.parse(path.read_text()), False)
+    return found
+
+
+def test_no_symphony_import_hides_inside_a_function_outside_the_command_line() -> None:
+    modules = [*(ROOT / "symphony").rglob("*.py"), *(ROOT / "adapters").rglob("*.py")]
+    assert len(modules) > 100
+    hidden = [
+        where
+        for path in modules
+        if (ROOT / "symphony" / "cli") not in path.parents
+        for where in function_level_imports(path)
+    ]
+    assert hidden == []
+
+
+def test_the_finder_sees_an_import_inside_a_function() -> None:
+    # The command line keeps one lazy import (the HTTP server), so the finder must report it.
+    assert function_level_imports(ROOT / "symphony" / "cli" / "main.py")
