@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -608,9 +609,13 @@ async def test_states_left_to_the_tracker_are_discovered_before_polling(
     import symphony_adapters.local
     from symphony.tracker.contract import TrackerContext, create_tracker
 
-    monkeypatch.setattr(symphony_adapters.local, "STATES_FROM_TRACKER", True, raising=False)
-    monkeypatch.setattr(symphony_adapters.local, "DEFAULT_ACTIVE_STATES", None)
-    monkeypatch.setattr(symphony_adapters.local, "DEFAULT_TERMINAL_STATES", None)
+    leaves_states_to_the_tracker = dataclasses.replace(
+        symphony_adapters.local.ADAPTER,
+        states_from_tracker=True,
+        default_active_states=None,
+        default_terminal_states=None,
+    )
+    monkeypatch.setattr(symphony_adapters.local, "ADAPTER", leaves_states_to_the_tracker)
     board.ticket("ABC-1")
     board.ticket("ABC-2", state="Done")
     await WorkspaceManager(board.workspaces, HooksSettings(), env={}).prepare("ABC-2")

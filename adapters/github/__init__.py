@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from symphony.tracker.contract import TrackerAdapter
+
 from .config import parse_config
 from .tracker import GitHubTracker
 
@@ -56,7 +58,13 @@ PROVIDER_KEYS: tuple[str, ...] = (
 )
 """Every `tracker.provider` key this adapter reads; others are reported as unknown."""
 
-__all__ = ["DEFAULT_ACTIVE_STATES", "DEFAULT_TERMINAL_STATES", "GitHubTracker", "create_tracker"]
+__all__ = [
+    "ADAPTER",
+    "DEFAULT_ACTIVE_STATES",
+    "DEFAULT_TERMINAL_STATES",
+    "GitHubTracker",
+    "create_tracker",
+]
 
 
 def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
@@ -70,3 +78,12 @@ def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracke
         settings.terminal_states,
     )
     return GitHubTracker(config)
+
+
+ADAPTER = TrackerAdapter(
+    kind="github",
+    create_tracker=create_tracker,
+    default_active_states=DEFAULT_ACTIVE_STATES,
+    default_terminal_states=DEFAULT_TERMINAL_STATES,
+    provider_keys=PROVIDER_KEYS,
+)

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from symphony.tracker.contract import TrackerAdapter
+
 from .config import parse_config
 from .tracker import GitLabTracker
 
@@ -49,7 +51,13 @@ PROVIDER_KEYS: tuple[str, ...] = (
 )
 """Every `tracker.provider` key this adapter reads; others are reported as unknown."""
 
-__all__ = ["DEFAULT_ACTIVE_STATES", "DEFAULT_TERMINAL_STATES", "GitLabTracker", "create_tracker"]
+__all__ = [
+    "ADAPTER",
+    "DEFAULT_ACTIVE_STATES",
+    "DEFAULT_TERMINAL_STATES",
+    "GitLabTracker",
+    "create_tracker",
+]
 
 
 def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
@@ -63,3 +71,12 @@ def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracke
         settings.terminal_states,
     )
     return GitLabTracker(config)
+
+
+ADAPTER = TrackerAdapter(
+    kind="gitlab",
+    create_tracker=create_tracker,
+    default_active_states=DEFAULT_ACTIVE_STATES,
+    default_terminal_states=DEFAULT_TERMINAL_STATES,
+    provider_keys=PROVIDER_KEYS,
+)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from symphony.tracker.contract import TrackerAdapter
+
 from .config import KaitenConfig, parse_config
 from .tracker import KaitenTracker
 
@@ -24,6 +26,7 @@ PROVIDER_KEYS: tuple[str, ...] = ("domain", "base_url", "board_id", "space_id", 
 """Every `tracker.provider` key this adapter reads; others are reported as unknown."""
 
 __all__ = [
+    "ADAPTER",
     "DEFAULT_ACTIVE_STATES",
     "DEFAULT_TERMINAL_STATES",
     "PROVIDER_KEYS",
@@ -47,3 +50,13 @@ def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracke
         ),
         terminal_states=settings.terminal_states,
     )
+
+
+ADAPTER = TrackerAdapter(
+    kind="kaiten",
+    create_tracker=create_tracker,
+    default_active_states=DEFAULT_ACTIVE_STATES,
+    default_terminal_states=DEFAULT_TERMINAL_STATES,
+    provider_keys=PROVIDER_KEYS,
+    states_from_tracker=STATES_FROM_TRACKER,
+)

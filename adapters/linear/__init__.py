@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from symphony.tracker.contract import TrackerAdapter
+
 from .api import LinearApi
 from .config import LinearConfig, parse_config
 from .tracker import LinearTracker
@@ -29,6 +31,7 @@ PROVIDER_KEYS: tuple[str, ...] = (
 """Every `tracker.provider` key this adapter reads; others are reported as unknown."""
 
 __all__ = [
+    "ADAPTER",
     "DEFAULT_ACTIVE_STATES",
     "DEFAULT_TERMINAL_STATES",
     "PROVIDER_KEYS",
@@ -44,3 +47,12 @@ def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracke
     config = parse_config(settings.provider, context.environ)
     api = LinearApi(config.endpoint, config.api_key.value)
     return LinearTracker(config, api, settings.terminal_states)
+
+
+ADAPTER = TrackerAdapter(
+    kind="linear",
+    create_tracker=create_tracker,
+    default_active_states=DEFAULT_ACTIVE_STATES,
+    default_terminal_states=DEFAULT_TERMINAL_STATES,
+    provider_keys=PROVIDER_KEYS,
+)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from symphony.tracker.contract import TrackerAdapter
+
 from .board import LocalBoard, board_folder
 
 if TYPE_CHECKING:
@@ -16,6 +18,7 @@ PROVIDER_KEYS: tuple[str, ...] = ("path",)
 """Every `tracker.provider` key this adapter reads; others are reported as unknown."""
 
 __all__ = [
+    "ADAPTER",
     "DEFAULT_ACTIVE_STATES",
     "DEFAULT_TERMINAL_STATES",
     "PROVIDER_KEYS",
@@ -30,3 +33,12 @@ def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracke
     return LocalBoard(
         folder, (*settings.active_states, *settings.other_states), settings.terminal_states
     )
+
+
+ADAPTER = TrackerAdapter(
+    kind="local",
+    create_tracker=create_tracker,
+    default_active_states=DEFAULT_ACTIVE_STATES,
+    default_terminal_states=DEFAULT_TERMINAL_STATES,
+    provider_keys=PROVIDER_KEYS,
+)

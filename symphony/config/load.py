@@ -49,7 +49,7 @@ from symphony.config.sections import (
 )
 from symphony.config.stages import StageMachine, parse_stages
 from symphony.config.workflow import Workflow, read_workflow
-from symphony.tracker.contract import adapter_module
+from symphony.tracker.contract import tracker_adapter
 
 
 def unknown_keys(raw: Mapping[str, Any], provider_keys: Sequence[str] | None) -> list[str]:
@@ -97,10 +97,10 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
     if not isinstance(kind, str) or not kind.strip():
         raise ConfigError(INVALID_CONFIG, "tracker.kind is required (for example: local)")
     kind = kind.strip()
-    module = adapter_module(kind)
+    adapter = tracker_adapter(kind)
     # Some trackers define their states themselves (Kaiten column types): omitted states are
     # then asked of the tracker before polling (`symphony.tracker.contract.resolve_states`).
-    from_tracker = bool(getattr(module, "STATES_FROM_TRACKER", False))
+    from_tracker = adapter.states_from_tracker
     provider = tracker_raw.get("provider", {})
     if provider is None:
         provider = {}
@@ -112,14 +112,14 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         active_states=_states(
             tracker_raw,
             "active_states",
-            getattr(module, "DEFAULT_ACTIVE_STATES", None),
+            adapter.default_active_states,
             kind,
             from_tracker,
         ),
         terminal_states=_states(
             tracker_raw,
             "terminal_states",
-            getattr(module, "DEFAULT_TERMINAL_STATES", None),
+            adapter.default_terminal_states,
             kind,
             from_tracker,
         ),
@@ -186,7 +186,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
     )
 
     sessions = _sessions(raw, agent.kind)
-    warnings = unknown_keys(raw, getattr(module, "PROVIDER_KEYS", None))
+    warnings = unknown_keys(raw, adapter.provider_keys)
     machine = None
     if "stages" in raw:
         machine = parse_stages(

@@ -2,12 +2,12 @@
 
 Adapters live in `adapters/<kind>/` and are found by the `tracker.kind` name; installed, that
 folder is the `symphony_adapters` package (`ADAPTERS_PACKAGE`), a name no other distribution is
-likely to use. Each adapter package exposes:
-
-- `DEFAULT_ACTIVE_STATES` / `DEFAULT_TERMINAL_STATES`: tuples, or None when the workflow must
-  name them;
-- `create_tracker(settings, context) -> Tracker`, which validates `tracker.provider` and raises
-  `TrackerError` (`invalid_tracker_config`, `missing_tracker_secret`) when it cannot be used.
+likely to use. Each adapter package declares itself once, as a typed `TrackerAdapter` named
+`ADAPTER`: its default states (or None when the workflow must name them, or the tracker
+defines them), the `tracker.provider` keys it reads, and `create_tracker(settings, context)`,
+which validates `tracker.provider` and raises `TrackerError` (`invalid_tracker_config`,
+`missing_tracker_secret`) when it cannot be used. `tracker_adapter(kind)` finds it; only the
+adapter the workflow names is ever imported.
 
 The core never looks inside provider payloads: it sees `Issue`, `dispatchable` and `native_ref`.
 
@@ -24,11 +24,10 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from symphony.base.errors import SymphonyError
@@ -181,8 +180,24 @@ ADAPTERS_PACKAGE = "symphony_adapters"
 """The import name of the repository's `adapters/` folder (see pyproject.toml)."""
 
 
-def adapter_module(kind: str) -> ModuleType:
-    """The adapter package for `kind`, or `unsupported_tracker_kind`."""
+@dataclass(frozen=True, slots=True)
+class TrackerAdapter:
+    """What an adapter package declares about itself, as its `ADAPTER`."""
+
+    kind: str
+    create_tracker: Callable[[TrackerSettings, TrackerContext], Tracker]
+    default_active_states: tuple[str, ...] | None = None
+    """None: the workflow names them, or the tracker does (`states_from_tracker`)."""
+    default_terminal_states: tuple[str, ...] | None = None
+    provider_keys: tuple[str, ...] | None = None
+    """Every `tracker.provider` key it reads (others are reported as unknown); None: not said."""
+    states_from_tracker: bool = False
+    """States the workflow leaves out are asked of the tracker before polling (Kaiten's column
+    types, `resolve_states`)."""
+
+
+def tracker_adapter(kind: str) -> TrackerAdapter:
+    """The adapter that `tracker.kind: <kind>` names, or `unsupported_tracker_kind`."""
     if not _KIND.match(kind):
         raise TrackerError(
             UNSUPPORTED_TRACKER_KIND, f"tracker.kind {kind!r} is not a known tracker"
@@ -196,9 +211,12 @@ def adapter_module(kind: str) -> ModuleType:
             UNSUPPORTED_TRACKER_KIND,
             f"tracker.kind {kind!r} is not supported (available: {', '.join(available_kinds())})",
         ) from None
-    if not hasattr(module, "create_tracker"):
-        raise TrackerError(UNSUPPORTED_TRACKER_KIND, f"adapters/{kind} has no create_tracker")
-    return module
+    adapter = getattr(module, "ADAPTER", None)
+    if not isinstance(adapter, TrackerAdapter) or adapter.kind != kind:
+        raise TrackerError(
+            UNSUPPORTED_TRACKER_KIND, f"adapters/{kind} does not declare its TrackerAdapter"
+        )
+    return adapter
 
 
 def available_kinds() -> list[str]:
@@ -212,7 +230,7 @@ def available_kinds() -> list[str]:
 
 
 async def resolve_states(settings: TrackerSettings, tracker: Tracker) -> TrackerSettings:
-    """Fill states the workflow left to the tracker (`STATES_FROM_TRACKER` adapters) by asking
+    """Fill states the workflow left to the tracker (`states_from_tracker` adapters) by asking
     its `discover_states()`; settings that name their states come back unchanged."""
     if settings.active_states and settings.terminal_states:
         return settings
@@ -233,5 +251,4 @@ async def resolve_states(settings: TrackerSettings, tracker: Tracker) -> Tracker
 
 
 def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
-    tracker: Tracker = adapter_module(settings.kind).create_tracker(settings, context)
-    return tracker
+    return tracker_adapter(settings.kind).create_tracker(settings, context)
