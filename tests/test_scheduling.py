@@ -440,6 +440,33 @@ def test_stall_detection_stops_stalled_run_and_schedules_a_retry() -> None:
     )
 
 
+def test_a_failure_counts_by_its_kind_never_by_its_turn_number() -> None:
+    state = running(make_issue("A-1"), now=0.0)
+    entry = state.running["id-A-1"]
+    turn_7 = core.Failure("turn 7", "boom", "turn_failed", core.FailureReason.AGENT_TURN)
+    assert core.failure_reason(entry, core.WorkerExit(False, turn_7)) is (
+        core.FailureReason.AGENT_TURN
+    )
+    assert core.failure_reason(entry, core.WorkerExit(True)) is None
+    # A worker that says nothing about why is a bug of ours, not the agent's.
+    assert core.failure_reason(entry, core.WorkerExit(False)) is core.FailureReason.INTERNAL
+
+
+def test_a_stalled_run_counts_as_agent_stalled_and_a_stopped_one_not_at_all() -> None:
+    state = running(make_issue("A-1"), make_issue("A-2"), now=0.0)
+    settings = make_settings(stall_timeout_ms=60_000)
+    core.on_agent_event(state, "id-A-2", AgentEvent("notification"), 60.0, WALL, None)
+    core.detect_stalls(state, settings, 61.0)  # A-1 stalled; A-2 spoke a second ago
+    stalled, alive = state.running["id-A-1"], state.running["id-A-2"]
+    # Stopped for a stall, its worker reports a cancelled turn: still a stall.
+    cancelled = core.Failure("turn 1", "cancelled", "turn_cancelled", core.FailureReason.AGENT_TURN)
+    assert core.failure_reason(stalled, core.WorkerExit(False, cancelled)) is (
+        core.FailureReason.AGENT_STALLED
+    )
+    alive.stop_reason = core.StopReason.INACTIVE  # a person moved the ticket away
+    assert core.failure_reason(alive, core.WorkerExit(False, cancelled)) is None
+
+
 def test_stall_clock_restarts_at_each_agent_event() -> None:
     state = running(make_issue("A-1"), now=0.0)
     settings = make_settings(stall_timeout_ms=60_000)

@@ -386,20 +386,48 @@ Effect = (
 )
 
 
+class FailureReason(enum.Enum):
+    """What kind of failure ended a run: the bounded label of `symphony_failures_total`."""
+
+    WORKSPACE = "workspace"
+    HOOK = "hook"
+    PROMPT = "prompt"
+    TRACKER = "tracker"
+    """Reading the ticket's comments or the ticket itself during the run."""
+    HOST_UNREACHABLE = "host_unreachable"
+    AGENT_STARTUP = "agent_startup"
+    AGENT_TURN = "agent_turn"
+    """A turn or a fix turn failed, timed out or was cancelled, or the agent exited."""
+    AGENT_STALLED = "agent_stalled"
+    INTERNAL = "internal_error"
+
+
 @dataclass(frozen=True, slots=True)
 class Failure:
     """Why a worker ended abnormally: the step that failed (`turn 2`, `prompt`, `workspace`,
     `agent startup`), the error's category when it had one (`turn_failed`,
-    `response_timeout`), and what a person reads."""
+    `response_timeout`), what a person reads, and the kind of failure it counts as."""
 
     step: str
     message: str
     category: str | None = None
+    reason: FailureReason = FailureReason.INTERNAL
 
     def __str__(self) -> str:
         if self.category is None:
             return f"{self.step}: {self.message}"
         return f"{self.step}: {self.category}: {self.message}"
+
+
+def failure_reason(entry: RunningEntry, result: WorkerExit) -> FailureReason | None:
+    """What a worker's exit counts as among failures, or None when it is none: a run that
+    ended well, or one the daemon stopped on purpose (the ticket moved, a shutdown, a budget).
+    A stalled run counts as `agent_stalled`, whatever its worker said while being stopped."""
+    if entry.stop_reason is StopReason.STALLED:
+        return FailureReason.AGENT_STALLED
+    if result.ok or entry.stop_reason is not None:
+        return None
+    return result.failure.reason if result.failure is not None else FailureReason.INTERNAL
 
 
 @dataclass(frozen=True, slots=True)

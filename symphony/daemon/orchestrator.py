@@ -502,10 +502,9 @@ class Orchestrator:
         if isinstance(event, WorkerExited):
             self._workers.pop(event.issue_id, None)
             entry = self.state.running.get(event.issue_id)
-            if entry is not None and not event.result.ok and entry.stop_reason is None:
-                failure = event.result.failure
-                reason = failure.step if failure is not None else "failed"
-                self.health.failures[reason] = self.health.failures.get(reason, 0) + 1
+            failed = core.failure_reason(entry, event.result) if entry is not None else None
+            if failed is not None:
+                self.health.failures[failed.value] = self.health.failures.get(failed.value, 0) + 1
             effects = core.on_worker_exit(
                 self.state, event.issue_id, event.result, self.settings, self.clock.monotonic()
             )
@@ -874,7 +873,9 @@ class Orchestrator:
             # Stopped by the orchestrator: the stop reason is already recorded in its state.
             log.info("stopped")
         except Exception as exc:  # a bug must cost one attempt, never the daemon
-            result = core.WorkerExit(False, core.Failure("internal error", repr(exc)))
+            result = core.WorkerExit(
+                False, core.Failure("internal error", repr(exc), reason=core.FailureReason.INTERNAL)
+            )
             log.exception("failed", reason="internal error")
         finally:
             self._queue.put_nowait(WorkerExited(issue.id, result))

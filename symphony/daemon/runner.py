@@ -19,6 +19,7 @@ from symphony.agents import AgentLaunch, AgentSession, EventSink, Grant, Session
 from symphony.agents.registry import backend, open_session
 from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent
+from symphony.base.hosts import HOST_UNREACHABLE
 from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
 from symphony.base.tools import ToolResult
@@ -33,7 +34,7 @@ from symphony.config.stages import Outcome, Report, Stage
 from symphony.core.evidence import WorkspaceFacts
 from symphony.core.footprint import Footprint, files_named
 from symphony.core.markers import marker_of, unmarked
-from symphony.core.scheduling import Failure, MovePhase, is_routable
+from symphony.core.scheduling import Failure, FailureReason, MovePhase, is_routable
 from symphony.core.verification import GateRound, Verification, fix_prompt
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
@@ -162,18 +163,22 @@ async def run_attempt(
     stage = ctx.stage
     bound = log.bind(attempt=attempt, stage=stage.name if stage else None)
     workspace = await _step(
-        "workspace", ctx.workspaces.prepare(issue.identifier, branch=issue.branch_name)
+        "workspace",
+        FailureReason.WORKSPACE,
+        ctx.workspaces.prepare(issue.identifier, branch=issue.branch_name),
     )
     grant: Grant | None = None
     try:
-        await _step("before_run hook", ctx.workspaces.before_run(workspace))
+        await _step("before_run hook", FailureReason.HOOK, ctx.workspaces.before_run(workspace))
         current = issue
         tools = ctx.tracker.agent_tools()
         variables: StageContext | None = None
         follow_up_states: tuple[str, ...] = ()
         if stage is not None:
             assert settings.machine is not None
-            variables = await _step("comments", stage_context(ctx.tracker, issue, stage))
+            variables = await _step(
+                "comments", FailureReason.TRACKER, stage_context(ctx.tracker, issue, stage)
+            )
             follow_up_states = settings.machine.states
             tools = [t for t in tools if not t.moves_ticket]
             tools += stage_tool_specs(stage.name, follow_up_states)
@@ -268,7 +273,7 @@ async def run_attempt(
             launch = dataclasses.replace(launch, tool_grant=grant)
         session = ctx.open_session(launch)
         try:
-            await _step("agent startup", session.start())
+            await _step("agent startup", FailureReason.AGENT_STARTUP, session.start())
             turn = 1
             while True:
                 if turn == 1 and session.resumed:
@@ -292,7 +297,9 @@ async def run_attempt(
                     prompt = continuation_prompt(current, turn, max_turns)
                 title = f"{current.identifier}: {current.title}"
                 turn_report = None
-                result = await _step(f"turn {turn}", session.run_turn(prompt, title=title))
+                result = await _step(
+                    f"turn {turn}", FailureReason.AGENT_TURN, session.run_turn(prompt, title=title)
+                )
                 bound.info("turn completed", session_id=result.session_id, turn=turn)
                 if turn_report is not None and stage is not None:
                     report, verification = turn_report, None
@@ -322,7 +329,9 @@ async def run_attempt(
                     return await finish(
                         AttemptEnd(report=report, verification=verification, facts=facts)
                     )
-                refreshed = await _step("issue refresh", _refresh(ctx.tracker, issue.id))
+                refreshed = await _step(
+                    "issue refresh", FailureReason.TRACKER, _refresh(ctx.tracker, issue.id)
+                )
                 match = next((i for i in refreshed if i.id == issue.id), None)
                 if match is None:
                     bound.info("worker done", reason="issue no longer visible")
@@ -396,7 +405,9 @@ async def _verify(
             r.name for r in gate_round.failures
         ])  # fmt: skip
         prompt = fix_prompt(issue.identifier, gate_round, fix_turn, stage.max_fix_turns)
-        await _step(f"fix turn {fix_turn}", session.run_turn(prompt, title=title))
+        await _step(
+            f"fix turn {fix_turn}", FailureReason.AGENT_TURN, session.run_turn(prompt, title=title)
+        )
         again = take_report()
         if again is not None:
             report = again
@@ -568,25 +579,28 @@ def _render(
     try:
         return render_prompt(template, issue, attempt, stage, memory=memory)
     except SymphonyError as exc:
-        raise AttemptFailed(_failure("prompt", exc)) from None
+        raise AttemptFailed(_failure("prompt", FailureReason.PROMPT, exc)) from None
 
 
 def _check_cwd(workspaces: WorkspaceManager | RemoteWorkspaces, workspace: Workspace) -> None:
     try:
         workspaces.check_agent_cwd(workspace)
     except SymphonyError as exc:
-        raise AttemptFailed(_failure("workspace", exc)) from None
+        raise AttemptFailed(_failure("workspace", FailureReason.WORKSPACE, exc)) from None
 
 
-async def _step(what: str, awaitable: Awaitable[T]) -> T:
+async def _step(what: str, reason: FailureReason, awaitable: Awaitable[T]) -> T:
     try:
         return await awaitable
     except SymphonyError as exc:
-        raise AttemptFailed(_failure(what, exc)) from None
+        raise AttemptFailed(_failure(what, reason, exc)) from None
 
 
-def _failure(step: str, exc: SymphonyError) -> Failure:
-    return Failure(step, exc.message, exc.category)
+def _failure(step: str, reason: FailureReason, exc: SymphonyError) -> Failure:
+    # A lost SSH host fails whatever step it happens in; it is counted as what it is.
+    if exc.category == HOST_UNREACHABLE:
+        reason = FailureReason.HOST_UNREACHABLE
+    return Failure(step, exc.message, exc.category, reason)
 
 
 def log_agent_event(event: AgentEvent) -> None:

@@ -1,8 +1,9 @@
 """Counters the status surfaces read, and their Prometheus text rendering.
 
 `TrackerRequests` times every tracker read the orchestrator makes, by what the read is for
-(candidates, reconcile, ...), and counts failures by error category. It is plain data the
-orchestrator owns; `render_metrics` turns a snapshot, which carries it, into exposition format.
+(candidates, reconcile, ...), and counts its failures by error category; runs' failures are
+counted by their kind (`FailureReason`). It is plain data the orchestrator owns;
+`render_metrics` turns a snapshot, which carries it, into exposition format.
 """
 
 from __future__ import annotations

@@ -216,7 +216,8 @@ async def test_failed_run_shows_as_retry_row_and_failure_metric(board: Board) ->
         await run.stop()
     assert detail["status"] == "retrying" and detail["running"] is None
     assert detail["retry"]["attempt"] == 1 and detail["retry"]["error"]
-    assert 'symphony_failures_total{reason="' in metrics
+    # Counted by kind: the scripted agent's exit mid-turn is an agent turn failure.
+    assert 'symphony_failures_total{reason="agent_turn"} 1\n' in metrics
     assert "symphony_retrying 1\n" in metrics
 
 
