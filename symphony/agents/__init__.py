@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent
 from symphony.base.tools import ToolResult, ToolSpec
+from symphony.config.sections import SessionSettings
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
 
@@ -62,29 +63,6 @@ def plain(value: Any) -> Any:
 
 class AgentError(SymphonyError):
     """A session or turn ended without success; `category` is one of the constants above."""
-
-
-class SessionSettings(Protocol):
-    """What every agent kind's settings block has, and all the core reads of one: how to
-    start the agent and its timeouts. The rest of a block belongs to its backend."""
-
-    @property
-    def command(self) -> str: ...
-
-    @property
-    def turn_timeout_ms(self) -> int:
-        """Longest silence during a turn."""
-        ...
-
-    @property
-    def read_timeout_ms(self) -> int:
-        """Longest wait for the answer to a request."""
-        ...
-
-    @property
-    def stall_timeout_ms(self) -> int:
-        """Longest time without any event before the orchestrator stops the run (<= 0: off)."""
-        ...
 
 
 ToolHandler = Callable[[str, Any], Awaitable[ToolResult]]

@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.agents import AgentLaunch, AgentSession, SessionSettings, acp, claude, codex
+from symphony.agents import AgentLaunch, AgentSession, acp, claude, codex
 from symphony.agents.codex import AppServerSession
 from symphony.base.errors import SymphonyError
+from symphony.config.sections import SessionSettings
 
 UNKNOWN_AGENT = "unknown_agent_kind"
 

@@ -7,17 +7,18 @@ block is here because the daemon, the workspace and the agent launcher all read 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from symphony.base.issue import normalize_state
 
 if TYPE_CHECKING:
     from symphony.config.pricing import Pricing
-    from symphony.config.stages import StageMachine
+    from symphony.config.stages import Stage, StageMachine
 
 
 DEFAULT_PROMPT = "You are working on an issue from the configured tracker."
@@ -208,6 +209,29 @@ class MemorySettings:
     enabled: bool = True
 
 
+class SessionSettings(Protocol):
+    """What every agent kind's settings block has, and all the core reads of one: how to
+    start the agent and its timeouts. The rest of a block belongs to its backend."""
+
+    @property
+    def command(self) -> str: ...
+
+    @property
+    def turn_timeout_ms(self) -> int:
+        """Longest silence during a turn."""
+        ...
+
+    @property
+    def read_timeout_ms(self) -> int:
+        """Longest wait for the answer to a request."""
+        ...
+
+    @property
+    def stall_timeout_ms(self) -> int:
+        """Longest time without any event before the orchestrator stops the run (<= 0: off)."""
+        ...
+
+
 class AgentBlock(Protocol):
     """What loading needs of an agent kind (`symphony.agents.registry.Backend` is one): the
     keys of its WORKFLOW.md section, how that section is parsed, and how it takes its tools."""
@@ -245,7 +269,7 @@ class Settings:
     pricing: Pricing | None = None
     """What tokens cost (`symphony.config.pricing`); None only in settings built by hand (tests)."""
     budget: BudgetSettings = field(default_factory=BudgetSettings)
-    agents: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    agents: Mapping[str, SessionSettings] = field(default_factory=lambda: MappingProxyType({}))
     """The settings block of every agent kind, by kind (`codex`, `claude`, `acp`)."""
     editor: EditorSettings = field(default_factory=EditorSettings)
     memory: MemorySettings | None = None
@@ -256,9 +280,29 @@ class Settings:
     def workflow_dir(self) -> Path:
         return self.workflow_path.parent
 
-    def session_settings(self, kind: str) -> Any:
-        """The block of agent kind `kind`: what the orchestrator times its runs by."""
+    def session_settings(self, kind: str) -> SessionSettings:
+        """The workflow's block of agent kind `kind`."""
         return self.agents[kind]
+
+    def agent_block(self, stage: Stage | None, kind: str) -> SessionSettings:
+        """The block a run of `kind` in `stage` starts with: the stage's own block of that kind
+        when it has one, else the workflow's; a stage's `approval_policy` and `thread_sandbox`
+        narrow a block that has them (codex's). The worker launches the agent with it and the
+        scheduling core times the run by it."""
+        block: Any = self.session_settings(kind)
+        if stage is None:
+            return cast(SessionSettings, block)
+        block = stage.sessions.get(kind, block)
+        narrowed: dict[str, Any] = {}
+        if stage.has_approval_policy:
+            narrowed["approval_policy"] = stage.approval_policy
+        if stage.thread_sandbox is not None:
+            narrowed["thread_sandbox"] = stage.thread_sandbox
+        if narrowed and dataclasses.is_dataclass(block) and not isinstance(block, type):
+            names = {f.name for f in dataclasses.fields(block)}
+            changes = {key: value for key, value in narrowed.items() if key in names}
+            block = dataclasses.replace(block, **changes) if changes else block
+        return cast(SessionSettings, block)
 
 
 # Every key symphony reads, by section. Unknown keys stay allowed (spec §5.3: other tools may

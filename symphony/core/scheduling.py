@@ -1703,11 +1703,6 @@ def next_wakeup(state: SchedulerState, next_tick_at: float, settings: Settings) 
 
 
 def _stall_timeout_ms(entry: RunningEntry, settings: Settings) -> int:
-    """The stall timeout of the run's agent: its stage's block of that kind, else the
-    workflow's."""
-    block = settings.session_settings(entry.agent_kind)
+    """The stall timeout of the run's agent, from the block the run started with."""
     stage = settings.machine.stage_named(entry.stage) if settings.machine is not None else None
-    if stage is not None:
-        block = stage.sessions.get(entry.agent_kind, block)
-    timeout: int = block.stall_timeout_ms
-    return timeout
+    return settings.agent_block(stage, entry.agent_kind).stall_timeout_ms

@@ -11,11 +11,11 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
-from symphony.agents import AgentLaunch, AgentSession, EventSink, Grant, SessionSettings
+from symphony.agents import AgentLaunch, AgentSession, EventSink, Grant
 from symphony.agents.registry import backend, open_session
 from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent
@@ -34,7 +34,8 @@ from symphony.config.stages import Outcome, Report, Stage
 from symphony.core.evidence import WorkspaceFacts
 from symphony.core.footprint import Footprint, files_named
 from symphony.core.markers import marker_of, unmarked
-from symphony.core.scheduling import Failure, FailureReason, MovePhase, is_routable
+from symphony.core.runs import Verdict, before_first_turn, next_turn, turn_limits
+from symphony.core.scheduling import Failure, FailureReason, MovePhase
 from symphony.core.verification import GateRound, Verification, fix_prompt
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
@@ -253,7 +254,7 @@ async def run_attempt(
         workspace_env = {**ctx.child_env, **ticket_env}
         launch = AgentLaunch(
             workspace=workspace.path,
-            settings=_agent_settings(settings, stage, ctx.agent_kind),
+            settings=settings.agent_block(stage, ctx.agent_kind),
             kind=ctx.agent_kind,
             env={**ctx.agent_env, **ticket_env},
             tools=tools,
@@ -263,10 +264,11 @@ async def run_attempt(
             resume_thread_id=None if workspace.created_now else ctx.resume_thread_id,
             host=ctx.host,
         )
-        max_turns = (stage.max_turns if stage else None) or settings.agent.max_turns
-        budget = stage.max_total_turns - ctx.turns_used if stage else max_turns
-        if budget <= 0:
-            bound.info("worker done", reason="the stage's turn budget is used up")
+        limits = turn_limits(settings, stage, ctx.turns_used)
+        max_turns = limits.max_turns
+        first = before_first_turn(limits)
+        if first.verdict is Verdict.STUCK:
+            bound.info("worker done", reason=first.reason)
             return await finish(AttemptEnd(stuck=True))
         if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and tools:
             grant = await ctx.tool_server.grant(tools, handle_tool)
@@ -333,32 +335,14 @@ async def run_attempt(
                     "issue refresh", FailureReason.TRACKER, _refresh(ctx.tracker, issue.id)
                 )
                 match = next((i for i in refreshed if i.id == issue.id), None)
-                if match is None:
-                    bound.info("worker done", reason="issue no longer visible")
+                after = next_turn(match, turn=turn, limits=limits, stage=stage, settings=settings)
+                if after.verdict is not Verdict.CONTINUE:
+                    bound.info("worker done", reason=after.reason)
+                    if after.verdict is Verdict.STUCK:
+                        return await finish(AttemptEnd(stuck=True))
                     break
+                assert match is not None
                 current = match
-                if not settings.tracker.is_active(current.state):
-                    bound.info("worker done", reason=f"state is now {current.state}")
-                    break
-                if (
-                    stage is not None
-                    and settings.machine is not None
-                    and (settings.machine.stage_for(current.state) != stage)
-                ):
-                    bound.info("worker done", reason=f"moved to {current.state}, another stage")
-                    break
-                if not is_routable(current, settings.tracker):
-                    bound.info("worker done", reason="issue no longer routable")
-                    break
-                if stage is not None and turn >= budget:
-                    bound.info(
-                        "worker done",
-                        reason=f"max_total_turns ({stage.max_total_turns}) used, no report",
-                    )
-                    return await finish(AttemptEnd(stuck=True))
-                if turn >= max_turns:
-                    bound.info("worker done", reason=f"max_turns ({max_turns}) reached")
-                    break
                 turn += 1
         finally:
             await session.stop()
@@ -420,21 +404,6 @@ async def _verify(
         fix_turns=verification.fix_turns,
     )
     return report, verification
-
-
-def _agent_settings(settings: Settings, stage: Stage | None, kind: str) -> SessionSettings:
-    """The agent settings of this run: the stage's own block of its kind when it has one, and
-    a stage may narrow codex's approval policy and sandbox."""
-    block: Any = settings.session_settings(kind)
-    if stage is None:
-        return cast(SessionSettings, block)
-    block = stage.sessions.get(kind, block)
-    if kind == "codex":
-        if stage.has_approval_policy:
-            block = dataclasses.replace(block, approval_policy=stage.approval_policy)
-        if stage.thread_sandbox is not None:
-            block = dataclasses.replace(block, thread_sandbox=stage.thread_sandbox)
-    return cast(SessionSettings, block)
 
 
 async def stage_context(tracker: Tracker, issue: Issue, stage: Stage) -> StageContext:
