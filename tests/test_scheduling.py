@@ -10,6 +10,7 @@ import pytest
 from symphony.base.events import AgentEvent, TokenUsage
 from symphony.base.issue import Issue
 from symphony.config.sections import HostSpec, Settings, SshSettings, WorkerSettings
+from symphony.config.stages import Outcome, Report
 from symphony.core import scheduling as core
 from symphony.core.footprint import Footprint
 from tests.factories import WALL, make_issue, make_settings
@@ -700,6 +701,30 @@ def stage_settings(**kw: object) -> Settings:
     return dataclasses.replace(make_settings(active=("Todo", "Ready"), **kw), machine=machine)  # type: ignore[arg-type]
 
 
+def test_a_poll_reads_the_checkpoints_too_in_stage_mode() -> None:
+    assert core.polled_states(make_settings()) == ("Todo", "In Progress")
+    polled = core.polled_states(stage_settings())
+    assert polled == ("Todo", "Ready", "Plan Review", "Needs Attention", "Human Review")
+
+
+def test_a_pending_move_gives_way_once_the_ticket_left_its_stage() -> None:
+    settings = stage_settings()
+    state = core.SchedulerState()
+    core.select_dispatches(state, [make_issue("A-1")], settings, 0.0, WALL)
+    report = Report(Outcome.DONE, "planned", plan="1. do it")
+    (perform,) = core.on_worker_exit(
+        state, "id-A-1", core.WorkerExit(True, report=report), settings, 1.0
+    )
+    assert isinstance(perform, core.PerformTransition)
+    pending = state.transitions["id-A-1"]
+    # Still in the plan stage's states: the daemon moves it on to Plan Review.
+    assert core.moves_from(pending, settings) == {"todo"}
+    budget = dataclasses.replace(
+        pending, plan=dataclasses.replace(pending.plan, outcome=Outcome.BUDGET_EXCEEDED)
+    )
+    assert core.moves_from(budget, settings) == {"todo", "ready"}  # wherever it was worked on
+
+
 def test_stage_mode_dispatch_names_the_stage_and_the_turns_it_already_used() -> None:
     settings = stage_settings()
     state = core.SchedulerState()
@@ -728,8 +753,6 @@ def test_a_new_entry_into_a_stage_starts_the_turn_count_again() -> None:
 
 
 def test_a_report_becomes_a_pending_transition_that_keeps_the_claim_until_confirmed() -> None:
-    from symphony.config.stages import Outcome, Report
-
     settings = stage_settings()
     state = core.SchedulerState()
     issue = make_issue("A-1")

@@ -453,6 +453,15 @@ class WorkerExit:
 # Eligibility and ordering
 
 
+def polled_states(settings: Settings) -> tuple[str, ...]:
+    """The states each poll reads: the active ones, and in stage mode the checkpoints too
+    (Plan Review, Human Review, ...), for the board: where every ticket the workflow knows is."""
+    states = settings.tracker.active_states
+    if settings.machine is not None:
+        states += settings.machine.checkpoint_states(settings.tracker.terminal_states)
+    return states
+
+
 def is_routable(issue: Issue, tracker: TrackerSettings) -> bool:
     """Adapter says dispatchable and every required label is present (blank ones never match)."""
     return issue.dispatchable and all(
@@ -1357,6 +1366,20 @@ def _budget_transition(
         (PlannedComment("budget_exceeded", body),),
     )
     return _pend(state, entry, plan, turns=0, now=now)
+
+
+def moves_from(pending: PendingTransition, settings: Settings) -> frozenset[str]:
+    """The states (normalized) a pending transition still moves its ticket from: where the run
+    found it and its stage's states (a budget stop: every active state). In any other state
+    but the target a person moved the ticket meanwhile, and the daemon gives way."""
+    states = {normalize_state(pending.issue.state)}
+    machine = settings.machine
+    stage = machine.stage_named(pending.plan.stage) if machine is not None else None
+    if pending.plan.outcome is Outcome.BUDGET_EXCEEDED:
+        states.update(normalize_state(s) for s in settings.tracker.active_states)
+    elif stage is not None:
+        states.update(normalize_state(s) for s in stage.states)
+    return frozenset(states)
 
 
 def due_transitions(state: SchedulerState, now: float) -> list[Effect]:

@@ -17,7 +17,7 @@ import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -30,12 +30,10 @@ from symphony.agents.tool_server import ToolServer
 from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent
 from symphony.base.hosts import LOCAL
-from symphony.base.issue import normalize_state
 from symphony.base.secrets import SecretMasker
 from symphony.config.load import build_settings, workflow_fingerprint
 from symphony.config.prompt import check_prompts
 from symphony.config.sections import Settings
-from symphony.config.stages import Outcome
 from symphony.config.workflow import read_workflow
 from symphony.core import scheduling as core
 from symphony.core.budgets import check_budgets
@@ -46,14 +44,9 @@ from symphony.hosts.local import LOCAL_HOST
 from symphony.hosts.ssh import SshHost
 from symphony.memory import memory_of
 from symphony.observability.activity import Activity
-from symphony.observability.board import Board, board_row
+from symphony.observability.board import Board
 from symphony.observability.metrics import TrackerRequests
-from symphony.observability.snapshot import (
-    build_costs,
-    build_issue_snapshot,
-    build_snapshot,
-    ticket_cost,
-)
+from symphony.observability.snapshot import Health, daemon_snapshot, issue_detail
 from symphony.store import Store
 from symphony.store.recovery import (
     Recovered,
@@ -176,20 +169,6 @@ QueueEvent = (
 )
 
 
-@dataclass(slots=True)
-class Health:
-    """Operator-visible problems; each is None while things are fine."""
-
-    workflow_error: str | None = None
-    workflow_error_fingerprint: str | None = None
-    store_error: str | None = None
-    tracker_error: str | None = None
-    last_tick_at: datetime | None = None
-    last_tick_ms: float | None = None
-    dispatched: int = 0
-    failures: dict[str, int] = field(default_factory=dict)
-
-
 def _write_evidence(
     workspaces: WorkspaceManager, identifier: str, evidence: Mapping[str, Any]
 ) -> None:
@@ -285,111 +264,36 @@ class Orchestrator:
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-safe view of the current state for status surfaces."""
-        health = self.health
-        snapshot = build_snapshot(
+        return daemon_snapshot(
             self.state,
+            self.settings,
             self.clock.monotonic(),
             self.clock.wall(),
-            {
-                "workflow_error": health.workflow_error,
-                "tracker_error": health.tracker_error,
-                "store_error": health.store_error,
-                "last_tick_at": health.last_tick_at.isoformat() if health.last_tick_at else None,
-                "last_tick_ms": health.last_tick_ms,
-                "dispatched": health.dispatched,
-                "failures": dict(health.failures),
-                "tracker_requests": self.tracker_requests.as_json(),
-            },
-            self.activity.newest(),
+            health=self.health,
+            tracker_requests=self.tracker_requests,
+            activity=self.activity,
+            board=self.board,
+            outcomes=self._outcomes,
+            held_for_review=self._held_for_review,
+            host_roots={name: w.host.workspace_root for name, w in self._remote.items()},
         )
-        snapshot["board"] = self.board.snapshot(self.state)
-        snapshot["review"] = {
-            "waiting": self.state.in_review,
-            "limit": self.settings.agent.max_in_review,
-            "held": self._held_for_review,
-        }
-        snapshot["outcomes"] = self._outcomes
-        snapshot["costs"] = build_costs(self.state, self.clock.wall(), self.settings.budget)
-        snapshot["mode"] = "stages" if self.settings.machine is not None else "spec"
-        snapshot["hosts"] = self._hosts_snapshot()
-        return snapshot
-
-    def _hosts_snapshot(self) -> list[dict[str, Any]]:
-        """Each SSH worker host: its load, capacity, and whether it takes work now."""
-        worker, now = self.settings.worker, self.clock.monotonic()
-        rows = []
-        for spec in worker.hosts:
-            health = self.state.host_health.get(spec.name)
-            down = health is not None and health.is_down(now)
-            rows.append(
-                {
-                    "host": spec.name,
-                    "running": sum(1 for e in self.state.running.values() if e.host == spec.name),
-                    "capacity": worker.capacity(spec) or self.settings.agent.max_concurrent_agents,
-                    "status": "down" if down else "up",
-                    "failures": health.failures if health is not None else 0,
-                    "down_for_s": (
-                        round(health.down_until - now, 1)
-                        if down and health is not None and health.down_until is not None
-                        else None
-                    ),
-                    "error": health.error if health is not None else None,
-                    "workspace_root": self._remote[spec.name].host.workspace_root
-                    if spec.name in self._remote
-                    else None,
-                }
-            )
-        return rows
 
     def issue_snapshot(self, wanted: str) -> dict[str, Any] | None:
         """One issue (by identifier or id) in detail: running, retrying, or known from the last
         poll as waiting (with the reason); None when the daemon knows nothing of it."""
-        detail = build_issue_snapshot(self.state, wanted, self.clock.monotonic(), self.clock.wall())
-        row = self.board.row(wanted)
-        if detail is None and row is not None:
-            board = board_row(row, self.state)
-            detail = {
-                "issue_identifier": row.identifier,
-                "issue_id": row.issue_id,
-                "status": board["status"],
-                "running": None,
-                "retry": None,
-            }
-        if detail is None:
-            # Not running, retrying or polled (finished, or parked outside the workflow's
-            # states), but it has a history: what it cost and used.
-            known = next(
-                (
-                    (issue_id, t)
-                    for issue_id, t in self.state.ticket_totals.items()
-                    if wanted in (issue_id, t.identifier)
-                ),
-                None,
-            )
-            if known is None:
-                return None
-            detail = {
-                "issue_identifier": known[1].identifier,
-                "issue_id": known[0],
-                "status": "idle",
-                "running": None,
-                "retry": None,
-            }
-        if row is not None:
-            board = board_row(row, self.state)
-            detail.update(state=row.state, stage=row.stage, reason=board["reason"], title=row.title)
-        detail["activity"] = self.activity.for_issue(detail["issue_identifier"])
-        workspace = self._workspaces.owned_path(detail["issue_identifier"])
-        detail["evidence"] = read_evidence_file(workspace) if workspace is not None else None
-        totals = self.state.ticket_totals.get(detail["issue_id"])
-        detail.update(ticket_cost(totals) if totals is not None else {"cost_usd": None})
-        footprint = self.state.footprints.get(detail["issue_id"])
-        detail["files"] = (
-            {"planned": sorted(footprint.planned), "changed": sorted(footprint.changed)}
-            if footprint is not None
-            else None
+        return issue_detail(
+            self.state,
+            wanted,
+            self.clock.monotonic(),
+            self.clock.wall(),
+            board=self.board,
+            activity=self.activity,
+            evidence=self._evidence_of,
         )
-        return detail
+
+    def _evidence_of(self, identifier: str) -> dict[str, Any] | None:
+        workspace = self._workspaces.owned_path(identifier)
+        return read_evidence_file(workspace) if workspace is not None else None
 
     def workspace_path(self, identifier: str) -> Path:
         """Where the issue's workspace is (or would be) under the current settings."""
@@ -638,11 +542,7 @@ class Orchestrator:
     async def _dispatch_candidates(self) -> None:
         settings = self.settings
         tracker_settings = settings.tracker
-        # Stage mode also reads the checkpoints (Plan Review, Human Review, ...) in the same
-        # call, for the board view: where every ticket the workflow knows is, and why.
-        states = tracker_settings.active_states
-        if settings.machine is not None:
-            states += settings.machine.checkpoint_states(tracker_settings.terminal_states)
+        states = core.polled_states(settings)
         try:
             issues = await self._read("candidates", self.tracker.fetch_issues_by_states(states))
         except TrackerError as exc:
@@ -885,16 +785,8 @@ class Orchestrator:
         pending = self.state.transitions.get(perform.issue_id)
         if pending is None:
             return
-        tracker, machine = self.tracker, self.settings.machine
-        stage = machine.stage_named(pending.plan.stage) if machine is not None else None
-        own = {normalize_state(pending.issue.state)}
-        if pending.plan.outcome is Outcome.BUDGET_EXCEEDED:
-            # Stopped wherever it was being worked on, in either mode.
-            own.update(normalize_state(s) for s in self.settings.tracker.active_states)
-        elif stage is not None:
-            own.update(normalize_state(state) for state in stage.states)
-
-        workspaces = self._workspaces
+        tracker, workspaces = self.tracker, self._workspaces
+        own = core.moves_from(pending, self.settings)
 
         async def write() -> None:
             structlog.contextvars.bind_contextvars(

@@ -7,12 +7,17 @@ Monotonic times are turned into wall-clock instants and ages at the moment of th
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from symphony.config.sections import BudgetSettings
+from symphony.config.sections import BudgetSettings, Settings
 from symphony.core.costs import Spend, day_key
 from symphony.core.scheduling import RetryEntry, RunningEntry, SchedulerState, TicketTotals
+from symphony.observability.activity import Activity
+from symphony.observability.board import Board, board_row
+from symphony.observability.metrics import TrackerRequests
 
 COST_SOURCE = "pricing"
 """Where the costs shown come from: the workflow's prices times the usage the agent reported.
@@ -22,6 +27,152 @@ COST_DAYS = 14
 # Formatting an aware datetime costs microseconds, and each running row has two that rarely
 # change between snapshots; remembering the recent ones makes a 100-row snapshot a third cheaper.
 _iso = functools.lru_cache(maxsize=4096)(datetime.isoformat)
+
+
+@dataclass(slots=True)
+class Health:
+    """Operator-visible problems (each None while things are fine) and counts; the daemon
+    updates it, the snapshot shows it."""
+
+    workflow_error: str | None = None
+    workflow_error_fingerprint: str | None = None
+    store_error: str | None = None
+    tracker_error: str | None = None
+    last_tick_at: datetime | None = None
+    last_tick_ms: float | None = None
+    dispatched: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+
+
+def daemon_snapshot(
+    state: SchedulerState,
+    settings: Settings,
+    now: float,
+    wall: datetime,
+    *,
+    health: Health,
+    tracker_requests: TrackerRequests,
+    activity: Activity,
+    board: Board,
+    outcomes: dict[str, Any] | None,
+    held_for_review: int,
+    host_roots: Mapping[str, str | None],
+) -> dict[str, Any]:
+    """Everything `/api/v1/state`, the dashboard and the terminal table show, in one view."""
+    snapshot = build_snapshot(
+        state,
+        now,
+        wall,
+        {
+            "workflow_error": health.workflow_error,
+            "tracker_error": health.tracker_error,
+            "store_error": health.store_error,
+            "last_tick_at": health.last_tick_at.isoformat() if health.last_tick_at else None,
+            "last_tick_ms": health.last_tick_ms,
+            "dispatched": health.dispatched,
+            "failures": dict(health.failures),
+            "tracker_requests": tracker_requests.as_json(),
+        },
+        activity.newest(),
+    )
+    snapshot["board"] = board.snapshot(state)
+    snapshot["review"] = {
+        "waiting": state.in_review,
+        "limit": settings.agent.max_in_review,
+        "held": held_for_review,
+    }
+    snapshot["outcomes"] = outcomes
+    snapshot["costs"] = build_costs(state, wall, settings.budget)
+    snapshot["mode"] = "stages" if settings.machine is not None else "spec"
+    snapshot["hosts"] = host_rows(state, settings, now, host_roots)
+    return snapshot
+
+
+def host_rows(
+    state: SchedulerState, settings: Settings, now: float, roots: Mapping[str, str | None]
+) -> list[dict[str, Any]]:
+    """Each SSH worker host: its load, capacity, and whether it takes work now."""
+    worker = settings.worker
+    rows = []
+    for spec in worker.hosts:
+        health = state.host_health.get(spec.name)
+        down = health is not None and health.is_down(now)
+        rows.append(
+            {
+                "host": spec.name,
+                "running": sum(1 for e in state.running.values() if e.host == spec.name),
+                "capacity": worker.capacity(spec) or settings.agent.max_concurrent_agents,
+                "status": "down" if down else "up",
+                "failures": health.failures if health is not None else 0,
+                "down_for_s": (
+                    round(health.down_until - now, 1)
+                    if down and health is not None and health.down_until is not None
+                    else None
+                ),
+                "error": health.error if health is not None else None,
+                "workspace_root": roots.get(spec.name),
+            }
+        )
+    return rows
+
+
+def issue_detail(
+    state: SchedulerState,
+    wanted: str,
+    now: float,
+    wall: datetime,
+    *,
+    board: Board,
+    activity: Activity,
+    evidence: Callable[[str], dict[str, Any] | None],
+) -> dict[str, Any] | None:
+    """One issue (by identifier or id) in detail: running, retrying, or known from the last
+    poll as waiting (with the reason); None when the daemon knows nothing of it. `evidence`
+    reads a ticket's evidence file from its workspace."""
+    detail = build_issue_snapshot(state, wanted, now, wall)
+    row = board.row(wanted)
+    if detail is None and row is not None:
+        detail = {
+            "issue_identifier": row.identifier,
+            "issue_id": row.issue_id,
+            "status": board_row(row, state)["status"],
+            "running": None,
+            "retry": None,
+        }
+    if detail is None:
+        # Not running, retrying or polled (finished, or parked outside the workflow's
+        # states), but it has a history: what it cost and used.
+        known = next(
+            (
+                (issue_id, t)
+                for issue_id, t in state.ticket_totals.items()
+                if wanted in (issue_id, t.identifier)
+            ),
+            None,
+        )
+        if known is None:
+            return None
+        detail = {
+            "issue_identifier": known[1].identifier,
+            "issue_id": known[0],
+            "status": "idle",
+            "running": None,
+            "retry": None,
+        }
+    if row is not None:
+        shown = board_row(row, state)
+        detail.update(state=row.state, stage=row.stage, reason=shown["reason"], title=row.title)
+    detail["activity"] = activity.for_issue(detail["issue_identifier"])
+    detail["evidence"] = evidence(detail["issue_identifier"])
+    totals = state.ticket_totals.get(detail["issue_id"])
+    detail.update(ticket_cost(totals) if totals is not None else {"cost_usd": None})
+    footprint = state.footprints.get(detail["issue_id"])
+    detail["files"] = (
+        {"planned": sorted(footprint.planned), "changed": sorted(footprint.changed)}
+        if footprint is not None
+        else None
+    )
+    return detail
 
 
 def build_snapshot(
