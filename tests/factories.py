@@ -12,6 +12,7 @@ from symphony.base.issue import Issue
 from symphony.config.sections import (
     AgentSettings,
     HooksSettings,
+    OverlapMode,
     PollingSettings,
     Settings,
     TrackerSettings,
@@ -66,7 +67,7 @@ def make_settings(
             max_turns=max_turns,
             max_retry_backoff_ms=max_backoff_ms,
             max_concurrent_agents_by_state=MappingProxyType(per_state or {}),
-            overlap=overlap,
+            overlap=OverlapMode(overlap),
         ),
         agents=MappingProxyType(
             {"codex": codex or CodexSettings(stall_timeout_ms=stall_timeout_ms)}

@@ -37,6 +37,7 @@ from symphony.config.sections import (
     HostSpec,
     LogSettings,
     MemorySettings,
+    OverlapMode,
     PollingSettings,
     ServerSettings,
     Settings,
@@ -182,7 +183,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         ),
         env_passthrough=_env_names(agent_raw.get("env_passthrough")),
         env=_env_values(agent_raw.get("env"), environ),
-        overlap=_choice(agent_raw, "agent.overlap", OVERLAP_MODES, _AGENT.overlap),
+        overlap=OverlapMode(_choice(agent_raw, "agent.overlap", OVERLAP_MODES, _AGENT.overlap)),
     )
 
     sessions = _sessions(raw, agent.kind)

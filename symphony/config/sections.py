@@ -8,6 +8,7 @@ block is here because the daemon, the workspace and the agent launcher all read 
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,17 @@ class HooksSettings:
     timeout_ms: int = 60_000
 
 
+class OverlapMode(enum.StrEnum):
+    """`agent.overlap`: what a new ticket whose files overlap another open ticket's gets."""
+
+    SERIALIZE = "serialize"
+    """Held until the other ticket is done."""
+    WARN = "warn"
+    """Started, with a comment naming the other ticket."""
+    OFF = "off"
+    """Nothing is looked at."""
+
+
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
     kind: str = "codex"
@@ -108,7 +120,7 @@ class AgentSettings:
     allowlist."""
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """Variables set in every child, values resolved at load (`$VAR` from the daemon's)."""
-    overlap: str = "warn"
+    overlap: OverlapMode = OverlapMode.WARN
     """A new ticket whose files overlap another open ticket's: `serialize` holds it, `warn`
     starts it with a comment naming the other, `off` looks at nothing."""
 
@@ -353,4 +365,4 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 )
 
 
-OVERLAP_MODES = ("serialize", "warn", "off")
+OVERLAP_MODES = tuple(mode.value for mode in OverlapMode)

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from symphony.base.events import RESUMED, AgentEvent
+from symphony.base.events import RESUMED, AgentEvent, EventKind
 from symphony.base.hosts import HOST_UNREACHABLE, LOCAL
 from symphony.base.issue import BlockerRef, Issue, normalize_state
 from symphony.config.pricing import Price, Pricing
-from symphony.config.sections import AgentSettings, Settings, TrackerSettings
+from symphony.config.sections import AgentSettings, OverlapMode, Settings, TrackerSettings
 from symphony.config.stages import Outcome, Report, Stage
 from symphony.core.costs import UNKNOWN_MODEL, Spend, budget_exceeded_text, day_key, usd
 from symphony.core.evidence import WorkspaceFacts, build_evidence
@@ -669,7 +669,7 @@ def _plan(
         per_state[key] = per_state.get(key, 0) + 1
     review_full = _review_full(state, settings)
     spent_today = wall is not None and daily_budget_spent(state, settings, wall)
-    holders = _holders(state) if agent.overlap != "off" and state.footprints else {}
+    holders = _holders(state) if agent.overlap is not OverlapMode.OFF and state.footprints else {}
     hosts = _HostSlots(state, settings, now)
     for issue in sort_for_dispatch(candidates):
         if not has_required_fields(issue):
@@ -699,7 +699,7 @@ def _plan(
             found = overlaps_of(issue, state, holders) if holders else []
             if found and overlaps is not None:
                 overlaps[issue.id] = found
-            if found and agent.overlap == "serialize":
+            if found and agent.overlap is OverlapMode.SERIALIZE:
                 yield issue, Wait.OVERLAP
                 continue
             host, host_wait = hosts.choose(issue.id)
@@ -712,7 +712,7 @@ def _plan(
             per_state[key] = per_state.get(key, 0) + 1
             free -= 1
             footprint = state.footprints.get(issue.id)
-            if agent.overlap != "off" and footprint is not None and footprint.files:
+            if agent.overlap is not OverlapMode.OFF and footprint is not None and footprint.files:
                 holders[issue.id] = ("starting now", footprint)  # later candidates see it
             yield issue, None
 
@@ -1622,7 +1622,7 @@ def on_agent_event(
         entry.thread_id = event.thread_id
     if event.session_id is not None:
         entry.session_id = event.session_id
-    if event.kind == "session_started":
+    if event.kind is EventKind.SESSION_STARTED:
         if event.model is not None:
             entry.model = event.model
         entry.price = pricing.price_for(entry.model) if pricing is not None else None
@@ -1632,7 +1632,7 @@ def on_agent_event(
                 # A new thread after all: it counts from zero.
                 entry.input_tokens = entry.output_tokens = entry.total_tokens = 0
                 entry.cached_input_tokens = entry.cache_write_tokens = 0
-    if event.kind == "turn_started":
+    if event.kind is EventKind.TURN_STARTED:
         entry.turn_count += 1
         progress = state.stage_progress.get(issue_id)
         if progress is not None and progress.stage == entry.stage:

@@ -28,7 +28,7 @@ from symphony.agents import AgentLaunch, AgentSession
 from symphony.agents.registry import backend, open_session
 from symphony.agents.tool_server import ToolServer
 from symphony.base.errors import SymphonyError
-from symphony.base.events import AgentEvent
+from symphony.base.events import AgentEvent, EventKind
 from symphony.base.hosts import LOCAL
 from symphony.base.secrets import SecretMasker
 from symphony.config.load import build_settings, workflow_fingerprint
@@ -64,7 +64,7 @@ from symphony.tracker.contract import (
     resolve_states,
 )
 from symphony.tracker.webhooks import ReceivesWebhooks, WebhookReceiver
-from symphony.tracker.writes import post_comment_once, write_transition
+from symphony.tracker.writes import WriteResult, post_comment_once, write_transition
 from symphony.workspace.editor import editor_words, open_command
 from symphony.workspace.environment import (
     REMOTE_INSTANCE_VARIABLE,
@@ -138,7 +138,7 @@ class TransitionWritten:
     ticket first, or it vanished) or `failed` (with the error)."""
 
     issue_id: str
-    result: str
+    result: WriteResult
     detail: str | None = None
 
 
@@ -395,7 +395,7 @@ class Orchestrator:
                 event.at_wall,
                 self.settings.pricing,
             )
-            if event.event.kind == "session_started":
+            if event.event.kind is EventKind.SESSION_STARTED:
                 self._unsaved = True  # the thread a restart would continue
                 self._check_priced(event.issue_id)
             return False
@@ -416,7 +416,7 @@ class Orchestrator:
             return False
         if isinstance(event, TransitionWritten):
             now = self.clock.monotonic()
-            if event.result == "failed":
+            if event.result is WriteResult.FAILED:
                 effects = core.on_transition_failed(
                     self.state, event.issue_id, event.detail or "failed", self.settings, now
                 )
@@ -424,13 +424,13 @@ class Orchestrator:
                 effects = core.on_transition_confirmed(
                     self.state,
                     event.issue_id,
-                    moved=event.result == "moved",
+                    moved=event.result is WriteResult.MOVED,
                     wall=self.clock.wall(),
                     reason=event.detail,
                 )
             self._perform(effects)
             # A confirmed move may have freed a slot or made a ticket of the next stage ready.
-            return event.result != "failed"
+            return event.result is not WriteResult.FAILED
         if isinstance(event, WorkflowChanged):
             self._reload()
             return False
@@ -797,10 +797,10 @@ class Orchestrator:
             try:
                 result, detail = await write_transition(tracker, pending, own)
             except TrackerError as exc:
-                result, detail = "failed", str(exc)
+                result, detail = WriteResult.FAILED, str(exc)
             except Exception as exc:  # an adapter bug costs one try, never the daemon
                 log.exception("transition write failed unexpectedly")
-                result, detail = "failed", f"internal error: {exc!r}"
+                result, detail = WriteResult.FAILED, f"internal error: {exc!r}"
             self._queue.put_nowait(TransitionWritten(perform.issue_id, result, detail))
 
         self._tasks.create_task(write())

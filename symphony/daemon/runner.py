@@ -18,7 +18,7 @@ import structlog
 from symphony.agents import AgentLaunch, AgentSession, EventSink, Grant
 from symphony.agents.registry import backend, open_session
 from symphony.base.errors import SymphonyError
-from symphony.base.events import AgentEvent
+from symphony.base.events import AgentEvent, EventKind
 from symphony.base.hosts import HOST_UNREACHABLE
 from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
@@ -572,9 +572,13 @@ def _failure(step: str, reason: FailureReason, exc: SymphonyError) -> Failure:
     return Failure(step, exc.message, exc.category, reason)
 
 
+_QUIET_EVENTS = frozenset({EventKind.NOTIFICATION, EventKind.TOKEN_USAGE, EventKind.RATE_LIMITS})
+"""Too frequent for the log: the snapshot and the store keep what they say."""
+
+
 def log_agent_event(event: AgentEvent) -> None:
     """Log an agent's lifecycle events; issue context comes from the worker's context."""
-    if event.kind in ("notification", "token_usage", "rate_limits"):
+    if event.kind in _QUIET_EVENTS:
         return
     log.info(
         f"agent {event.kind}",

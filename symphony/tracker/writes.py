@@ -15,6 +15,7 @@ it fails. Every step is safe to repeat:
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection
 
 from symphony.base.issue import Issue, normalize_state
@@ -22,22 +23,27 @@ from symphony.core.markers import marked, marker_of, unmarked
 from symphony.core.scheduling import PendingTransition
 from symphony.tracker.contract import TRACKER_RESPONSE, Tracker, TrackerError
 
-MOVED = "moved"
-ABANDONED = "abandoned"
+
+class WriteResult(enum.StrEnum):
+    MOVED = "moved"
+    ABANDONED = "abandoned"
+    """A person moved the ticket first, or it vanished: the daemon gives way."""
+    FAILED = "failed"
+    """A step failed; the core tries again after a backoff."""
 
 
 async def write_transition(
     tracker: Tracker, pending: PendingTransition, own_states: Collection[str]
-) -> tuple[str, str | None]:
+) -> tuple[WriteResult, str | None]:
     """Perform `pending`; returns (`moved` | `abandoned`, detail). Raises TrackerError when a
     step fails, to be tried again."""
     target = pending.plan.target
     current = await _read(tracker, pending.issue.id)
     if current is None:
-        return ABANDONED, "no longer visible in the tracker"
+        return WriteResult.ABANDONED, "no longer visible in the tracker"
     state = normalize_state(current.state)
     if state != normalize_state(target) and state not in own_states:
-        return ABANDONED, f"a person moved it to {current.state} meanwhile"
+        return WriteResult.ABANDONED, f"a person moved it to {current.state} meanwhile"
     await _post_comments(tracker, current, pending)
     if state != normalize_state(target):
         await tracker.move_issue(current, target)
@@ -47,7 +53,7 @@ async def write_transition(
             raise TrackerError(
                 TRACKER_RESPONSE, f"moved to {target}, but reading it back shows {shown}"
             )
-    return MOVED, None
+    return WriteResult.MOVED, None
 
 
 async def _post_comments(tracker: Tracker, issue: Issue, pending: PendingTransition) -> None:
