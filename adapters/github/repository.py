@@ -26,6 +26,7 @@ from urllib.parse import quote
 import structlog
 
 from symphony.base.issue import BlockerRef, Issue, normalize_state
+from symphony.base.tools import INVALID_ARGUMENTS
 from symphony.tracker.contract import TRACKER_RESPONSE, NewTicket, TrackerError
 
 from .._support.http import HttpClient, get_pages
@@ -42,7 +43,7 @@ from .normalize import (
     rest_issue,
     rest_state,
 )
-from .tools import INVALID_ARGUMENTS, NOT_IN_SCOPE
+from .tools import NOT_IN_SCOPE
 from .writes import (
     Rejected,
     after_creation,

@@ -15,6 +15,7 @@ import httpx
 from symphony.base.issue import Issue
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.tracker.contract import Comment, NewTicket, TrackerError
+from symphony.tracker.tools import AddComment, GraphqlQuery, MoveIssue
 
 from .._support.graphql import graphql
 from .._support.http import HttpClient, RateLimitHeaders
@@ -156,7 +157,7 @@ class GitHubTracker:
             return ToolResult.failure(exc.code, exc.message)
 
     async def _run(self, call: tools.ToolCall, issue: Issue) -> ToolResult:
-        if isinstance(call, tools.ReadQuery):
+        if isinstance(call, GraphqlQuery):
             try:
                 data = await graphql(
                     self.http,
@@ -170,9 +171,9 @@ class GitHubTracker:
                 return ToolResult.failure(category or exc.category, exc.message)
             return ToolResult(True, {"data": data})
         repository, number = self._target(issue)
-        if isinstance(call, tools.MoveIssue):
+        if isinstance(call, MoveIssue):
             return ToolResult(True, await self._move(issue, number, call.state))
-        if isinstance(call, tools.AddComment):
+        if isinstance(call, AddComment):
             body, extra = call.body, {}
         else:
             body = f"Linked pull request: {call.url}"

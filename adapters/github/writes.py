@@ -19,6 +19,7 @@ import structlog
 
 from symphony.base.tools import ToolResult, is_inline
 from symphony.tracker.contract import TRACKER_REJECTED, TRACKER_RESPONSE, Comment, TrackerError
+from symphony.tracker.tools import MoveIssue
 
 from .._support.http import HttpClient, get_pages
 from .._support.normalize import as_int
@@ -54,7 +55,7 @@ def checked_state(state: str) -> str:
     call = tools.parse_call(tools.MOVE_ISSUE, {"state": state}, "")
     if isinstance(call, ToolResult):
         raise Rejected(f"cannot use the state {state!r}: {call.output['message']}")
-    assert isinstance(call, tools.MoveIssue)
+    assert isinstance(call, MoveIssue)
     return call.state
 
 

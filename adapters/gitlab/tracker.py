@@ -31,7 +31,7 @@ import httpx
 import structlog
 
 from symphony.base.issue import BlockerRef, Issue, normalize_state
-from symphony.base.tools import ToolResult, ToolSpec, is_inline
+from symphony.base.tools import INVALID_ARGUMENTS, ToolResult, ToolSpec, is_inline
 from symphony.tracker.contract import (
     TRACKER_PAGINATION,
     TRACKER_REJECTED,
@@ -40,6 +40,7 @@ from symphony.tracker.contract import (
     NewTicket,
     TrackerError,
 )
+from symphony.tracker.tools import AddComment, MoveIssue
 
 from .._support.http import HttpClient, RateLimitHeaders, Response, follow_link, get_pages
 from .._support.normalize import as_int
@@ -228,7 +229,7 @@ class GitLabTracker:
 
     async def _execute(self, call: tools.ToolCall, issue: Issue) -> ToolResult:
         try:
-            if isinstance(call, tools.MoveIssue):
+            if isinstance(call, MoveIssue):
                 answer = await self._move(issue, call.state)
                 return ToolResult(
                     True,
@@ -241,7 +242,7 @@ class GitLabTracker:
                         "issue_state": answer.get("state"),
                     },
                 )
-            if isinstance(call, tools.AddComment):
+            if isinstance(call, AddComment):
                 body, extra = call.body, {}
             else:
                 body = f"Linked merge request: {call.url}"
@@ -319,7 +320,7 @@ class GitLabTracker:
             title = ticket.title.strip()
             if not title or len(title) > MAX_TITLE_CHARS or not is_inline(title):
                 raise _Refused(
-                    tools.INVALID_ARGUMENTS,
+                    INVALID_ARGUMENTS,
                     f"a new issue needs a one-line title of at most {MAX_TITLE_CHARS} characters",
                 )
             state = self._checked_state(ticket.state)
@@ -506,13 +507,13 @@ class GitLabTracker:
 
     def _checked_state(self, state: str) -> str:
         call = tools.parse_call(tools.MOVE_ISSUE, {"state": state}, self.config.base_url)
-        if not isinstance(call, tools.MoveIssue):
+        if not isinstance(call, MoveIssue):
             raise _refusal(call)
         return call.state
 
     def _checked_body(self, body: str) -> str:
         call = tools.parse_call(tools.ADD_COMMENT, {"body": body}, self.config.base_url)
-        if not isinstance(call, tools.AddComment):
+        if not isinstance(call, AddComment):
             raise _refusal(call)
         return call.body
 
@@ -527,7 +528,7 @@ class GitLabTracker:
             return None
         label = labels.label_for(state)
         if len(label) > MAX_LABEL_CHARS:
-            raise _Refused(tools.INVALID_ARGUMENTS, f"label {label!r} for that state is too long")
+            raise _Refused(INVALID_ARGUMENTS, f"label {label!r} for that state is too long")
         return label
 
     def _target(self, issue: Issue) -> int:
@@ -558,7 +559,7 @@ def _refusal(result: tools.ToolCall | ToolResult) -> _Refused:
     output = result.output if isinstance(result, ToolResult) else None
     if isinstance(output, Mapping):
         return _Refused(str(output.get("error")), str(output.get("message")))
-    return _Refused(tools.INVALID_ARGUMENTS, "unexpected arguments")  # pragma: no cover
+    return _Refused(INVALID_ARGUMENTS, "unexpected arguments")  # pragma: no cover
 
 
 @contextmanager

@@ -62,6 +62,7 @@ from symphony.tracker.contract import (
     NewTicket,
     TrackerError,
 )
+from symphony.tracker.tools import AddComment, MoveIssue
 
 from .._support.http import HttpClient, RateLimitHeaders, Response
 from .._support.normalize import as_int
@@ -468,7 +469,7 @@ class KaitenTracker:
     # Tools
 
     async def _execute(self, call: tools.ToolCall, card_id: int, issue: Issue) -> ToolResult:
-        if isinstance(call, tools.MoveCard):
+        if isinstance(call, MoveIssue):
             try:
                 state, column_id = await self._move_card(card_id, call.state, issue)
             except UnknownState as unknown:
@@ -476,15 +477,15 @@ class KaitenTracker:
             return ToolResult(
                 True, {"identifier": issue.identifier, "state": state, "column_id": column_id}
             )
-        if isinstance(call, tools.AddComment):
+        if isinstance(call, AddComment):
             answer = await self._post_comment(card_id, call.body, issue)
             return ToolResult(
                 True,
                 {"identifier": issue.identifier, "commented": True, "comment_id": answer.get("id")},
             )
         payload: dict[str, Any] = {"url": call.url}
-        if call.description is not None:
-            payload["description"] = call.description
+        if call.label is not None:
+            payload["description"] = call.label
         response = await self.http.request(
             "POST", f"/cards/{card_id}/external-links", json_body=payload
         )

@@ -14,22 +14,12 @@ agent's result shapes; the move tool is marked `moves_ticket`, so stage mode can
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from symphony.base.issue import Issue
-from symphony.base.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
-from symphony.base.tools import (
-    ToolResult,
-    ToolSpec,
-    invalid_arguments,
-    object_schema,
-    string_schema,
-)
+from symphony.base.tools import ToolResult, ToolSpec
+from symphony.tracker import tools as generic
 
 from . import queries, writes
 from .api import LinearApi
@@ -43,147 +33,78 @@ ATTACH_URL = "linear_attach_url"
 GRAPHQL = "linear_graphql"
 TOOL_NAMES = (MOVE_ISSUE, ADD_COMMENT, ATTACH_URL, GRAPHQL)
 
-UNKNOWN_TOOL = "unknown_tool"
 GRAPHQL_ERROR = "graphql_error"
 
-MAX_STATE_CHARS = 100
 MAX_COMMENT_CHARS = 65_536
-MAX_URL_CHARS = 2_048
 MAX_TITLE_CHARS = 250
 MAX_QUERY_CHARS = 100_000
 
 
-@dataclass(frozen=True, slots=True)
-class MoveIssue:
-    state: str
+ToolCall = generic.MoveIssue | generic.AddComment | generic.AddLink | generic.GraphqlQuery
 
+QUERY = generic.Arg("query", MAX_QUERY_CHARS, "A GraphQL document with one operation.", strip=False)
 
-@dataclass(frozen=True, slots=True)
-class AddComment:
-    body: str
-
-
-@dataclass(frozen=True, slots=True)
-class AttachUrl:
-    url: str
-    title: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunGraphql:
-    query: str
-    variables: Mapping[str, Any]
-
-
-ToolCall = MoveIssue | AddComment | AttachUrl | RunGraphql
-
-
-def tool_specs() -> list[ToolSpec]:
-    return [
-        ToolSpec(
-            name=MOVE_ISSUE,
-            description=(
-                "Move the Linear issue you are working on to another workflow state of its "
-                "team, by name (case-insensitive), e.g. 'In Progress' or 'Human Review'. An "
-                "unknown name fails and lists the team's states."
-            ),
-            input_schema=object_schema(
-                {"state": string_schema(MAX_STATE_CHARS, "The target workflow state's name.")},
-                ["state"],
-            ),
-            moves_ticket=True,
+TOOLBOX = generic.Toolbox(
+    "Linear",
+    (
+        generic.move_tool(
+            MOVE_ISSUE,
+            "Move the Linear issue you are working on to another workflow state of its "
+            "team, by name (case-insensitive), e.g. 'In Progress' or 'Human Review'. An "
+            "unknown name fails and lists the team's states.",
+            state_help="The target workflow state's name.",
         ),
-        ToolSpec(
-            name=ADD_COMMENT,
-            description="Add a Markdown comment to the Linear issue you are working on.",
-            input_schema=object_schema(
-                {"body": string_schema(MAX_COMMENT_CHARS, "The comment text, in Markdown.")},
-                ["body"],
-            ),
+        generic.comment_tool(
+            ADD_COMMENT,
+            "Add a Markdown comment to the Linear issue you are working on.",
+            max_chars=MAX_COMMENT_CHARS,
         ),
-        ToolSpec(
-            name=ATTACH_URL,
-            description=(
-                "Attach a link (for example your pull request) to the Linear issue you are "
-                "working on. Linking the same URL again updates the existing attachment."
+        generic.link_tool(
+            ATTACH_URL,
+            "Attach a link (for example your pull request) to the Linear issue you are "
+            "working on. Linking the same URL again updates the existing attachment.",
+            url_help="An http(s) URL.",
+            label=generic.Arg(
+                "title", MAX_TITLE_CHARS, "The attachment's title (optional).", required=False
             ),
-            input_schema=object_schema(
-                {
-                    "url": {**string_schema(MAX_URL_CHARS, "An http(s) URL."), "format": "uri"},
-                    "title": string_schema(MAX_TITLE_CHARS, "The attachment's title (optional)."),
-                },
-                ["url"],
-            ),
+            make=lambda values: generic.http_link(values, "title"),
         ),
-        ToolSpec(
+        generic.Tool(
+            GRAPHQL,
+            "Run one GraphQL query or mutation against Linear's API with the daemon's "
+            "credentials (it can read and change anything that key can reach: use it for "
+            "what the other linear_ tools do not cover). Returns {data} or the GraphQL "
+            "errors with any partial data.",
+            (
+                generic.Arg(
+                    "query", MAX_QUERY_CHARS, "A GraphQL document with one operation.", strip=False
+                ),
+            ),
+            lambda values: generic.GraphqlQuery(values["query"], values.get("variables", {})),
             # It runs mutations too, so it can change a ticket's state: stage mode, where
             # moves are the daemon's, withholds it like the move tool.
             moves_ticket=True,
-            name=GRAPHQL,
-            description=(
-                "Run one GraphQL query or mutation against Linear's API with the daemon's "
-                "credentials (it can read and change anything that key can reach: use it for "
-                "what the other linear_ tools do not cover). Returns {data} or the GraphQL "
-                "errors with any partial data."
-            ),
-            input_schema=object_schema(
-                {
-                    "query": string_schema(
-                        MAX_QUERY_CHARS, "A GraphQL document with one operation."
-                    ),
-                    "variables": {"type": "object", "description": "Variables, if any."},
-                },
-                ["query"],
-            ),
+            objects=(generic.ObjectArg("variables", "Variables, if any."),),
         ),
-    ]
+    ),
+)
+
+
+def tool_specs() -> list[ToolSpec]:
+    return TOOLBOX.specs()
 
 
 def parse_call(name: str, arguments: Any) -> ToolCall | ToolResult:
     """A validated call, or the failure result to hand back to the agent."""
-    if name not in TOOL_NAMES:
-        return ToolResult.failure(
-            UNKNOWN_TOOL, f"{name!r} is not a Linear tool; available: {', '.join(TOOL_NAMES)}"
-        )
-    # Some agent protocols deliver arguments as a JSON string rather than an object.
-    if isinstance(arguments, str):
-        with contextlib.suppress(ValueError):
-            arguments = json.loads(arguments)
-    if not isinstance(arguments, Mapping):
-        return invalid_arguments(f"{name} takes a JSON object of arguments")
-    if name == MOVE_ISSUE:
-        fields = _fields(name, arguments, {"state": MAX_STATE_CHARS}, required=("state",))
-        return fields if isinstance(fields, ToolResult) else MoveIssue(fields["state"].strip())
-    if name == ADD_COMMENT:
-        fields = _fields(name, arguments, {"body": MAX_COMMENT_CHARS}, required=("body",))
-        return fields if isinstance(fields, ToolResult) else AddComment(fields["body"])
-    if name == ATTACH_URL:
-        fields = _fields(
-            name, arguments, {"url": MAX_URL_CHARS, "title": MAX_TITLE_CHARS}, required=("url",)
-        )
-        if isinstance(fields, ToolResult):
-            return fields
-        url = fields["url"].strip()
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            return invalid_arguments(f"'url' must be an http(s) URL, got {url[:100]!r}")
-        title = fields.get("title")
-        return AttachUrl(url, title.strip() if title is not None else None)
-    variables = arguments.get("variables")
-    rest = {key: value for key, value in arguments.items() if key != "variables"}
-    fields = _fields(name, rest, {"query": MAX_QUERY_CHARS}, required=("query",))
-    if isinstance(fields, ToolResult):
-        return fields
-    if variables is not None and not isinstance(variables, Mapping):
-        return invalid_arguments(f"'variables' must be an object, got {type(variables).__name__}")
-    return RunGraphql(fields["query"], dict(variables or {}))
+    call: ToolCall | ToolResult = TOOLBOX.parse(name, arguments)
+    return call
 
 
 async def run(api: LinearApi, call: ToolCall, issue: Issue) -> ToolResult:
     """Perform a validated call for `issue`; raises `TrackerError` when Linear cannot be used."""
-    if isinstance(call, MoveIssue):
+    if isinstance(call, generic.MoveIssue):
         return await _move(api, call, issue)
-    if isinstance(call, AddComment):
+    if isinstance(call, generic.AddComment):
         try:
             posted = await writes.add_comment(api, issue, call.body)
         except Rejected as refused:
@@ -192,9 +113,9 @@ async def run(api: LinearApi, call: ToolCall, issue: Issue) -> ToolResult:
             True,
             {"identifier": issue.identifier, "comment_id": posted.comment.id, "url": posted.url},
         )
-    if isinstance(call, AttachUrl):
+    if isinstance(call, generic.AddLink):
         data = await api.data(
-            queries.ATTACH_URL, {"issueId": issue.id, "url": call.url, "title": call.title}
+            queries.ATTACH_URL, {"issueId": issue.id, "url": call.url, "title": call.label}
         )
         payload = _payload(data, "attachmentLinkURL")
         if not payload.get("success"):
@@ -206,7 +127,7 @@ async def run(api: LinearApi, call: ToolCall, issue: Issue) -> ToolResult:
                 "identifier": issue.identifier,
                 "attachment_id": attachment.get("id"),
                 "url": attachment.get("url", call.url),
-                "title": attachment.get("title", call.title),
+                "title": attachment.get("title", call.label),
             },
         )
     answer = await api.send(call.query, call.variables)
@@ -225,7 +146,7 @@ async def run(api: LinearApi, call: ToolCall, issue: Issue) -> ToolResult:
     return ToolResult(True, api.scrub({"data": answer.data}))
 
 
-async def _move(api: LinearApi, call: MoveIssue, issue: Issue) -> ToolResult:
+async def _move(api: LinearApi, call: generic.MoveIssue, issue: Issue) -> ToolResult:
     try:
         moved = await writes.move_issue(api, issue, call.state)
     except Rejected as refused:
@@ -239,33 +160,6 @@ async def _move(api: LinearApi, call: MoveIssue, issue: Issue) -> ToolResult:
             "changed": moved.changed,
         },
     )
-
-
-def _fields(
-    name: str, arguments: Mapping[str, Any], limits: Mapping[str, int], *, required: tuple[str, ...]
-) -> dict[str, str] | ToolResult:
-    """The string arguments of a call, each checked for type, blankness and length."""
-    extra = sorted(str(key) for key in arguments if key not in limits)
-    if extra:
-        allowed = ", ".join(repr(key) for key in limits)
-        return invalid_arguments(
-            f"unexpected argument(s) {', '.join(extra)}; {name} takes {allowed}"
-        )
-    values: dict[str, str] = {}
-    for key, limit in limits.items():
-        value = arguments.get(key)
-        if value is None:
-            if key in required:
-                return invalid_arguments(f"missing required argument {key!r}")
-            continue
-        if not isinstance(value, str):
-            return invalid_arguments(f"{key!r} must be a string, got {type(value).__name__}")
-        if not value.strip():
-            return invalid_arguments(f"{key!r} must not be empty")
-        if len(value) > limit:
-            return invalid_arguments(f"{key!r} is longer than {limit} characters")
-        values[key] = value
-    return values
 
 
 def _payload(data: Mapping[str, Any], field: str) -> dict[str, Any]:

@@ -8,20 +8,13 @@ runs it through the atomic rewriter.
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from symphony.base.tools import INVALID_ARGUMENTS as INVALID_ARGUMENTS
-from symphony.base.tools import (
-    ToolResult,
-    ToolSpec,
-    invalid_arguments,
-    is_inline,
-)
+from symphony.base.tools import ToolResult, ToolSpec, invalid_arguments
+from symphony.tracker import tools as generic
 
 from .comments import split_comments
 from .edit import append_comment, format_timestamp, replace_comment, set_fields
@@ -37,9 +30,6 @@ from .ticket import (
 MOVE_ISSUE = "local_move_issue"
 ADD_COMMENT = "local_add_comment"
 
-UNKNOWN_TOOL = "unknown_tool"
-
-MAX_STATE_CHARS = 100
 MAX_COMMENT_CHARS = 64 * 1024
 
 
@@ -123,93 +113,44 @@ class NoSuchComment(Exception):
 ToolCall = MoveIssue | AddComment
 
 
-def tool_specs(active_states: Sequence[str], terminal_states: Sequence[str]) -> list[ToolSpec]:
-    known = ", ".join([*active_states, *terminal_states]) or "none configured"
-    return [
-        ToolSpec(
-            moves_ticket=True,
-            name=MOVE_ISSUE,
-            description=(
+def toolbox(known_states: str) -> generic.Toolbox:
+    return generic.Toolbox(
+        "local board",
+        (
+            generic.move_tool(
+                MOVE_ISSUE,
                 "Move the ticket you are working on to another state by rewriting the `state` "
-                f"field of its file on the local board. States the workflow knows: {known}. "
+                f"field of its file on the local board. States the workflow knows: {known_states}. "
                 "Other names (for example a hand-off state such as 'Human Review') are written "
-                "as given."
+                "as given.",
+                state_help="The new state name, on one line.",
+                make=lambda values: MoveIssue(values["state"]),
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "state": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": MAX_STATE_CHARS,
-                        "description": "The new state name, on one line.",
-                    }
-                },
-                "required": ["state"],
-                "additionalProperties": False,
-            },
-        ),
-        ToolSpec(
-            name=ADD_COMMENT,
-            description=(
+            generic.comment_tool(
+                ADD_COMMENT,
                 "Add a Markdown comment to the ticket you are working on. It is appended, with "
-                "a timestamp, under the '## Comments' heading of the ticket file."
+                "a timestamp, under the '## Comments' heading of the ticket file.",
+                max_chars=MAX_COMMENT_CHARS,
+                make=_comment,
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "body": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": MAX_COMMENT_CHARS,
-                        "description": "The comment text, in Markdown.",
-                    }
-                },
-                "required": ["body"],
-                "additionalProperties": False,
-            },
         ),
-    ]
+    )
+
+
+def tool_specs(active_states: Sequence[str], terminal_states: Sequence[str]) -> list[ToolSpec]:
+    return toolbox(", ".join([*active_states, *terminal_states]) or "none configured").specs()
 
 
 def parse_call(name: str, arguments: Any) -> ToolCall | ToolResult:
     """A validated call, or the failure result to hand back to the agent."""
-    if name not in (MOVE_ISSUE, ADD_COMMENT):
-        return ToolResult.failure(
-            UNKNOWN_TOOL, f"{name!r} is not a local board tool; use {MOVE_ISSUE} or {ADD_COMMENT}"
-        )
-    field = "state" if name == MOVE_ISSUE else "body"
-    # Some agent protocols deliver arguments as a JSON string rather than an object.
-    if isinstance(arguments, str):
-        with contextlib.suppress(ValueError):
-            arguments = json.loads(arguments)
-    if not isinstance(arguments, Mapping):
-        return invalid_arguments(f'{name} takes an object like {{{json.dumps(field)}: "..."}}')
-    extra = sorted(str(key) for key in arguments if key != field)
-    if extra:
-        return invalid_arguments(
-            f"unexpected argument(s) {', '.join(extra)}; {name} takes only {field!r}"
-        )
-    if field not in arguments:
-        return invalid_arguments(f"missing required argument {field!r}")
-    value = arguments[field]
-    if not isinstance(value, str):
-        return invalid_arguments(f"{field!r} must be a string, got {type(value).__name__}")
-    if not value.strip():
-        return invalid_arguments(f"{field!r} must not be empty")
-    if name == MOVE_ISSUE:
-        state = value.strip()
-        if len(state) > MAX_STATE_CHARS:
-            return invalid_arguments(f"'state' is longer than {MAX_STATE_CHARS} characters")
-        # YAML also breaks lines at U+2028/U+2029, so those would split the `state:` line.
-        if not is_inline(state):
-            return invalid_arguments("'state' must be one line of text without control characters")
-        return MoveIssue(state)
-    if len(value) > MAX_COMMENT_CHARS:
-        return invalid_arguments(f"'body' is longer than {MAX_COMMENT_CHARS} characters")
-    if "\x00" in value:
+    call: ToolCall | ToolResult = toolbox("").parse(name, arguments)
+    return call
+
+
+def _comment(values: dict[str, Any]) -> AddComment | ToolResult:
+    if "\x00" in values["body"]:
         return invalid_arguments("'body' must not contain NUL characters")
-    return AddComment(value)
+    return AddComment(values["body"])
 
 
 def _open(raw: bytes, file_name: str, issue_id: str) -> tuple[Document, dict[str, Any]]:

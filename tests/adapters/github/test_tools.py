@@ -10,6 +10,8 @@ import pytest
 import respx
 
 from symphony.base.issue import Issue
+from symphony.base.tools import INVALID_ARGUMENTS
+from symphony.tracker.tools import UNKNOWN_TOOL
 from symphony_adapters._support.tool_calls import INTERNAL_ERROR
 from symphony_adapters.github import tools
 from symphony_adapters.github.tracker import GitHubTracker
@@ -132,7 +134,7 @@ async def test_link_pull_request_validates_the_url_and_comments_it() -> None:
             "github_link_pull_request", {"url": bad}, session_issue()
         )
         assert not refused.success
-        assert refused.output["error"] == tools.INVALID_ARGUMENTS
+        assert refused.output["error"] == INVALID_ARGUMENTS
     assert route.call_count == 1
 
 
@@ -183,15 +185,15 @@ async def test_graphql_errors_come_back_as_a_failure() -> None:
 @pytest.mark.parametrize(
     ("name", "arguments", "error_code"),
     [
-        ("github_delete_repo", {}, tools.UNKNOWN_TOOL),
-        ("github_move_issue", {}, tools.INVALID_ARGUMENTS),
-        ("github_move_issue", {"state": "x", "issue": 2}, tools.INVALID_ARGUMENTS),
-        ("github_move_issue", {"state": "a\nb"}, tools.INVALID_ARGUMENTS),
-        ("github_move_issue", {"state": "x" * 60}, tools.INVALID_ARGUMENTS),
-        ("github_add_comment", {"body": "  "}, tools.INVALID_ARGUMENTS),
-        ("github_add_comment", "not json", tools.INVALID_ARGUMENTS),
-        ("github_graphql", {"query": "{ unclosed"}, tools.INVALID_ARGUMENTS),
-        ("github_graphql", {"query": "{ a }", "variables": [1]}, tools.INVALID_ARGUMENTS),
+        ("github_delete_repo", {}, UNKNOWN_TOOL),
+        ("github_move_issue", {}, INVALID_ARGUMENTS),
+        ("github_move_issue", {"state": "x", "issue": 2}, INVALID_ARGUMENTS),
+        ("github_move_issue", {"state": "a\nb"}, INVALID_ARGUMENTS),
+        ("github_move_issue", {"state": "x" * 60}, INVALID_ARGUMENTS),
+        ("github_add_comment", {"body": "  "}, INVALID_ARGUMENTS),
+        ("github_add_comment", "not json", INVALID_ARGUMENTS),
+        ("github_graphql", {"query": "{ unclosed"}, INVALID_ARGUMENTS),
+        ("github_graphql", {"query": "{ a }", "variables": [1]}, INVALID_ARGUMENTS),
     ],
 )
 async def test_bad_calls_fail_without_a_request(name: str, arguments: Any, error_code: str) -> None:

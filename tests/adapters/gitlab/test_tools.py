@@ -9,7 +9,9 @@ import httpx
 import pytest
 import respx
 
+from symphony.base.tools import INVALID_ARGUMENTS
 from symphony.tracker.contract import TRACKER_RATE_LIMITED
+from symphony.tracker.tools import UNKNOWN_TOOL
 from symphony_adapters._support.tool_calls import INTERNAL_ERROR
 from symphony_adapters.gitlab import tools
 from tests.adapters.gitlab.helpers import TOKEN, FakeClock, make_tracker, session_issue
@@ -146,20 +148,20 @@ async def test_link_merge_request_refuses_other_urls(url: str) -> None:
     result = await make_tracker().execute_tool(
         "gitlab_link_merge_request", {"url": url}, session_issue()
     )
-    assert not result.success and result.output["error"] == tools.INVALID_ARGUMENTS
+    assert not result.success and result.output["error"] == INVALID_ARGUMENTS
 
 
 @pytest.mark.parametrize(
     ("name", "arguments", "error"),
     [
-        ("gitlab_delete_issue", {}, tools.UNKNOWN_TOOL),
-        ("gitlab_move_issue", {}, tools.INVALID_ARGUMENTS),
-        ("gitlab_move_issue", {"state": "Todo", "iid": 9}, tools.INVALID_ARGUMENTS),
-        ("gitlab_move_issue", {"state": "a,b"}, tools.INVALID_ARGUMENTS),
-        ("gitlab_move_issue", {"state": "two\nlines"}, tools.INVALID_ARGUMENTS),
-        ("gitlab_move_issue", "not json", tools.INVALID_ARGUMENTS),
-        ("gitlab_add_comment", {"body": "  "}, tools.INVALID_ARGUMENTS),
-        ("gitlab_add_comment", {"body": "x" * 1_000_001}, tools.INVALID_ARGUMENTS),
+        ("gitlab_delete_issue", {}, UNKNOWN_TOOL),
+        ("gitlab_move_issue", {}, INVALID_ARGUMENTS),
+        ("gitlab_move_issue", {"state": "Todo", "iid": 9}, INVALID_ARGUMENTS),
+        ("gitlab_move_issue", {"state": "a,b"}, INVALID_ARGUMENTS),
+        ("gitlab_move_issue", {"state": "two\nlines"}, INVALID_ARGUMENTS),
+        ("gitlab_move_issue", "not json", INVALID_ARGUMENTS),
+        ("gitlab_add_comment", {"body": "  "}, INVALID_ARGUMENTS),
+        ("gitlab_add_comment", {"body": "x" * 1_000_001}, INVALID_ARGUMENTS),
     ],
 )
 @respx.mock

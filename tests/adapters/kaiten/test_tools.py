@@ -11,6 +11,8 @@ import pytest
 import respx
 
 from symphony.base.issue import Issue
+from symphony.base.tools import INVALID_ARGUMENTS
+from symphony.tracker.tools import UNKNOWN_TOOL
 from symphony_adapters._support.tool_calls import INTERNAL_ERROR
 from symphony_adapters.kaiten import tools
 from tests.adapters.kaiten import payloads
@@ -127,15 +129,15 @@ async def test_add_link_posts_url_and_optional_description() -> None:
 @pytest.mark.parametrize(
     ("name", "arguments", "error"),
     [
-        ("kaiten_delete_card", {}, tools.UNKNOWN_TOOL),
-        (tools.MOVE_CARD, {}, tools.INVALID_ARGUMENTS),
-        (tools.MOVE_CARD, {"state": "  "}, tools.INVALID_ARGUMENTS),
-        (tools.MOVE_CARD, {"state": "a\nb"}, tools.INVALID_ARGUMENTS),
-        (tools.MOVE_CARD, {"state": "Done", "card_id": 7}, tools.INVALID_ARGUMENTS),
-        (tools.ADD_COMMENT, ["body"], tools.INVALID_ARGUMENTS),
-        (tools.ADD_COMMENT, {"body": "x" * 70_000}, tools.INVALID_ARGUMENTS),
-        (tools.ADD_LINK, {"url": "javascript:alert(1)"}, tools.INVALID_ARGUMENTS),
-        (tools.ADD_LINK, {"url": "https://x.example", "description": 3}, tools.INVALID_ARGUMENTS),
+        ("kaiten_delete_card", {}, UNKNOWN_TOOL),
+        (tools.MOVE_CARD, {}, INVALID_ARGUMENTS),
+        (tools.MOVE_CARD, {"state": "  "}, INVALID_ARGUMENTS),
+        (tools.MOVE_CARD, {"state": "a\nb"}, INVALID_ARGUMENTS),
+        (tools.MOVE_CARD, {"state": "Done", "card_id": 7}, INVALID_ARGUMENTS),
+        (tools.ADD_COMMENT, ["body"], INVALID_ARGUMENTS),
+        (tools.ADD_COMMENT, {"body": "x" * 70_000}, INVALID_ARGUMENTS),
+        (tools.ADD_LINK, {"url": "javascript:alert(1)"}, INVALID_ARGUMENTS),
+        (tools.ADD_LINK, {"url": "https://x.example", "description": 3}, INVALID_ARGUMENTS),
     ],
 )
 @respx.mock
