@@ -6,6 +6,10 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 
+class Malformed(Exception):
+    """A provider record that cannot become an Issue; the message says why."""
+
+
 def parse_timestamp(value: Any) -> datetime | None:
     """An aware instant from an RFC 3339 string (or a datetime/date); None when unusable."""
     if isinstance(value, datetime):

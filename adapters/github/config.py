@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from symphony.tracker.contract import INVALID_TRACKER_CONFIG, TrackerError
 
-from .._support import labels
-from .._support.labels import StateLabels
+from .._support import label_scope as labels
+from .._support.label_scope import LabelStates
 from .._support.normalize import as_int
 from .._support.provider import Secret, optional_secret, provider_secret, provider_str
 
@@ -27,6 +27,9 @@ DEFAULT_CLOSED_STATE = "Done"
 DEFAULT_LABEL_PREFIX = "status:"
 LABEL_SEPARATOR = "-"  # `In Progress` -> `status:in-progress`, the common GitHub spelling
 MAX_LABEL_CHARS = 50  # GitHub refuses longer label names
+LABEL_RULES = labels.LabelRules(
+    DEFAULT_LABEL_PREFIX, LABEL_SEPARATOR, MAX_LABEL_CHARS, DEFAULT_CLOSED_STATE
+)
 STATUS_FIELD = "Status"
 
 _REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
@@ -34,8 +37,8 @@ _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 
 
 def default_label(state: str, prefix: str = DEFAULT_LABEL_PREFIX) -> str:
-    """The label a state gets when none is configured (see `_support.labels.default_label`)."""
-    return labels.default_label(state, prefix, LABEL_SEPARATOR)
+    """The label a state gets when none is configured."""
+    return LABEL_RULES.default_label(state, prefix)
 
 
 def graphql_url_for(api_url: str) -> str:
@@ -61,8 +64,7 @@ class GitHubConfig:
     token: Secret
     repository: str | None
     project: ProjectRef | None
-    closed_state: str
-    state_labels: StateLabels
+    label_states: LabelStates
     priority_labels: Mapping[str, int]
     closed_page_limit: int
     webhook_secret: Secret | None = None
@@ -98,19 +100,8 @@ def parse_config(
     if repository is not None and not _REPOSITORY.match(repository):
         raise _invalid(f"tracker.provider.repository must look like owner/name, got {repository!r}")
 
-    closed_state = provider_str(provider, "closed_state", default=DEFAULT_CLOSED_STATE)
-    assert closed_state is not None
-    prefix = provider.get("state_label_prefix", DEFAULT_LABEL_PREFIX)
-    if not isinstance(prefix, str):
-        raise _invalid("tracker.provider.state_label_prefix must be a string (may be empty)")
-    state_labels = labels.build_state_labels(
-        provider.get("state_labels"),
-        prefix=prefix,
-        separator=LABEL_SEPARATOR,
-        active=active_states,
-        terminal=terminal_states,
-        closed_state=closed_state,
-        max_chars=MAX_LABEL_CHARS,
+    scope = labels.parse_label_states(
+        provider, LABEL_RULES, active=active_states, terminal=terminal_states
     )
     limit = as_int(provider.get("closed_page_limit", 10))
     if limit is None or limit < 1:
@@ -121,8 +112,7 @@ def parse_config(
         token=provider_secret(provider, "token", DEFAULT_TOKEN_ENV, environ),
         repository=repository,
         project=project,
-        closed_state=closed_state,
-        state_labels=state_labels,
+        label_states=scope,
         priority_labels=labels.priority_labels(provider.get("priority_labels"), "p1"),
         closed_page_limit=limit,
         webhook_secret=optional_secret(provider, "webhook_secret", environ),

@@ -15,6 +15,7 @@ from typing import Any
 from symphony.base.issue import BlockerRef, Issue, normalize_labels
 from symphony.tracker.contract import Comment
 
+from .._support.normalize import Malformed as Malformed
 from .._support.normalize import as_int, parse_timestamp, text_or_none
 from .config import GitHubConfig
 
@@ -23,10 +24,6 @@ _REPO_IN_HTML = re.compile(r"^https?://[^/]+/([^/]+/[^/]+)/(?:issues|pull)/\d+")
 _ISSUE_IN_URL = re.compile(r"/repos/([^/]+/[^/]+)/issues/(\d+)/?$")
 _REPOSITORY = r"[A-Za-z0-9][A-Za-z0-9-]*/(?!\.\.?(?:#|$))[A-Za-z0-9._-]+"
 _REFERENCE = re.compile(rf"^(?P<repository>{_REPOSITORY})?#(?P<number>[1-9][0-9]*)$")
-
-
-class Malformed(Exception):
-    """A provider record that cannot become an Issue; the message says why."""
 
 
 def identifier(repository: str, number: int) -> str:
@@ -76,9 +73,8 @@ def priority_of(labels: Sequence[str], config: GitHubConfig) -> int | None:
 def rest_state(item: Mapping[str, Any], config: GitHubConfig) -> str | None:
     """The workflow state of a REST issue in the label scope: closed -> `closed_state`;
     open -> its state label; None when open without one (outside the scope)."""
-    if item.get("state") == "closed":
-        return config.closed_state
-    return config.state_labels.state_of(label_names(item.get("labels")))
+    closed = item.get("state") == "closed"
+    return config.label_states.state_of(closed, label_names(item.get("labels")))
 
 
 def required(item: Any) -> tuple[int, str, str]:
@@ -141,7 +137,7 @@ def rest_blocker(item: Any, config: GitHubConfig) -> BlockerRef | None:
     if state is None:
         # Outside our label scheme only GitHub's own flag is known; keep it so an open
         # blocker still blocks.
-        state = config.closed_state if flag == "closed" else "open"
+        state = config.label_states.closed_state if flag == "closed" else "open"
     return BlockerRef(
         id=str(number) if same else text_or_none(item.get("node_id")),
         identifier=identifier(repository, number),
@@ -150,7 +146,7 @@ def rest_blocker(item: Any, config: GitHubConfig) -> BlockerRef | None:
 
 
 def _open_blocker(blocker: BlockerRef, config: GitHubConfig) -> bool:
-    return (blocker.state or "").strip().lower() != config.closed_state.strip().lower()
+    return (blocker.state or "").strip().lower() != config.label_states.closed_state.strip().lower()
 
 
 def graphql_issue(

@@ -30,6 +30,7 @@ from symphony.base.tools import INVALID_ARGUMENTS
 from symphony.tracker.contract import TRACKER_RESPONSE, NewTicket, TrackerError
 
 from .._support.http import HttpClient, get_pages
+from .._support.label_scope import issues_in_states
 from .._support.normalize import as_int
 from .._support.skipped import SkippedRecords
 from .config import MAX_LABEL_CHARS, GitHubConfig
@@ -74,35 +75,31 @@ class RepositoryScope:
     # Reads
 
     async def by_states(self, states: Sequence[str]) -> list[Issue]:
-        wanted = {normalize_state(s): s for s in states}
-        closed = normalize_state(self.config.closed_state)
-        found: dict[str, Issue] = {}
         skipped: dict[str, str] = {}
-        for key, state in wanted.items():
-            items: list[Any] = []
-            if key == closed:
-                # Closed issues are many and only matter for startup cleanup: newest first,
-                # up to `closed_page_limit` pages.
-                params = {"state": "closed", "sort": "updated", "direction": "desc"}
-                items += await self._list(params, self.config.closed_page_limit)
-            if key != closed or key in self.config.state_labels.by_state:
-                label = self.config.state_labels.label_for(state)
-                items += await self._list({"state": "open", "labels": label}, MAX_PAGES)
-            for item in items:
-                if isinstance(item, Mapping) and "pull_request" in item:
-                    continue  # the issues endpoint also lists pull requests
-                try:
-                    number, _, _ = required(item)
-                except Malformed as exc:
-                    skipped[_record_key(item)] = str(exc)
-                    continue
-                actual = rest_state(item, self.config)
-                if actual is None or normalize_state(actual) not in wanted:
-                    continue  # e.g. also carries a state label that takes precedence
-                if str(number) not in found:
-                    found[str(number)] = await self._issue(item, actual)
+        found = await issues_in_states(states, self.config.label_states, self, skipped)
         self._skipped.update(skipped)
-        return list(found.values())
+        return found
+
+    async def closed_issues(self) -> list[Any]:
+        params = {"state": "closed", "sort": "updated", "direction": "desc"}
+        return self._issues_only(await self._list(params, self.config.closed_page_limit))
+
+    async def labelled_issues(self, label: str) -> list[Any]:
+        return self._issues_only(await self._list({"state": "open", "labels": label}, MAX_PAGES))
+
+    def record_state(self, item: Any) -> tuple[str, str | None]:
+        return str(required(item)[0]), rest_state(item, self.config)
+
+    def record_key(self, item: Any) -> str:
+        return _record_key(item)
+
+    async def issue_in(self, item: Any, state: str) -> Issue:
+        return await self._issue(item, state)
+
+    @staticmethod
+    def _issues_only(items: list[Any]) -> list[Any]:
+        # The issues endpoint also lists pull requests.
+        return [i for i in items if not (isinstance(i, Mapping) and "pull_request" in i)]
 
     async def by_ids(self, ids: Sequence[str]) -> list[Issue]:
         result: list[Issue] = []
@@ -157,9 +154,9 @@ class RepositoryScope:
         configured for it) and whether the issue is closed; `Rejected` for a label GitHub
         would refuse."""
         config = self.config
-        closing = normalize_state(state) == normalize_state(config.closed_state)
-        explicit = normalize_state(state) in config.state_labels.by_state
-        target = config.state_labels.label_for(state) if explicit or not closing else None
+        closing = normalize_state(state) == normalize_state(config.label_states.closed_state)
+        explicit = normalize_state(state) in config.label_states.labels.by_state
+        target = config.label_states.labels.label_for(state) if explicit or not closing else None
         if target is not None and len(target) > MAX_LABEL_CHARS:
             raise Rejected(
                 f"label {target!r} for that state exceeds {MAX_LABEL_CHARS} characters",
@@ -204,7 +201,10 @@ class RepositoryScope:
         # Remove the other state labels one by one rather than replacing the whole set, so a
         # label a person adds meanwhile is not lost.
         for name in list(labels):
-            if config.state_labels.is_state_label(name) and name.lower() != (target or "").lower():
+            if (
+                config.label_states.labels.is_state_label(name)
+                and name.lower() != (target or "").lower()
+            ):
                 await self.http.request(
                     "DELETE", f"{path}/labels/{quote(name, safe='')}", ok=(200, 404)
                 )

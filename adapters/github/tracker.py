@@ -73,8 +73,9 @@ class GitHubTracker:
     def agent_tools(self) -> list[ToolSpec]:
         if isinstance(self.scope, RepositoryScope):
             scope = f"labels in {self.config.repository}"
+            closed = self.config.label_states.closed_state
             states = (
-                f"Closing the issue is the state {self.config.closed_state!r}; other states "
+                f"Closing the issue is the state {closed!r}; other states "
                 "are labels (configured, or 'status:<state-name-in-kebab-case>')."
             )
         else:

@@ -17,8 +17,8 @@ from urllib.parse import quote, urlsplit
 from symphony.base.issue import normalize_state
 from symphony.tracker.contract import INVALID_TRACKER_CONFIG, TrackerError
 
-from .._support import labels
-from .._support.labels import StateLabels
+from .._support import label_scope as labels
+from .._support.label_scope import LabelStates
 from .._support.normalize import as_int
 from .._support.provider import Secret, optional_secret, provider_secret, provider_str
 
@@ -28,6 +28,9 @@ DEFAULT_CLOSED_STATE = "Done"
 DEFAULT_LABEL_PREFIX = "workflow::"
 LABEL_SEPARATOR = " "  # GitLab label titles may hold spaces, and its own examples use them
 MAX_LABEL_CHARS = 255  # GitLab's limit on a label title
+LABEL_RULES = labels.LabelRules(
+    DEFAULT_LABEL_PREFIX, LABEL_SEPARATOR, MAX_LABEL_CHARS, DEFAULT_CLOSED_STATE
+)
 
 # A full project path: namespaces and the project, each GitLab path segment
 # (letters, digits, `_`, `-`, `.`; not starting with `-` or `.`).
@@ -41,8 +44,8 @@ def is_project(text: str) -> bool:
 
 
 def default_label(state: str, prefix: str = DEFAULT_LABEL_PREFIX) -> str:
-    """The label a state gets when none is configured (see `_support.labels.default_label`)."""
-    return labels.default_label(state, prefix, LABEL_SEPARATOR)
+    """The label a state gets when none is configured."""
+    return LABEL_RULES.default_label(state, prefix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +55,7 @@ class GitLabConfig:
     token: Secret
     project: str
     """Numeric id or `group/sub/project` path, as configured."""
-    closed_state: str
-    state_labels: StateLabels
+    label_states: LabelStates
     terminal_states: frozenset[str]
     """normalized names: a blocker in one of these (or closed) no longer blocks."""
     priority_labels: Mapping[str, int]
@@ -101,19 +103,8 @@ def parse_config(
             f"group/project, got {project!r}"
         )
 
-    closed_state = provider_str(provider, "closed_state", default=DEFAULT_CLOSED_STATE)
-    assert closed_state is not None
-    prefix = provider.get("state_label_prefix", DEFAULT_LABEL_PREFIX)
-    if not isinstance(prefix, str) or "," in prefix:
-        raise _invalid("tracker.provider.state_label_prefix must be a string without commas")
-    state_labels = labels.build_state_labels(
-        provider.get("state_labels"),
-        prefix=prefix,
-        separator=LABEL_SEPARATOR,
-        active=active_states,
-        terminal=terminal_states,
-        closed_state=closed_state,
-        max_chars=MAX_LABEL_CHARS,
+    scope = labels.parse_label_states(
+        provider, LABEL_RULES, active=active_states, terminal=terminal_states
     )
     limit = as_int(provider.get("closed_page_limit", 10))
     if limit is None or limit < 1:
@@ -125,9 +116,10 @@ def parse_config(
         base_url=base_url,
         token=provider_secret(provider, "token", DEFAULT_TOKEN_ENV, environ),
         project=project,
-        closed_state=closed_state,
-        state_labels=state_labels,
-        terminal_states=frozenset(normalize_state(s) for s in [*terminal_states, closed_state]),
+        label_states=scope,
+        terminal_states=frozenset(
+            normalize_state(s) for s in [*terminal_states, scope.closed_state]
+        ),
         priority_labels=labels.priority_labels(provider.get("priority_labels"), "priority::1"),
         closed_page_limit=limit,
         blockers=blockers,

@@ -15,15 +15,12 @@ from typing import Any
 from symphony.base.issue import BlockerRef, Issue, normalize_labels, normalize_state
 from symphony.tracker.contract import Comment
 
+from .._support.normalize import Malformed as Malformed
 from .._support.normalize import as_int, parse_timestamp, text_or_none
 from .config import GitLabConfig, is_project
 
 OPENED = "opened"
 CLOSED = "closed"
-
-
-class Malformed(Exception):
-    """A provider record that cannot become an Issue; the message says why."""
 
 
 def required(item: Any) -> tuple[int, str, str]:
@@ -53,9 +50,8 @@ def label_names(raw: Any) -> list[str]:
 def state_of(item: Mapping[str, Any], config: GitLabConfig) -> str | None:
     """closed -> `closed_state`; opened -> the state its labels give it; None when opened
     without a state label (outside the scope)."""
-    if item.get("state") == CLOSED:
-        return config.closed_state
-    return config.state_labels.state_of(label_names(item.get("labels")))
+    closed = item.get("state") == CLOSED
+    return config.label_states.state_of(closed, label_names(item.get("labels")))
 
 
 def project_path(item: Mapping[str, Any], base_url: str) -> str | None:
@@ -141,7 +137,7 @@ def blocker(link: Any, config: GitLabConfig, project_id: int | None) -> BlockerR
     if state is None:
         # Outside our label scheme only GitLab's flag is known; keep it so an open blocker
         # still blocks.
-        state = config.closed_state if flag == CLOSED else OPENED
+        state = config.label_states.closed_state if flag == CLOSED else OPENED
     global_id = as_int(link.get("id"))
     return BlockerRef(
         id=str(iid) if same else (str(global_id) if global_id is not None else None),

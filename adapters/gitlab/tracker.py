@@ -43,6 +43,7 @@ from symphony.tracker.contract import (
 from symphony.tracker.tools import AddComment, MoveIssue
 
 from .._support.http import HttpClient, RateLimitHeaders, Response, follow_link, get_pages
+from .._support.label_scope import issues_in_states
 from .._support.normalize import as_int
 from .._support.skipped import SkippedRecords
 from .._support.tool_calls import guarded
@@ -110,33 +111,26 @@ class GitLabTracker:
     async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
         if not states:
             return []
-        wanted = {normalize_state(s): s for s in states}
-        closed = normalize_state(self.config.closed_state)
-        found: dict[str, Issue] = {}
         skipped: dict[str, str] = {}
-        for key, state in wanted.items():
-            items: list[Any] = []
-            if key == closed:
-                # Closed issues are many and only matter for startup cleanup: newest first,
-                # up to `closed_page_limit` pages.
-                params = {"state": CLOSED, "order_by": "updated_at", "sort": "desc"}
-                items += await self._list(params, self.config.closed_page_limit)
-            if key != closed or key in self.config.state_labels.by_state:
-                label = self.config.state_labels.label_for(state)
-                items += await self._list({"state": "opened", "labels": label}, MAX_PAGES)
-            for item in items:
-                try:
-                    iid, _, _ = required(item)
-                except Malformed as exc:
-                    skipped[_record_key(item)] = str(exc)
-                    continue
-                actual = state_of(item, self.config)
-                if actual is None or normalize_state(actual) not in wanted:
-                    continue  # e.g. also carries a state label that takes precedence
-                if str(iid) not in found:
-                    found[str(iid)] = await self._issue(item, actual)
+        found = await issues_in_states(states, self.config.label_states, self, skipped)
         self._skipped.update(skipped)
-        return list(found.values())
+        return found
+
+    async def closed_issues(self) -> list[Any]:
+        params = {"state": CLOSED, "order_by": "updated_at", "sort": "desc"}
+        return await self._list(params, self.config.closed_page_limit)
+
+    async def labelled_issues(self, label: str) -> list[Any]:
+        return await self._list({"state": "opened", "labels": label}, MAX_PAGES)
+
+    def record_state(self, item: Any) -> tuple[str, str | None]:
+        return str(required(item)[0]), state_of(item, self.config)
+
+    def record_key(self, item: Any) -> str:
+        return _record_key(item)
+
+    async def issue_in(self, item: Any, state: str) -> Issue:
+        return await self._issue(item, state)
 
     async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
         # Ids are iids; anything else was never an id of this tracker.
@@ -201,10 +195,11 @@ class GitLabTracker:
 
     def agent_tools(self) -> list[ToolSpec]:
         config = self.config
-        example = config.state_labels.label_for("Human Review")
+        scope = config.label_states
+        example = scope.labels.label_for("Human Review")
         states = (
-            f"Closing the issue is the state {config.closed_state!r}; other states are labels "
-            f"(configured, or the state name lower-cased after {config.state_labels.prefix!r}, "
+            f"Closing the issue is the state {scope.closed_state!r}; other states are labels "
+            f"(configured, or the state name lower-cased after {scope.labels.prefix!r}, "
             f"e.g. 'Human Review' -> {example!r})."
         )
         return tools.tool_specs(config.project, states)
@@ -418,7 +413,7 @@ class GitLabTracker:
         return answer
 
     def _move_body(self, state: str, current: Sequence[str]) -> dict[str, Any]:
-        labels = self.config.state_labels
+        labels = self.config.label_states.labels
         target = self._state_label(state)
         # Every other state label is removed explicitly: scoped labels replace each other only
         # on paid tiers, and a Free instance would otherwise keep both. The issue's own
@@ -518,12 +513,12 @@ class GitLabTracker:
         return call.body
 
     def _closes(self, state: str) -> bool:
-        return normalize_state(state) == normalize_state(self.config.closed_state)
+        return normalize_state(state) == normalize_state(self.config.label_states.closed_state)
 
     def _state_label(self, state: str) -> str | None:
         """The label an opened issue in `state` carries; None for the closed state without a
         label of its own (closing the issue is that state)."""
-        labels = self.config.state_labels
+        labels = self.config.label_states.labels
         if self._closes(state) and normalize_state(state) not in labels.by_state:
             return None
         label = labels.label_for(state)

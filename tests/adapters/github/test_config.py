@@ -33,15 +33,15 @@ def test_default_labels_are_prefixed_kebab_case_state_names() -> None:
     assert default_label("In Progress") == "status:in-progress"
     assert default_label("  Human   Review ") == "status:human-review"
     config = parse({"repository": "acme/widgets"})
-    assert config.state_labels.label_for("Todo") == "status:todo"
-    assert config.state_labels.label_for("in progress") == "status:in-progress"
+    assert config.label_states.labels.label_for("Todo") == "status:todo"
+    assert config.label_states.labels.label_for("in progress") == "status:in-progress"
 
 
 def test_configured_state_labels_override_the_default_and_resolve_both_ways() -> None:
     config = parse(
         {"repository": "acme/widgets", "state_labels": {"Todo": "ready", "Human Review": "review"}}
     )
-    labels = config.state_labels
+    labels = config.label_states.labels
     assert labels.label_for("todo") == "ready"
     assert labels.state_of(["bug", "Ready"]) == "Todo"
     assert labels.state_of(["review"]) == "Human Review"
@@ -50,21 +50,21 @@ def test_configured_state_labels_override_the_default_and_resolve_both_ways() ->
 
 
 def test_an_unconfigured_prefixed_label_is_its_own_state() -> None:
-    labels = parse({"repository": "acme/widgets"}).state_labels
+    labels = parse({"repository": "acme/widgets"}).label_states.labels
     assert labels.state_of(["status:human-review"]) == "status:human-review"
 
 
 def test_terminal_label_wins_over_an_active_one() -> None:
     config = parse_config({"repository": "acme/widgets"}, ENV, ACTIVE, ("Done", "Cancelled"))
-    assert config.state_labels.state_of(["status:todo", "status:cancelled"]) == "Cancelled"
+    assert config.label_states.labels.state_of(["status:todo", "status:cancelled"]) == "Cancelled"
 
 
 def test_closed_state_has_no_label_unless_configured() -> None:
     config = parse({"repository": "acme/widgets"})
-    assert "done" not in config.state_labels.by_state
-    assert config.closed_state == "Done"
+    assert "done" not in config.label_states.labels.by_state
+    assert config.label_states.closed_state == "Done"
     custom = parse({"repository": "acme/widgets", "closed_state": "Closed"})
-    assert custom.closed_state == "Closed"
+    assert custom.label_states.closed_state == "Closed"
 
 
 def test_two_states_on_one_label_are_refused() -> None:
@@ -138,7 +138,7 @@ def test_token_variable_is_declared_secret_and_kept_out_of_repr() -> None:
     tracker = create_tracker(settings, TrackerContext(Path("."), {"MY_TOKEN": TOKEN}))
     assert isinstance(tracker, GitHubTracker)
     assert tracker.secret_env_names() == ["MY_TOKEN"]
-    assert TOKEN not in repr(tracker.config.state_labels)
+    assert TOKEN not in repr(tracker.config.label_states.labels)
 
 
 def test_example_workflow_is_accepted(tmp_path: Path) -> None:

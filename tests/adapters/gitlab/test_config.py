@@ -35,9 +35,9 @@ def test_defaults_are_gitlab_com_the_gitlab_token_and_scoped_workflow_labels() -
     assert config.base_url == "https://gitlab.com"
     assert config.api_url == "https://gitlab.com/api/v4"
     assert config.token.value == TOKEN and config.token.env_name == "GITLAB_TOKEN"
-    assert config.closed_state == "Done"
-    assert config.state_labels.label_for("Todo") == "workflow::todo"
-    assert config.state_labels.label_for("In Progress") == "workflow::in progress"
+    assert config.label_states.closed_state == "Done"
+    assert config.label_states.labels.label_for("Todo") == "workflow::todo"
+    assert config.label_states.labels.label_for("In Progress") == "workflow::in progress"
     assert DEFAULT_ACTIVE_STATES == ("Todo", "In Progress")
     assert DEFAULT_TERMINAL_STATES == ("Done",)
 
@@ -96,7 +96,7 @@ def test_configured_labels_resolve_both_ways_and_terminal_wins() -> None:
         ACTIVE,
         ("Done", "Cancelled"),
     )
-    labels = config.state_labels
+    labels = config.label_states.labels
     assert labels.label_for("todo") == "Ready"
     assert labels.state_of(["bug", "ready"]) == "Todo"
     assert labels.state_of(["review"]) == "Human Review"
@@ -121,7 +121,7 @@ def test_create_tracker_uses_the_workflow_states() -> None:
     )
     tracker = create_tracker(settings, TrackerContext(Path("."), ENV))
     assert isinstance(tracker, GitLabTracker)
-    assert tracker.config.state_labels.label_for("Ready") == "workflow::ready"
+    assert tracker.config.label_states.labels.label_for("Ready") == "workflow::ready"
     assert "shipped" in tracker.config.terminal_states
 
 
@@ -130,4 +130,4 @@ def test_the_example_workflow_loads() -> None:
     assert settings.tracker.kind == "gitlab"
     tracker = create_tracker(settings.tracker, TrackerContext(EXAMPLE.parent, ENV))
     assert isinstance(tracker, GitLabTracker)
-    assert tracker.config.state_labels.label_for("Human Review") == "workflow::human review"
+    assert tracker.config.label_states.labels.label_for("Human Review") == "workflow::human review"

@@ -1,17 +1,24 @@
-"""Workflow states carried by labels (GitHub and GitLab issues): the two-way map between state
-names and label names, built once from `tracker.provider.state_labels` and the workflow's states.
+"""Workflow states carried by labels (GitHub and GitLab issues), shared by both adapters.
+
+The closed state is the issue's closed flag; every other state is a label: the two-way map
+between state names and label names (`StateLabels`) is built once from `tracker.provider`
+(`closed_state`, `state_label_prefix`, `state_labels`) and the workflow's states
+(`parse_label_states`). Reading the issues in some states (`issues_in_states`) lists the closed
+issues and the open issues carrying each state's label, and keeps those whose state, read back
+from their flag and labels (`LabelStates.state_of`), is one of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from symphony.base.issue import normalize_state
+from symphony.base.issue import Issue, normalize_state
 from symphony.tracker.contract import INVALID_TRACKER_CONFIG, TrackerError
 
-from .normalize import as_int
+from .normalize import Malformed, as_int
+from .provider import provider_str
 
 
 def default_label(state: str, prefix: str, separator: str) -> str:
@@ -107,6 +114,112 @@ def build_state_labels(
     if len(set(labels)) != len(labels):
         raise _invalid("tracker.provider.state_labels maps two states to the same label")
     return StateLabels(by_state, spelling, tuple(order), prefix, separator)
+
+
+@dataclass(frozen=True, slots=True)
+class LabelStates:
+    closed_state: str
+    labels: StateLabels
+
+    def state_of(self, closed: bool, label_names: Sequence[str]) -> str | None:
+        """A closed issue is in `closed_state`; an open one in the state of its labels, or in
+        none (outside the workflow) without a state label."""
+        return self.closed_state if closed else self.labels.state_of(label_names)
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRules:
+    """How a provider spells state labels by default, and how long a label may be."""
+
+    default_prefix: str
+    separator: str
+    """What joins the words of a state in a derived label (`In Progress` -> `in-progress`)."""
+    max_chars: int
+    default_closed_state: str
+
+    def default_label(self, state: str, prefix: str | None = None) -> str:
+        return default_label(
+            state, self.default_prefix if prefix is None else prefix, self.separator
+        )
+
+
+def parse_label_states(
+    provider: Mapping[str, Any],
+    rules: LabelRules,
+    *,
+    active: Sequence[str],
+    terminal: Sequence[str],
+) -> LabelStates:
+    """`closed_state`, `state_label_prefix` and `state_labels` of `tracker.provider`."""
+    closed_state = provider_str(provider, "closed_state", default=rules.default_closed_state)
+    assert closed_state is not None
+    prefix = provider.get("state_label_prefix", rules.default_prefix)
+    # Label lists travel comma-separated in both APIs, so a comma cannot be sent.
+    if not isinstance(prefix, str) or "," in prefix:
+        raise _invalid(
+            "tracker.provider.state_label_prefix must be a string without commas (may be empty)"
+        )
+    labels = build_state_labels(
+        provider.get("state_labels"),
+        prefix=prefix,
+        separator=rules.separator,
+        active=active,
+        terminal=terminal,
+        closed_state=closed_state,
+        max_chars=rules.max_chars,
+    )
+    return LabelStates(closed_state, labels)
+
+
+class LabelledIssues(Protocol):
+    """What an adapter gives `issues_in_states`: its two listings and how a record reads."""
+
+    async def closed_issues(self) -> list[Any]:
+        """Closed issues: many, and they matter only for startup cleanup, so newest first and
+        only as many pages as `closed_page_limit` allows."""
+        ...
+
+    async def labelled_issues(self, label: str) -> list[Any]:
+        """The open issues carrying `label`."""
+        ...
+
+    def record_state(self, item: Any) -> tuple[str, str | None]:
+        """A record's id and workflow state; raises `Malformed`."""
+        ...
+
+    def record_key(self, item: Any) -> str:
+        """How a malformed record is named in the log."""
+        ...
+
+    async def issue_in(self, item: Any, state: str) -> Issue: ...
+
+
+async def issues_in_states(
+    states: Sequence[str], scope: LabelStates, source: LabelledIssues, skipped: dict[str, str]
+) -> list[Issue]:
+    """The issues in `states`, each once; a malformed record is noted in `skipped`. An issue
+    that also carries the label of a state that takes precedence is left out: it is in that
+    state, not the one it was listed for."""
+    wanted = {normalize_state(s): s for s in states}
+    closed = normalize_state(scope.closed_state)
+    found: dict[str, Issue] = {}
+    for key, state in wanted.items():
+        items: list[Any] = []
+        if key == closed:
+            items += await source.closed_issues()
+        if key != closed or key in scope.labels.by_state:
+            items += await source.labelled_issues(scope.labels.label_for(state))
+        for item in items:
+            try:
+                record_id, actual = source.record_state(item)
+            except Malformed as exc:
+                skipped[source.record_key(item)] = str(exc)
+                continue
+            if actual is None or normalize_state(actual) not in wanted:
+                continue
+            if record_id not in found:
+                found[record_id] = await source.issue_in(item, actual)
+    return list(found.values())
 
 
 def priority_labels(value: Any, example: str) -> Mapping[str, int]:
