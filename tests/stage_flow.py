@@ -9,9 +9,13 @@ activity rows; each test file keeps its tracker's fake and how a state shows the
 from __future__ import annotations
 
 import os
+import re
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from symphony.agents import AgentLaunch, AgentSession
 from symphony.agents.registry import open_session
@@ -20,7 +24,7 @@ from symphony.daemon.orchestrator import Orchestrator
 from symphony.tracker.contract import Tracker
 from symphony.workspace.local import workspace_key
 from tests.adapters.daemon import DEMO_AGENT, write_workflow
-from tests.test_orchestrator import Running
+from tests.harness import Running
 
 PLAN_PROMPT = "Stage: {{ stage }}\nPlan ticket {{ issue.identifier }}: {{ issue.title }}\n"
 IMPLEMENT_PROMPT = """Stage: {{ stage }}
@@ -124,3 +128,96 @@ class StageRun(Running):
 
         self.orchestrator.request_refresh()  # a person's edit on the tracker: look now
         await self.until(done)
+
+
+class StageBoard:
+    """A local board and a stage-mode WORKFLOW.md in a temporary folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.tickets = root / "board"
+        self.tickets.mkdir()
+        self.workflow = root / "WORKFLOW.md"
+
+    def ticket(
+        self, identifier: str, state: str = "Todo", body: str = "Do it.", **front: Any
+    ) -> None:
+        fields = {"title": f"Ticket {identifier}", "state": state, **front}
+        text = f"---\n{yaml.safe_dump(fields, sort_keys=False)}---\n{body}\n"
+        (self.tickets / f"{identifier}.md").write_text(text)
+
+    def text(self, identifier: str) -> str:
+        return (self.tickets / f"{identifier}.md").read_text()
+
+    def state_of(self, identifier: str) -> str:
+        return str(yaml.safe_load(self.text(identifier).split("---")[1])["state"])
+
+    def set_state(self, identifier: str, state: str) -> None:
+        text = self.text(identifier)
+        self.tickets.joinpath(f"{identifier}.md").write_text(
+            text.replace(f"state: {self.state_of(identifier)}", f"state: {state}", 1)
+        )
+
+    def comment(self, identifier: str, author: str, text: str) -> None:
+        path = self.tickets / f"{identifier}.md"
+        body = path.read_text()
+        if "## Comments" not in body:
+            body = body.rstrip() + "\n\n## Comments\n"
+        path.write_text(f"{body.rstrip()}\n\n### 2026-12-01T10:00:00Z ({author})\n\n{text}\n")
+
+    def write_workflow(
+        self,
+        *,
+        implement: dict[str, Any] | None = None,
+        plan: dict[str, Any] | None = None,
+        hooks: dict[str, Any] | None = None,
+        codex: dict[str, Any] | None = None,
+        **agent: Any,
+    ) -> None:
+        config = {
+            "tracker": {
+                "kind": "local",
+                "provider": {"path": "board"},
+                "terminal_states": ["Done", "Cancelled"],
+            },
+            "polling": {"interval_ms": 60_000},
+            "workspace": {"root": "workspaces"},
+            "hooks": hooks or {},
+            "agent": {
+                "max_concurrent_agents": 4,
+                "max_retry_backoff_ms": 1000,
+                "env_passthrough": ["FAKE_AGENT_*", "DEMO_AGENT_*"],
+                **agent,
+            },
+            "codex": codex
+            or {"command": f"{sys.executable} {DEMO_AGENT}", "read_timeout_ms": 5000},
+            "stages": two_stages(plan=plan, implement=implement),
+            "escalation_state": "Needs Attention",
+        }
+        self.workflow.write_text(f"---\n{yaml.safe_dump(config, sort_keys=False)}---\n")
+
+
+def start(board: StageBoard, tracker: Any = None, **env: str) -> StageRun:
+    return StageRun(board.workflow, env, timeout=30, tracker=tracker)
+
+
+async def settle(run: StageRun, board: StageBoard, identifier: str, state: str) -> None:
+    """Wait until the daemon has moved the ticket to `state` and let go of it."""
+    await run.settle(identifier, lambda: board.state_of(identifier) == state)
+
+
+GIT_WORKSPACE = {
+    # Every workspace is a small git repository with one commit, as a clone would be.
+    "after_create": (
+        "git init -q --initial-branch=main . && printf 'x = 1\\n' > app.py && git add -A && "
+        "git -c user.name=t -c user.email=t@localhost commit -q -m 'Start'"
+    )
+}
+
+
+def comments_of(board: StageBoard, identifier: str, kind: str) -> list[str]:
+    """The daemon's comments of one kind on the ticket file."""
+    text = board.text(identifier).split("## Comments", 1)[-1]
+    parts = re.split(r"\n### \S+ \((?:symphony|[^)]*)\)\n", text)
+    marker = re.compile(rf"— symphony · {re.escape(kind)}( · \S+)?$")
+    return [part.strip() for part in parts if marker.search(part.rstrip())]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.test_orchestrator import Board, scenario_env, start
+from tests.harness import Board, scenario_env, start
 
 
 async def test_a_ticket_written_to_the_board_starts_without_waiting_for_the_poll(

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from symphony.cli.main import StopSignals
-from tests.test_orchestrator import Board
-from tests.test_workspace import is_alive, wait_until
+from tests.harness import Board, is_alive, wait_until
 
 SYMPHONY = [sys.executable, "-m", "symphony"]
 

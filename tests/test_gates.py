@@ -11,7 +11,7 @@ from symphony.base.secrets import SecretMasker
 from symphony.config.stages import Gate
 from symphony.core.verification import GateRound, Verification, fence, fix_prompt
 from symphony.workspace.gates import run_gates
-from tests.test_workspace import is_alive, wait_until
+from tests.harness import is_alive, wait_until
 
 
 async def gates(

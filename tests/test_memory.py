@@ -30,7 +30,7 @@ from symphony.memory import (
     relevance,
     render,
 )
-from tests.test_orchestrator import Board, scenario_env, start
+from tests.harness import Board, scenario_env, start
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

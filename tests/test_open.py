@@ -12,7 +12,7 @@ import pytest
 
 from symphony.config.sections import HooksSettings
 from symphony.workspace.local import WorkspaceManager
-from tests.test_orchestrator import Board
+from tests.harness import Board
 
 
 def workspace_of(board: Board, identifier: str) -> Path:

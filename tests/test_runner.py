@@ -23,7 +23,7 @@ from symphony.daemon.runner import AttemptContext, AttemptFailed, run_attempt
 from symphony.tracker.contract import TRACKER_RATE_LIMITED, TrackerError
 from symphony.workspace.local import WorkspaceManager
 from tests.factories import make_issue, make_settings
-from tests.test_orchestrator import FAKE_AGENT
+from tests.harness import FAKE_AGENT
 
 
 class ScriptedTracker:

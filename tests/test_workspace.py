@@ -26,6 +26,7 @@ from symphony.workspace.local import (
     WorkspaceManager,
     workspace_key,
 )
+from tests.harness import is_alive, wait_until
 
 ALLOWED_KEY = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -39,31 +40,6 @@ def manager(tmp_path: Path, *, env: dict[str, str] | None = None, **hooks: Any) 
 
 def hash16(identifier: str) -> str:
     return hashlib.sha256(identifier.encode()).hexdigest()[:16]
-
-
-def is_alive(pid: int) -> bool:
-    """Alive and not a zombie: killed orphans may linger unreaped as zombies in containers."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-
-def wait_until(condition: Callable[[], bool], seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 def hook_events(logs: list[MutableMapping[str, Any]], hook: str) -> list[MutableMapping[str, Any]]:

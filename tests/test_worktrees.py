@@ -198,7 +198,7 @@ def test_check_shows_the_worktree_settings(tmp_path: Path, repository: Path) -> 
 async def test_the_daemon_gives_each_ticket_a_worktree_and_removes_it_when_done(
     tmp_path: Path, repository: Path
 ) -> None:
-    from tests.test_orchestrator import Board, scenario_env, start
+    from tests.harness import Board, scenario_env, start
 
     board = Board(tmp_path)
     board.ticket("ABC-1")
@@ -227,9 +227,7 @@ async def test_the_daemon_gives_each_ticket_a_worktree_and_removes_it_when_done(
 def test_a_worktree_cut_short_by_kill_9_is_made_again_when_the_daemon_restarts(
     tmp_path: Path, repository: Path
 ) -> None:
-    from tests.test_orchestrator import FAKE_AGENT, Board
-    from tests.test_restart import Daemon
-    from tests.test_workspace import wait_until
+    from tests.harness import FAKE_AGENT, Board, Daemon, wait_until
 
     board = Board(tmp_path)
     board.ticket("ABC-1")

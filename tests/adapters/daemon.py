@@ -13,7 +13,7 @@ import yaml
 
 from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
-from tests.test_orchestrator import FAKE_AGENT, Running
+from tests.harness import FAKE_AGENT, Running
 
 DEMO_AGENT = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "demo_agent.py"
 """The quickstart's demonstration agent: in stage mode it plans, implements and reports."""

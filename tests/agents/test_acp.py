@@ -16,7 +16,7 @@ import pytest
 from symphony.agents import AgentError, AgentLaunch
 from symphony.agents.acp import AcpSession, parse_settings
 from symphony.base.events import AgentEvent
-from tests.test_workspace import is_alive
+from tests.harness import is_alive
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_acp_agent.py"
 

@@ -26,8 +26,8 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.fake_model import CallTool, FakeModel, ModelRequest, Say, Step
 from tests.fakes.fake_anthropic import FakeAnthropic
+from tests.harness import Board
 from tests.stage_flow import StageRun, two_stages
-from tests.test_orchestrator import Board
 
 pytestmark = pytest.mark.slow
 

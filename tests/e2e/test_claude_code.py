@@ -32,9 +32,9 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.fake_model import CallTool, FakeModel, ModelRequest, Say, Step
 from tests.fakes.fake_anthropic import USAGE, FakeAnthropic
+from tests.harness import Board
+from tests.harness import start as start_spec
 from tests.stage_flow import StageRun, two_stages
-from tests.test_orchestrator import Board
-from tests.test_orchestrator import start as start_spec
 
 pytestmark = pytest.mark.slow
 

@@ -39,7 +39,7 @@ from tests.e2e.fake_model import (
     Step,
     Together,
 )
-from tests.test_orchestrator import Board, Running, pid_alive, start
+from tests.harness import Board, Running, pid_alive, start
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,7 @@ import pytest
 from symphony.workspace.facts import read_evidence_file
 from tests.e2e.conftest import codex_command
 from tests.e2e.fake_model import CallTool, FakeModel, ModelRequest, Say, Shell, Step
-from tests.stage_flow import StageRun
-from tests.test_stage_mode import StageBoard, settle
-from tests.test_verify_e2e import GIT_WORKSPACE, comments_of
+from tests.stage_flow import GIT_WORKSPACE, StageBoard, StageRun, comments_of, settle
 
 pytestmark = pytest.mark.slow
 

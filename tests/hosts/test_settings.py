@@ -14,7 +14,7 @@ from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
 from symphony.config.sections import HostSpec, SshSettings
 from symphony.hosts.ssh import SshHost, encode_env, remote_pgid_of
-from tests.test_orchestrator import Board
+from tests.harness import Board
 
 
 def settings_with(tmp_path: Path, **sections: Any) -> Any:

@@ -17,10 +17,8 @@ import httpx
 import pytest
 import yaml
 
+from tests.harness import Board, Daemon, is_alive, wait_until
 from tests.hosts.sshd import REPO, SshLab
-from tests.test_orchestrator import Board
-from tests.test_restart import Daemon
-from tests.test_workspace import is_alive, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -231,7 +229,7 @@ def test_a_stalled_agent_is_stopped_with_its_whole_process_group_on_the_host(
 
 
 def test_gates_run_on_the_host_in_the_ticket_s_workspace(tmp_path: Path, fresh: SshLab) -> None:
-    from tests.test_stage_mode import StageBoard
+    from tests.stage_flow import StageBoard
 
     lab = fresh
     board = StageBoard(tmp_path)

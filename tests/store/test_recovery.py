@@ -20,8 +20,8 @@ from symphony.store import Store
 from symphony.store.lock import DAEMON_RUNNING, DaemonLock, LockError
 from symphony.store.recovery import orphan_groups, restore, stop_groups
 from tests.factories import WALL, make_issue, make_settings
+from tests.harness import is_alive, wait_until
 from tests.store.test_store import NOW, busy_state
-from tests.test_workspace import is_alive, wait_until
 
 
 def test_a_restart_keeps_each_backoff_and_continues_interrupted_runs(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.adapters.daemon import start_daemon, write_workflow
 from tests.adapters.github.fake_github import FakeGitHub, serve
-from tests.test_orchestrator import Running
+from tests.harness import Running
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import pytest
 from tests.adapters.daemon import start_daemon, write_workflow
 from tests.adapters.kaiten.fake_kaiten import FakeKaiten, serve
 from tests.adapters.kaiten.payloads import BOARD, column
-from tests.test_orchestrator import Running
+from tests.harness import Running
 
 pytestmark = pytest.mark.slow
 

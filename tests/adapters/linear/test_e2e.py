@@ -12,7 +12,7 @@ import pytest
 
 from tests.adapters.daemon import start_daemon, write_workflow
 from tests.adapters.linear.fake_linear import API_KEY, FakeLinear, FakeLinearServer
-from tests.test_orchestrator import Running
+from tests.harness import Running
 
 pytestmark = pytest.mark.slow
 

@@ -8,10 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -22,57 +19,10 @@ import pytest
 import yaml
 
 from tests.adapters.daemon import DEMO_AGENT
+from tests.harness import Board, Daemon, is_alive, wait_until
 from tests.stage_flow import two_stages
-from tests.test_orchestrator import Board
-from tests.test_workspace import is_alive, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-class Daemon:
-    """`python -m symphony` on a board's WORKFLOW.md, its log lines collected as they come."""
-
-    def __init__(self, board: Board, env: dict[str, str], *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "symphony", str(board.workflow), "--no-tui", *args],
-            cwd=board.root,
-            env={**os.environ, **env},
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: list[str] = []
-        assert self.proc.stderr is not None
-        stream = self.proc.stderr
-        threading.Thread(target=lambda: self.lines.extend(stream), daemon=True).start()
-
-    def wait_for(self, needle: str, count: int = 1, timeout: float = 30) -> list[str]:
-        found: list[str] = []
-
-        def enough() -> bool:
-            found[:] = [line for line in list(self.lines) if needle in line]
-            return len(found) >= count
-
-        if not wait_until(enough, timeout):
-            raise AssertionError(f"{needle!r} x{count} not logged; got:\n{''.join(self.lines)}")
-        return found
-
-    def kill9(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(30)
-        finally:
-            self.proc.kill()
-
-    def url(self) -> str:
-        (line,) = self.wait_for("http server listening")
-        match = re.search(r"url=(\S+)", line)
-        assert match is not None
-        return match.group(1)
 
 
 def records(path: Path) -> list[dict[str, Any]]:

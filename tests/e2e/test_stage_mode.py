@@ -10,97 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from symphony.config.load import load_settings
 from symphony.core import scheduling
 from symphony.tracker.contract import TRACKER_REQUEST, TrackerContext, TrackerError, create_tracker
 from symphony_adapters.local.board import LocalBoard
-from tests.adapters.daemon import DEMO_AGENT
-from tests.stage_flow import PLAN_PROMPT, StageRun, two_stages
+from tests.stage_flow import PLAN_PROMPT, StageBoard, settle, start
 
 pytestmark = pytest.mark.slow
-
-
-class StageBoard:
-    """A local board and a stage-mode WORKFLOW.md in a temporary folder."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.tickets = root / "board"
-        self.tickets.mkdir()
-        self.workflow = root / "WORKFLOW.md"
-
-    def ticket(
-        self, identifier: str, state: str = "Todo", body: str = "Do it.", **front: Any
-    ) -> None:
-        fields = {"title": f"Ticket {identifier}", "state": state, **front}
-        text = f"---\n{yaml.safe_dump(fields, sort_keys=False)}---\n{body}\n"
-        (self.tickets / f"{identifier}.md").write_text(text)
-
-    def text(self, identifier: str) -> str:
-        return (self.tickets / f"{identifier}.md").read_text()
-
-    def state_of(self, identifier: str) -> str:
-        return str(yaml.safe_load(self.text(identifier).split("---")[1])["state"])
-
-    def set_state(self, identifier: str, state: str) -> None:
-        text = self.text(identifier)
-        self.tickets.joinpath(f"{identifier}.md").write_text(
-            text.replace(f"state: {self.state_of(identifier)}", f"state: {state}", 1)
-        )
-
-    def comment(self, identifier: str, author: str, text: str) -> None:
-        path = self.tickets / f"{identifier}.md"
-        body = path.read_text()
-        if "## Comments" not in body:
-            body = body.rstrip() + "\n\n## Comments\n"
-        path.write_text(f"{body.rstrip()}\n\n### 2026-12-01T10:00:00Z ({author})\n\n{text}\n")
-
-    def write_workflow(
-        self,
-        *,
-        implement: dict[str, Any] | None = None,
-        plan: dict[str, Any] | None = None,
-        hooks: dict[str, Any] | None = None,
-        codex: dict[str, Any] | None = None,
-        **agent: Any,
-    ) -> None:
-        config = {
-            "tracker": {
-                "kind": "local",
-                "provider": {"path": "board"},
-                "terminal_states": ["Done", "Cancelled"],
-            },
-            "polling": {"interval_ms": 60_000},
-            "workspace": {"root": "workspaces"},
-            "hooks": hooks or {},
-            "agent": {
-                "max_concurrent_agents": 4,
-                "max_retry_backoff_ms": 1000,
-                "env_passthrough": ["FAKE_AGENT_*", "DEMO_AGENT_*"],
-                **agent,
-            },
-            "codex": codex
-            or {"command": f"{sys.executable} {DEMO_AGENT}", "read_timeout_ms": 5000},
-            "stages": two_stages(plan=plan, implement=implement),
-            "escalation_state": "Needs Attention",
-        }
-        self.workflow.write_text(f"---\n{yaml.safe_dump(config, sort_keys=False)}---\n")
 
 
 @pytest.fixture
 def board(tmp_path: Path) -> StageBoard:
     return StageBoard(tmp_path)
-
-
-def start(board: StageBoard, tracker: Any = None, **env: str) -> StageRun:
-    return StageRun(board.workflow, env, timeout=30, tracker=tracker)
-
-
-async def settle(run: StageRun, board: StageBoard, identifier: str, state: str) -> None:
-    """Wait until the daemon has moved the ticket to `state` and let go of it."""
-    await run.settle(identifier, lambda: board.state_of(identifier) == state)
 
 
 async def test_a_ticket_is_planned_approved_implemented_and_reworked_by_the_daemon(

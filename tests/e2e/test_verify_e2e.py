@@ -5,7 +5,6 @@ gate, and the review queue that holds new work."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -19,18 +18,10 @@ from symphony.base.secrets import SecretMasker
 from symphony.config.sections import MemorySettings
 from symphony.memory import Memory
 from symphony.workspace.facts import read_evidence_file
-from tests.stage_flow import StageRun
-from tests.test_stage_mode import StageBoard, settle
+from tests.stage_flow import GIT_WORKSPACE, StageBoard, StageRun, comments_of, settle
 
 pytestmark = pytest.mark.slow
 
-GIT_WORKSPACE = {
-    # Every workspace is a small git repository with one commit, as a clone would be.
-    "after_create": (
-        "git init -q --initial-branch=main . && printf 'x = 1\\n' > app.py && git add -A && "
-        "git -c user.name=t -c user.email=t@localhost commit -q -m 'Start'"
-    )
-}
 COMMITTED = {
     "name": "committed",
     "run": 'git status --short && test -z "$(git status --porcelain)"',
@@ -54,14 +45,6 @@ class CountingRun(StageRun):
 @pytest.fixture
 def board(tmp_path: Path) -> StageBoard:
     return StageBoard(tmp_path)
-
-
-def comments_of(board: StageBoard, identifier: str, kind: str) -> list[str]:
-    """The daemon's comments of one kind on the ticket file."""
-    text = board.text(identifier).split("## Comments", 1)[-1]
-    parts = re.split(r"\n### \S+ \((?:symphony|[^)]*)\)\n", text)
-    marker = re.compile(rf"— symphony · {re.escape(kind)}( · \S+)?$")
-    return [part.strip() for part in parts if marker.search(part.rstrip())]
 
 
 def git(workspace: Path, *args: str) -> str:

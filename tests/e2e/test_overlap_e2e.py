@@ -17,8 +17,7 @@ from symphony.core import scheduling as core
 from symphony.core.footprint import Footprint
 from symphony.store import Store
 from symphony.workspace.worktrees import MIRROR_NAME
-from tests.stage_flow import PLAN_PROMPT
-from tests.test_stage_mode import StageBoard, settle, start
+from tests.stage_flow import PLAN_PROMPT, StageBoard, settle, start
 from tests.test_worktrees import git
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,6 @@ speaking the app-server protocol in a real subprocess (spec §7, §8, §16, §17
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import os
@@ -15,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from symphony.agents.registry import CODEX
 from symphony.config.load import load_settings
@@ -25,137 +23,14 @@ from symphony.daemon.orchestrator import Orchestrator
 from symphony.store import Store
 from symphony.workspace.environment import BASE_NAMES
 from symphony.workspace.local import WorkspaceManager
+from tests.harness import FAKE_AGENT, FAKE_ENV, Board, Running, pid_alive, scenario_env, start
 
 pytestmark = pytest.mark.slow
-
-FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_app_server.py"
-
-
-class Board:
-    """A local board plus WORKFLOW.md in a temporary folder."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.tickets = root / "board"
-        self.tickets.mkdir()
-        self.workspaces = root / "workspaces"
-        self.workflow = root / "WORKFLOW.md"
-
-    def ticket(self, identifier: str, state: str = "Todo", **fields: Any) -> None:
-        front = {"title": f"Ticket {identifier}", "state": state, **fields}
-        text = f"---\n{yaml.safe_dump(front, sort_keys=False)}---\nDo the thing for {identifier}.\n"
-        (self.tickets / f"{identifier}.md").write_text(text)
-
-    def state_of(self, identifier: str) -> str:
-        text = (self.tickets / f"{identifier}.md").read_text()
-        front = yaml.safe_load(text.split("---")[1])
-        return str(front["state"])
-
-    def write_workflow(
-        self,
-        *,
-        agent: dict[str, Any] | None = None,
-        codex: dict[str, Any] | None = None,
-        hooks: dict[str, Any] | None = None,
-        polling_ms: int = 60_000,
-        prompt: str = "Work on {{ issue.identifier }}: {{ issue.title }}",
-        **sections: Any,
-    ) -> None:
-        config = {
-            "tracker": {
-                "kind": "local",
-                "provider": {"path": "board"},
-                "active_states": ["Todo", "In Progress"],
-                "terminal_states": ["Done", "Cancelled"],
-            },
-            "polling": {"interval_ms": polling_ms},
-            "workspace": {"root": "workspaces"},
-            "hooks": hooks or {},
-            "agent": {
-                "max_concurrent_agents": 4,
-                "env_passthrough": list(FAKE_ENV),
-                **(agent or {}),
-            },
-            "codex": {
-                "command": f"{sys.executable} {FAKE_AGENT}",
-                "read_timeout_ms": 5000,
-                "turn_timeout_ms": 20_000,
-                **(codex or {}),
-            },
-            **sections,
-        }
-        self.workflow.write_text(f"---\n{yaml.safe_dump(config)}---\n{prompt}\n")
 
 
 @pytest.fixture
 def board(tmp_path: Path) -> Board:
     return Board(tmp_path)
-
-
-FAKE_ENV = ("FAKE_AGENT_*", "DEMO_AGENT_*")
-"""How the tests steer the scripted agents; an agent sees nothing it is not given."""
-
-
-def scenario_env(scenario: str, **extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["FAKE_AGENT_SCENARIO"] = scenario
-    env.update(extra)
-    return env
-
-
-class Running:
-    """An orchestrator running in the background, with a way to wait for its state.
-
-    `dispatched` remembers every issue id it ever ran. A fake tracker that changes behind the
-    orchestrator's back tells it nothing: `poll_s` makes `until` look again that often.
-    """
-
-    def __init__(
-        self, orchestrator: Orchestrator, *, timeout: float = 15.0, poll_s: float | None = None
-    ) -> None:
-        self.orchestrator = orchestrator
-        self.changed = asyncio.Event()
-        self.max_running = 0
-        self.dispatched: set[str] = set()
-        self.timeout = timeout
-        self.poll_s = poll_s
-        orchestrator.add_listener(self._on_change)
-        self.task = asyncio.create_task(orchestrator.run())
-
-    def _on_change(self) -> None:
-        running = self.orchestrator.state.running
-        self.max_running = max(self.max_running, len(running))
-        self.dispatched.update(running)
-        self.changed.set()
-
-    async def until(self, predicate: Callable[[], bool], timeout: float | None = None) -> None:
-        async def wait() -> None:
-            while not predicate():
-                if self.task.done():
-                    self.task.result()
-                    raise AssertionError("orchestrator stopped early")
-                self.changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.changed.wait(), self.poll_s)
-
-        await asyncio.wait_for(wait(), timeout or self.timeout)
-
-    async def stop(self) -> None:
-        self.orchestrator.stop()
-        await asyncio.wait_for(self.task, 30)
-
-
-def start(board: Board, env: dict[str, str], **kw: Any) -> Running:
-    settings = load_settings(board.workflow, env)
-    return Running(Orchestrator(settings, environ=env, **kw))
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_tickets_dispatch_in_parallel_and_reach_human_review_through_the_tool(

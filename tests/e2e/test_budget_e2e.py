@@ -16,7 +16,7 @@ from symphony.config.load import load_settings
 from symphony.config.pricing import Price
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.store import Store
-from tests.test_orchestrator import Board, Running, scenario_env
+from tests.harness import Board, Running, scenario_env
 
 pytestmark = pytest.mark.slow
 
