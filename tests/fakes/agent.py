@@ -1,0 +1,92 @@
+"""An in-process agent session: each turn does what the test scripted for it (complete, fail,
+hang until stopped), reports the events a real session would, and remembers its prompts."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from symphony.agents import TURN_FAILED, AgentError, AgentLaunch, TurnResult
+from symphony.base.events import AgentEvent, EventKind, TokenUsage
+from symphony.base.tools import ToolResult
+
+COMPLETE, FAIL, HANG = "complete", "fail", "hang"
+
+
+@dataclass(frozen=True)
+class Call:
+    """A turn that calls one of the daemon's tools (`report_outcome`, ...), then completes."""
+
+    tool: str
+    arguments: Mapping[str, Any]
+
+
+Step = str | Call
+_pids = itertools.count(40_000)
+
+
+@dataclass
+class ScriptedSession:
+    launch: AgentLaunch
+    turns: Sequence[Step]
+    """What each turn does, in order; the last one repeats."""
+    prompts: list[str] = field(default_factory=list)
+    answers: list[ToolResult] = field(default_factory=list)
+    """What the daemon answered the tool calls."""
+    stopped: bool = False
+    resumed: bool = False
+    pid: int | None = None
+
+    async def start(self) -> None:
+        self.pid = next(_pids)
+        self._emit(EventKind.SESSION_STARTED, session_id=f"thread-{self.pid}", pid=self.pid)
+
+    async def run_turn(self, prompt: str, *, title: str) -> TurnResult:
+        self.prompts.append(prompt)
+        turn = len(self.prompts)
+        what = self.turns[min(turn, len(self.turns)) - 1]
+        self._emit(EventKind.TURN_STARTED, turn_id=f"turn-{turn}")
+        await asyncio.sleep(0)
+        if what == HANG:
+            await asyncio.Event().wait()  # until the daemon stops the run
+        if isinstance(what, Call):
+            assert self.launch.handle_tool is not None, "the daemon offered no tools"
+            self._emit(EventKind.TOOL_CALL, message=what.tool)
+            self.answers.append(await self.launch.handle_tool(what.tool, dict(what.arguments)))
+        elif what == FAIL:
+            self._emit(EventKind.TURN_FAILED, message="the model gave up")
+            raise AgentError(TURN_FAILED, "the model gave up")
+        usage = TokenUsage(input_tokens=10 * turn, output_tokens=5 * turn, total_tokens=15 * turn)
+        self._emit(EventKind.TURN_COMPLETED, turn_id=f"turn-{turn}", usage=usage)
+        return TurnResult(f"turn-{turn}", f"thread-{self.pid}", "done")
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    def _emit(self, kind: EventKind, **fields: object) -> None:
+        self.launch.on_event(AgentEvent(kind, **fields))  # type: ignore[arg-type]
+
+
+class ScriptedAgent:
+    """The orchestrator's `session_factory`: a session per run, scripted per ticket (by the
+    workspace's name, which is the ticket's identifier) or alike for all."""
+
+    def __init__(self, *turns: Step, per_ticket: dict[str, Sequence[Step]] | None = None) -> None:
+        self.turns = turns or (COMPLETE,)
+        self.per_ticket = per_ticket or {}
+        self.sessions: list[ScriptedSession] = []
+
+    def __call__(self, launch: AgentLaunch) -> ScriptedSession:
+        turns = self.per_ticket.get(launch.workspace.name, self.turns)
+        session = ScriptedSession(launch, turns)
+        self.sessions.append(session)
+        return session
+
+    def of(self, identifier: str) -> list[ScriptedSession]:
+        return [s for s in self.sessions if s.launch.workspace.name == identifier]
+
+    def when(self, predicate: Callable[[ScriptedSession], bool]) -> list[ScriptedSession]:
+        return [s for s in self.sessions if predicate(s)]

@@ -1,0 +1,218 @@
+"""The orchestrator's scheduling behaviour on in-memory fakes: a tracker in a dict, agent
+sessions in the test's own process and a clock the test moves. No subprocess is started, so
+these run in the fast tier; the same behaviours against the real subprocesses are in
+`tests/e2e/test_orchestrator.py`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from symphony.config.load import load_settings
+from symphony.core import scheduling as core
+from symphony.daemon.orchestrator import Orchestrator
+from tests.factories import make_issue
+from tests.fakes.agent import COMPLETE, FAIL, HANG, Call, ScriptedAgent
+from tests.fakes.clock import FakeClock
+from tests.fakes.tracker import MemoryTracker
+from tests.harness import Running
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def start(
+    tmp_path: Path,
+    tracker: MemoryTracker,
+    agent: ScriptedAgent,
+    clock: FakeClock,
+    *,
+    agent_settings: dict[str, Any] | None = None,
+    codex: dict[str, Any] | None = None,
+    **sections: Any,
+) -> Running:
+    """The daemon on a WORKFLOW.md of its own (it reads the file back on every poll), with the
+    tracker, the agent and the clock replaced by the fakes."""
+    workflow = tmp_path / "WORKFLOW.md"
+    tracker_section: dict[str, Any] = {
+        "kind": "local",
+        "provider": {"path": "board"},
+        "terminal_states": ["Done", "Cancelled"],
+    }
+    if "stages" not in sections:  # in stage mode the stages name the active states
+        tracker_section["active_states"] = ["Todo", "In Progress"]
+    config = {
+        "tracker": tracker_section,
+        "workspace": {"root": "workspaces"},
+        "agent": agent_settings or {},
+        "codex": codex or {},
+        **sections,
+    }
+    workflow.write_text(f"---\n{yaml.safe_dump(config)}---\nWork on {{{{ issue.identifier }}}}\n")
+    orchestrator = Orchestrator(
+        load_settings(workflow, {}),
+        environ={},
+        clock=clock,
+        session_factory=agent,
+        tracker=tracker,
+        watch=False,
+    )
+    return Running(orchestrator, timeout=5)
+
+
+async def wake_after(run: Running, clock: FakeClock, seconds: float) -> None:
+    """Let `seconds` pass on the daemon's clock, and return once the daemon has made a whole
+    pass at that time (its listeners hear of a pass when it is over)."""
+    clock.advance(seconds)
+    run.orchestrator.request_refresh()
+    await run.until(lambda: run.orchestrator.health.last_tick_at == clock.wall())
+
+
+async def test_tickets_run_in_parallel_up_to_the_limit_and_the_rest_wait(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = MemoryTracker(*(make_issue(f"A-{n}") for n in (1, 2, 3)))
+    agent = ScriptedAgent(HANG)
+    run = start(tmp_path, tracker, agent, clock, agent_settings={"max_concurrent_agents": 2})
+    try:
+        await run.until(lambda: len(run.orchestrator.state.running) == 2)
+        assert sorted(run.orchestrator.state.running) == ["id-A-1", "id-A-2"]  # oldest first
+        tracker.set_state("A-1", "Done")  # a person closes one: its slot goes to the next
+        run.orchestrator.request_refresh()
+        await run.until(lambda: "id-A-1" not in run.orchestrator.state.running)
+        await wake_after(run, clock, 30)  # the next poll
+        await run.until(lambda: "id-A-3" in run.orchestrator.state.running)
+        assert run.max_running == 2
+        assert agent.of("A-1")[0].stopped
+    finally:
+        await run.stop()
+
+
+async def test_an_active_ticket_gets_continuation_turns_on_one_session_up_to_max_turns(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = MemoryTracker(make_issue("A-1"))
+    agent = ScriptedAgent(COMPLETE)
+    run = start(tmp_path, tracker, agent, clock, agent_settings={"max_turns": 3})
+    try:
+        await run.until(lambda: "id-A-1" in run.orchestrator.state.retry_attempts)
+        (session,) = agent.sessions
+        assert len(session.prompts) == 3 and session.stopped
+        assert "Work on A-1" in session.prompts[0]
+        assert all("turn" in p.lower() for p in session.prompts[1:])  # continuation guidance
+        retry = run.orchestrator.state.retry_attempts["id-A-1"]
+        assert retry.kind is core.RetryKind.CONTINUATION and retry.error is None
+        assert retry.due_at == pytest.approx(clock.now + core.CONTINUATION_DELAY_S)
+    finally:
+        await run.stop()
+
+
+async def test_a_ticket_moved_to_a_terminal_state_stops_its_run_and_loses_its_workspace(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = MemoryTracker(make_issue("A-1"))
+    agent = ScriptedAgent(HANG)
+    run = start(tmp_path, tracker, agent, clock)
+    workspace = tmp_path / "workspaces" / "A-1"
+    try:
+        await run.until(lambda: "id-A-1" in run.orchestrator.state.running)
+        assert workspace.is_dir()
+        tracker.set_state("A-1", "Done")
+        run.orchestrator.request_refresh()
+        await run.until(lambda: not run.orchestrator.state.running and not workspace.exists())
+        assert agent.of("A-1")[0].stopped
+        assert "id-A-1" not in run.orchestrator.state.retry_attempts
+        assert "id-A-1" not in run.orchestrator.state.claimed
+    finally:
+        await run.stop()
+
+
+async def test_a_failed_turn_is_retried_after_its_backoff_and_counted_by_kind(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = MemoryTracker(make_issue("A-1"))
+    agent = ScriptedAgent(per_ticket={"A-1": (FAIL,)})
+    run = start(tmp_path, tracker, agent, clock)
+    try:
+        await run.until(lambda: "id-A-1" in run.orchestrator.state.retry_attempts)
+        retry = run.orchestrator.state.retry_attempts["id-A-1"]
+        assert retry.attempt == 1 and "turn_failed" in (retry.error or "")
+        assert run.orchestrator.health.failures == {"agent_turn": 1}
+        await wake_after(run, clock, core.FAILURE_BASE_DELAY_S - 1)
+        assert len(agent.sessions) == 1  # not yet due
+        await wake_after(run, clock, 1.5)
+        await run.until(lambda: len(agent.sessions) == 2)
+        await run.until(lambda: run.orchestrator.state.retry_attempts["id-A-1"].attempt == 2)
+        # The second failure waits twice as long.
+        again = run.orchestrator.state.retry_attempts["id-A-1"]
+        assert again.due_at == pytest.approx(clock.now + 2 * core.FAILURE_BASE_DELAY_S)
+    finally:
+        await run.stop()
+
+
+async def test_a_silent_agent_is_stopped_as_stalled_and_retried(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = MemoryTracker(make_issue("A-1"))
+    agent = ScriptedAgent(HANG)
+    run = start(tmp_path, tracker, agent, clock, codex={"stall_timeout_ms": 60_000})
+    try:
+        await run.until(lambda: "id-A-1" in run.orchestrator.state.running)
+        await wake_after(run, clock, 30)
+        assert "id-A-1" in run.orchestrator.state.running  # quiet, not yet stalled
+        await wake_after(run, clock, 31)
+        await run.until(lambda: "id-A-1" in run.orchestrator.state.retry_attempts)
+        assert agent.sessions[0].stopped
+        retry = run.orchestrator.state.retry_attempts["id-A-1"]
+        assert "stalled" in (retry.error or "")
+        assert run.orchestrator.health.failures == {"agent_stalled": 1}
+    finally:
+        await run.stop()
+
+
+async def test_a_stop_ends_every_run_and_leaves_nothing_claimed(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = MemoryTracker(make_issue("A-1"), make_issue("A-2"))
+    agent = ScriptedAgent(HANG)
+    run = start(tmp_path, tracker, agent, clock)
+    await run.until(lambda: len(run.orchestrator.state.running) == 2)
+    await run.stop()
+    assert all(session.stopped for session in agent.sessions)
+    assert not run.orchestrator.state.running
+
+
+async def test_in_stage_mode_the_daemon_moves_a_reported_plan_to_review_and_posts_it(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = MemoryTracker(make_issue("A-1"))
+    plan = Call("report_outcome", {"outcome": "done", "summary": "Planned.", "plan": "1. Do it"})
+    agent = ScriptedAgent(plan)
+    run = start(
+        tmp_path,
+        tracker,
+        agent,
+        clock,
+        stages={
+            "plan": {"states": ["Todo"], "on_success": "Plan Review"},
+            "implement": {"states": ["Ready"], "on_success": "Human Review"},
+        },
+    )
+    try:
+        await run.until(lambda: tracker.moves == [("A-1", "Plan Review")])
+        await run.until(lambda: "id-A-1" not in run.orchestrator.state.claimed)
+        (session,) = agent.sessions
+        assert session.answers[0].success
+        assert len(session.prompts) == 1  # a report ends the run: no continuation turn
+        bodies = [c.body for c in tracker.comments["id-A-1"]]
+        assert any(b.startswith("1. Do it") and b.endswith("symphony · plan") for b in bodies)
+        assert any("Stage `plan` is done; moving the ticket to Plan Review." in b for b in bodies)
+        assert tracker.by_identifier("A-1").state == "Plan Review"
+        assert "id-A-1" not in run.orchestrator.state.retry_attempts
+    finally:
+        await run.stop()
