@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
 from symphony.base.issue import BlockerRef, Issue
-from symphony.core import scheduling as core
 from tests.factories import make_settings
 
 CANDIDATES = 10_000

@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
-from symphony.core import scheduling as core
 from symphony.store import Store
 from tests.factories import make_issue, make_settings
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from symphony import core
 from symphony.agents.claude import ClaudeSettings
 from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
 from symphony.config.sections import Settings
-from symphony.core import scheduling as core
 from tests.factories import WALL, make_issue
 
 STAGES = {

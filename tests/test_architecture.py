@@ -37,14 +37,14 @@ def test_the_contracts_hold_and_an_upward_import_breaks_them(tmp_path: Path) -> 
     assert "3 kept, 0 broken" in kept.stdout
 
     # The core reaching up into the daemon: exactly what the layers forbid.
-    core = tree / "symphony" / "core" / "scheduling.py"
+    core = tree / "symphony" / "core" / "dispatch.py"
     core.write_text(core.read_text() + "\nimport symphony.daemon.orchestrator  # noqa\n")
     # An adapter reaching past the tracker contract into the store.
     adapter = tree / "adapters" / "local" / "board.py"
     adapter.write_text(adapter.read_text() + "\nimport symphony.store  # noqa\n")
     broken = lint_imports(tree)
     assert broken.returncode != 0
-    assert "symphony.core.scheduling -> symphony.daemon.orchestrator" in broken.stdout
+    assert "symphony.core.dispatch -> symphony.daemon.orchestrator" in broken.stdout
     assert "adapters.local.board -> symphony.store" in broken.stdout
 
 
@@ -60,7 +60,7 @@ def test_the_core_loads_nothing_that_does_io() -> None:
     loaded = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
-    assert "symphony.core.scheduling" in loaded  # the probe did import the core
+    assert "symphony.core.dispatch" in loaded  # the probe did import the core
     outside = [m for m in loaded if m.split(".")[:2] in (["symphony", p] for p in OUTSIDE_THE_CORE)]
     assert outside == []
     assert "asyncio.subprocess" not in loaded and "subprocess" not in loaded
@@ -104,3 +104,63 @@ def test_no_symphony_import_hides_inside_a_function_outside_the_command_line() -
 def test_the_finder_sees_an_import_inside_a_function() -> None:
     # The command line keeps one lazy import (the HTTP server), so the finder must report it.
     assert function_level_imports(ROOT / "symphony" / "cli" / "main.py")
+
+
+def module_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """Each module of symphony/ and adapters/ and the modules it imports at any depth of its
+    body (function-level and type-only imports included), by dotted name."""
+    graph: dict[str, set[str]] = {}
+    for top in ("symphony", "adapters"):
+        for path in (root / top).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            package = ".".join(parts[:-1])
+            found: set[str] = set()
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    found.update(a.name for a in node.names)
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                        base = ".".join([*anchor, *([base] if base else [])])
+                    subs = [f"{base}.{a.name}" for a in node.names]
+                    named = [s for s in subs if (root / (s.replace(".", "/") + ".py")).exists()]
+                    found.update(named or [base])
+                    if len(named) < len(subs):
+                        found.add(base)
+            graph[module] = {m for m in found if m.split(".")[0] in ("symphony", "adapters")}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    found: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def visit(module: str, stack: list[str]) -> None:
+        state[module] = 1
+        stack.append(module)
+        for other in sorted(graph.get(module, ())):
+            if other == module:
+                continue
+            if state.get(other) == 1:
+                found.append([*stack[stack.index(other) :], other])
+            elif other not in state:
+                visit(other, stack)
+        stack.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+    return found
+
+
+def test_no_module_imports_itself_back_through_others() -> None:
+    graph = module_imports()
+    assert len(graph) > 100 and "symphony.core.dispatch" in graph["symphony.core.runs"]
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_sees_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]

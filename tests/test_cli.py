@@ -355,7 +355,7 @@ def test_stop_signals_stop_once_then_warn_then_force() -> None:
 def test_report_prints_the_outcome_figures_while_a_daemon_holds_the_store(board: Board) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from symphony.core import scheduling as core
+    from symphony import core
     from symphony.core.outcomes import CLOSED, GATE, HANDOFF, REWORK, OutcomeRecord
     from symphony.store import Store
 

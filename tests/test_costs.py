@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from symphony import core
 from symphony.base.events import RESUMED, AgentEvent, TokenUsage
 from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
 from symphony.config.pricing import DEFAULT_PRICES, Price, Pricing, parse_pricing
 from symphony.config.sections import BudgetSettings, Settings
 from symphony.config.stages import Outcome
-from symphony.core import scheduling as core
 from symphony.core.budgets import check_budgets
 from symphony.core.costs import usd
 from symphony.store import Store

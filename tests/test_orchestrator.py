@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from symphony import core
 from symphony.config.load import load_settings
-from symphony.core import scheduling as core
 from symphony.daemon.orchestrator import Orchestrator
 from tests.factories import make_issue
 from tests.fakes.agent import COMPLETE, FAIL, HANG, Call, ScriptedAgent

@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
 from symphony.config.sections import Settings
 from symphony.config.stages import Gate, Outcome, Report, Stage, StageMachine
-from symphony.core import scheduling as core
 from symphony.core.evidence import WorkspaceFacts
 from symphony.core.outcomes import CLOSED, GATE, HANDOFF, REWORK, summarize
 from symphony.core.verification import GateResult, GateRound, Verification

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
 from symphony.base.issue import Issue
 from symphony.config.sections import HostSpec, Settings, SshSettings, WorkerSettings
 from symphony.config.stages import Outcome, Report
-from symphony.core import scheduling as core
 from symphony.core.footprint import Footprint
 from tests.factories import WALL, make_issue, make_settings
 

@@ -12,7 +12,7 @@ from symphony.config.load import load_settings
 from symphony.config.prompt import PromptError, check_prompts
 from symphony.config.stages import Outcome, Report
 from symphony.core.markers import marked, marker_of, unmarked
-from symphony.core.transitions import plan_transition
+from symphony.core.stage_outcomes import plan_transition
 
 HEAD = "---\ntracker:\n  kind: local\n  provider:\n    path: board\n"
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent
 from symphony.base.tools import ToolResult, ToolSpec
-from symphony.config.sections import SessionSettings
+from symphony.config.agents import SessionSettings
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
 

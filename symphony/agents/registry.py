@@ -17,7 +17,7 @@ from typing import Any
 from symphony.agents import AgentLaunch, AgentSession, acp, claude, codex
 from symphony.agents.codex import AppServerSession
 from symphony.base.errors import SymphonyError
-from symphony.config.sections import SessionSettings
+from symphony.config.agents import SessionSettings
 
 UNKNOWN_AGENT = "unknown_agent_kind"
 

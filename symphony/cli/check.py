@@ -22,7 +22,8 @@ from symphony.base.secrets import SecretMasker
 from symphony.cli.preflight import agent_command_problem
 from symphony.config.prompt import StageContext, render_prompt
 from symphony.config.sections import Settings
-from symphony.core.scheduling import SchedulerState, explain_dispatch, observe_review_queue
+from symphony.core.dispatch import explain_dispatch, observe_review_queue
+from symphony.core.state import SchedulerState
 from symphony.memory import memory_of
 from symphony.store import Store, StoreError
 from symphony.tracker.contract import Tracker, resolve_states

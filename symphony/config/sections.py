@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from symphony.base.issue import normalize_state
+from symphony.config.agents import SessionSettings
 
 if TYPE_CHECKING:
     from symphony.config.pricing import Pricing
@@ -219,43 +220,6 @@ class MemorySettings:
     folder: Path
     budget_chars: int = DEFAULT_MEMORY_BUDGET_CHARS
     enabled: bool = True
-
-
-class SessionSettings(Protocol):
-    """What every agent kind's settings block has, and all the core reads of one: how to
-    start the agent and its timeouts. The rest of a block belongs to its backend."""
-
-    @property
-    def command(self) -> str: ...
-
-    @property
-    def turn_timeout_ms(self) -> int:
-        """Longest silence during a turn."""
-        ...
-
-    @property
-    def read_timeout_ms(self) -> int:
-        """Longest wait for the answer to a request."""
-        ...
-
-    @property
-    def stall_timeout_ms(self) -> int:
-        """Longest time without any event before the orchestrator stops the run (<= 0: off)."""
-        ...
-
-
-class AgentBlock(Protocol):
-    """What loading needs of an agent kind (`symphony.agents.registry.Backend` is one): the
-    keys of its WORKFLOW.md section, how that section is parsed, and how it takes its tools."""
-
-    @property
-    def keys(self) -> tuple[str, ...]: ...
-
-    @property
-    def parse(self) -> Callable[[Mapping[str, Any]], Any]: ...
-
-    @property
-    def tools_over_mcp(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)

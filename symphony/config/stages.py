@@ -23,8 +23,8 @@ from types import MappingProxyType
 from typing import Any
 
 from symphony.base.issue import normalize_state
+from symphony.config.agents import AgentBlock
 from symphony.config.fields import INVALID_CONFIG, ConfigError
-from symphony.config.sections import AgentBlock
 
 DEFAULT_ESCALATION_STATE = "Needs Attention"
 TOTAL_TURNS_PER_MAX_TURNS = 2

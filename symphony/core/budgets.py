@@ -3,17 +3,18 @@
 `budget.per_ticket_usd` is a window of spend. At `warn_at` of it the ticket gets one comment
 (spent so far, by stage). At the whole of it the running agent is stopped (its turn
 interrupted) and, when the worker has exited, the ticket moves to `budget.on_exceeded` with the
-breakdown (`scheduling._budget_transition`); it runs again only when a person moves it back,
-which opens a new window of the same size (`scheduling._dispatch`). A ticket whose cost is
+breakdown (`transitions.budget_transition`); it runs again only when a person moves it back,
+which opens a new window of the same size (`dispatch.start_run`). A ticket whose cost is
 unknown (a model without a price) cannot be held to a budget: it is never stopped for one.
-The daily fleet budget (`budget.per_day_usd`) holds new dispatch (`scheduling._plan`).
+The daily fleet budget (`budget.per_day_usd`) holds new dispatch (`dispatch`).
 """
 
 from __future__ import annotations
 
 from symphony.config.sections import Settings
 from symphony.core.costs import budget_warning_text, usd
-from symphony.core.scheduling import Effect, PostComment, SchedulerState, StopReason, StopWorker
+from symphony.core.effects import Effect, PostComment, StopWorker
+from symphony.core.state import SchedulerState, StopReason
 
 
 def check_budgets(state: SchedulerState, settings: Settings) -> list[Effect]:

@@ -10,12 +10,49 @@ and from the scheduling core (which judges a live run by the same states in `app
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from symphony.base.issue import Issue
-from symphony.config.sections import Settings
+from symphony.base.hosts import HOST_UNREACHABLE, LOCAL
+from symphony.base.issue import Issue, normalize_state
+from symphony.config.sections import AgentSettings, Settings, TrackerSettings
 from symphony.config.stages import Stage
-from symphony.core.scheduling import is_routable
+from symphony.core.accounting import ticket_totals_of
+from symphony.core.dispatch import (
+    HostSlots,
+    Wait,
+    daily_budget_spent,
+    describe_wait,
+    has_slot,
+    is_routable,
+    start_run,
+)
+from symphony.core.effects import (
+    Effect,
+    HostMarkedDown,
+    Released,
+    RemoveWorkspace,
+    RetryScheduled,
+    StopWorker,
+)
+from symphony.core.footprint import Footprint
+from symphony.core.outcomes import CLOSED, GATE, OutcomeRecord
+from symphony.core.state import (
+    FailureReason,
+    HostHealth,
+    MovePhase,
+    RetryEntry,
+    RetryKind,
+    RunningEntry,
+    SchedulerState,
+    StopReason,
+    WorkerExit,
+)
+from symphony.core.transitions import budget_transition, stage_outcome
+
+CONTINUATION_DELAY_S = 1.0
+FAILURE_BASE_DELAY_S = 10.0
 
 
 class Verdict(enum.Enum):
@@ -83,3 +120,444 @@ def next_turn(
     if turn >= limits.max_turns:
         return NextTurn(Verdict.STOP, f"max_turns ({limits.max_turns}) reached")
     return NextTurn(Verdict.CONTINUE, "turns left")
+
+
+def failure_reason(entry: RunningEntry, result: WorkerExit) -> FailureReason | None:
+    """What a worker's exit counts as among failures, or None when it is none: a run that
+    ended well, or one the daemon stopped on purpose (the ticket moved, a shutdown, a budget).
+    A stalled run counts as `agent_stalled`, whatever its worker said while being stopped."""
+    if entry.stop_reason is StopReason.STALLED:
+        return FailureReason.AGENT_STALLED
+    if result.ok or entry.stop_reason is not None:
+        return None
+    return result.failure.reason if result.failure is not None else FailureReason.INTERNAL
+
+
+def retry_delay_s(attempt: int, kind: RetryKind, agent: AgentSettings) -> float:
+    """1 s after a clean exit; `min(10 s * 2^(attempt-1), max_retry_backoff_ms)` after a failure."""
+    if kind is RetryKind.CONTINUATION:
+        return CONTINUATION_DELAY_S
+    exponent = max(attempt - 1, 0)
+    cap_s = agent.max_retry_backoff_ms / 1000
+    # Cap the exponent first so a long failure streak cannot overflow the float.
+    delay: float = FAILURE_BASE_DELAY_S * 2 ** min(exponent, 64)
+    return min(delay, cap_s)
+
+
+def detect_stalls(state: SchedulerState, settings: Settings, now: float) -> list[Effect]:
+    """Stop runs with no agent activity for longer than their agent's `stall_timeout_ms`
+    (<= 0: off)."""
+    effects: list[Effect] = []
+    for issue_id, entry in state.running.items():
+        timeout_ms = _stall_timeout_ms(entry, settings)
+        if entry.stop_reason is not None or timeout_ms <= 0:
+            continue
+        since = entry.last_event_at if entry.last_event_at is not None else entry.started_at
+        idle_s = now - since
+        if idle_s * 1000 > timeout_ms:
+            entry.stop_reason = StopReason.STALLED
+            effects.append(
+                StopWorker(
+                    issue_id,
+                    entry.identifier,
+                    StopReason.STALLED,
+                    f"no agent activity for {idle_s:.0f}s (stall_timeout_ms={timeout_ms})",
+                )
+            )
+    return effects
+
+
+def apply_refresh(
+    state: SchedulerState, refreshed: Sequence[Issue], requested: Iterable[str], settings: Settings
+) -> list[Effect]:
+    """Reconcile running entries with fresh tracker snapshots of the ids in `requested`."""
+    tracker = settings.tracker
+    by_id = {issue.id: issue for issue in refreshed}
+    effects: list[Effect] = []
+    for issue_id in requested:
+        entry = state.running.get(issue_id)
+        if entry is None or entry.stop_reason is not None:
+            continue
+        issue = by_id.get(issue_id)
+        if issue is None:
+            reason, detail = StopReason.MISSING, "no longer visible in the tracker"
+        elif _moved_itself(entry, issue, tracker) and is_routable(issue, tracker):
+            # Its agent is still in the turn that made the move: the tool's answer has to
+            # reach the model, which may comment or link after it. The turn ends, and the
+            # worker after it, as when any turn ends with the ticket no longer active.
+            entry.issue = issue
+            continue
+        elif tracker.is_terminal(issue.state):
+            reason, detail = StopReason.TERMINAL, f"state is terminal ({issue.state})"
+        elif not tracker.is_active(issue.state):
+            reason, detail = StopReason.INACTIVE, f"state is not active ({issue.state})"
+        elif not is_routable(issue, tracker):
+            reason, detail = (
+                StopReason.UNROUTABLE,
+                "no longer dispatchable or lacks a required label",
+            )
+        elif entry.stage is not None and _stage_name(settings, issue.state) != entry.stage:
+            reason = StopReason.STAGE_CHANGED
+            detail = f"moved to {issue.state}, stage {_stage_name(settings, issue.state)}"
+        else:
+            entry.issue = issue
+            continue
+        if issue is not None:
+            entry.issue = issue
+        entry.stop_reason = reason
+        effects.append(StopWorker(issue_id, entry.identifier, reason, detail))
+    return effects
+
+
+def on_own_move(state: SchedulerState, issue_id: str, target: str | None, phase: MovePhase) -> None:
+    """Note a run's own tool call moving its ticket to `target` (None: a call that may move it
+    without naming a state). A call that failed moved nothing; one that started but never said
+    how it ended may have, and stays noted."""
+    entry = state.running.get(issue_id)
+    if entry is None:
+        return
+    key = normalize_state(target) if target is not None else None
+    if phase is MovePhase.STARTED:
+        entry.own_moves.append(key)
+    elif phase is MovePhase.FAILED and key in entry.own_moves:
+        entry.own_moves.remove(key)
+
+
+def _moved_itself(entry: RunningEntry, issue: Issue, tracker: TrackerSettings) -> bool:
+    """Whether the state `issue` is in now is one the run's own tool calls moved it to.
+
+    A noted call explains the first read that shows its state. An adapter spells a state the
+    workflow does not configure its own way (a GitHub label `status:human-review` for `Human
+    Review`), so an unconfigured state is explained by a call that named an unconfigured one;
+    a call that named none explains any change. A configured state no call named is someone
+    else's move, and stops the run as usual.
+    """
+    key = normalize_state(issue.state)
+    if key in entry.own_states:
+        return True
+    if key == normalize_state(entry.issue.state):
+        return False
+
+    def configured(name: str) -> bool:
+        return tracker.is_active(name) or tracker.is_terminal(name)
+
+    for index, target in enumerate(entry.own_moves):
+        if target == key or target is None or not (configured(target) or configured(issue.state)):
+            del entry.own_moves[index]
+            entry.own_states.add(key)
+            return True
+    return False
+
+
+def _stage_name(settings: Settings, issue_state: str) -> str | None:
+    if settings.machine is None:
+        return None
+    stage = settings.machine.stage_for(issue_state)
+    return stage.name if stage is not None else None
+
+
+def sweep_kept_workspaces(
+    state: SchedulerState,
+    refreshed: Sequence[Issue],
+    requested: Iterable[str],
+    settings: Settings,
+    wall: datetime,
+) -> list[Effect]:
+    """Remove the kept workspace of a released issue once it turns terminal.
+
+    A ticket handed off for review is released with its workspace kept; when a person later
+    moves it to a terminal state, nothing is running to notice, so the workspace would wait for
+    the next restart's cleanup. Watching released ids closes that gap. An issue that vanished
+    or became active again is no longer watched (the latter is dispatched as usual).
+    """
+    by_id = {issue.id: issue for issue in refreshed}
+    effects: list[Effect] = []
+    for issue_id in requested:
+        identifier = state.kept_workspaces.get(issue_id)
+        if identifier is None:
+            continue
+        issue = by_id.get(issue_id)
+        if issue is None or settings.tracker.is_active(issue.state):
+            del state.kept_workspaces[issue_id]
+            if issue is None:
+                state.footprints.pop(issue_id, None)
+        elif settings.tracker.is_terminal(issue.state):
+            del state.kept_workspaces[issue_id]
+            state.footprints.pop(issue_id, None)
+            effects.append(_remove_workspace(state, issue_id, issue.identifier))
+            _record_closed(state, issue, wall)
+    return effects
+
+
+def _record_closed(state: SchedulerState, issue: Issue, wall: datetime) -> None:
+    """A ticket the daemon handed to review reached a terminal state: it was accepted, at once
+    when no review state saw it twice."""
+    handed = state.handed_off.pop(issue.id, None)
+    if not handed:
+        return
+    totals = state.ticket_totals.get(issue.id)
+    data = {
+        "first_pass": len(set(handed)) == len(handed),
+        "handoffs": len(handed),
+        "state": issue.state,
+        "tokens": totals.total_tokens if totals is not None else 0,
+        "cost_usd": totals.known_cost_usd if totals is not None else None,
+    }
+    state.new_outcomes.append(OutcomeRecord(wall, CLOSED, issue.id, issue.identifier, data))
+
+
+def stop_all(state: SchedulerState) -> list[Effect]:
+    """Shutdown: stop every worker; nothing is retried afterwards."""
+    effects: list[Effect] = []
+    for issue_id, entry in state.running.items():
+        # Runs already stopping keep their reason: a terminal ticket's workspace still goes.
+        if entry.stop_reason is None:
+            entry.stop_reason = StopReason.SHUTDOWN
+            effects.append(StopWorker(issue_id, entry.identifier, StopReason.SHUTDOWN, "shutdown"))
+    return effects
+
+
+def on_worker_exit(
+    state: SchedulerState, issue_id: str, result: WorkerExit, settings: Settings, now: float
+) -> list[Effect]:
+    """Remove the running entry and decide what follows: release, cleanup, or a retry; and
+    what the run says of its SSH host's health."""
+    entry = state.running.get(issue_id)
+    effects = _after_exit(state, issue_id, result, settings, now)
+    if entry is not None and entry.host != LOCAL:
+        marked = _observe_host(state, entry.host, result, settings, now)
+        if marked is not None:
+            effects.insert(0, marked)
+    return effects
+
+
+def _observe_host(
+    state: SchedulerState, host: str, result: WorkerExit, settings: Settings, now: float
+) -> HostMarkedDown | None:
+    """A run that reached its host clears the host's failures; one that could not counts, and
+    `worker.ssh.max_failures` in a row mark the host down for `worker.ssh.cooloff_s`."""
+    failure = result.failure
+    if failure is None or failure.category != HOST_UNREACHABLE:
+        state.host_health.pop(host, None)
+        return None
+    health = state.host_health.setdefault(host, HostHealth())
+    health.failures += 1
+    health.error = failure.message
+    ssh = settings.worker.ssh
+    if health.failures < ssh.max_failures:
+        return None
+    health.down_until = now + ssh.cooloff_s
+    return HostMarkedDown(host, health.failures, ssh.cooloff_s, failure.message)
+
+
+def _after_exit(
+    state: SchedulerState, issue_id: str, result: WorkerExit, settings: Settings, now: float
+) -> list[Effect]:
+    entry = state.running.pop(issue_id, None)
+    if entry is None:
+        return []
+    ran = max(now - entry.started_at, 0.0)
+    state.totals.ended_seconds += ran
+    ticket_totals_of(state, entry).seconds += ran
+    state.changed_totals.add(issue_id)
+    if result.footprint is not None:
+        _record_footprint(state, issue_id, result.footprint)
+    if result.verification is not None:
+        at = entry.started_at_wall + timedelta(seconds=ran)
+        state.new_outcomes.extend(
+            OutcomeRecord(
+                at, GATE, issue_id, entry.identifier,
+                {"gate": gate.name, "passed": gate.passed, "stage": entry.stage},
+            )
+            for round_ in result.verification.rounds
+            for gate in round_.results
+        )  # fmt: skip
+    reason = entry.stop_reason
+    if reason is StopReason.SHUTDOWN:
+        state.claimed.discard(issue_id)
+        return []
+    if reason is StopReason.BUDGET:
+        return [budget_transition(state, entry, settings, now)]
+    if reason in (
+        StopReason.TERMINAL,
+        StopReason.INACTIVE,
+        StopReason.UNROUTABLE,
+        StopReason.MISSING,
+        StopReason.STAGE_CHANGED,
+    ):
+        state.claimed.discard(issue_id)
+        state.stage_progress.pop(issue_id, None)
+        effects: list[Effect] = [
+            Released(issue_id, entry.identifier, f"run stopped: {reason.value}")
+        ]
+        if reason in (StopReason.TERMINAL, StopReason.MISSING):
+            state.footprints.pop(issue_id, None)
+        if reason is StopReason.TERMINAL:
+            effects.append(_remove_workspace(state, issue_id, entry.identifier))
+        elif reason not in (StopReason.MISSING, StopReason.STAGE_CHANGED):
+            state.kept_workspaces[issue_id] = entry.identifier
+        return effects
+    if reason is None and result.ok:
+        state.completed.add(issue_id)
+        transition = stage_outcome(state, entry, result, settings, now)
+        if transition is not None:
+            return [transition]
+        return [_schedule_retry(state, entry.issue, 1, RetryKind.CONTINUATION, None, settings, now)]
+    # A stalled run is a failure whatever its worker said while being stopped.
+    if reason is StopReason.STALLED:
+        error = "stalled: no agent activity"
+    else:
+        error = str(result.failure) if result.failure is not None else "worker failed"
+    attempt = _next_attempt(entry.attempt)
+    return [_schedule_retry(state, entry.issue, attempt, RetryKind.FAILURE, error, settings, now)]
+
+
+def _remove_workspace(state: SchedulerState, issue_id: str, identifier: str) -> RemoveWorkspace:
+    """Remove the ticket's workspace wherever it is; the daemon forgets where it was."""
+    return RemoveWorkspace(identifier, state.workspace_hosts.pop(issue_id, LOCAL))
+
+
+def _record_footprint(state: SchedulerState, issue_id: str, seen: Footprint) -> None:
+    """What a run saw of the ticket's files: its newest plan's (or the last one known when it
+    saw none) and its branch's changes now."""
+    known = state.footprints.get(issue_id)
+    planned = seen.planned or (known.planned if known is not None else frozenset())
+    footprint = Footprint(seen.identifier, planned, seen.changed)
+    if footprint.files:
+        state.footprints[issue_id] = footprint
+    else:
+        state.footprints.pop(issue_id, None)
+
+
+def _next_attempt(attempt: int | None) -> int:
+    return (attempt or 0) + 1
+
+
+def _schedule_retry(
+    state: SchedulerState,
+    issue: Issue,
+    attempt: int,
+    kind: RetryKind,
+    error: str | None,
+    settings: Settings,
+    now: float,
+) -> RetryScheduled:
+    delay = retry_delay_s(attempt, kind, settings.agent)
+    entry = RetryEntry(
+        issue_id=issue.id,
+        identifier=issue.identifier,
+        attempt=attempt,
+        due_at=now + delay,
+        kind=kind,
+        error=error,
+        url=issue.url,
+    )
+    # Replacing the entry is what "cancel the old timer" means here: due times live in state.
+    state.retry_attempts[issue.id] = entry
+    state.claimed.add(issue.id)
+    return RetryScheduled(entry, delay)
+
+
+def due_retries(state: SchedulerState, now: float) -> list[RetryEntry]:
+    """Retry entries whose time has come, oldest due first; they stay queued until handled."""
+    return sorted(
+        (entry for entry in state.retry_attempts.values() if entry.due_at <= now),
+        key=lambda entry: (entry.due_at, entry.identifier),
+    )
+
+
+def on_retries_refreshed(
+    state: SchedulerState,
+    due: Sequence[RetryEntry],
+    refreshed: Sequence[Issue] | None,
+    settings: Settings,
+    now: float,
+    wall: datetime,
+) -> list[Effect]:
+    """Re-dispatch, requeue or release each due retry given fresh snapshots (None: fetch failed)."""
+    effects: list[Effect] = []
+    tracker = settings.tracker
+    by_id = {issue.id: issue for issue in refreshed} if refreshed is not None else {}
+    hosts = HostSlots(state, settings, now)
+    for retry in due:
+        if state.retry_attempts.get(retry.issue_id) is not retry:
+            continue  # replaced or dispatched meanwhile
+        del state.retry_attempts[retry.issue_id]
+        if refreshed is None:
+            effects.append(_requeue(state, retry, "retry refresh failed", settings, now))
+            continue
+        issue = by_id.get(retry.issue_id)
+        if issue is None or not tracker.is_active(issue.state):
+            state.stage_progress.pop(retry.issue_id, None)
+        if issue is None:
+            state.claimed.discard(retry.issue_id)
+            effects.append(Released(retry.issue_id, retry.identifier, "no longer visible"))
+        elif tracker.is_terminal(issue.state):
+            state.claimed.discard(retry.issue_id)
+            effects.append(Released(retry.issue_id, retry.identifier, f"terminal ({issue.state})"))
+            effects.append(_remove_workspace(state, retry.issue_id, issue.identifier))
+        elif not tracker.is_active(issue.state) or not is_routable(issue, tracker):
+            state.claimed.discard(retry.issue_id)
+            effects.append(
+                Released(retry.issue_id, retry.identifier, f"no longer eligible ({issue.state})")
+            )
+            state.kept_workspaces[retry.issue_id] = issue.identifier
+        elif retry.issue_id in state.running:
+            effects.append(_requeue(state, retry, "previous run still stopping", settings, now))
+        elif not has_slot(state, settings.agent, issue.state):
+            effects.append(_requeue(state, retry, "no available orchestrator slots", settings, now))
+        elif daily_budget_spent(state, settings, wall):
+            effects.append(_requeue(state, retry, "the daily budget is spent", settings, now))
+        elif (chosen := hosts.choose(issue.id))[0] is None:
+            why = describe_wait(issue, chosen[1] or Wait.NO_HOST, state, settings)
+            effects.append(_requeue(state, retry, why, settings, now))
+        else:
+            host = chosen[0]
+            hosts.take(host)
+            effects.append(
+                start_run(state, issue, retry.attempt, now, wall, settings, retry, host=host)
+            )
+    return effects
+
+
+def _requeue(
+    state: SchedulerState, retry: RetryEntry, error: str, settings: Settings, now: float
+) -> RetryScheduled:
+    attempt = retry.attempt + 1
+    delay = retry_delay_s(attempt, RetryKind.FAILURE, settings.agent)
+    entry = RetryEntry(
+        issue_id=retry.issue_id,
+        identifier=retry.identifier,
+        attempt=attempt,
+        due_at=now + delay,
+        kind=RetryKind.FAILURE,
+        error=error,
+        url=retry.url,
+        resume_thread_id=retry.resume_thread_id,
+        last_message=retry.last_message,
+        resume_tokens=retry.resume_tokens,
+    )
+    state.retry_attempts[retry.issue_id] = entry
+    return RetryScheduled(entry, delay)
+
+
+def next_wakeup(state: SchedulerState, next_tick_at: float, settings: Settings) -> float:
+    """The earliest of the next poll tick, the next due retry and the next possible stall."""
+    soonest = next_tick_at
+    for retry in state.retry_attempts.values():
+        soonest = min(soonest, retry.due_at)
+    for pending in state.transitions.values():
+        if not pending.in_flight:
+            soonest = min(soonest, pending.due_at)
+    for entry in state.running.values():
+        timeout_ms = _stall_timeout_ms(entry, settings)
+        if entry.stop_reason is None and timeout_ms > 0:
+            since = entry.last_event_at if entry.last_event_at is not None else entry.started_at
+            soonest = min(soonest, since + timeout_ms / 1000)
+    return soonest
+
+
+def _stall_timeout_ms(entry: RunningEntry, settings: Settings) -> int:
+    """The stall timeout of the run's agent, from the block the run started with."""
+    stage = settings.machine.stage_named(entry.stage) if settings.machine is not None else None
+    return settings.agent_block(stage, entry.agent_kind).stall_timeout_ms

@@ -1,112 +1,256 @@
-"""What a finished stage run means for its ticket: the target state and the comments on the way.
+"""The outbox of stage transitions: a decided move is kept pending, the ticket claimed, until the
+daemon has written it and read it back; a failed write is tried again with backoff, and a move a
+person overtook is given up (`moves_from`).
 
-Pure: the stage (`symphony.config.stages`), the agent's report, the daemon's verification and
-the evidence go in, a `TransitionPlan` comes out. The daemon performs it through the tracker
-(`symphony.tracker.writes`) and confirms it by reading back.
+The daemon performs each one through the tracker (`symphony.tracker.writes`); what a stage
+outcome means in the first place is `symphony.core.stage_outcomes`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import dataclasses
+from datetime import datetime
 from typing import Any
 
-from symphony.config.stages import Outcome, Report, Stage
-from symphony.core.evidence import render_evidence
-from symphony.core.verification import Verification, describe_failures
+from symphony.base.issue import normalize_state
+from symphony.config.sections import Settings
+from symphony.config.stages import Outcome, Stage
+from symphony.core.accounting import ticket_totals_of
+from symphony.core.costs import budget_exceeded_text
+from symphony.core.effects import (
+    Effect,
+    PerformTransition,
+    Released,
+    TransitionDone,
+    TransitionRetry,
+)
+from symphony.core.evidence import build_evidence
+from symphony.core.outcomes import ESCALATED, HANDOFF, OutcomeRecord
+from symphony.core.stage_outcomes import PlannedComment, TransitionPlan, plan_transition
+from symphony.core.state import (
+    PendingTransition,
+    RunningEntry,
+    SchedulerState,
+    StageProgress,
+    TicketTotals,
+    WorkerExit,
+)
+
+TRANSITION_BASE_DELAY_S = 5.0
+"""A failed tracker write is tried again after 5 s, doubling up to `agent.max_retry_backoff_ms`."""
 
 
-@dataclass(frozen=True, slots=True)
-class PlannedComment:
-    """A comment the daemon posts as part of a transition. `kind` is its marker. A `single`
-    comment exists once per ticket and is edited in place on later transitions: the plan (the
-    newest one is `{{ plan }}`) and the evidence."""
+def stage_outcome(
+    state: SchedulerState, entry: RunningEntry, result: WorkerExit, settings: Settings, now: float
+) -> PerformTransition | None:
+    """The transition a finished stage run asks for, now pending (claim kept); None when the
+    stage simply continues (spec mode, or no report with turns left)."""
+    machine = settings.machine
+    if machine is None or entry.stage is None:
+        return None
+    stage = machine.stage_named(entry.stage)
+    if stage is None:
+        return None  # a reload removed the stage: its tickets are judged afresh
+    progress = state.stage_progress.get(entry.issue.id)
+    turns = progress.turns if progress is not None and progress.stage == stage.name else 0
+    plan = plan_transition(
+        stage,
+        result.report,
+        stuck=result.stuck,
+        turns_used=turns,
+        last_message=entry.last_message,
+        verification=result.verification,
+        evidence=_evidence(state, entry, stage, result, turns),
+    )
+    if plan is None:
+        return None
+    review = {normalize_state(s) for s in machine.review_states(settings.tracker.terminal_states)}
+    if plan.outcome is Outcome.DONE and normalize_state(plan.target) in review:
+        plan = dataclasses.replace(plan, hands_off=True)
+    return _pend(state, entry, plan, turns=turns, now=now)
 
-    kind: str
-    body: str
-    single: bool = False
+
+def _pend(
+    state: SchedulerState, entry: RunningEntry, plan: TransitionPlan, *, turns: int, now: float
+) -> PerformTransition:
+    """Keep `plan` pending, the ticket claimed, and start writing it."""
+    state.transition_seq += 1
+    state.transitions[entry.issue.id] = PendingTransition(
+        issue=entry.issue,
+        plan=plan,
+        key=f"{plan.stage}-{state.transition_seq}",
+        turns_used=turns,
+        due_at=now,
+        in_flight=True,
+        attempts=1,
+    )
+    state.claimed.add(entry.issue.id)
+    return PerformTransition(entry.issue.id, entry.identifier, plan.target, 1)
 
 
-@dataclass(frozen=True, slots=True)
-class TransitionPlan:
-    stage: str
-    outcome: Outcome
-    target: str
-    comments: tuple[PlannedComment, ...]
-    evidence: Mapping[str, Any] | None = None
-    """The evidence bundle of a hand-off, also written to the workspace."""
-    hands_off: bool = False
-    """The target is a review state: the ticket goes to a person for review."""
-
-
-def plan_transition(
-    stage: Stage,
-    report: Report | None,
-    *,
-    stuck: bool,
-    turns_used: int,
-    last_message: str | None,
-    verification: Verification | None = None,
-    evidence: Mapping[str, Any] | None = None,
-) -> TransitionPlan | None:
-    """Where a finished stage run takes its ticket, or None when nothing was decided (no report
-    and turns left: the stage continues). A `done` whose verification failed to the end goes
-    to `on_verify_failed`; a `done` with `evidence` hands over with the evidence comment."""
+def _evidence(
+    state: SchedulerState, entry: RunningEntry, stage: Stage, result: WorkerExit, turns: int
+) -> dict[str, Any] | None:
+    """The evidence bundle of a verified (or unverified) `done` in a stage with evidence."""
+    report, verification = result.report, result.verification
     if (
-        report is not None
-        and report.outcome is Outcome.DONE
-        and verification is not None
-        and not verification.passed
+        not stage.evidence
+        or report is None
+        or report.outcome is not Outcome.DONE
+        or (verification is not None and not verification.passed)
     ):
-        fixes = verification.fix_turns
-        body = (
-            f"The agent reported stage `{stage.name}` done, but the daemon's verification "
-            f"still failed after {fixes} fix turn{'s' if fixes != 1 else ''}; moving the "
-            f"ticket to {stage.on_verify_failed}.\n\n{describe_failures(verification.last)}"
-            f"\n\nThe agent's last summary:\n\n{report.summary.strip()}"
-        )
-        return TransitionPlan(
-            stage.name,
-            Outcome.VERIFY_FAILED,
-            stage.on_verify_failed,
-            (PlannedComment("verify_failed", body),),
-        )
-    if report is not None and report.outcome is Outcome.DONE:
-        comments: list[PlannedComment] = []
-        if report.plan:
-            comments.append(PlannedComment("plan", report.plan.strip(), single=True))
-        if evidence is not None:
-            comments.append(PlannedComment("evidence", render_evidence(evidence), single=True))
-        else:
-            comments.append(
-                PlannedComment(
-                    "done",
-                    f"Stage `{stage.name}` is done; moving the ticket to {stage.on_success}."
-                    f"\n\n{report.summary.strip()}",
+        return None
+    totals = state.ticket_totals.get(entry.issue.id) or TicketTotals(entry.identifier)
+    handed = state.handed_off.get(entry.issue.id, ())
+    return build_evidence(
+        identifier=entry.identifier,
+        stage=stage.name,
+        target=stage.on_success,
+        report=report,
+        verification=verification,
+        facts=result.facts,
+        turns=turns,
+        tokens=(totals.input_tokens, totals.output_tokens, totals.total_tokens),
+        agent_seconds=totals.seconds,
+        hand_off=handed.count(normalize_state(stage.on_success)) + 1,
+        cost_usd=totals.known_cost_usd,
+        agent=entry.agent_kind,
+        model=entry.model,
+    )
+
+
+def budget_transition(
+    state: SchedulerState, entry: RunningEntry, settings: Settings, now: float
+) -> PerformTransition:
+    """A run stopped at its ticket's budget: to `budget.on_exceeded`, with the breakdown."""
+    budget = settings.budget
+    totals = ticket_totals_of(state, entry)
+    totals.budget_exceeded = True
+    state.changed_totals.add(entry.issue.id)
+    limit = budget.per_ticket_usd or 0.0
+    body = budget_exceeded_text(
+        totals.window_spent_usd, limit, budget.on_exceeded, totals.cost_usd, totals.cost_by_stage
+    )
+    plan = TransitionPlan(
+        entry.stage or "run",
+        Outcome.BUDGET_EXCEEDED,
+        budget.on_exceeded,
+        (PlannedComment("budget_exceeded", body),),
+    )
+    return _pend(state, entry, plan, turns=0, now=now)
+
+
+def moves_from(pending: PendingTransition, settings: Settings) -> frozenset[str]:
+    """The states (normalized) a pending transition still moves its ticket from: where the run
+    found it and its stage's states (a budget stop: every active state). In any other state
+    but the target a person moved the ticket meanwhile, and the daemon gives way."""
+    states = {normalize_state(pending.issue.state)}
+    machine = settings.machine
+    stage = machine.stage_named(pending.plan.stage) if machine is not None else None
+    if pending.plan.outcome is Outcome.BUDGET_EXCEEDED:
+        states.update(normalize_state(s) for s in settings.tracker.active_states)
+    elif stage is not None:
+        states.update(normalize_state(s) for s in stage.states)
+    return frozenset(states)
+
+
+def due_transitions(state: SchedulerState, now: float) -> list[Effect]:
+    """Start the writes of pending transitions whose retry is due."""
+    effects: list[Effect] = []
+    for issue_id, pending in state.transitions.items():
+        if not pending.in_flight and pending.due_at <= now:
+            pending.in_flight = True
+            pending.attempts += 1
+            effects.append(
+                PerformTransition(
+                    issue_id, pending.identifier, pending.plan.target, pending.attempts
                 )
             )
-        return TransitionPlan(stage.name, Outcome.DONE, stage.on_success, tuple(comments), evidence)
-    if report is not None and report.outcome is Outcome.BLOCKED:
-        body = (
-            f"The agent is blocked in stage `{stage.name}`; moving the ticket to "
-            f"{stage.on_blocked}.\n\n{report.summary.strip()}"
-        )
-        if report.open_questions:
-            body += "\n\nOpen questions:\n" + "\n".join(f"- {q}" for q in report.open_questions)
-        return TransitionPlan(
-            stage.name, Outcome.BLOCKED, stage.on_blocked, (PlannedComment("blocked", body),)
-        )
-    if stuck:
-        body = (
-            f"Stage `{stage.name}` used {turns_used} turns (max_total_turns "
-            f"{stage.max_total_turns}) without the agent reporting an outcome; moving the "
-            f"ticket to {stage.on_stuck}."
-        )
-        if last_message:
-            body += "\n\nThe agent's last message:\n\n> " + "\n> ".join(
-                last_message.strip().splitlines()
+    return effects
+
+
+def on_transition_confirmed(
+    state: SchedulerState,
+    issue_id: str,
+    *,
+    moved: bool,
+    wall: datetime,
+    reason: str | None = None,
+) -> list[Effect]:
+    """The tracker shows the ticket in its target (`moved`), or a person moved it elsewhere
+    first (`moved=False`): either way the daemon is done with it until a person acts."""
+    pending = state.transitions.pop(issue_id, None)
+    if pending is None:
+        return []
+    state.claimed.discard(issue_id)
+    progress = state.stage_progress.pop(issue_id, None)
+    if moved:
+        _record_move(state, pending, progress, wall)
+    # The workspace stays for the next stage (or the reviewer) until the ticket turns terminal.
+    state.kept_workspaces[issue_id] = pending.identifier
+    plan = pending.plan
+    return [
+        TransitionDone(
+            issue_id, pending.identifier, plan.stage, plan.target, plan.outcome.value, moved
+        ),
+        Released(
+            issue_id,
+            pending.identifier,
+            f"moved to {plan.target} ({plan.stage}: {plan.outcome.value})"
+            if moved
+            else reason or "moved by a person meanwhile",
+        ),
+    ]
+
+
+def _record_move(
+    state: SchedulerState,
+    pending: PendingTransition,
+    progress: StageProgress | None,
+    wall: datetime,
+) -> None:
+    plan, issue_id = pending.plan, pending.issue.id
+    if plan.hands_off:
+        target = normalize_state(plan.target)
+        before = state.handed_off.get(issue_id, ())
+        state.handed_off[issue_id] = (*before, target)
+        totals = state.ticket_totals.get(issue_id)
+        entered = progress.entered_at if progress is not None else None
+        data: dict[str, Any] = {
+            "stage": plan.stage,
+            "state": plan.target,
+            "rework": target in before,
+            "tokens": totals.total_tokens if totals is not None else 0,
+        }
+        if entered is not None:
+            data["seconds"] = round(max((wall - entered).total_seconds(), 0.0), 1)
+        state.new_outcomes.append(OutcomeRecord(wall, HANDOFF, issue_id, pending.identifier, data))
+    elif plan.outcome is not Outcome.DONE:
+        state.new_outcomes.append(
+            OutcomeRecord(
+                wall, ESCALATED, issue_id, pending.identifier,
+                {"stage": plan.stage, "outcome": plan.outcome.value, "state": plan.target},
             )
-        return TransitionPlan(
-            stage.name, Outcome.STUCK, stage.on_stuck, (PlannedComment("stuck", body),)
+        )  # fmt: skip
+
+
+def on_transition_failed(
+    state: SchedulerState, issue_id: str, error: str, settings: Settings, now: float
+) -> list[Effect]:
+    """The write failed: keep the claim and try again after a backoff."""
+    pending = state.transitions.get(issue_id)
+    if pending is None:
+        return []
+    exponent = max(pending.attempts - 1, 0)
+    delay = min(
+        TRANSITION_BASE_DELAY_S * 2 ** min(exponent, 64),
+        max(settings.agent.max_retry_backoff_ms / 1000, TRANSITION_BASE_DELAY_S),
+    )
+    pending.in_flight = False
+    pending.due_at = now + delay
+    pending.error = error
+    return [
+        TransitionRetry(
+            issue_id, pending.identifier, pending.plan.target, pending.attempts + 1, delay, error
         )
-    return None
+    ]

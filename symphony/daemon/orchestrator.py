@@ -2,7 +2,7 @@
 
 One task runs `Orchestrator.run`: it owns `SchedulerState`, consumes one event queue (agent
 updates, worker exits, workflow changes, refresh requests) and wakes for poll ticks and due
-retries. Decisions come from `symphony.core.scheduling`; this module only does the I/O they ask for:
+retries. Decisions come from `symphony.core`; this module only does the I/O they ask for:
 tracker reads, worker tasks, workspace removal, workflow reloads and logs. Workers report through
 the queue and never touch the state.
 """
@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from symphony import core
 from symphony.agents import AgentLaunch, AgentSession
 from symphony.agents.registry import backend, open_session
 from symphony.agents.tool_server import ToolServer
@@ -35,7 +36,6 @@ from symphony.config.load import build_settings, workflow_fingerprint
 from symphony.config.prompt import check_prompts
 from symphony.config.sections import Settings
 from symphony.config.workflow import read_workflow
-from symphony.core import scheduling as core
 from symphony.core.budgets import check_budgets
 from symphony.core.outcomes import OutcomeRecord, outcome_report
 from symphony.daemon.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt

@@ -35,7 +35,7 @@ from symphony.core.evidence import WorkspaceFacts
 from symphony.core.footprint import Footprint, files_named
 from symphony.core.markers import marker_of, unmarked
 from symphony.core.runs import Verdict, before_first_turn, next_turn, turn_limits
-from symphony.core.scheduling import Failure, FailureReason, MovePhase
+from symphony.core.state import Failure, FailureReason, MovePhase
 from symphony.core.verification import GateRound, Verification, fix_prompt
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
-from symphony.hosts import process
+import symphony.hosts.process as process
 
 # How long a timed-out script gets to exit on SIGTERM before its process group is SIGKILLed.
 TERM_GRACE_SECONDS = 1.0

@@ -12,7 +12,7 @@ from collections import deque
 from datetime import datetime
 from typing import Any, Literal
 
-from symphony.core import scheduling as core
+from symphony import core
 
 Level = Literal["info", "warning", "error"]
 ACTIVITY_SIZE = 200

@@ -17,7 +17,7 @@ from typing import Any
 
 from symphony.base.issue import Issue, normalize_state
 from symphony.config.sections import Settings
-from symphony.core.scheduling import SchedulerState
+from symphony.core.state import SchedulerState
 
 SNAPSHOT_ROWS = 500
 """The fleet snapshot carries at most this many rows; the count says how many there are."""

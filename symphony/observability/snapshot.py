@@ -14,7 +14,7 @@ from typing import Any
 
 from symphony.config.sections import BudgetSettings, Settings
 from symphony.core.costs import Spend, day_key
-from symphony.core.scheduling import RetryEntry, RunningEntry, SchedulerState, TicketTotals
+from symphony.core.state import RetryEntry, RunningEntry, SchedulerState, TicketTotals
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board, board_row
 from symphony.observability.metrics import TrackerRequests

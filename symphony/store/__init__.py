@@ -33,8 +33,8 @@ from symphony.config.stages import Outcome
 from symphony.core.costs import Spend
 from symphony.core.footprint import Footprint
 from symphony.core.outcomes import OutcomeRecord
-from symphony.core.scheduling import SchedulerState, TicketTotals, Totals
-from symphony.core.transitions import PlannedComment, TransitionPlan
+from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
+from symphony.core.state import SchedulerState, TicketTotals, Totals
 from symphony.store.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 
 STORE_NEWER = "store_newer_schema"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from symphony.core.scheduling import (
+from symphony.core.state import (
     PendingTransition,
     RetryEntry,
     RetryKind,

@@ -1,8 +1,8 @@
 """Writing a decided stage transition to the tracker: comments, the move, the read-back.
 
-The scheduling core decides a transition (`scheduling.PendingTransition`) and keeps the ticket
-claimed; this module performs it once, and the orchestrator calls it again after a backoff when
-it fails. Every step is safe to repeat:
+The scheduling core decides a transition (a `PendingTransition` in `core.transitions`) and keeps
+the ticket claimed; this module performs it once, and the orchestrator calls it again after a
+backoff when it fails. Every step is safe to repeat:
 
 - the ticket is read first: already in the target (an earlier try moved it but did not see
   the read-back) means only the comments are checked; in neither its stage nor the target
@@ -20,7 +20,7 @@ from collections.abc import Collection
 
 from symphony.base.issue import Issue, normalize_state
 from symphony.core.markers import marked, marker_of, unmarked
-from symphony.core.scheduling import PendingTransition
+from symphony.core.state import PendingTransition
 from symphony.tracker.contract import TRACKER_RESPONSE, Tracker, TrackerError
 
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from symphony import core
 from symphony.agents.registry import CODEX
 from symphony.config.load import load_settings
 from symphony.config.sections import HooksSettings
-from symphony.core import scheduling as core
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.store import Store
 from symphony.workspace.environment import BASE_NAMES

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from symphony.core import scheduling as core
+from symphony import core
 from symphony.core.footprint import Footprint
 from symphony.store import Store
 from symphony.workspace.worktrees import MIRROR_NAME

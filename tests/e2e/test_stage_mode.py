@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from symphony.config.load import load_settings
-from symphony.core import scheduling
+from symphony.core import transitions
 from symphony.tracker.contract import TRACKER_REQUEST, TrackerContext, TrackerError, create_tracker
 from symphony_adapters.local.board import LocalBoard
 from tests.stage_flow import PLAN_PROMPT, StageBoard, settle, start
@@ -123,7 +123,7 @@ class MoveFailsTwice(LocalBoard):
 async def test_a_failed_move_is_retried_until_it_lands_and_the_ticket_never_runs_twice(
     board: StageBoard, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scheduling, "TRANSITION_BASE_DELAY_S", 0.1)
+    monkeypatch.setattr(transitions, "TRANSITION_BASE_DELAY_S", 0.1)
     board.ticket("DEMO-1")
     board.write_workflow()
     settings = load_settings(board.workflow, dict(os.environ))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from symphony.core import scheduling as core
+from symphony import core
 from symphony.observability.activity import Activity
 from tests.factories import WALL, make_issue, make_settings
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from symphony.core import scheduling as core
+from symphony import core
 from symphony.observability.board import Board, board_row
 from tests.factories import WALL, make_issue, make_settings
 

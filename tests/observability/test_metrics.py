@@ -99,8 +99,8 @@ def test_the_review_queue_and_outcome_figures_are_exported() -> None:
 def test_spend_is_exported_per_model_with_unknown_cost_as_nan_never_zero() -> None:
     from datetime import UTC, datetime
 
+    from symphony import core
     from symphony.config.sections import BudgetSettings
-    from symphony.core import scheduling as core
     from symphony.core.costs import Spend
     from symphony.observability.snapshot import build_costs
 

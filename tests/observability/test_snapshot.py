@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
-from symphony.core import scheduling as core
 from symphony.observability.snapshot import build_issue_snapshot, build_snapshot
 from tests.factories import WALL, make_issue, make_settings
 

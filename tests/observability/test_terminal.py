@@ -8,9 +8,9 @@ from typing import Any
 
 from rich.console import Console
 
+from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
 from symphony.base.secrets import SecretMasker
-from symphony.core import scheduling as core
 from symphony.observability import terminal
 from symphony.observability.snapshot import build_snapshot
 from symphony.observability.terminal import ConsoleLogStream, TerminalStatus, render_status

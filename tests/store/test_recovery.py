@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
-from symphony.core import scheduling as core
 from symphony.hosts.process import INSTANCE_VARIABLE
 from symphony.store import Store
 from symphony.store.lock import DAEMON_RUNNING, DaemonLock, LockError

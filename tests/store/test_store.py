@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
 from symphony.config.stages import Outcome
-from symphony.core import scheduling as core
 from symphony.core.footprint import Footprint
 from symphony.core.outcomes import HANDOFF, OutcomeRecord
-from symphony.core.transitions import PlannedComment, TransitionPlan
+from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
 from symphony.store import STORE_NEWER, Store, StoreError
 from symphony.store.schema import MIGRATIONS, Migration
 from tests.factories import WALL, make_issue, make_settings

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from symphony.core import scheduling
+from symphony.core import transitions
 from tests.adapters.github.fake_github import FakeGitHub, FakeProject, serve
 from tests.adapters.github.payloads import REPO
 from tests.stage_flow import StageRun, stage_workflow
@@ -276,7 +276,7 @@ async def test_a_follow_up_issue_waits_for_its_blocker_to_close_and_then_runs(
 async def test_a_move_github_fails_twice_is_retried_until_it_lands_and_runs_once(
     tmp_path: Path, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scheduling, "TRANSITION_BASE_DELAY_S", 0.1)
+    monkeypatch.setattr(transitions, "TRANSITION_BASE_DELAY_S", 0.1)
     github.add(1, labels=["status:todo"])
     fault = github.fail("POST", re.escape(f"/repos/{REPO}/issues/1/labels"), times=2, status=502)
     daemon = start(tmp_path, github)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from symphony.core import scheduling
+from symphony.core import transitions
 from symphony_adapters._support.http import HttpClient
 from symphony_adapters.gitlab.tools import ADD_COMMENT, MOVE_ISSUE
 from tests.adapters.gitlab.fake_gitlab import BOT, FakeGitLab, serve
@@ -288,7 +288,7 @@ async def test_a_follow_up_issue_waits_for_its_blocker_to_close_and_then_runs(
 async def test_a_move_gitlab_fails_twice_is_retried_until_it_lands_and_the_issue_runs_once(
     tmp_path: Path, gitlab: StageGitLab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scheduling, "TRANSITION_BASE_DELAY_S", 0.1)
+    monkeypatch.setattr(transitions, "TRANSITION_BASE_DELAY_S", 0.1)
     # The HTTP client sends a failed PUT `attempts` times itself: fail the daemon's move twice.
     gitlab.failing_moves = 2 * HttpClient.attempts
     gitlab.add(1, labels=["workflow::todo"])
@@ -315,7 +315,7 @@ async def test_a_move_gitlab_fails_twice_is_retried_until_it_lands_and_the_issue
 async def test_a_plan_note_whose_answer_is_lost_is_not_posted_again_on_the_retry(
     tmp_path: Path, gitlab: StageGitLab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scheduling, "TRANSITION_BASE_DELAY_S", 0.1)
+    monkeypatch.setattr(transitions, "TRANSITION_BASE_DELAY_S", 0.1)
     gitlab.lost_note_answers = 1  # GitLab records the plan note, the answer never arrives
     gitlab.add(1, labels=["workflow::todo"])
     daemon = start(tmp_path, gitlab)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from symphony.core import scheduling
+from symphony.core import transitions
 from symphony_adapters._support.http import HttpClient
 from symphony_adapters.kaiten.tools import ADD_COMMENT, MOVE_CARD
 from tests.adapters.kaiten import payloads
@@ -286,7 +286,7 @@ async def test_a_follow_up_card_waits_for_its_blocker_card_to_be_done_and_then_r
 async def test_a_move_kaiten_fails_twice_is_retried_until_it_lands_and_the_card_runs_once(
     tmp_path: Path, kaiten: StageKaiten, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scheduling, "TRANSITION_BASE_DELAY_S", 0.1)
+    monkeypatch.setattr(transitions, "TRANSITION_BASE_DELAY_S", 0.1)
     # The HTTP client tries each 5xx `attempts` times itself: fail the daemon's move twice.
     kaiten.failing_moves = 2 * HttpClient.attempts
     kaiten.add(1, TODO)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from symphony.core import scheduling
+from symphony.core import transitions
 from tests.adapters.linear.fake_linear import (
     API_KEY,
     STAGE_STATES,
@@ -242,7 +242,7 @@ async def test_a_move_that_fails_twice_is_retried_until_it_lands_and_the_issue_r
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(scheduling, "TRANSITION_BASE_DELAY_S", 0.1)
+    monkeypatch.setattr(transitions, "TRANSITION_BASE_DELAY_S", 0.1)
     fake.add("ENG-1")
     fake.fail_operation(MOVE, 503, UNAVAILABLE, times=2)
     daemon = StageDaemon(tmp_path, fake, server)
@@ -268,7 +268,7 @@ async def test_a_move_whose_answer_is_lost_is_confirmed_by_reading_back_not_sent
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(scheduling, "TRANSITION_BASE_DELAY_S", 0.1)
+    monkeypatch.setattr(transitions, "TRANSITION_BASE_DELAY_S", 0.1)
     fake.add("ENG-1")
     fake.fail_operation(MOVE, 502, UNAVAILABLE, applied=True)
     daemon = StageDaemon(tmp_path, fake, server)

@@ -1,0 +1,120 @@
+"""What the core asks the daemon to do: start or stop a worker, remove a workspace, write a
+transition, post a comment. Plain values; the daemon performs them and reports back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from symphony.base.hosts import LOCAL
+from symphony.base.issue import Issue
+from symphony.core.state import RetryEntry, StopReason
+
+
+@dataclass(frozen=True, slots=True)
+class StartWorker:
+    issue: Issue
+    attempt: int | None
+    stage: str | None = None
+    turns_used: int = 0
+    """Turns already started in `stage` (the progress guard counts across attempts)."""
+    resume_thread_id: str | None = None
+    last_message: str | None = None
+    agent_kind: str = "codex"
+    """Which agent runs it (`agent_kind_for`)."""
+    host: str = LOCAL
+    """Where it runs (`worker.ssh_hosts`), its workspace there."""
+
+
+@dataclass(frozen=True, slots=True)
+class StopWorker:
+    issue_id: str
+    identifier: str
+    reason: StopReason
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveWorkspace:
+    identifier: str
+    host: str = LOCAL
+
+
+@dataclass(frozen=True, slots=True)
+class HostMarkedDown:
+    """An SSH host failed to connect `failures` times in a row: no new work for `cooloff_s`."""
+
+    host: str
+    failures: int
+    cooloff_s: float
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class RetryScheduled:
+    entry: RetryEntry
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    issue_id: str
+    identifier: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PerformTransition:
+    """Write the pending transition of `issue_id` to the tracker (comments, move, read-back)."""
+
+    issue_id: str
+    identifier: str
+    target: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionDone:
+    """A transition was confirmed, or given up because a person moved the ticket meanwhile."""
+
+    issue_id: str
+    identifier: str
+    from_stage: str
+    target: str
+    outcome: str
+    confirmed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRetry:
+    issue_id: str
+    identifier: str
+    target: str
+    attempt: int
+    delay_s: float
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class PostComment:
+    """Post a comment on the ticket once: `kind` and `key` make its marker, so a repeat is a
+    no-op (the budget warning)."""
+
+    issue: Issue
+    kind: str
+    key: str
+    body: str
+
+
+Effect = (
+    StartWorker
+    | HostMarkedDown
+    | PostComment
+    | StopWorker
+    | RemoveWorkspace
+    | RetryScheduled
+    | Released
+    | PerformTransition
+    | TransitionDone
+    | TransitionRetry
+)

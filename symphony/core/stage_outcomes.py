@@ -1,0 +1,112 @@
+"""What a finished stage run means for its ticket: the target state and the comments on the way.
+
+Pure: the stage (`symphony.config.stages`), the agent's report, the daemon's verification and
+the evidence go in, a `TransitionPlan` comes out; the outbox (`symphony.core.transitions`)
+keeps it until the daemon has written it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from symphony.config.stages import Outcome, Report, Stage
+from symphony.core.evidence import render_evidence
+from symphony.core.verification import Verification, describe_failures
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedComment:
+    """A comment the daemon posts as part of a transition. `kind` is its marker. A `single`
+    comment exists once per ticket and is edited in place on later transitions: the plan (the
+    newest one is `{{ plan }}`) and the evidence."""
+
+    kind: str
+    body: str
+    single: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionPlan:
+    stage: str
+    outcome: Outcome
+    target: str
+    comments: tuple[PlannedComment, ...]
+    evidence: Mapping[str, Any] | None = None
+    """The evidence bundle of a hand-off, also written to the workspace."""
+    hands_off: bool = False
+    """The target is a review state: the ticket goes to a person for review."""
+
+
+def plan_transition(
+    stage: Stage,
+    report: Report | None,
+    *,
+    stuck: bool,
+    turns_used: int,
+    last_message: str | None,
+    verification: Verification | None = None,
+    evidence: Mapping[str, Any] | None = None,
+) -> TransitionPlan | None:
+    """Where a finished stage run takes its ticket, or None when nothing was decided (no report
+    and turns left: the stage continues). A `done` whose verification failed to the end goes
+    to `on_verify_failed`; a `done` with `evidence` hands over with the evidence comment."""
+    if (
+        report is not None
+        and report.outcome is Outcome.DONE
+        and verification is not None
+        and not verification.passed
+    ):
+        fixes = verification.fix_turns
+        body = (
+            f"The agent reported stage `{stage.name}` done, but the daemon's verification "
+            f"still failed after {fixes} fix turn{'s' if fixes != 1 else ''}; moving the "
+            f"ticket to {stage.on_verify_failed}.\n\n{describe_failures(verification.last)}"
+            f"\n\nThe agent's last summary:\n\n{report.summary.strip()}"
+        )
+        return TransitionPlan(
+            stage.name,
+            Outcome.VERIFY_FAILED,
+            stage.on_verify_failed,
+            (PlannedComment("verify_failed", body),),
+        )
+    if report is not None and report.outcome is Outcome.DONE:
+        comments: list[PlannedComment] = []
+        if report.plan:
+            comments.append(PlannedComment("plan", report.plan.strip(), single=True))
+        if evidence is not None:
+            comments.append(PlannedComment("evidence", render_evidence(evidence), single=True))
+        else:
+            comments.append(
+                PlannedComment(
+                    "done",
+                    f"Stage `{stage.name}` is done; moving the ticket to {stage.on_success}."
+                    f"\n\n{report.summary.strip()}",
+                )
+            )
+        return TransitionPlan(stage.name, Outcome.DONE, stage.on_success, tuple(comments), evidence)
+    if report is not None and report.outcome is Outcome.BLOCKED:
+        body = (
+            f"The agent is blocked in stage `{stage.name}`; moving the ticket to "
+            f"{stage.on_blocked}.\n\n{report.summary.strip()}"
+        )
+        if report.open_questions:
+            body += "\n\nOpen questions:\n" + "\n".join(f"- {q}" for q in report.open_questions)
+        return TransitionPlan(
+            stage.name, Outcome.BLOCKED, stage.on_blocked, (PlannedComment("blocked", body),)
+        )
+    if stuck:
+        body = (
+            f"Stage `{stage.name}` used {turns_used} turns (max_total_turns "
+            f"{stage.max_total_turns}) without the agent reporting an outcome; moving the "
+            f"ticket to {stage.on_stuck}."
+        )
+        if last_message:
+            body += "\n\nThe agent's last message:\n\n> " + "\n> ".join(
+                last_message.strip().splitlines()
+            )
+        return TransitionPlan(
+            stage.name, Outcome.STUCK, stage.on_stuck, (PlannedComment("stuck", body),)
+        )
+    return None

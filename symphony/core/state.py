@@ -1,0 +1,313 @@
+"""The scheduler's state: what runs, waits, retries and is being moved, and what it cost.
+
+One `SchedulerState` is owned by the orchestrator and changed only by the decisions of the
+core (`dispatch`, `runs`, `transitions`, `accounting`). One rule keeps runs and slots honest: a
+running entry is removed only when its worker has really exited. Stopping a run marks the entry
+with a `stop_reason`; the claim, the slot and the workspace stay until `runs.on_worker_exit`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from symphony.base.hosts import LOCAL
+from symphony.base.issue import Issue
+from symphony.config.pricing import Price
+from symphony.config.stages import Report
+from symphony.core.costs import Spend
+from symphony.core.evidence import WorkspaceFacts
+from symphony.core.footprint import Footprint
+from symphony.core.outcomes import OutcomeRecord
+from symphony.core.stage_outcomes import TransitionPlan
+from symphony.core.verification import Verification
+
+RECENT_EVENTS = 20
+
+
+class StopReason(enum.Enum):
+    TERMINAL = "terminal"
+    INACTIVE = "inactive"
+    UNROUTABLE = "unroutable"
+    MISSING = "missing"
+    STALLED = "stalled"
+    SHUTDOWN = "shutdown"
+    STAGE_CHANGED = "stage_changed"
+    """Stage mode: a person moved the ticket to a state of another stage."""
+    BUDGET = "budget"
+    """The ticket spent its budget window (`budget.per_ticket_usd`)."""
+
+
+class MovePhase(enum.Enum):
+    """Where a run's own tool call that moves its ticket is: the worker reports it starting
+    before the write is sent, so no read can see the new state before the daemon knows."""
+
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class RetryKind(enum.Enum):
+    CONTINUATION = "continuation"
+    FAILURE = "failure"
+
+
+@dataclass(slots=True)
+class RecentEvent:
+    at_wall: datetime
+    kind: str
+    message: str | None
+
+
+@dataclass(slots=True)
+class RunningEntry:
+    issue: Issue
+    attempt: int | None
+    started_at: float
+    started_at_wall: datetime
+    session_id: str | None = None
+    thread_id: str | None = None
+    pid: int | None = None
+    last_event: str | None = None
+    last_event_at: float | None = None
+    last_event_at_wall: datetime | None = None
+    last_message: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cached_input_tokens: int = 0
+    turn_count: int = 0
+    stop_reason: StopReason | None = None
+    recent_events: deque[RecentEvent] = field(default_factory=lambda: deque(maxlen=RECENT_EVENTS))
+    stage: str | None = None
+    """The stage this run works in (stage mode), captured at dispatch."""
+    resumed: bool = False
+    """It asked to continue a thread a restart interrupted; its token fields start at that
+    thread's totals until the session says whether it really resumed."""
+    model: str | None = None
+    """The model the agent said its thread runs."""
+    price: Price | None = None
+    """The model's price, fixed when the session started; None: its cost is unknown."""
+    cost_usd: float = 0.0
+    """What this run's usage cost (of the usage that had a price)."""
+    unpriced_tokens: int = 0
+    """Tokens of this run without a price: its cost is unknown, not zero."""
+    agent_kind: str = "codex"
+    """Which agent runs it; its block's `stall_timeout_ms` applies."""
+    cache_write_tokens: int = 0
+    """Of its input, what was written to the prompt cache (priced apart; not kept)."""
+    agent_cost_usd: float | None = None
+    """The cost the agent reported for its process, if it reports one."""
+    host: str = LOCAL
+    """Where it runs: `local`, or an SSH worker host's name."""
+    remote_pgid: int | None = None
+    """Its agent's process group on that host, once reported (for a restart's cleanup)."""
+    own_moves: list[str | None] = field(default_factory=list)
+    """The states its own tool calls are moving, or moved, the ticket to (normalized), until a
+    read shows the move; None for a call that can move it without naming a state (a GraphQL
+    mutation)."""
+    own_states: set[str] = field(default_factory=set)
+    """States reads showed the ticket in after its own calls moved it (normalized)."""
+
+    @property
+    def identifier(self) -> str:
+        return self.issue.identifier
+
+
+@dataclass(slots=True)
+class RetryEntry:
+    issue_id: str
+    identifier: str
+    attempt: int
+    due_at: float
+    kind: RetryKind
+    error: str | None = None
+    url: str | None = None
+    resume_thread_id: str | None = None
+    """A run a restart interrupted: the thread to continue, when the agent can resume it."""
+    last_message: str | None = None
+    """What that run's agent last said, for a new thread when the old one cannot resume."""
+    resume_tokens: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """The interrupted thread's totals (input, output, total, cached input) when it stopped: a
+    resumed thread reports from there on, so only what grows beyond them is new."""
+
+
+@dataclass(slots=True)
+class StageProgress:
+    """Turns started in the stage a ticket is in, across its attempts (the progress guard)."""
+
+    stage: str
+    turns: int = 0
+    entered_at: datetime | None = None
+    """When the ticket was first dispatched into the stage (time to hand-off)."""
+
+
+@dataclass(slots=True)
+class PendingTransition:
+    """A stage outcome the daemon has decided and is writing to the tracker.
+
+    The ticket stays claimed until the move is confirmed by reading it back, so it is never
+    dispatched while the write is in flight; a failed write is tried again with backoff.
+    """
+
+    issue: Issue
+    plan: TransitionPlan
+    key: str
+    """Idempotency key of the transition's comments: a retried write never posts twice."""
+    turns_used: int
+    attempts: int = 0
+    due_at: float = 0.0
+    in_flight: bool = False
+    error: str | None = None
+
+    @property
+    def identifier(self) -> str:
+        return self.issue.identifier
+
+
+@dataclass(slots=True)
+class TicketTotals:
+    """Tokens, cost and agent time of one ticket across all its attempts, stages and restarts,
+    and where it stands against its budget."""
+
+    identifier: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    seconds: float = 0.0
+    cached_input_tokens: int = 0
+    cost_usd: float = 0.0
+    """The cost of its priced usage."""
+    unpriced_tokens: int = 0
+    """Tokens of models without a price: while any, its cost is unknown."""
+    cost_by_stage: dict[str, float] = field(default_factory=dict)
+    """Cost per stage (`run` in spec mode), for the budget comments."""
+    budget_base_usd: float = 0.0
+    """Its cost when the current budget window opened (a person renews it by moving the
+    ticket back after the daemon stopped it)."""
+    budget_window: int = 1
+    budget_warned: bool = False
+    budget_exceeded: bool = False
+
+    @property
+    def known_cost_usd(self) -> float | None:
+        """The cost, or None while some of its tokens have no price."""
+        return None if self.unpriced_tokens else self.cost_usd
+
+    @property
+    def window_spent_usd(self) -> float:
+        return self.cost_usd - self.budget_base_usd
+
+
+@dataclass(slots=True)
+class Totals:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    ended_seconds: float = 0.0
+    """Runtime of sessions that have ended; live ones are added at snapshot time."""
+
+
+@dataclass(slots=True)
+class SchedulerState:
+    running: dict[str, RunningEntry] = field(default_factory=dict)
+    claimed: set[str] = field(default_factory=set)
+    retry_attempts: dict[str, RetryEntry] = field(default_factory=dict)
+    completed: set[str] = field(default_factory=set)
+    kept_workspaces: dict[str, str] = field(default_factory=dict)
+    """Released issues whose workspace was kept (id -> identifier), watched until terminal."""
+    totals: Totals = field(default_factory=Totals)
+    rate_limits: Mapping[str, Any] | None = None
+    stage_progress: dict[str, StageProgress] = field(default_factory=dict)
+    transitions: dict[str, PendingTransition] = field(default_factory=dict)
+    transition_seq: int = 0
+    ticket_totals: dict[str, TicketTotals] = field(default_factory=dict)
+    changed_totals: set[str] = field(default_factory=set)
+    """Tickets whose totals changed since the store last saved them (kept small, per pass)."""
+    handed_off: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Stage mode: the review states (normalized) the daemon handed each ticket to, in order."""
+    in_review: int = 0
+    """Stage mode: tickets in review states at the last poll (`observe_review_queue`)."""
+    new_outcomes: list[OutcomeRecord] = field(default_factory=list)
+    """Outcome records not yet in the store (the store takes them at its next save)."""
+    daily_costs: dict[str, Spend] = field(default_factory=dict)
+    """The fleet's spend per UTC day (`YYYY-MM-DD`)."""
+    model_costs: dict[str, Spend] = field(default_factory=dict)
+    """The fleet's spend per model (`unknown` when the agent named none)."""
+    footprints: dict[str, Footprint] = field(default_factory=dict)
+    """The files each open ticket touches or will touch, as its last run left them
+    (`agent.overlap`)."""
+    workspace_hosts: dict[str, str] = field(default_factory=dict)
+    """The SSH host each ticket's workspace is on (tickets on this machine are not listed)."""
+    host_health: dict[str, HostHealth] = field(default_factory=dict)
+    """SSH hosts that failed to connect lately."""
+
+
+@dataclass(slots=True)
+class HostHealth:
+    failures: int = 0
+    """Connection failures in a row."""
+    down_until: float | None = None
+    """Marked down until then (monotonic): no new work starts there."""
+    error: str | None = None
+    """The last connection failure, for people."""
+
+    def is_down(self, now: float | None) -> bool:
+        return self.down_until is not None and (now is None or now < self.down_until)
+
+
+class FailureReason(enum.Enum):
+    """What kind of failure ended a run: the bounded label of `symphony_failures_total`."""
+
+    WORKSPACE = "workspace"
+    HOOK = "hook"
+    PROMPT = "prompt"
+    TRACKER = "tracker"
+    """Reading the ticket's comments or the ticket itself during the run."""
+    HOST_UNREACHABLE = "host_unreachable"
+    AGENT_STARTUP = "agent_startup"
+    AGENT_TURN = "agent_turn"
+    """A turn or a fix turn failed, timed out or was cancelled, or the agent exited."""
+    AGENT_STALLED = "agent_stalled"
+    INTERNAL = "internal_error"
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why a worker ended abnormally: the step that failed (`turn 2`, `prompt`, `workspace`,
+    `agent startup`), the error's category when it had one (`turn_failed`,
+    `response_timeout`), what a person reads, and the kind of failure it counts as."""
+
+    step: str
+    message: str
+    category: str | None = None
+    reason: FailureReason = FailureReason.INTERNAL
+
+    def __str__(self) -> str:
+        if self.category is None:
+            return f"{self.step}: {self.message}"
+        return f"{self.step}: {self.category}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerExit:
+    """How a worker ended: `ok` after a normal turn loop, else `failure` says why.
+
+    In stage mode a normal end may carry the agent's `report` (its last valid `report_outcome`
+    in a turn that completed) or `stuck` (the stage's turn budget ran out without one).
+    """
+
+    ok: bool
+    failure: Failure | None = None
+    report: Report | None = None
+    stuck: bool = False
+    verification: Verification | None = None
+    """The gates the daemon ran after a `done` report, round by round."""
+    facts: WorkspaceFacts | None = None
+    """The workspace's git facts, for the evidence of a hand-off."""
+    footprint: Footprint | None = None
+    """The files its plan names and its branch changed, as the run ended."""
