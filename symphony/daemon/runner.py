@@ -34,7 +34,7 @@ from symphony.config.stages import Outcome, Report, Stage
 from symphony.core.evidence import WorkspaceFacts
 from symphony.core.footprint import Footprint, files_named
 from symphony.core.markers import marker_of, unmarked
-from symphony.core.runs import Verdict, before_first_turn, next_turn, turn_limits
+from symphony.core.runs import TurnLimits, Verdict, before_first_turn, next_turn, turn_limits
 from symphony.core.state import Failure, FailureReason, MovePhase
 from symphony.core.verification import GateRound, Verification, fix_prompt
 from symphony.hosts import Host
@@ -160,197 +160,263 @@ async def run_attempt(
     on_event: EventSink,
     on_move: MoveSink = _no_moves,
 ) -> AttemptEnd:
-    settings = ctx.settings
-    stage = ctx.stage
-    bound = log.bind(attempt=attempt, stage=stage.name if stage else None)
-    workspace = await _step(
-        "workspace",
-        FailureReason.WORKSPACE,
-        ctx.workspaces.prepare(issue.identifier, branch=issue.branch_name),
-    )
-    grant: Grant | None = None
+    """Run one attempt at `issue` in its workspace: prepare it, run turns until the ticket
+    leaves the run or the core says stop, and finish with the ticket's footprint. Raises
+    `AttemptFailed` naming the step that failed."""
+    run = _Attempt(issue, attempt, ctx, on_event, on_move)
+    await run.open_workspace()
     try:
-        await _step("before_run hook", FailureReason.HOOK, ctx.workspaces.before_run(workspace))
-        current = issue
+        end = await run.run()
+    finally:
+        await run.close()
+    # A run that ended without a decision is measured after its after_run hook.
+    return end if end is not None else await run.finish(AttemptEnd())
+
+
+class _Attempt:
+    """One attempt's working state, shared by its steps: the workspace and the tools it is
+    given (prepare), the agent's turns and what the core says after each (turns), and the
+    footprint the attempt leaves (finish)."""
+
+    def __init__(
+        self,
+        issue: Issue,
+        attempt: int | None,
+        ctx: AttemptContext,
+        on_event: EventSink,
+        on_move: MoveSink,
+    ) -> None:
+        self.issue = self.current = issue
+        self.attempt = attempt
+        self.ctx = ctx
+        self.settings = ctx.settings
+        self.stage = ctx.stage
+        self.on_event = on_event
+        self.on_move = on_move
+        self.log = log.bind(attempt=attempt, stage=self.stage.name if self.stage else None)
+        self.variables: StageContext | None = None
+        self.follow_up_states: tuple[str, ...] = ()
+        self.movers: set[str] = set()
+        self.withheld: set[str] = set()
+        self.turn_report: Report | None = None
+        self.grant: Grant | None = None
+        self.workspace_env: dict[str, str] = {}
+
+    # Prepare
+
+    async def open_workspace(self) -> None:
+        self.workspace = await _step(
+            "workspace",
+            FailureReason.WORKSPACE,
+            self.ctx.workspaces.prepare(self.issue.identifier, branch=self.issue.branch_name),
+        )
+
+    async def prepare(self) -> AgentLaunch:
+        """The hook before the run, the stage's context and the tools the agent gets."""
+        ctx, stage, issue = self.ctx, self.stage, self.issue
+        await _step(
+            "before_run hook", FailureReason.HOOK, ctx.workspaces.before_run(self.workspace)
+        )
         tools = ctx.tracker.agent_tools()
-        variables: StageContext | None = None
-        follow_up_states: tuple[str, ...] = ()
         if stage is not None:
-            assert settings.machine is not None
-            variables = await _step(
+            assert self.settings.machine is not None
+            self.variables = await _step(
                 "comments", FailureReason.TRACKER, stage_context(ctx.tracker, issue, stage)
             )
-            follow_up_states = settings.machine.states
+            self.follow_up_states = self.settings.machine.states
             tools = [t for t in tools if not t.moves_ticket]
-            tools += stage_tool_specs(stage.name, follow_up_states)
-        movers = {t.name for t in ctx.tracker.agent_tools() if t.moves_ticket}
-        withheld = movers if stage else set()
+            tools += stage_tool_specs(stage.name, self.follow_up_states)
+        self.movers = {t.name for t in ctx.tracker.agent_tools() if t.moves_ticket}
+        self.withheld = self.movers if stage else set()
         if ctx.memory is not None:
             tools = [*tools, record_learning_spec()]
-        turn_report: Report | None = None
-
-        async def finish(end: AttemptEnd) -> AttemptEnd:
-            """The end, with the ticket's footprint as the attempt leaves it."""
-            known_plan = variables.plan if variables is not None else None
-            plan = end.report.plan if end.report is not None and end.report.plan else known_plan
-            changed = await _changed(ctx, workspace, workspace_env)
-            footprint = Footprint(issue.identifier, files_named(plan), changed)
-            return dataclasses.replace(end, footprint=footprint)
-
-        def take_report() -> Report | None:
-            """The report of the turn that just ended, and a clean slate for the next."""
-            nonlocal turn_report
-            report, turn_report = turn_report, None
-            return report
-
-        async def handle_tool(name: str, arguments: Any) -> ToolResult:
-            nonlocal turn_report
-            if name == RECORD_LEARNING and ctx.memory is not None:
-                return await _record_learning(ctx.memory, arguments, current)
-            if stage is not None:
-                if name == REPORT_OUTCOME:
-                    report = parse_report(arguments)
-                    if isinstance(report, ToolResult):
-                        return report
-                    turn_report = report
-                    return ToolResult(
-                        True,
-                        {
-                            "recorded": report.outcome.value,
-                            "note": "the daemon moves the ticket when this turn ends",
-                        },
-                    )
-                if name == CREATE_FOLLOW_UP:
-                    return await _follow_up(
-                        ctx.tracker, arguments, follow_up_states, current, ctx.masker
-                    )
-                if name in withheld:
-                    return ToolResult.failure(
-                        "not_allowed",
-                        "in this workflow the daemon moves tickets: call report_outcome instead",
-                    )
-            moves = name in movers
-            target = _named_state(arguments) if moves else None
-            if moves:
-                on_move(target, MovePhase.STARTED)
-            try:
-                async with asyncio.timeout(TOOL_TIMEOUT_S):
-                    result = await ctx.tracker.execute_tool(name, arguments, current)
-            except TimeoutError:
-                # The write may still land: the move stays the run's own.
-                return ToolResult.failure(
-                    "tool_timeout", f"{name} did not finish within {TOOL_TIMEOUT_S:.0f}s"
-                )
-            if moves:
-                on_move(target, MovePhase.SUCCEEDED if result.success else MovePhase.FAILED)
-            # A provider error that echoes a credential must not hand it to the agent.
-            return ToolResult(result.success, ctx.masker.mask_value(result.output))
-
-        _check_cwd(ctx.workspaces, workspace)
+        _check_cwd(ctx.workspaces, self.workspace)
         ticket_env = {
             "SYMPHONY_ISSUE_IDENTIFIER": issue.identifier,
-            "SYMPHONY_WORKSPACE": str(workspace.path),
+            "SYMPHONY_WORKSPACE": str(self.workspace.path),
         }
-        workspace_env = {**ctx.child_env, **ticket_env}
-        launch = AgentLaunch(
-            workspace=workspace.path,
-            settings=settings.agent_block(stage, ctx.agent_kind),
+        self.workspace_env = {**ctx.child_env, **ticket_env}
+        return AgentLaunch(
+            workspace=self.workspace.path,
+            settings=self.settings.agent_block(stage, ctx.agent_kind),
             kind=ctx.agent_kind,
             env={**ctx.agent_env, **ticket_env},
             tools=tools,
-            handle_tool=handle_tool,
-            on_event=on_event,
+            handle_tool=self.handle_tool,
+            on_event=self.on_event,
             # A thread refers to files in its workspace: one made afresh cannot be continued.
-            resume_thread_id=None if workspace.created_now else ctx.resume_thread_id,
+            resume_thread_id=None if self.workspace.created_now else ctx.resume_thread_id,
             host=ctx.host,
         )
-        limits = turn_limits(settings, stage, ctx.turns_used)
-        max_turns = limits.max_turns
+
+    async def handle_tool(self, name: str, arguments: Any) -> ToolResult:
+        ctx, stage = self.ctx, self.stage
+        if name == RECORD_LEARNING and ctx.memory is not None:
+            return await _record_learning(ctx.memory, arguments, self.current)
+        if stage is not None:
+            if name == REPORT_OUTCOME:
+                report = parse_report(arguments)
+                if isinstance(report, ToolResult):
+                    return report
+                self.turn_report = report
+                return ToolResult(
+                    True,
+                    {
+                        "recorded": report.outcome.value,
+                        "note": "the daemon moves the ticket when this turn ends",
+                    },
+                )
+            if name == CREATE_FOLLOW_UP:
+                return await _follow_up(
+                    ctx.tracker, arguments, self.follow_up_states, self.current, ctx.masker
+                )
+            if name in self.withheld:
+                return ToolResult.failure(
+                    "not_allowed",
+                    "in this workflow the daemon moves tickets: call report_outcome instead",
+                )
+        moves = name in self.movers
+        target = _named_state(arguments) if moves else None
+        if moves:
+            self.on_move(target, MovePhase.STARTED)
+        try:
+            async with asyncio.timeout(TOOL_TIMEOUT_S):
+                result = await ctx.tracker.execute_tool(name, arguments, self.current)
+        except TimeoutError:
+            # The write may still land: the move stays the run's own.
+            return ToolResult.failure(
+                "tool_timeout", f"{name} did not finish within {TOOL_TIMEOUT_S:.0f}s"
+            )
+        if moves:
+            self.on_move(target, MovePhase.SUCCEEDED if result.success else MovePhase.FAILED)
+        # A provider error that echoes a credential must not hand it to the agent.
+        return ToolResult(result.success, ctx.masker.mask_value(result.output))
+
+    def take_report(self) -> Report | None:
+        """The report of the turn that just ended, and a clean slate for the next."""
+        report, self.turn_report = self.turn_report, None
+        return report
+
+    # Turns
+
+    async def run(self) -> AttemptEnd | None:
+        """The attempt's turns; None when they ended without a decision (the ticket left the
+        run, or max_turns): the caller finishes it after the after_run hook."""
+        ctx = self.ctx
+        launch = await self.prepare()
+        limits = turn_limits(self.settings, self.stage, ctx.turns_used)
         first = before_first_turn(limits)
         if first.verdict is Verdict.STUCK:
-            bound.info("worker done", reason=first.reason)
-            return await finish(AttemptEnd(stuck=True))
-        if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and tools:
-            grant = await ctx.tool_server.grant(tools, handle_tool)
-            launch = dataclasses.replace(launch, tool_grant=grant)
+            self.log.info("worker done", reason=first.reason)
+            return await self.finish(AttemptEnd(stuck=True))
+        if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and launch.tools:
+            self.grant = await ctx.tool_server.grant(launch.tools, self.handle_tool)
+            launch = dataclasses.replace(launch, tool_grant=self.grant)
         session = ctx.open_session(launch)
         try:
             await _step("agent startup", FailureReason.AGENT_STARTUP, session.start())
-            turn = 1
-            while True:
-                if turn == 1 and session.resumed:
-                    prompt = RESUMED_GUIDANCE.format(identifier=current.identifier)
-                elif turn == 1:
-                    template = stage.prompt_template if stage else settings.prompt_template
-                    notes = None
-                    if ctx.memory is not None and not ctx.memory.is_empty():
-                        files = await _changed(ctx, workspace, workspace_env)
-                        plan = variables.plan if variables is not None else None
-                        ticket = Ticket.of(current, files, plan)
-                        notes = await asyncio.to_thread(ctx.memory.for_prompt, ticket)
-                    prompt = _render(template, current, attempt, variables, notes)
-                    if ctx.resume_thread_id is not None:
-                        prompt += INTERRUPTED_NOTE.format(
-                            said=ctx.last_message or "(nothing was reported)"
-                        )
-                elif stage is not None:
-                    prompt = stage_continuation_prompt(current, stage.name, turn, max_turns)
-                else:
-                    prompt = continuation_prompt(current, turn, max_turns)
-                title = f"{current.identifier}: {current.title}"
-                turn_report = None
-                result = await _step(
-                    f"turn {turn}", FailureReason.AGENT_TURN, session.run_turn(prompt, title=title)
-                )
-                bound.info("turn completed", session_id=result.session_id, turn=turn)
-                if turn_report is not None and stage is not None:
-                    report, verification = turn_report, None
-                    if stage.verify and report.outcome is Outcome.DONE:
-                        report, verification = await _verify(
-                            stage, report, current, session, launch, workspace_env, settings,
-                            take_report, ctx.masker,
-                        )  # fmt: skip
-                        if ctx.memory is not None:
-                            await _record_gate_lessons(ctx.memory, verification, stage, current)
-                    facts = None
-                    if (
-                        stage.evidence
-                        and ctx.host.is_local  # git in a host's workspace is not read from here
-                        and report.outcome is Outcome.DONE
-                        and (verification is None or verification.passed)
-                    ):
-                        facts = await workspace_facts(
-                            workspace.path,
-                            base_ref=settings.workspace.base_ref,
-                            start_commit=workspace.base,
-                            env=workspace_env,
-                        )
-                        if facts is not None and facts.head is not None:
-                            facts = await _with_merges(facts, ctx, workspace, workspace_env)
-                    bound.info("worker done", reason=f"reported {report.outcome.value}")
-                    return await finish(
-                        AttemptEnd(report=report, verification=verification, facts=facts)
-                    )
-                refreshed = await _step(
-                    "issue refresh", FailureReason.TRACKER, _refresh(ctx.tracker, issue.id)
-                )
-                match = next((i for i in refreshed if i.id == issue.id), None)
-                after = next_turn(match, turn=turn, limits=limits, stage=stage, settings=settings)
-                if after.verdict is not Verdict.CONTINUE:
-                    bound.info("worker done", reason=after.reason)
-                    if after.verdict is Verdict.STUCK:
-                        return await finish(AttemptEnd(stuck=True))
-                    break
-                assert match is not None
-                current = match
-                turn += 1
+            return await self.turns(session, launch, limits)
         finally:
             await session.stop()
-    finally:
-        if grant is not None and ctx.tool_server is not None:
-            ctx.tool_server.revoke(grant)  # the session is over: its token opens nothing
-        await ctx.workspaces.after_run(workspace)
-    return await finish(AttemptEnd())
+
+    async def turns(
+        self, session: AgentSession, launch: AgentLaunch, limits: TurnLimits
+    ) -> AttemptEnd | None:
+        turn = 1
+        while True:
+            prompt = await self.prompt(session, turn, limits.max_turns)
+            title = f"{self.current.identifier}: {self.current.title}"
+            self.turn_report = None
+            result = await _step(
+                f"turn {turn}", FailureReason.AGENT_TURN, session.run_turn(prompt, title=title)
+            )
+            self.log.info("turn completed", session_id=result.session_id, turn=turn)
+            report = self.take_report()
+            if report is not None and self.stage is not None:
+                return await self.reported(report, self.stage, session, launch)
+            refreshed = await _step(
+                "issue refresh", FailureReason.TRACKER, _refresh(self.ctx.tracker, self.issue.id)
+            )
+            match = next((i for i in refreshed if i.id == self.issue.id), None)
+            after = next_turn(
+                match, turn=turn, limits=limits, stage=self.stage, settings=self.settings
+            )
+            if after.verdict is not Verdict.CONTINUE:
+                self.log.info("worker done", reason=after.reason)
+                if after.verdict is Verdict.STUCK:
+                    return await self.finish(AttemptEnd(stuck=True))
+                return None
+            assert match is not None
+            self.current = match
+            turn += 1
+
+    async def prompt(self, session: AgentSession, turn: int, max_turns: int) -> str:
+        ctx, stage, current = self.ctx, self.stage, self.current
+        if turn == 1 and session.resumed:
+            return RESUMED_GUIDANCE.format(identifier=current.identifier)
+        if turn == 1:
+            template = stage.prompt_template if stage else self.settings.prompt_template
+            notes = None
+            if ctx.memory is not None and not ctx.memory.is_empty():
+                files = await _changed(ctx, self.workspace, self.workspace_env)
+                plan = self.variables.plan if self.variables is not None else None
+                notes = await asyncio.to_thread(
+                    ctx.memory.for_prompt, Ticket.of(current, files, plan)
+                )
+            prompt = _render(template, current, self.attempt, self.variables, notes)
+            if ctx.resume_thread_id is not None:
+                prompt += INTERRUPTED_NOTE.format(said=ctx.last_message or "(nothing was reported)")
+            return prompt
+        if stage is not None:
+            return stage_continuation_prompt(current, stage.name, turn, max_turns)
+        return continuation_prompt(current, turn, max_turns)
+
+    async def reported(
+        self, report: Report, stage: Stage, session: AgentSession, launch: AgentLaunch
+    ) -> AttemptEnd:
+        """A stage report ends the attempt: verified by the daemon's gates when the stage has
+        them, with the workspace's git facts when it has evidence."""
+        ctx, current = self.ctx, self.current
+        verification = None
+        if stage.verify and report.outcome is Outcome.DONE:
+            report, verification = await _verify(
+                stage, report, current, session, launch, self.workspace_env, self.settings,
+                self.take_report, ctx.masker,
+            )  # fmt: skip
+            if ctx.memory is not None:
+                await _record_gate_lessons(ctx.memory, verification, stage, current)
+        facts = None
+        if (
+            stage.evidence
+            and ctx.host.is_local  # git in a host's workspace is not read from here
+            and report.outcome is Outcome.DONE
+            and (verification is None or verification.passed)
+        ):
+            facts = await workspace_facts(
+                self.workspace.path,
+                base_ref=self.settings.workspace.base_ref,
+                start_commit=self.workspace.base,
+                env=self.workspace_env,
+            )
+            if facts is not None and facts.head is not None:
+                facts = await _with_merges(facts, ctx, self.workspace, self.workspace_env)
+        self.log.info("worker done", reason=f"reported {report.outcome.value}")
+        return await self.finish(AttemptEnd(report=report, verification=verification, facts=facts))
+
+    # Finish
+
+    async def finish(self, end: AttemptEnd) -> AttemptEnd:
+        """The end, with the ticket's footprint as the attempt leaves it."""
+        known_plan = self.variables.plan if self.variables is not None else None
+        plan = end.report.plan if end.report is not None and end.report.plan else known_plan
+        changed = await _changed(self.ctx, self.workspace, self.workspace_env)
+        footprint = Footprint(self.issue.identifier, files_named(plan), changed)
+        return dataclasses.replace(end, footprint=footprint)
+
+    async def close(self) -> None:
+        if self.grant is not None and self.ctx.tool_server is not None:
+            self.ctx.tool_server.revoke(self.grant)  # the session is over: its token opens nothing
+        await self.ctx.workspaces.after_run(self.workspace)
 
 
 async def _verify(
