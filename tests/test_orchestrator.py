@@ -5,6 +5,8 @@ these run in the fast tier; the same behaviours against the real subprocesses ar
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,8 @@ import pytest
 import yaml
 
 from symphony import core
+from symphony.base.events import EventKind
+from symphony.base.issue import Issue
 from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from tests.factories import make_issue
@@ -214,5 +218,67 @@ async def test_in_stage_mode_the_daemon_moves_a_reported_plan_to_review_and_post
         assert any("Stage `plan` is done; moving the ticket to Plan Review." in b for b in bodies)
         assert tracker.by_identifier("A-1").state == "Plan Review"
         assert "id-A-1" not in run.orchestrator.state.retry_attempts
+    finally:
+        await run.stop()
+
+
+class GatedTracker(MemoryTracker):
+    """Reads that wait for the test to let them through, to place events mid-read."""
+
+    def __init__(self, *issues: Issue) -> None:
+        super().__init__(*issues)
+        self.gates: dict[str, asyncio.Event] = {}
+        self.waiting: dict[str, asyncio.Event] = {}
+
+    def hold(self, read: str) -> None:
+        self.gates[read], self.waiting[read] = asyncio.Event(), asyncio.Event()
+
+    def release(self, read: str) -> None:
+        self.gates.pop(read).set()
+
+    async def _gate(self, read: str) -> None:
+        gate = self.gates.get(read)
+        if gate is not None:
+            self.waiting[read].set()
+            await gate.wait()
+
+    async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
+        await self._gate("ids")
+        return await super().fetch_issues_by_ids(ids)
+
+    async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
+        await self._gate("states")
+        return await super().fetch_issues_by_states(states)
+
+
+async def test_a_refresh_asked_during_a_read_gets_a_pass_of_its_own(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = GatedTracker(make_issue("A-1"))
+    agent = ScriptedAgent(HANG)
+    run = start(tmp_path, tracker, agent, clock)
+    try:
+        await run.until(lambda: "id-A-1" in run.orchestrator.state.running)
+        await wake_after(run, clock, 1)
+        (session,) = agent.sessions
+        armed = False
+
+        def agent_speaks_as_the_pass_ends() -> None:
+            nonlocal armed
+            if armed:
+                armed = False
+                session._emit(EventKind.NOTIFICATION, message="still working")
+
+        run.orchestrator.add_listener(agent_speaks_as_the_pass_ends)
+        before = tracker.reads
+        tracker.hold("ids")
+        run.orchestrator.request_refresh()
+        await tracker.waiting["ids"].wait()  # the pass's reconcile read is in flight
+        run.orchestrator.request_refresh()  # a webhook, a person's refresh
+        armed = True
+        tracker.release("ids")
+        # The refresh is answered by a pass of its own (two reads) after the one in flight (two
+        # more), at once: the clock stands still, so no poll is due.
+        await run.until(lambda: tracker.reads >= before + 4)
     finally:
         await run.stop()

@@ -345,7 +345,7 @@ class Orchestrator:
             except TimeoutError:
                 pass
             else:
-                refresh = self._handle(event)
+                refresh = self._handle(event) or refresh
                 # Drain what else is queued so a burst of agent updates costs one pass.
                 while not self._queue.empty():
                     refresh = self._handle(self._queue.get_nowait()) or refresh
