@@ -5,9 +5,9 @@ streaming normalized `AgentEvent`s to a callback, and is stopped when its worker
 modules know nothing of trackers: tool calls go through the `ToolHandler` they are given
 (codex takes them on its own protocol; the others over the daemon's MCP server, `Grant`).
 
-The layout: `app_server` (codex), `claude` (Claude Code), `acp` (any ACP agent), each on
+The layout: `codex` (codex app-server), `claude` (Claude Code), `acp` (any ACP agent), each on
 `stdio` (the agent's process) and, where the protocol is JSON-RPC, `jsonrpc`; `session` holds
-what they share; `backends` says which kinds exist; `tool_server` serves tools over MCP.
+what they share; `registry` says which kinds exist; `tool_server` serves tools over MCP.
 """
 
 from __future__ import annotations

@@ -86,10 +86,10 @@ OUTCOME_PLOT_DAYS = 14
 OUTCOME_REFRESH_S = 600.0
 """Without new records, the figures are recomputed this often (the window moves on)."""
 PROGRESS_SAVE_S = 1.0
-SCAN_INTERVAL_S = 0.25
-"""How often the loop looks over every session for stalls, budgets and due moves."""
 """How stale the store may let an agent's progress (tokens, turns, last message) get. A kill -9
 loses at most this much of it, and a continued thread's usage catches up on its first report."""
+SCAN_INTERVAL_S = 0.25
+"""How often the loop looks over every session for stalls, budgets and due moves."""
 
 
 class Clock(Protocol):
