@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +87,3 @@ class ScriptedAgent:
 
     def of(self, identifier: str) -> list[ScriptedSession]:
         return [s for s in self.sessions if s.launch.workspace.name == identifier]
-
-    def when(self, predicate: Callable[[ScriptedSession], bool]) -> list[ScriptedSession]:
-        return [s for s in self.sessions if predicate(s)]
