@@ -17,10 +17,9 @@ import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import structlog
 
@@ -38,6 +37,18 @@ from symphony.config.sections import Settings
 from symphony.config.workflow import read_workflow
 from symphony.core.budgets import check_budgets
 from symphony.core.outcomes import OutcomeRecord, outcome_report
+from symphony.daemon.events import (
+    AgentUpdate,
+    Clock,
+    OwnMove,
+    QueueEvent,
+    RefreshRequested,
+    StopRequested,
+    SystemClock,
+    TransitionWritten,
+    WorkerExited,
+    WorkflowChanged,
+)
 from symphony.daemon.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
@@ -90,83 +101,6 @@ PROGRESS_SAVE_S = 1.0
 loses at most this much of it, and a continued thread's usage catches up on its first report."""
 SCAN_INTERVAL_S = 0.25
 """How often the loop looks over every session for stalls, budgets and due moves."""
-
-
-class Clock(Protocol):
-    def monotonic(self) -> float: ...
-
-    def wall(self) -> datetime: ...
-
-
-class SystemClock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def wall(self) -> datetime:
-        return datetime.now(UTC)
-
-
-# Queue events
-
-
-@dataclass(frozen=True, slots=True)
-class AgentUpdate:
-    issue_id: str
-    event: AgentEvent
-    at: float
-    at_wall: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class OwnMove:
-    """A run's own tool call moving its ticket (`runner.MoveSink`)."""
-
-    issue_id: str
-    target: str | None
-    phase: core.MovePhase
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerExited:
-    issue_id: str
-    result: core.WorkerExit
-
-
-@dataclass(frozen=True, slots=True)
-class TransitionWritten:
-    """The shell's attempt at a pending transition: `moved`, `abandoned` (a person moved the
-    ticket first, or it vanished) or `failed` (with the error)."""
-
-    issue_id: str
-    result: WriteResult
-    detail: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class WorkflowChanged:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class RefreshRequested:
-    ids: tuple[str, ...] | None = None
-    """Look at these tickets only (a webhook named them); None: a whole poll."""
-
-
-@dataclass(frozen=True, slots=True)
-class StopRequested:
-    pass
-
-
-QueueEvent = (
-    AgentUpdate
-    | OwnMove
-    | WorkerExited
-    | TransitionWritten
-    | WorkflowChanged
-    | RefreshRequested
-    | StopRequested
-)
 
 
 def _write_evidence(

@@ -1,0 +1,92 @@
+"""What reaches the orchestrator's loop: its clock, and the events workers, watchers and the
+HTTP server put on its queue (an agent's update, a run's own move, a worker's exit, a written
+transition, a changed workflow, a refresh asked for, a stop). The loop is their only reader.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from symphony import core
+from symphony.base.events import AgentEvent
+from symphony.tracker.writes import WriteResult
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def wall(self) -> datetime: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def wall(self) -> datetime:
+        return datetime.now(UTC)
+
+
+# Queue events
+
+
+@dataclass(frozen=True, slots=True)
+class AgentUpdate:
+    issue_id: str
+    event: AgentEvent
+    at: float
+    at_wall: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class OwnMove:
+    """A run's own tool call moving its ticket (`runner.MoveSink`)."""
+
+    issue_id: str
+    target: str | None
+    phase: core.MovePhase
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerExited:
+    issue_id: str
+    result: core.WorkerExit
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionWritten:
+    """The shell's attempt at a pending transition: `moved`, `abandoned` (a person moved the
+    ticket first, or it vanished) or `failed` (with the error)."""
+
+    issue_id: str
+    result: WriteResult
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowChanged:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshRequested:
+    ids: tuple[str, ...] | None = None
+    """Look at these tickets only (a webhook named them); None: a whole poll."""
+
+
+@dataclass(frozen=True, slots=True)
+class StopRequested:
+    pass
+
+
+QueueEvent = (
+    AgentUpdate
+    | OwnMove
+    | WorkerExited
+    | TransitionWritten
+    | WorkflowChanged
+    | RefreshRequested
+    | StopRequested
+)
