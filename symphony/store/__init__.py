@@ -28,13 +28,22 @@ from pathlib import Path
 from typing import Any
 
 from symphony.base.errors import SymphonyError
-from symphony.base.issue import BlockerRef, Issue
-from symphony.config.stages import Outcome
+from symphony.base.issue import Issue
 from symphony.core.costs import Spend
 from symphony.core.footprint import Footprint
 from symphony.core.outcomes import OutcomeRecord
-from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
+from symphony.core.stage_outcomes import TransitionPlan
 from symphony.core.state import SchedulerState, TicketTotals, Totals
+from symphony.store.codec import (
+    Row,
+    issue_from_json,
+    issue_to_json,
+    optional_time,
+    plan_from_json,
+    plan_to_json,
+    ticket_from_row,
+    time_or,
+)
 from symphony.store.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 
 STORE_NEWER = "store_newer_schema"
@@ -43,9 +52,6 @@ STORE_UNUSABLE = "store_unusable"
 
 class StoreError(SymphonyError):
     """The store cannot be used as it is (a newer schema, an unwritable folder)."""
-
-
-Row = tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +237,7 @@ class Store:
             saved.runs.append(
                 RunRow(
                     row[0], row[1], row[2], row[3], row[4], row[5], row[6],
-                    _time(row[7], wall_now), row[8], row[9],
+                    time_or(row[7], wall_now), row[8], row[9],
                     (row[10], row[11], row[12], row[14]), issue_from_json(row[13]), row[15],
                     row[16], row[17],
                 )
@@ -239,14 +245,14 @@ class Store:
         for row in db.execute("SELECT * FROM retries"):
             saved.retries.append(
                 RetryRow(
-                    row[0], row[1], row[2], _time(row[3], wall_now), row[4], row[5], row[6],
+                    row[0], row[1], row[2], time_or(row[3], wall_now), row[4], row[5], row[6],
                     row[7], row[8], (row[9], row[10], row[11], row[12]),
                 )
             )  # fmt: skip
         for issue_id, stage, turns, entered in db.execute(
             "SELECT issue_id, stage, turns, entered_at FROM stage_progress"
         ):
-            saved.stage_progress[issue_id] = (stage, turns, _optional_time(entered))
+            saved.stage_progress[issue_id] = (stage, turns, optional_time(entered))
         for issue_id, states in db.execute("SELECT issue_id, states FROM handed_off"):
             with contextlib.suppress(ValueError, TypeError):
                 saved.handed_off[issue_id] = tuple(str(s) for s in json.loads(states))
@@ -254,7 +260,7 @@ class Store:
             saved.transitions.append(
                 TransitionRow(
                     row[0], row[1], issue_from_json(row[2]), plan_from_json(row[3]),
-                    row[4], row[5], _time(row[6], wall_now), row[7],
+                    row[4], row[5], time_or(row[6], wall_now), row[7],
                 )
             )  # fmt: skip
         saved.kept_workspaces = dict(db.execute("SELECT * FROM kept_workspaces"))
@@ -272,7 +278,7 @@ class Store:
             "cached_input_tokens, cost_usd, unpriced_tokens, cost_by_stage, budget "
             "FROM ticket_totals"
         ):
-            saved.ticket_totals[row[0]] = _ticket_from_row(row)
+            saved.ticket_totals[row[0]] = ticket_from_row(row)
         for table, into in (("daily_costs", saved.daily_costs), ("model_costs", saved.model_costs)):
             for key, spent, tokens, unpriced in db.execute(f"SELECT * FROM {table}"):
                 into[key] = Spend(spent, tokens, unpriced)
@@ -477,7 +483,7 @@ class Store:
             return []
         records = []
         for at, kind, issue_id, identifier, data in rows:
-            moment = _optional_time(at)
+            moment = optional_time(at)
             if moment is None:
                 continue
             with contextlib.suppress(ValueError, TypeError):
@@ -564,90 +570,4 @@ def _move_aside(path: Path) -> Path:
     return target
 
 
-def _time(text: str, fallback: datetime) -> datetime:
-    try:
-        moment = datetime.fromisoformat(text)
-    except (TypeError, ValueError):
-        return fallback
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 # Values as JSON
-
-
-def issue_to_json(issue: Issue) -> str:
-    data = issue.to_template()
-    data["blocked_by"] = [[b.id, b.identifier, b.state] for b in issue.blocked_by]
-    return json.dumps(data, separators=(",", ":"), default=str)
-
-
-def issue_from_json(text: str) -> Issue:
-    data = json.loads(text)
-    return Issue(
-        id=data["id"],
-        identifier=data["identifier"],
-        title=data["title"],
-        state=data["state"],
-        dispatchable=bool(data["dispatchable"]),
-        description=data.get("description"),
-        priority=data.get("priority"),
-        branch_name=data.get("branch_name"),
-        url=data.get("url"),
-        assignee_id=data.get("assignee_id"),
-        labels=tuple(data.get("labels") or ()),
-        blocked_by=tuple(BlockerRef(*ref) for ref in data.get("blocked_by") or ()),
-        created_at=_optional_time(data.get("created_at")),
-        updated_at=_optional_time(data.get("updated_at")),
-        native_ref=data.get("native_ref"),
-    )
-
-
-def plan_to_json(plan: TransitionPlan) -> str:
-    return json.dumps(
-        {
-            "stage": plan.stage,
-            "outcome": plan.outcome.value,
-            "target": plan.target,
-            "comments": [[c.kind, c.body, c.single] for c in plan.comments],
-            "evidence": plan.evidence,
-            "hands_off": plan.hands_off,
-        }
-    )
-
-
-def plan_from_json(text: str) -> TransitionPlan:
-    data = json.loads(text)
-    return TransitionPlan(
-        data["stage"],
-        Outcome(data["outcome"]),
-        data["target"],
-        tuple(
-            # Written before comments said so, only the plan was one of a kind.
-            PlannedComment(c[0], c[1], bool(c[2]) if len(c) > 2 else c[0] == "plan")
-            for c in data["comments"]
-        ),
-        data.get("evidence"),
-        bool(data.get("hands_off", False)),
-    )
-
-
-def _ticket_from_row(row: Row) -> TicketTotals:
-    totals = TicketTotals(row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8])
-    with contextlib.suppress(ValueError, TypeError):
-        totals.cost_by_stage = {str(k): float(v) for k, v in json.loads(row[9]).items()}
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
-        budget = json.loads(row[10])
-        totals.budget_base_usd = float(budget.get("base_usd", 0.0))
-        totals.budget_window = int(budget.get("window", 1))
-        totals.budget_warned = bool(budget.get("warned", False))
-        totals.budget_exceeded = bool(budget.get("exceeded", False))
-    return totals
-
-
-def _optional_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None

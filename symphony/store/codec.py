@@ -1,0 +1,103 @@
+"""How the store writes the values it keeps and reads them back: an Issue and a transition plan
+as JSON, a ticket's totals from its row, and timestamps that may be missing or damaged (a bad
+one falls back rather than failing the whole load)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from symphony.base.issue import BlockerRef, Issue
+from symphony.config.stages import Outcome
+from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
+from symphony.core.state import TicketTotals
+
+Row = tuple[Any, ...]
+
+
+def time_or(text: str, fallback: datetime) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return fallback
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def issue_to_json(issue: Issue) -> str:
+    data = issue.to_template()
+    data["blocked_by"] = [[b.id, b.identifier, b.state] for b in issue.blocked_by]
+    return json.dumps(data, separators=(",", ":"), default=str)
+
+
+def issue_from_json(text: str) -> Issue:
+    data = json.loads(text)
+    return Issue(
+        id=data["id"],
+        identifier=data["identifier"],
+        title=data["title"],
+        state=data["state"],
+        dispatchable=bool(data["dispatchable"]),
+        description=data.get("description"),
+        priority=data.get("priority"),
+        branch_name=data.get("branch_name"),
+        url=data.get("url"),
+        assignee_id=data.get("assignee_id"),
+        labels=tuple(data.get("labels") or ()),
+        blocked_by=tuple(BlockerRef(*ref) for ref in data.get("blocked_by") or ()),
+        created_at=optional_time(data.get("created_at")),
+        updated_at=optional_time(data.get("updated_at")),
+        native_ref=data.get("native_ref"),
+    )
+
+
+def plan_to_json(plan: TransitionPlan) -> str:
+    return json.dumps(
+        {
+            "stage": plan.stage,
+            "outcome": plan.outcome.value,
+            "target": plan.target,
+            "comments": [[c.kind, c.body, c.single] for c in plan.comments],
+            "evidence": plan.evidence,
+            "hands_off": plan.hands_off,
+        }
+    )
+
+
+def plan_from_json(text: str) -> TransitionPlan:
+    data = json.loads(text)
+    return TransitionPlan(
+        data["stage"],
+        Outcome(data["outcome"]),
+        data["target"],
+        tuple(
+            # Written before comments said so, only the plan was one of a kind.
+            PlannedComment(c[0], c[1], bool(c[2]) if len(c) > 2 else c[0] == "plan")
+            for c in data["comments"]
+        ),
+        data.get("evidence"),
+        bool(data.get("hands_off", False)),
+    )
+
+
+def ticket_from_row(row: Row) -> TicketTotals:
+    totals = TicketTotals(row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8])
+    with contextlib.suppress(ValueError, TypeError):
+        totals.cost_by_stage = {str(k): float(v) for k, v in json.loads(row[9]).items()}
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        budget = json.loads(row[10])
+        totals.budget_base_usd = float(budget.get("base_usd", 0.0))
+        totals.budget_window = int(budget.get("window", 1))
+        totals.budget_warned = bool(budget.get("warned", False))
+        totals.budget_exceeded = bool(budget.get("exceeded", False))
+    return totals
+
+
+def optional_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
