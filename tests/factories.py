@@ -18,6 +18,7 @@ from symphony.config.sections import (
     TrackerSettings,
     WorkspaceSettings,
 )
+from symphony.config.stages import Stage
 
 WALL = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -74,4 +75,27 @@ def make_settings(
         ),
         prompt_template=prompt,
         fingerprint="test",
+    )
+
+
+def make_stage(
+    name: str,
+    states: tuple[str, ...],
+    *,
+    on_success: str = "Human Review",
+    max_total_turns: int = 4,
+    **fields: Any,
+) -> Stage:
+    """A stage as the parser would build it, escalating to `Needs Attention`."""
+    return Stage(
+        name=name,
+        states=states,
+        prompt_template="Work",
+        prompt_source="WORKFLOW.md",
+        prompt_line=1,
+        on_success=on_success,
+        on_blocked="Needs Attention",
+        on_stuck="Needs Attention",
+        max_total_turns=max_total_turns,
+        **fields,
     )

@@ -223,32 +223,27 @@ async def test_in_stage_mode_the_daemon_moves_a_reported_plan_to_review_and_post
 
 
 class GatedTracker(MemoryTracker):
-    """Reads that wait for the test to let them through, to place events mid-read."""
+    """A tracker whose next read of tickets by id waits for the test to let it through."""
 
     def __init__(self, *issues: Issue) -> None:
         super().__init__(*issues)
-        self.gates: dict[str, asyncio.Event] = {}
-        self.waiting: dict[str, asyncio.Event] = {}
+        self.gate: asyncio.Event | None = None
+        self.waiting = asyncio.Event()
+        """Set while a held read is in flight."""
 
-    def hold(self, read: str) -> None:
-        self.gates[read], self.waiting[read] = asyncio.Event(), asyncio.Event()
+    def hold(self) -> None:
+        self.gate, self.waiting = asyncio.Event(), asyncio.Event()
 
-    def release(self, read: str) -> None:
-        self.gates.pop(read).set()
-
-    async def _gate(self, read: str) -> None:
-        gate = self.gates.get(read)
-        if gate is not None:
-            self.waiting[read].set()
-            await gate.wait()
+    def release(self) -> None:
+        assert self.gate is not None
+        self.gate.set()
+        self.gate = None
 
     async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
-        await self._gate("ids")
+        if self.gate is not None:
+            self.waiting.set()
+            await self.gate.wait()
         return await super().fetch_issues_by_ids(ids)
-
-    async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
-        await self._gate("states")
-        return await super().fetch_issues_by_states(states)
 
 
 async def test_a_refresh_asked_during_a_read_gets_a_pass_of_its_own(
@@ -271,12 +266,12 @@ async def test_a_refresh_asked_during_a_read_gets_a_pass_of_its_own(
 
         run.orchestrator.add_listener(agent_speaks_as_the_pass_ends)
         before = tracker.reads
-        tracker.hold("ids")
+        tracker.hold()
         run.orchestrator.request_refresh()
-        await tracker.waiting["ids"].wait()  # the pass's reconcile read is in flight
+        await tracker.waiting.wait()  # the pass's reconcile read is in flight
         run.orchestrator.request_refresh()  # a webhook, a person's refresh
         armed = True
-        tracker.release("ids")
+        tracker.release()
         # The refresh is answered by a pass of its own (two reads) after the one in flight (two
         # more), at once: the clock stands still, so no poll is due.
         await run.until(lambda: tracker.reads >= before + 4)

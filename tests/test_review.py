@@ -10,11 +10,11 @@ from datetime import timedelta
 from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
 from symphony.config.sections import Settings
-from symphony.config.stages import Gate, Outcome, Report, Stage, StageMachine
+from symphony.config.stages import Gate, Outcome, Report, StageMachine
 from symphony.core.evidence import WorkspaceFacts
 from symphony.core.outcomes import CLOSED, GATE, HANDOFF, REWORK, summarize
 from symphony.core.verification import GateResult, GateRound, Verification
-from tests.factories import WALL, make_issue, make_settings
+from tests.factories import WALL, make_issue, make_settings, make_stage
 
 FAILED = GateResult("tests", "pytest -q", "failed", 1, 2.0, "exited with status 1", "E assert")
 PASSED = GateResult("tests", "pytest -q", "passed", 0, 1.5, "completed")
@@ -26,20 +26,14 @@ DONE = Report(Outcome.DONE, "Implemented it.", pull_request="https://example.tes
 
 
 def review_settings(max_in_review: int | None = None) -> Settings:
-    def stage(name: str, states: tuple[str, ...], on_success: str, **kw: object) -> Stage:
-        return Stage(
-            name=name, states=states, prompt_template="Work", prompt_source="WORKFLOW.md",
-            prompt_line=1, on_success=on_success, on_blocked="Needs Attention",
-            on_stuck="Needs Attention", max_total_turns=10, **kw,  # type: ignore[arg-type]
-        )  # fmt: skip
-
     machine = StageMachine(
         (
-            stage("plan", ("Todo",), "Plan Review"),
-            stage(
+            make_stage("plan", ("Todo",), on_success="Plan Review", max_total_turns=10),
+            make_stage(
                 "implement",
                 ("Ready", "Rework"),
-                "Human Review",
+                on_success="Human Review",
+                max_total_turns=10,
                 verify=(Gate("tests", "pytest -q"),),
                 on_verify_failed="Broken",
                 evidence=True,

@@ -7,28 +7,12 @@ import dataclasses
 from symphony.agents.codex import CodexSettings
 from symphony.base.issue import Issue
 from symphony.config.sections import Settings
-from symphony.config.stages import Stage, StageMachine
+from symphony.config.stages import StageMachine
 from symphony.core.runs import Verdict, before_first_turn, next_turn, turn_limits
-from tests.factories import make_issue, make_settings
+from tests.factories import make_issue, make_settings, make_stage
 
-
-def stage(name: str, states: tuple[str, ...], *, max_turns: int | None = None) -> Stage:
-    return Stage(
-        name=name,
-        states=states,
-        prompt_template="Work",
-        prompt_source="WORKFLOW.md",
-        prompt_line=1,
-        on_success="Human Review",
-        on_blocked="Needs Attention",
-        on_stuck="Needs Attention",
-        max_total_turns=5,
-        max_turns=max_turns,
-    )
-
-
-PLAN = stage("plan", ("Todo",))
-IMPLEMENT = stage("implement", ("Ready",), max_turns=3)
+PLAN = make_stage("plan", ("Todo",), max_total_turns=5)
+IMPLEMENT = make_stage("implement", ("Ready",), max_total_turns=5, max_turns=3)
 
 
 def stage_settings(**kw: object) -> Settings:

@@ -13,7 +13,7 @@ from symphony.base.issue import Issue
 from symphony.config.sections import HostSpec, Settings, SshSettings, WorkerSettings
 from symphony.config.stages import Outcome, Report
 from symphony.core.footprint import Footprint
-from tests.factories import WALL, make_issue, make_settings
+from tests.factories import WALL, make_issue, make_settings, make_stage
 
 
 def dispatch(
@@ -679,23 +679,13 @@ def test_kept_workspace_is_forgotten_when_the_issue_vanishes_or_is_dispatched_ag
 
 
 def stage_settings(**kw: object) -> Settings:
-    from symphony.config.stages import Stage, StageMachine
-
-    def stage(name: str, states: tuple[str, ...], on_success: str) -> Stage:
-        return Stage(
-            name=name,
-            states=states,
-            prompt_template="Work",
-            prompt_source="WORKFLOW.md",
-            prompt_line=1,
-            on_success=on_success,
-            on_blocked="Needs Attention",
-            on_stuck="Needs Attention",
-            max_total_turns=4,
-        )
+    from symphony.config.stages import StageMachine
 
     machine = StageMachine(
-        (stage("plan", ("Todo",), "Plan Review"), stage("implement", ("Ready",), "Human Review")),
+        (
+            make_stage("plan", ("Todo",), on_success="Plan Review"),
+            make_stage("implement", ("Ready",), on_success="Human Review"),
+        ),
         "Needs Attention",
     )
     return dataclasses.replace(make_settings(active=("Todo", "Ready"), **kw), machine=machine)  # type: ignore[arg-type]
