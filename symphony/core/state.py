@@ -246,6 +246,20 @@ class SchedulerState:
     host_health: dict[str, HostHealth] = field(default_factory=dict)
     """SSH hosts that failed to connect lately."""
 
+    def open_identifiers(self) -> list[str]:
+        """Tickets with work under way or waiting for a person, each once: running, retrying,
+        being moved, or released with their workspace kept."""
+        return list(
+            dict.fromkeys(
+                [
+                    *(entry.identifier for entry in self.running.values()),
+                    *(retry.identifier for retry in self.retry_attempts.values()),
+                    *(move.identifier for move in self.transitions.values()),
+                    *self.kept_workspaces.values(),
+                ]
+            )
+        )
+
 
 @dataclass(slots=True)
 class HostHealth:

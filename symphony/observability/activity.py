@@ -62,8 +62,8 @@ class Activity:
         return [row for row in reversed(self._rows) if row["issue_identifier"] == issue_identifier]
 
 
-def describe(effect: core.Effect) -> tuple[str, str, str, Level] | None:
-    """(event, issue identifier, message, level) for a decision worth showing."""
+def describe(effect: core.Effect) -> tuple[str, str | None, str, Level] | None:
+    """(event, issue identifier or None, message, level) for a decision worth showing."""
     if isinstance(effect, core.StartWorker):
         attempt = "first run" if effect.attempt is None else f"attempt {effect.attempt}"
         where = (
@@ -109,4 +109,10 @@ def describe(effect: core.Effect) -> tuple[str, str, str, Level] | None:
         return "retrying", entry.identifier, message, "warning"
     if isinstance(effect, core.Released):
         return "released", effect.identifier, effect.reason, "info"
+    if isinstance(effect, core.HostMarkedDown):
+        message = (
+            f"{effect.host} failed to connect {effect.failures} times in a row; no new "
+            f"work there for {effect.cooloff_s:.0f} s ({effect.error})"
+        )
+        return "host_down", None, message, "info"
     return None

@@ -8,7 +8,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -518,10 +518,12 @@ async def test_states_left_to_the_tracker_are_discovered_before_polling(
 class CancelsBeforeStart(Orchestrator):
     """Stops the daemon in the instant between creating a worker task and its first step."""
 
-    def _start_worker(self, start: Any) -> None:
-        super()._start_worker(start)
-        self._workers[start.issue.id].cancel()
-        self.stop()
+    def _perform(self, effects: Sequence[core.Effect]) -> None:
+        super()._perform(effects)
+        for effect in effects:
+            if isinstance(effect, core.StartWorker):
+                self._performer.workers[effect.issue.id].cancel()
+                self.stop()
 
 
 async def test_shutdown_does_not_wait_for_a_worker_cancelled_before_it_ran(board: Board) -> None:

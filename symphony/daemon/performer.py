@@ -1,0 +1,195 @@
+"""Carries out the effects the core decides: worker tasks, moves, comments, workspace removals.
+
+The orchestrator hands every list of effects here, in order. Each effect becomes a log record,
+an activity row (`symphony.observability`) and, where it asks for I/O, a task in the loop's task
+group: a worker (`symphony.daemon.worker`), or one of the writes in `symphony.daemon.writes`,
+whose answer comes back through the queue. The performer keeps the tasks it started (so a stop
+can cancel a worker, and a new worker waits for its ticket's old workspace to be removed) and
+the MCP tool server, started for the first agent that takes its tools that way. It reads the
+scheduling state, and never changes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NamedTuple, TypeVar
+
+import structlog
+
+from symphony import core
+from symphony.agents import AgentLaunch, AgentSession
+from symphony.agents.registry import backend
+from symphony.agents.tool_server import ToolServer
+from symphony.base.secrets import SecretMasker
+from symphony.config.sections import Settings
+from symphony.daemon import writes
+from symphony.daemon.events import Clock, QueueEvent, WorkerExited
+from symphony.daemon.places import Places
+from symphony.daemon.runner import AttemptContext
+from symphony.daemon.worker import STOPPED, work
+from symphony.memory import memory_of
+from symphony.observability.activity import Activity
+from symphony.observability.board import Board
+from symphony.observability.effect_log import log_effect
+from symphony.observability.snapshot import Health
+from symphony.tracker.contract import Tracker
+
+log = structlog.get_logger("symphony.orchestrator")
+
+T = TypeVar("T")
+
+
+class Current(NamedTuple):
+    """What the orchestrator runs on now; a reload replaces each."""
+
+    settings: Settings
+    tracker: Tracker
+    places: Places
+
+
+class Performer:
+    def __init__(
+        self,
+        state: core.SchedulerState,
+        current: Callable[[], Current],
+        *,
+        report: Callable[[QueueEvent], None],
+        clock: Clock,
+        activity: Activity,
+        board: Board,
+        health: Health,
+        masker: SecretMasker,
+        session_factory: Callable[[AgentLaunch], AgentSession],
+        changed: Callable[[], None],
+    ) -> None:
+        self._state = state
+        self._current = current
+        self._report = report
+        self._clock = clock
+        self._activity = activity
+        self._board = board
+        self._health = health
+        self._masker = masker
+        self._session_factory = session_factory
+        self._changed = changed
+        self.workers: dict[str, asyncio.Task[None]] = {}
+        """The running workers' tasks, by issue id."""
+        self._removals: dict[str, asyncio.Task[None]] = {}
+        self._tasks: asyncio.TaskGroup | None = None
+        self._tool_server: ToolServer | None = None
+
+    def start(self, tasks: asyncio.TaskGroup) -> None:
+        """Start what effects ask for in `tasks` from now on (the loop's task group)."""
+        self._tasks = tasks
+
+    def perform(self, effects: Sequence[core.Effect]) -> None:
+        for effect in effects:
+            self._activity.add_effect(self._clock.wall(), effect)
+            log_effect(effect)
+            if isinstance(effect, core.StartWorker):
+                self._start_worker(effect)
+            elif isinstance(effect, core.PerformTransition):
+                self._start_transition(effect)
+            elif isinstance(effect, core.PostComment):
+                self._spawn(writes.comment(self._current().tracker, effect))
+            elif isinstance(effect, core.TransitionDone) and effect.confirmed:
+                self._board.moved(effect.issue_id, effect.target)
+            elif isinstance(effect, core.StopWorker):
+                task = self.workers.get(effect.issue_id)
+                if task is not None:
+                    task.cancel()
+            elif isinstance(effect, core.RemoveWorkspace):
+                self._remove_workspace(effect.identifier, effect.host)
+
+    def exited(self, issue_id: str) -> None:
+        """The worker of `issue_id` reported its exit."""
+        self.workers.pop(issue_id, None)
+
+    async def close(self) -> None:
+        """After the last worker exited: let the removals finish, stop the tool server."""
+        for task in list(self._removals.values()):
+            with contextlib.suppress(Exception):
+                await task
+        if self._tool_server is not None:
+            await self._tool_server.close()
+
+    def _start_worker(self, start: core.StartWorker) -> None:
+        assert self._tasks is not None
+        issue, attempt = start.issue, start.attempt
+        settings, tracker, places = self._current()
+        machine = settings.machine
+        agent = backend(start.agent_kind)
+        place = places.for_run(settings, start.host, agent.env_names)
+        ctx = AttemptContext(
+            settings=settings,
+            tracker=tracker,
+            workspaces=place.workspaces,
+            agent_env=place.agent_env,
+            child_env=place.child_env,
+            masker=self._masker,
+            host=place.host,
+            open_session=self._session_factory,
+            agent_kind=start.agent_kind,
+            tool_server=self._tool_server_for(agent.tools_over_mcp),
+            stage=machine.stage_named(start.stage) if machine is not None else None,
+            turns_used=start.turns_used,
+            resume_thread_id=start.resume_thread_id,
+            last_message=start.last_message,
+            memory=memory_of(settings, self._masker),
+            open_tickets=self._state.open_identifiers,
+        )
+        self._health.dispatched += 1
+        log.info(
+            "dispatching", issue_id=issue.id, issue_identifier=issue.identifier, attempt=attempt
+        )
+        removal = self._removals.get(issue.identifier)
+        task = self._tasks.create_task(
+            work(issue, attempt, ctx, report=self._report, clock=self._clock, removal=removal)
+        )
+        self.workers[issue.id] = task
+        task.add_done_callback(functools.partial(self._worker_done, issue.id))
+
+    def _worker_done(self, issue_id: str, task: asyncio.Task[None]) -> None:
+        # A worker cancelled before it ever ran never reaches its `finally`, so nothing would
+        # report its exit and shutdown would wait for it forever: report it here.
+        if task.cancelled() and self.workers.get(issue_id) is task:
+            self._report(WorkerExited(issue_id, core.WorkerExit(False, STOPPED)))
+
+    def _start_transition(self, perform: core.PerformTransition) -> None:
+        pending = self._state.transitions.get(perform.issue_id)
+        if pending is not None:
+            settings, tracker, places = self._current()
+            own = core.moves_from(pending, settings)
+            self._spawn(writes.move(tracker, places.local, pending, own), then=self._report)
+
+    def _remove_workspace(self, identifier: str, host: str) -> None:
+        def removed(_: None) -> None:
+            self._removals.pop(identifier, None)
+            self._changed()
+
+        workspaces = self._current().places.on(host)
+        removal = self._spawn(writes.remove_workspace(workspaces, identifier), then=removed)
+        self._removals[identifier] = removal
+
+    def _spawn(
+        self, write: Coroutine[Any, Any, T], then: Callable[[T], None] | None = None
+    ) -> asyncio.Task[None]:
+        """Run `write` beside the loop, then hand its result to `then`."""
+        assert self._tasks is not None
+
+        async def run() -> None:
+            result = await write
+            if then is not None:
+                then(result)
+
+        return self._tasks.create_task(run())
+
+    def _tool_server_for(self, over_mcp: bool) -> ToolServer | None:
+        if not over_mcp:
+            return None
+        if self._tool_server is None:
+            self._tool_server = ToolServer()
+        return self._tool_server

@@ -1,0 +1,99 @@
+"""Where a run may happen: this machine's workspaces and each SSH host's, with the environment a
+child gets on each.
+
+Built from the settings, the daemon's environment, the tracker's secret names (removed from every
+child) and the instance id (carried by every child, so a restart finds what an earlier daemon
+left). The orchestrator builds a new one when a reload changes the tracker, the workspace, the
+hooks or the worker hosts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from symphony.base.hosts import LOCAL
+from symphony.config.sections import Settings
+from symphony.hosts import Host
+from symphony.hosts.local import LOCAL_HOST
+from symphony.hosts.ssh import SshHost
+from symphony.workspace.environment import child_environment, remote_environment
+from symphony.workspace.local import WorkspaceManager
+from symphony.workspace.remote import RemoteWorkspaces
+
+Workspaces = WorkspaceManager | RemoteWorkspaces
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlace:
+    """What one attempt is given: its host's workspaces, the host, the environment of its
+    hooks and gates, and the agent's own."""
+
+    workspaces: Workspaces
+    host: Host
+    child_env: dict[str, str]
+    agent_env: dict[str, str]
+
+
+class Places:
+    def __init__(
+        self,
+        settings: Settings,
+        environ: Mapping[str, str],
+        secret_names: Sequence[str],
+        instance_id: str,
+    ) -> None:
+        self._environ = environ
+        self._secret_names = tuple(secret_names)
+        self._instance_id = instance_id
+        self.local = WorkspaceManager(
+            settings.workspace.root,
+            settings.hooks,
+            env=self.child_env(settings),
+            worktrees=settings.workspace.worktrees,
+        )
+        worker, remote_env = settings.worker, self.remote_env(settings)
+        root = str(settings.workspace.root)
+        self.remote: dict[str, RemoteWorkspaces] = {
+            spec.name: RemoteWorkspaces(
+                SshHost(spec, worker.ssh, environ, root), settings.hooks, env=remote_env
+            )
+            for spec in worker.hosts
+        }
+        """The workspaces of each SSH worker host, by its name."""
+
+    def on(self, host: str) -> Workspaces:
+        """The workspaces of `host` (this machine's for `local` or a host no longer listed)."""
+        return self.remote.get(host, self.local) if host != LOCAL else self.local
+
+    def for_run(self, settings: Settings, host: str, agent_env_names: Sequence[str]) -> RunPlace:
+        """Where an attempt on `host` runs, with the environments of the current settings."""
+        workspaces = self.on(host)
+        if isinstance(workspaces, RemoteWorkspaces):
+            # A host gets one environment for all (its own basics are its own).
+            env = self.remote_env(settings)
+            return RunPlace(workspaces, workspaces.host, env, env)
+        return RunPlace(
+            workspaces,
+            LOCAL_HOST,
+            self.child_env(settings),
+            self.child_env(settings, agent_env_names),
+        )
+
+    def host_roots(self) -> dict[str, str | None]:
+        """Each SSH host's workspace root, for the status surfaces."""
+        return {name: w.host.workspace_root for name, w in self.remote.items()}
+
+    def child_env(self, settings: Settings, extra_names: Sequence[str] = ()) -> dict[str, str]:
+        """A local child's environment (`symphony.workspace.environment`)."""
+        return child_environment(
+            self._environ,
+            settings,
+            self._secret_names,
+            self._instance_id,
+            extra_names=extra_names,
+        )
+
+    def remote_env(self, settings: Settings) -> dict[str, str]:
+        """What crosses to an SSH host for every child there."""
+        return remote_environment(self._environ, settings, self._secret_names, self._instance_id)

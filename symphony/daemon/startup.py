@@ -1,0 +1,137 @@
+"""What the daemon does once before its first poll, in this order.
+
+1. `recover`: register this instance in the store, stop what earlier daemons left running (here
+   and on every SSH host, found by their instance ids) and put the saved runs, retries and moves
+   back into the scheduler state (`symphony.store.recovery`).
+2. `ensure_stage_states`: in stage mode, make the tracker able to hold every state the daemon
+   moves tickets to.
+3. `remove_terminal_workspaces`: forget worktrees whose folders are gone, and remove the
+   workspaces of tickets that turned terminal while no daemon watched.
+
+A step that cannot reach the tracker or a host is reported and skipped; none stops the daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+
+import structlog
+
+from symphony import core
+from symphony.base.errors import SymphonyError
+from symphony.base.hosts import LOCAL
+from symphony.config.sections import Settings
+from symphony.daemon.events import Clock
+from symphony.daemon.places import Places
+from symphony.daemon.reads import TrackerReads
+from symphony.hosts.ssh import SshHost
+from symphony.observability.activity import Activity
+from symphony.store import Store
+from symphony.store.recovery import Recovered, orphan_groups, restore, stop_groups
+from symphony.tracker.contract import Tracker, TrackerError
+from symphony.workspace.environment import REMOTE_INSTANCE_VARIABLE
+from symphony.workspace.local import startup_prune
+from symphony.workspace.remote import RemoteWorkspaces
+
+log = structlog.get_logger("symphony.orchestrator")
+
+
+async def recover(
+    store: Store,
+    state: core.SchedulerState,
+    settings: Settings,
+    instance_id: str,
+    clock: Clock,
+    activity: Activity,
+    remote: Iterable[RemoteWorkspaces],
+) -> None:
+    """Carry on where the last daemon stopped."""
+    wall, mono = clock.wall(), clock.monotonic()
+    previous = store.register_instance(instance_id, os.getpid(), wall)
+    if settings.state is not None:
+        keep = timedelta(days=settings.state.keep_days)
+        if forgotten := store.forget_before(wall - keep):
+            log.info("forgot the totals of long-quiet tickets", tickets=forgotten)
+    saved = store.load(wall)
+    stopped = await stop_groups(orphan_groups(previous))
+    if stopped:
+        log.warning("stopped agents an earlier daemon left running", process_groups=stopped)
+    stopped += await stop_remote_orphans(remote, previous)
+    restore(state, saved, mono, wall)
+    recovered = Recovered(len(saved.runs), len(saved.retries), len(saved.transitions), stopped)
+    if saved.runs or saved.retries or saved.transitions or stopped:
+        log.info("recovered", summary=recovered.summary())
+        activity.add(wall, "recovered", recovered.summary())
+
+
+async def stop_remote_orphans(remote: Iterable[RemoteWorkspaces], previous: Sequence[str]) -> int:
+    """What earlier daemons left running on the SSH hosts, found there by their instance ids; a
+    host that cannot be reached is reported and skipped."""
+    hosts = [workspaces.host for workspaces in remote]
+    if not previous or not hosts:
+        return 0
+
+    async def on(host: SshHost) -> int:
+        done = await host.stop_marked(REMOTE_INSTANCE_VARIABLE, previous)
+        if done.returncode != 0:
+            log.warning("orphans on host not checked", host=host.name, reason=done.reason())
+            return 0
+        count = int(done.out.strip() or 0) if done.out.strip().isdigit() else 0
+        if count:
+            log.warning(
+                "stopped agents an earlier daemon left running", host=host.name, processes=count
+            )
+        return count
+
+    return sum(await asyncio.gather(*(on(host) for host in hosts)))
+
+
+async def ensure_stage_states(reads: TrackerReads, tracker: Tracker, settings: Settings) -> None:
+    """Stage mode: labels-as-states trackers create the labels the stages move tickets to."""
+    machine = settings.machine
+    if machine is None:
+        return
+    try:
+        created = await reads.read(
+            "states", tracker.ensure_states((*machine.states, *machine.targets()))
+        )
+    except TrackerError as exc:
+        log.warning("could not prepare the stages' states on the tracker", reason=str(exc))
+        return
+    if created:
+        log.info("created the stages' states on the tracker", states=created)
+
+
+async def remove_terminal_workspaces(
+    reads: TrackerReads,
+    tracker: Tracker,
+    settings: Settings,
+    state: core.SchedulerState,
+    places: Places,
+) -> None:
+    """Remove the workspaces of terminal tickets, each on the host the store says it is on."""
+    await startup_prune(places.local)
+    try:
+        terminal = await reads.read(
+            "startup_cleanup", tracker.fetch_issues_by_states(settings.tracker.terminal_states)
+        )
+    except TrackerError as exc:
+        log.warning("startup cleanup skipped", reason=str(exc))
+        return
+    for issue in terminal:
+        # A workspace on an SSH host is known by the store; every other one is here.
+        host = state.workspace_hosts.get(issue.id, LOCAL)
+        try:
+            if await places.on(host).remove(issue.identifier):
+                log.info(
+                    "workspace removed", issue_identifier=issue.identifier, reason="terminal",
+                    host=host,
+                )  # fmt: skip
+            state.workspace_hosts.pop(issue.id, None)
+        except SymphonyError as exc:
+            log.warning(
+                "startup cleanup failed", issue_identifier=issue.identifier, reason=str(exc)
+            )

@@ -1,0 +1,75 @@
+"""One worker task: runs one attempt (`symphony.daemon.runner`) and reports it to the loop.
+
+Everything a worker learns reaches the orchestrator as queue events: each agent event as it
+comes, each move its own tool call makes before and after the write, and exactly one exit,
+however the attempt ended (completed, failed, stopped, or a bug in symphony, which costs the
+attempt and never the daemon). A worker never touches the scheduling state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from symphony import core
+from symphony.base.events import AgentEvent
+from symphony.base.issue import Issue
+from symphony.daemon.events import AgentUpdate, Clock, OwnMove, QueueEvent, WorkerExited
+from symphony.daemon.runner import AttemptContext, AttemptFailed, log_agent_event, run_attempt
+
+log = structlog.get_logger("symphony.orchestrator")
+
+STOPPED = core.Failure("worker", "stopped")
+"""The exit of a worker the orchestrator stopped (its reason is in the running entry)."""
+
+
+async def work(
+    issue: Issue,
+    attempt: int | None,
+    ctx: AttemptContext,
+    *,
+    report: Callable[[QueueEvent], None],
+    clock: Clock,
+    removal: Awaitable[None] | None = None,
+) -> None:
+    """Run the attempt after `removal` (of this ticket's old workspace) has finished."""
+
+    def on_event(event: AgentEvent) -> None:
+        log_agent_event(event)
+        report(AgentUpdate(issue.id, event, clock.monotonic(), clock.wall()))
+
+    def on_move(target: str | None, phase: core.MovePhase) -> None:
+        report(OwnMove(issue.id, target, phase))
+
+    # Bound in this task's context only: every record the attempt writes (hooks, agent
+    # session, tool calls) carries the issue and reaches its per-issue log file.
+    structlog.contextvars.bind_contextvars(issue_id=issue.id, issue_identifier=issue.identifier)
+    result = core.WorkerExit(False, STOPPED)
+    try:
+        if removal is not None:
+            await asyncio.shield(removal)
+        end = await run_attempt(issue, attempt, ctx, on_event, on_move)
+        result = core.WorkerExit(
+            True,
+            report=end.report,
+            stuck=end.stuck,
+            verification=end.verification,
+            facts=end.facts,
+            footprint=end.footprint,
+        )
+        log.info("completed")
+    except AttemptFailed as exc:
+        result = core.WorkerExit(False, exc.failure)
+        log.warning("failed", reason=str(exc))
+    except asyncio.CancelledError:
+        # Stopped by the orchestrator: the stop reason is already recorded in its state.
+        log.info("stopped")
+    except Exception as exc:  # a bug must cost one attempt, never the daemon
+        result = core.WorkerExit(
+            False, core.Failure("internal error", repr(exc), reason=core.FailureReason.INTERNAL)
+        )
+        log.exception("failed", reason="internal error")
+    finally:
+        report(WorkerExited(issue.id, result))

@@ -1,0 +1,82 @@
+"""The writes the performer starts beside the loop: a decided move, a comment, a workspace
+removal.
+
+Each is one coroutine that never raises (an adapter's bug costs that one write, never the
+daemon). A move answers with the `TransitionWritten` event the loop judges; a comment is best
+effort, once; a removal says what it did in the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from symphony import core
+from symphony.base.errors import SymphonyError
+from symphony.daemon.events import TransitionWritten
+from symphony.daemon.places import Workspaces
+from symphony.tracker.contract import Tracker, TrackerError
+from symphony.tracker.writes import WriteResult, post_comment_once, write_transition
+from symphony.workspace.facts import write_evidence_file
+from symphony.workspace.local import WorkspaceManager
+
+log = structlog.get_logger("symphony.orchestrator")
+
+
+async def move(
+    tracker: Tracker,
+    workspaces: WorkspaceManager,
+    pending: core.PendingTransition,
+    own: frozenset[str],
+) -> TransitionWritten:
+    """Write a decided move; the hand-off's evidence goes to the workspace first."""
+    structlog.contextvars.bind_contextvars(
+        issue_id=pending.issue.id, issue_identifier=pending.identifier
+    )
+    if pending.plan.evidence is not None:
+        _write_evidence(workspaces, pending.identifier, pending.plan.evidence)
+    try:
+        result, detail = await write_transition(tracker, pending, own)
+    except TrackerError as exc:
+        result, detail = WriteResult.FAILED, str(exc)
+    except Exception as exc:  # an adapter bug costs one try, never the daemon
+        log.exception("transition write failed unexpectedly")
+        result, detail = WriteResult.FAILED, f"internal error: {exc!r}"
+    return TransitionWritten(pending.issue.id, result, detail)
+
+
+def _write_evidence(
+    workspaces: WorkspaceManager, identifier: str, evidence: Mapping[str, Any]
+) -> None:
+    """The evidence as JSON in the workspace; a failure costs only the file."""
+    path = workspaces.owned_path(identifier)
+    if path is None:
+        return
+    try:
+        write_evidence_file(path, evidence)
+    except OSError as exc:
+        log.warning("could not write the evidence file", workspace=str(path), reason=str(exc))
+
+
+async def comment(tracker: Tracker, post: core.PostComment) -> None:
+    """Best effort, once: a comment that cannot be written is logged, never retried."""
+    try:
+        await post_comment_once(tracker, post.issue, post.kind, post.key, post.body)
+    except Exception as exc:
+        log.warning(
+            "comment not posted",
+            issue_identifier=post.issue.identifier,
+            kind=post.kind,
+            reason=str(exc),
+        )
+
+
+async def remove_workspace(workspaces: Workspaces, identifier: str) -> None:
+    """Remove a ticket's workspace, if symphony made it."""
+    try:
+        if await workspaces.remove(identifier):
+            log.info("workspace removed", issue_identifier=identifier)
+    except SymphonyError as exc:
+        log.error("workspace removal failed", issue_identifier=identifier, reason=str(exc))
