@@ -55,7 +55,7 @@ from symphony.base.events import AgentEvent
 from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.store import Store
-from tests.test_orchestrator import FAKE_AGENT, Board
+from tests.harness import FAKE_AGENT, Board
 
 FAKE_COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_AGENT))}"
 

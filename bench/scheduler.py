@@ -110,7 +110,7 @@ async def live_memory_per_session_kib(sessions: int = 50) -> float:
 
     from symphony.config.load import load_settings
     from symphony.daemon.orchestrator import Orchestrator
-    from tests.test_orchestrator import Board
+    from tests.harness import Board
 
     with tempfile.TemporaryDirectory() as folder:
         board = Board(Path(folder))

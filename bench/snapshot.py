@@ -41,7 +41,7 @@ from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.observability.logging import configure_logging
 from symphony.observability.server import create_app, serve
-from tests.test_orchestrator import Board
+from tests.harness import Board
 
 SESSIONS = 100
 EVENTS_PER_SESSION_S = 10

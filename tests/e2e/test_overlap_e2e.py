@@ -18,7 +18,7 @@ from symphony.core.footprint import Footprint
 from symphony.store import Store
 from symphony.workspace.worktrees import MIRROR_NAME
 from tests.stage_flow import PLAN_PROMPT, StageBoard, settle, start
-from tests.test_worktrees import git
+from tests.workspace.test_worktrees import git
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from symphony.config.load import load_settings
 from symphony.config.sections import ServerSettings
 from symphony.observability.server import create_app, is_loopback, serve
 from tests.harness import Board, Running, scenario_env, start
-from tests.test_cli import _read_until, _start_daemon
+from tests.cli.test_cli import _read_until, _start_daemon
 
 pytestmark = pytest.mark.slow
 

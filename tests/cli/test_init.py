@@ -11,7 +11,7 @@ import pytest
 
 from symphony.cli.init import TRACKERS, InitError, init_workflow
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.mark.parametrize("tracker", sorted(TRACKERS))
