@@ -18,6 +18,7 @@ from symphony.base.events import EventKind
 from symphony.base.issue import Issue
 from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
+from symphony.tracker.contract import TRACKER_STATUS, TrackerError
 from tests.factories import make_issue
 from tests.fakes.agent import COMPLETE, FAIL, HANG, Call, ScriptedAgent
 from tests.fakes.clock import FakeClock
@@ -275,5 +276,86 @@ async def test_a_refresh_asked_during_a_read_gets_a_pass_of_its_own(
         # The refresh is answered by a pass of its own (two reads) after the one in flight (two
         # more), at once: the clock stands still, so no poll is due.
         await run.until(lambda: tracker.reads >= before + 4)
+    finally:
+        await run.stop()
+
+
+async def test_an_invalid_workflow_pauses_dispatch_and_a_valid_one_resumes_it(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = MemoryTracker(make_issue("A-1"))
+    agent = ScriptedAgent(HANG)
+    run = start(tmp_path, tracker, agent, clock)
+    workflow = tmp_path / "WORKFLOW.md"
+    good = workflow.read_text()
+    try:
+        await run.until(lambda: "id-A-1" in run.orchestrator.state.running)
+        workflow.write_text(good.replace("---\n", "---\n: not yaml", 1))  # a broken edit
+        tracker.issues["id-A-2"] = make_issue("A-2")
+        await wake_after(run, clock, 30)
+        health = run.orchestrator.health
+        assert health.workflow_error is not None
+        assert "id-A-1" in run.orchestrator.state.running  # the run goes on
+        assert "id-A-2" not in run.orchestrator.state.running  # nothing new starts
+        workflow.write_text(good.replace("Work on", "Now work on"))
+        await wake_after(run, clock, 30)
+        await run.until(lambda: "id-A-2" in run.orchestrator.state.running)
+        assert health.workflow_error is None
+        assert "Now work on A-2" in agent.of("A-2")[0].prompts[0]
+        events = [row["event"] for row in run.orchestrator.activity.newest()]
+        assert events.count("workflow_rejected") == 1 and "workflow_reloaded" in events
+    finally:
+        await run.stop()
+
+
+class FailingTracker(MemoryTracker):
+    """A tracker whose reads fail while `down` is set."""
+
+    down = False
+
+    async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
+        if self.down:
+            raise TrackerError(TRACKER_STATUS, "the tracker answered 502")
+        return await super().fetch_issues_by_states(states)
+
+
+async def test_a_failing_tracker_shows_in_the_health_and_dispatch_resumes_when_it_answers(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = FailingTracker()
+    agent = ScriptedAgent(HANG)
+    run = start(tmp_path, tracker, agent, clock)
+    try:
+        await wake_after(run, clock, 1)
+        tracker.down = True
+        tracker.issues["id-A-1"] = make_issue("A-1")
+        await wake_after(run, clock, 30)
+        await wake_after(run, clock, 30)
+        assert run.orchestrator.health.tracker_error == "tracker_status: the tracker answered 502"
+        assert not run.orchestrator.state.running
+        tracker.down = False
+        await wake_after(run, clock, 30)
+        await run.until(lambda: "id-A-1" in run.orchestrator.state.running)
+        assert run.orchestrator.health.tracker_error is None
+        events = [row["event"] for row in run.orchestrator.activity.newest()]
+        assert events.count("tracker_failed") == 1 and events.count("tracker_recovered") == 1
+    finally:
+        await run.stop()
+
+
+async def test_a_ticket_closed_while_no_daemon_ran_loses_its_workspace_at_start_up(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = MemoryTracker(make_issue("A-1"))
+    run = start(tmp_path, tracker, ScriptedAgent(HANG), clock)
+    await run.until(lambda: "id-A-1" in run.orchestrator.state.running)
+    await run.stop()
+    workspace = tmp_path / "workspaces" / "A-1"
+    assert workspace.is_dir()  # kept for the next run
+    tracker.set_state("A-1", "Done")
+    run = start(tmp_path, tracker, ScriptedAgent(HANG), clock)
+    try:
+        await run.until(lambda: not workspace.exists())
+        assert not run.orchestrator.state.running
     finally:
         await run.stop()
