@@ -1,5 +1,5 @@
 """The agent tools of the `gitlab` adapter: their declarations, and the checks GitLab adds.
-`adapters.gitlab.tracker` executes them, over the same operations as the daemon's own writes,
+`adapters.gitlab.writes` runs them, over the same operations as the daemon's own writes,
 whose arguments are checked here too.
 """
 
