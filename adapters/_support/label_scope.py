@@ -15,10 +15,30 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from symphony.base.issue import Issue, normalize_state
+from symphony.config.sections import TrackerSettings
 from symphony.tracker.contract import INVALID_TRACKER_CONFIG, TrackerError
 
 from .normalize import Malformed, as_int
 from .provider import provider_str
+
+CLOSED_FLAG = "closed"
+"""An issue record's `state` when it is closed, on GitHub and GitLab alike."""
+
+
+def labelled_states(settings: TrackerSettings) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The workflow's states that get labels, and its terminal states. Checkpoint states
+    (stage mode) get labels like the active ones; the core decides which are worked on."""
+    return (*settings.active_states, *settings.other_states), settings.terminal_states
+
+
+def label_names(raw: Any) -> list[str]:
+    """Label names from REST (`[{name}]` or `["name"]`) or GraphQL (`{nodes: [{name}]}`)."""
+    if isinstance(raw, Mapping):
+        raw = raw.get("nodes")
+    if not isinstance(raw, list):
+        return []
+    names = (entry.get("name") if isinstance(entry, Mapping) else entry for entry in raw)
+    return [name for name in names if isinstance(name, str)]
 
 
 def default_label(state: str, prefix: str, separator: str) -> str:
@@ -121,10 +141,19 @@ class LabelStates:
     closed_state: str
     labels: StateLabels
 
-    def state_of(self, closed: bool, label_names: Sequence[str]) -> str | None:
+    def state_of(self, closed: bool, names: Sequence[str]) -> str | None:
         """A closed issue is in `closed_state`; an open one in the state of its labels, or in
         none (outside the workflow) without a state label."""
-        return self.closed_state if closed else self.labels.state_of(label_names)
+        return self.closed_state if closed else self.labels.state_of(names)
+
+    def state_of_record(self, item: Mapping[str, Any]) -> str | None:
+        """The state of an issue record, from its closed flag and its labels."""
+        return self.state_of(item.get("state") == CLOSED_FLAG, label_names(item.get("labels")))
+
+    def outside_scope(self, closed: bool, open_name: str) -> str:
+        """The state of an issue outside the label scheme (a blocker in another repository or
+        project): only the provider's flag is known, kept so an open blocker still blocks."""
+        return self.closed_state if closed else open_name
 
 
 @dataclass(frozen=True, slots=True)

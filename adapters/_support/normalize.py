@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -41,3 +42,21 @@ def as_int(value: Any) -> int | None:
 
 def text_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
+
+
+def numbered_record(item: Any, number_key: str, flags: tuple[str, str]) -> tuple[int, str, str]:
+    """(number, title, flag) of an issue record that is numbered within its repository or
+    project, or `Malformed`: an object with a positive `number_key`, a title, and a `state`
+    that is one of `flags` (open, closed)."""
+    if not isinstance(item, Mapping):
+        raise Malformed("issue record is not an object")
+    number = as_int(item.get(number_key))
+    if number is None or number < 1:
+        raise Malformed(f"issue has no {number_key}")
+    title = item.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise Malformed(f"issue #{number} has no title")
+    flag = item.get("state")
+    if flag not in flags:
+        raise Malformed(f"issue #{number} has no {'/'.join(flags)} state")
+    return number, title, flag

@@ -15,8 +15,10 @@ from typing import Any
 from symphony.base.issue import BlockerRef, Issue, normalize_labels
 from symphony.tracker.contract import Comment
 
+from .._support.label_scope import CLOSED_FLAG
+from .._support.label_scope import label_names as label_names
 from .._support.normalize import Malformed as Malformed
-from .._support.normalize import as_int, parse_timestamp, text_or_none
+from .._support.normalize import as_int, numbered_record, parse_timestamp, text_or_none
 from .config import GitHubConfig
 
 _REPO_IN_URL = re.compile(r"/repos/([^/]+/[^/]+)/?$")
@@ -54,16 +56,6 @@ def repository_of(item: Mapping[str, Any]) -> str | None:
     return None
 
 
-def label_names(raw: Any) -> list[str]:
-    """Label names from REST (`[{name}]` or `["name"]`) or GraphQL (`{nodes: [{name}]}`)."""
-    if isinstance(raw, Mapping):
-        raw = raw.get("nodes")
-    if not isinstance(raw, list):
-        return []
-    names = (entry.get("name") if isinstance(entry, Mapping) else entry for entry in raw)
-    return [name for name in names if isinstance(name, str)]
-
-
 def priority_of(labels: Sequence[str], config: GitHubConfig) -> int | None:
     """The best (lowest) priority among the issue's priority labels."""
     found = [config.priority_labels[label] for label in labels if label in config.priority_labels]
@@ -73,24 +65,12 @@ def priority_of(labels: Sequence[str], config: GitHubConfig) -> int | None:
 def rest_state(item: Mapping[str, Any], config: GitHubConfig) -> str | None:
     """The workflow state of a REST issue in the label scope: closed -> `closed_state`;
     open -> its state label; None when open without one (outside the scope)."""
-    closed = item.get("state") == "closed"
-    return config.label_states.state_of(closed, label_names(item.get("labels")))
+    return config.label_states.state_of_record(item)
 
 
 def required(item: Any) -> tuple[int, str, str]:
     """number, title and open/closed flag, or `Malformed`."""
-    if not isinstance(item, Mapping):
-        raise Malformed("issue record is not an object")
-    number = as_int(item.get("number"))
-    if number is None or number < 1:
-        raise Malformed("issue has no number")
-    title = item.get("title")
-    if not isinstance(title, str) or not title.strip():
-        raise Malformed(f"issue #{number} has no title")
-    flag = item.get("state")
-    if flag not in ("open", "closed"):
-        raise Malformed(f"issue #{number} has no open/closed state")
-    return number, title, flag
+    return numbered_record(item, "number", ("open", CLOSED_FLAG))
 
 
 def rest_issue(
@@ -135,9 +115,7 @@ def rest_blocker(item: Any, config: GitHubConfig) -> BlockerRef | None:
     same = repository.lower() == (config.repository or "").lower()
     state = rest_state(item, config) if same else None
     if state is None:
-        # Outside our label scheme only GitHub's own flag is known; keep it so an open
-        # blocker still blocks.
-        state = config.label_states.closed_state if flag == "closed" else "open"
+        state = config.label_states.outside_scope(flag == CLOSED_FLAG, "open")
     return BlockerRef(
         id=str(number) if same else text_or_none(item.get("node_id")),
         identifier=identifier(repository, number),

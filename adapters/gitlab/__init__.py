@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from symphony.tracker.contract import TrackerAdapter
 
+from .._support.label_scope import labelled_states
 from .config import parse_config
 from .tracker import GitLabTracker
 
@@ -62,14 +63,7 @@ __all__ = [
 
 def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracker:
     """A GitLab tracker; raises `invalid_tracker_config` / `missing_tracker_secret`."""
-    config = parse_config(
-        settings.provider,
-        context.environ,
-        # Checkpoint states (stage mode) get labels like the active ones; the core decides
-        # which states are worked on.
-        (*settings.active_states, *settings.other_states),
-        settings.terminal_states,
-    )
+    config = parse_config(settings.provider, context.environ, *labelled_states(settings))
     return GitLabTracker(config)
 
 

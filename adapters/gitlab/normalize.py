@@ -15,43 +15,25 @@ from typing import Any
 from symphony.base.issue import BlockerRef, Issue, normalize_labels, normalize_state
 from symphony.tracker.contract import Comment
 
+from .._support.label_scope import CLOSED_FLAG
+from .._support.label_scope import label_names as label_names
 from .._support.normalize import Malformed as Malformed
-from .._support.normalize import as_int, parse_timestamp, text_or_none
+from .._support.normalize import as_int, numbered_record, parse_timestamp, text_or_none
 from .config import GitLabConfig, is_project
 
 OPENED = "opened"
-CLOSED = "closed"
+CLOSED = CLOSED_FLAG
 
 
 def required(item: Any) -> tuple[int, str, str]:
     """iid, title and the opened/closed flag, or `Malformed`."""
-    if not isinstance(item, Mapping):
-        raise Malformed("issue record is not an object")
-    iid = as_int(item.get("iid"))
-    if iid is None or iid < 1:
-        raise Malformed("issue has no iid")
-    title = item.get("title")
-    if not isinstance(title, str) or not title.strip():
-        raise Malformed(f"issue #{iid} has no title")
-    flag = item.get("state")
-    if flag not in (OPENED, CLOSED):
-        raise Malformed(f"issue #{iid} has no opened/closed state")
-    return iid, title, flag
-
-
-def label_names(raw: Any) -> list[str]:
-    """Label names from `["name"]`, or `[{name}]` when `with_labels_details` was asked."""
-    if not isinstance(raw, list):
-        return []
-    names = (entry.get("name") if isinstance(entry, Mapping) else entry for entry in raw)
-    return [name for name in names if isinstance(name, str)]
+    return numbered_record(item, "iid", (OPENED, CLOSED))
 
 
 def state_of(item: Mapping[str, Any], config: GitLabConfig) -> str | None:
     """closed -> `closed_state`; opened -> the state its labels give it; None when opened
     without a state label (outside the scope)."""
-    closed = item.get("state") == CLOSED
-    return config.label_states.state_of(closed, label_names(item.get("labels")))
+    return config.label_states.state_of_record(item)
 
 
 def project_path(item: Mapping[str, Any], base_url: str) -> str | None:
@@ -135,9 +117,7 @@ def blocker(link: Any, config: GitLabConfig, project_id: int | None) -> BlockerR
     same = project_id is not None and as_int(link.get("project_id")) == project_id
     state = state_of(link, config) if same else None
     if state is None:
-        # Outside our label scheme only GitLab's flag is known; keep it so an open blocker
-        # still blocks.
-        state = config.label_states.closed_state if flag == CLOSED else OPENED
+        state = config.label_states.outside_scope(flag == CLOSED, OPENED)
     global_id = as_int(link.get("id"))
     return BlockerRef(
         id=str(iid) if same else (str(global_id) if global_id is not None else None),
