@@ -1,8 +1,9 @@
 """The agent tools of the `kaiten` adapter: their declarations, and the checks Kaiten adds.
 
 Each tool acts only on the card of the session that calls it; executing them is
-`adapters.kaiten.tracker`'s business (it owns the HTTP client and the board's columns), where
-the move and the comment run the same code as the daemon's own `move_issue` and `add_comment`.
+`adapters.kaiten.writes`'s business (through the tracker's HTTP client and the board's
+columns), where the move and the comment run the same code as the daemon's own `move_issue` and
+`add_comment`.
 The move tool is marked `moves_ticket`, so stage mode can withhold it.
 """
 

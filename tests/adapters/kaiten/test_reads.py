@@ -24,7 +24,7 @@ from symphony.tracker.contract import (
     TrackerError,
     resolve_states,
 )
-from symphony_adapters.kaiten.tracker import LAYOUT_MAX_AGE_S
+from symphony_adapters.kaiten.reads import LAYOUT_MAX_AGE_S
 from tests.adapters.kaiten import payloads
 from tests.adapters.kaiten.helpers import ENV, TOKEN, FakeClock, make_tracker
 from tests.adapters.kaiten.payloads import (
