@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from symphony.base.secrets import SecretMasker
+from symphony.base.times import parse_instant
 
 REFRESH_S = 1.0
 
@@ -51,7 +52,7 @@ def render_status(snapshot: Mapping[str, Any], masker: SecretMasker) -> Renderab
     for key, label in (("workflow_error", "WORKFLOW.md rejected"), ("tracker_error", "tracker")):
         if health.get(key):
             parts.append(Text(f" {label}: {health[key]} ", style="bold white on red"))
-    now = _parse(snapshot.get("generated_at"))
+    now = parse_instant(snapshot.get("generated_at"))
 
     running = Table(title=None, expand=True, header_style="bold", pad_edge=False)
     for column in ("ticket", "state", "turn", "last event", "age", "tokens", "runtime"):
@@ -65,7 +66,7 @@ def render_status(snapshot: Mapping[str, Any], masker: SecretMasker) -> Renderab
             str(row.get("state")),
             str(row.get("turn_count") or 0),
             event,
-            _age(now, _parse(row.get("last_event_at") or row.get("started_at"))),
+            _age(now, parse_instant(row.get("last_event_at") or row.get("started_at"))),
             f"{row.get('tokens', {}).get('total_tokens', 0):,}",
             _duration(row.get("runtime_seconds") or 0),
         )
@@ -124,15 +125,6 @@ class TerminalStatus:
             while True:
                 await asyncio.sleep(REFRESH_S)
                 live.update(render_status(self._snapshot(), self._masker), refresh=True)
-
-
-def _parse(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
 
 
 def _age(now: datetime | None, then: datetime | None) -> str:

@@ -29,6 +29,7 @@ from typing import Any
 
 from symphony.base.errors import SymphonyError
 from symphony.base.issue import Issue
+from symphony.base.times import parse_instant
 from symphony.core.costs import Spend
 from symphony.core.footprint import Footprint
 from symphony.core.outcomes import OutcomeRecord
@@ -38,7 +39,6 @@ from symphony.store.codec import (
     Row,
     issue_from_json,
     issue_to_json,
-    optional_time,
     plan_from_json,
     plan_to_json,
     ticket_from_row,
@@ -252,7 +252,7 @@ class Store:
         for issue_id, stage, turns, entered in db.execute(
             "SELECT issue_id, stage, turns, entered_at FROM stage_progress"
         ):
-            saved.stage_progress[issue_id] = (stage, turns, optional_time(entered))
+            saved.stage_progress[issue_id] = (stage, turns, parse_instant(entered))
         for issue_id, states in db.execute("SELECT issue_id, states FROM handed_off"):
             with contextlib.suppress(ValueError, TypeError):
                 saved.handed_off[issue_id] = tuple(str(s) for s in json.loads(states))
@@ -483,7 +483,7 @@ class Store:
             return []
         records = []
         for at, kind, issue_id, identifier, data in rows:
-            moment = optional_time(at)
+            moment = parse_instant(at)
             if moment is None:
                 continue
             with contextlib.suppress(ValueError, TypeError):

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from symphony.base.issue import BlockerRef, Issue
+from symphony.base.times import parse_instant
 from symphony.config.stages import Outcome
 from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
 from symphony.core.state import TicketTotals
@@ -46,8 +47,8 @@ def issue_from_json(text: str) -> Issue:
         assignee_id=data.get("assignee_id"),
         labels=tuple(data.get("labels") or ()),
         blocked_by=tuple(BlockerRef(*ref) for ref in data.get("blocked_by") or ()),
-        created_at=optional_time(data.get("created_at")),
-        updated_at=optional_time(data.get("updated_at")),
+        created_at=parse_instant(data.get("created_at")),
+        updated_at=parse_instant(data.get("updated_at")),
         native_ref=data.get("native_ref"),
     )
 
@@ -92,12 +93,3 @@ def ticket_from_row(row: Row) -> TicketTotals:
         totals.budget_warned = bool(budget.get("warned", False))
         totals.budget_exceeded = bool(budget.get("exceeded", False))
     return totals
-
-
-def optional_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
