@@ -96,11 +96,13 @@ from symphony.core.state import (
 )
 from symphony.core.transitions import (
     TRANSITION_BASE_DELAY_S,
+    WriteResult,
     budget_transition,
     due_transitions,
     moves_from,
     on_transition_confirmed,
     on_transition_failed,
+    on_transition_written,
     stage_outcome,
 )
 
@@ -144,6 +146,7 @@ __all__ = [
     "Verdict",
     "Wait",
     "WorkerExit",
+    "WriteResult",
     "agent_kind_for",
     "apply_refresh",
     "before_first_turn",
@@ -169,6 +172,7 @@ __all__ = [
     "on_retries_refreshed",
     "on_transition_confirmed",
     "on_transition_failed",
+    "on_transition_written",
     "on_worker_exit",
     "open_blockers",
     "overlaps_of",

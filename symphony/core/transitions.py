@@ -9,6 +9,7 @@ outcome means in the first place is `symphony.core.stage_outcomes`.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from datetime import datetime
 from typing import Any
 
@@ -167,6 +168,33 @@ def due_transitions(state: SchedulerState, now: float) -> list[Effect]:
                 )
             )
     return effects
+
+
+class WriteResult(enum.StrEnum):
+    """What the write of a decided move answered."""
+
+    MOVED = "moved"
+    ABANDONED = "abandoned"
+    """A person moved the ticket first, or it vanished: the daemon gives way."""
+    FAILED = "failed"
+    """A step failed; the core tries again after a backoff."""
+
+
+def on_transition_written(
+    state: SchedulerState,
+    issue_id: str,
+    result: WriteResult,
+    detail: str | None,
+    settings: Settings,
+    now: float,
+    wall: datetime,
+) -> list[Effect]:
+    """A move's write answered: a failure is tried again after a backoff; a move, or giving
+    way to a person, ends it (`on_transition_failed`, `on_transition_confirmed`)."""
+    if result is WriteResult.FAILED:
+        return on_transition_failed(state, issue_id, detail or "failed", settings, now)
+    moved = result is WriteResult.MOVED
+    return on_transition_confirmed(state, issue_id, moved=moved, wall=wall, reason=detail)
 
 
 def on_transition_confirmed(

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from symphony import core
 from symphony.base.events import AgentEvent
-from symphony.tracker.writes import WriteResult
+from symphony.core.transitions import WriteResult
 
 
 class Clock(Protocol):

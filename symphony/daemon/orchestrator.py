@@ -71,7 +71,6 @@ from symphony.tracker.contract import (
     resolve_states,
 )
 from symphony.tracker.webhooks import ReceivesWebhooks, WebhookReceiver
-from symphony.tracker.writes import WriteResult
 from symphony.workspace.editor import editor_words, open_command
 from symphony.workspace.facts import read_evidence_file
 
@@ -337,22 +336,13 @@ class Orchestrator:
             self._perform(effects)
             return False
         if isinstance(event, TransitionWritten):
-            now = self.clock.monotonic()
-            if event.result is WriteResult.FAILED:
-                effects = core.on_transition_failed(
-                    self.state, event.issue_id, event.detail or "failed", self.settings, now
-                )
-            else:
-                effects = core.on_transition_confirmed(
-                    self.state,
-                    event.issue_id,
-                    moved=event.result is WriteResult.MOVED,
-                    wall=self.clock.wall(),
-                    reason=event.detail,
-                )
+            effects = core.on_transition_written(
+                self.state, event.issue_id, event.result, event.detail, self.settings,
+                self.clock.monotonic(), self.clock.wall(),
+            )  # fmt: skip
             self._perform(effects)
             # A confirmed move may have freed a slot or made a ticket of the next stage ready.
-            return event.result is not WriteResult.FAILED
+            return event.result is not core.WriteResult.FAILED
         if isinstance(event, WorkflowChanged):
             self._reload()
             return False

@@ -15,10 +15,11 @@ import structlog
 
 from symphony import core
 from symphony.base.errors import SymphonyError
+from symphony.core.transitions import WriteResult
 from symphony.daemon.events import TransitionWritten
 from symphony.daemon.places import Workspaces
 from symphony.tracker.contract import Tracker, TrackerError
-from symphony.tracker.writes import WriteResult, post_comment_once, write_transition
+from symphony.tracker.writes import post_comment_once, write_transition
 from symphony.workspace.facts import write_evidence_file
 from symphony.workspace.local import WorkspaceManager
 

@@ -15,21 +15,13 @@ backoff when it fails. Every step is safe to repeat:
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Collection
 
 from symphony.base.issue import Issue, normalize_state
 from symphony.core.markers import marked, marker_of, unmarked
 from symphony.core.state import PendingTransition
+from symphony.core.transitions import WriteResult
 from symphony.tracker.contract import TRACKER_RESPONSE, Tracker, TrackerError
-
-
-class WriteResult(enum.StrEnum):
-    MOVED = "moved"
-    ABANDONED = "abandoned"
-    """A person moved the ticket first, or it vanished: the daemon gives way."""
-    FAILED = "failed"
-    """A step failed; the core tries again after a backoff."""
 
 
 async def write_transition(

@@ -779,6 +779,29 @@ def test_a_failed_write_is_retried_after_a_growing_backoff() -> None:
     assert isinstance(retry, core.TransitionRetry) and retry.delay_s == 10.0
 
 
+@pytest.mark.parametrize(
+    ("result", "moved"), [(core.WriteResult.MOVED, True), (core.WriteResult.ABANDONED, False)]
+)
+def test_a_written_move_ends_the_transition_and_a_failed_one_waits_for_another_try(
+    result: core.WriteResult, moved: bool
+) -> None:
+    settings = stage_settings()
+    state = core.SchedulerState()
+    issue = make_issue("A-1")
+    core.select_dispatches(state, [issue], settings, 0.0, WALL)
+    report = Report(Outcome.DONE, "Planned.", "1. do")
+    core.on_worker_exit(state, issue.id, core.WorkerExit(True, report=report), settings, 1.0)
+    failed = core.WriteResult.FAILED
+    (retry,) = core.on_transition_written(state, issue.id, failed, None, settings, 1.0, WALL)
+    assert isinstance(retry, core.TransitionRetry) and retry.error == "failed"
+    assert issue.id in state.transitions and issue.id in state.claimed
+    done, _ = core.on_transition_written(
+        state, issue.id, result, "moved by hand", settings, 2.0, WALL
+    )
+    assert isinstance(done, core.TransitionDone) and done.confirmed is moved
+    assert issue.id not in state.transitions and issue.id not in state.claimed
+
+
 def test_a_person_moving_a_running_ticket_to_another_stage_stops_the_run() -> None:
     settings = stage_settings()
     state = core.SchedulerState()
