@@ -39,7 +39,7 @@ from symphony.core.state import (
 )
 from symphony.hosts import process
 from symphony.hosts.process import INSTANCE_VARIABLE
-from symphony.store import Saved
+from symphony.store.sqlite import Saved
 
 ORPHAN_GRACE_S = 2.0
 
