@@ -21,6 +21,7 @@ from symphony.base.issue import Issue, normalize_state
 from symphony.base.secrets import SecretMasker
 from symphony.cli.preflight import agent_command_problem
 from symphony.config.prompt import StageContext, render_prompt
+from symphony.config.repository import CodeHost, MergePolicy, PublishSettings
 from symphony.config.sections import Settings
 from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
@@ -89,6 +90,12 @@ async def report(settings: Settings, tracker: Tracker) -> int:
     if worktrees is not None:
         base = worktrees.base or "its default branch"
         print(f"worktrees     of {worktrees.repository} from {base}, on {worktrees.branch}")
+    repository = settings.repository
+    if repository is not None:  # its token is never printed
+        print(
+            f"repository    {repository.kind} {repository.slug} ({repository.api_url}), "
+            f"pushed to {repository.remote}"
+        )
     memory = memory_of(settings, SecretMasker())  # counted here, never shown
     if memory is not None:
         count = len(memory.notes())
@@ -148,7 +155,13 @@ def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
                 f"  {'':<12} verify: {', '.join(g.name for g in stage.verify)}; after "
                 f"{stage.max_fix_turns} fix turn(s) still failing: {stage.on_verify_failed}"
             )
-    needed = (*machine.states, *machine.targets())
+        if stage.publish is not None and settings.repository is not None:
+            print(f"  {'':<12} {_publish_line(settings, stage.publish)}")
+    following = any(stage.publish is not None for stage in machine.stages)
+    if following:
+        print(f"  {'':<12} {_follow_line(settings)}")
+    extra = settings.follow.states() if following else ()
+    needed = (*machine.states, *machine.targets(), *extra)
     if known is None:
         print("  the tracker accepts any state name (labels are created at start where needed)")
         return []
@@ -159,6 +172,34 @@ def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
         "change the stages"
         for state in missing
     ]
+
+
+def _publish_line(settings: Settings, publish: PublishSettings) -> str:
+    repository = settings.repository
+    assert repository is not None
+    kind = "merge request" if repository.kind is CodeHost.GITLAB else "pull request"
+    base = publish.base or "the default branch"
+    draft = "a draft " if publish.draft else "a "
+    return (
+        f"publish: push to {repository.remote}, then {draft}{kind} on {repository.kind} "
+        f"{repository.slug} onto {base}"
+    )
+
+
+def _follow_line(settings: Settings) -> str:
+    follow, merge = settings.follow, settings.merge
+    if merge.policy is MergePolicy.NONE:
+        policy = "never (a person merges)"
+    else:
+        label = f", label {merge.require_label}" if merge.require_label else ""
+        policy = f"{merge.policy} by {merge.method}{label}"
+    reviewed = follow.on_changes_requested or "(none)"
+    return (
+        f"follow: checks ({follow.checks}) red: {follow.on_checks_failed} (at most "
+        f"{follow.max_check_fixes}); changes requested: {reviewed}; conflict: "
+        f"{follow.on_conflict}; merged: {follow.on_merged or '(stays)'}; closed: "
+        f"{follow.on_closed or '(stays)'}; merge: {policy}"
+    )
 
 
 def _daemon_claims(settings: Settings) -> SchedulerState:

@@ -24,6 +24,12 @@ from symphony.agents.registry import BACKENDS
 from symphony.base.issue import normalize_state
 from symphony.config.fields import INVALID_CONFIG, ConfigError, env_reference, integer, resolve_path
 from symphony.config.pricing import parse_pricing
+from symphony.config.repository import (
+    check_delivery,
+    parse_follow,
+    parse_merge,
+    parse_repository,
+)
 from symphony.config.sections import (
     DEFAULT_BRANCH,
     DEFAULT_MEMORY_BUDGET_CHARS,
@@ -209,6 +215,13 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
             if used:
                 warnings.append(f"{key} is used only with stages, so it is ignored")
 
+    repository = parse_repository(raw.get("repository"), environ)
+    follow, merge = parse_follow(raw.get("follow")), parse_merge(raw.get("merge"))
+    publishing = [s.name for s in machine.stages if s.publish] if machine is not None else []
+    check_delivery(repository, publishing, raw, warnings)
+    if publishing:
+        tracker = _with_follow_states(tracker, follow.states())
+
     worker = _worker(_section(raw, "worker"), workflow.path.parent, environ)
     worktrees = _worktrees(workspace_raw, workflow.path.parent, environ)
     if worker.hosts:
@@ -236,6 +249,9 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         editor=_editor(_section(raw, "editor")),
         memory=_memory(_section(raw, "memory"), workflow.path.parent, environ),
         worker=worker,
+        repository=repository,
+        follow=follow,
+        merge=merge,
         pricing=parse_pricing(raw.get("pricing")),
         budget=_budget(
             _section(raw, "budget"),
@@ -360,6 +376,15 @@ def _with_checkpoints(tracker: TrackerSettings, machine: StageMachine) -> Tracke
     return dataclasses.replace(
         tracker, other_states=machine.checkpoint_states(tracker.terminal_states)
     )
+
+
+def _with_follow_states(tracker: TrackerSettings, states: Sequence[str]) -> TrackerSettings:
+    """The states following a pull request moves tickets to are mapped by the adapter like
+    the checkpoints (a state that is active or terminal already is)."""
+    extra = [s for s in states if not tracker.is_active(s) and not tracker.is_terminal(s)]
+    known = {normalize_state(s) for s in tracker.other_states}
+    added = tuple(s for s in extra if normalize_state(s) not in known)
+    return dataclasses.replace(tracker, other_states=(*tracker.other_states, *added))
 
 
 def check_workspace_root(root: Path, workflow_dir: Path, environ: Mapping[str, str]) -> None:

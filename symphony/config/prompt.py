@@ -39,9 +39,11 @@ STAGE_PROMPT_VARIABLES: Mapping[str, TemplateShape] = {
     "stage": VALUE,
     "plan": VALUE,
     "comments": (COMMENT_SHAPE,),
+    "review": VALUE,
 }
 """What a stage prompt gets besides `issue` and `attempt`: the stage's name, the ticket's plan
-(nil until one is posted) and its comments, oldest first."""
+(nil until one is posted), its comments, oldest first, and the review a rework addresses (nil in
+a run that has no review to address)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,7 @@ class StageContext:
     stage: str
     plan: str | None
     comments: tuple[Mapping[str, Any], ...]
+    review: str | None = None
 
 
 CONTINUATION_GUIDANCE = (
@@ -88,19 +91,45 @@ def check_template(
     Raises `template_parse_error`, `template_unknown_variable` or `template_unknown_filter`;
     `first_line` is the line of `source` the template starts on, so messages can name lines.
     """
+    variables = STAGE_PROMPT_VARIABLES if stage_mode else PROMPT_VARIABLES
+    _check(template, variables, first_line, source, "prompt")
+
+
+TITLE_VARIABLES: Mapping[str, TemplateShape] = {"issue": ISSUE_TEMPLATE_SHAPE}
+"""What a pull request's title template (`stages.<name>.publish.title`) may read."""
+
+
+@lru_cache(maxsize=16)
+def check_title(template: str, source: str) -> None:
+    """A publish title template, checked like a prompt; `source` names the setting."""
+    _check(template, TITLE_VARIABLES, 1, source, "title")
+
+
+def render_title(template: str, issue: Issue) -> str:
+    """The pull request title for `issue`, on one line."""
+    check_title(template, "publish.title")
+    try:
+        rendered = _compile(template).render(issue=issue.to_template())
+    except LiquidError as exc:
+        raise PromptError(TEMPLATE_RENDER_ERROR, f"publish.title: {_first_line(exc)}") from None
+    return " ".join(rendered.split())
+
+
+def _check(
+    template: str, variables: Mapping[str, TemplateShape], first_line: int, source: str, what: str
+) -> None:
     try:
         compiled = _compile(template)
         analysis = compiled.analyze()
     except LiquidError as exc:
         raise PromptError(TEMPLATE_PARSE_ERROR, f"{source}: {_first_line(exc)}") from None
-    variables = STAGE_PROMPT_VARIABLES if stage_mode else PROMPT_VARIABLES
     for uses in analysis.globals.values():
         for use in uses:
             problem = _shape_problem(list(use.segments), variables)
             if problem is not None:
                 line = first_line + template.count("\n", 0, use.span.index)
                 raise PromptError(
-                    TEMPLATE_UNKNOWN_VARIABLE, f"prompt line {line} of {source}: {problem}"
+                    TEMPLATE_UNKNOWN_VARIABLE, f"{what} line {line} of {source}: {problem}"
                 )
     for name, spans in analysis.filters.items():
         if name not in _ENV.filters:
@@ -108,7 +137,7 @@ def check_template(
             hint = _suggest(name, _ENV.filters)
             raise PromptError(
                 TEMPLATE_UNKNOWN_FILTER,
-                f"prompt line {line} of {source}: there is no filter `{name}`{hint}",
+                f"{what} line {line} of {source}: there is no filter `{name}`{hint}",
             )
 
 
@@ -127,6 +156,8 @@ def check_prompts(settings: Settings) -> None:
             )
         except PromptError as exc:
             raise PromptError(exc.category, f"stage {stage.name}: {exc.message}") from None
+        if stage.publish is not None:
+            check_title(stage.publish.title, f"stages.{stage.name}.publish.title")
 
 
 def _shape_problem(segments: list[Any], fields: Mapping[str, TemplateShape]) -> str | None:
@@ -193,7 +224,10 @@ def render_prompt(
     }
     if stage is not None:
         variables.update(
-            stage=stage.stage, plan=stage.plan, comments=[dict(c) for c in stage.comments]
+            stage=stage.stage,
+            plan=stage.plan,
+            comments=[dict(c) for c in stage.comments],
+            review=stage.review,
         )
     try:
         rendered: str = _compile(template).render(**variables)

@@ -17,6 +17,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from symphony.base.issue import normalize_state
 from symphony.config.agents import SessionSettings
+from symphony.config.repository import (
+    FOLLOW_KEYS,
+    MERGE_KEYS,
+    REPOSITORY_KEYS,
+    FollowSettings,
+    MergeSettings,
+    RepositorySettings,
+)
 
 if TYPE_CHECKING:
     from symphony.config.pricing import Pricing
@@ -251,6 +259,10 @@ class Settings:
     memory: MemorySettings | None = None
     """None only in settings built by hand (tests): no notes, no `record_learning`."""
     worker: WorkerSettings = field(default_factory=WorkerSettings)
+    repository: RepositorySettings | None = None
+    """The code host the daemon publishes to (`symphony.config.repository`); None: it does not."""
+    follow: FollowSettings = field(default_factory=FollowSettings)
+    merge: MergeSettings = field(default_factory=MergeSettings)
 
     @property
     def workflow_dir(self) -> Path:
@@ -301,6 +313,9 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "editor",
             "memory",
             "worker",
+            "repository",
+            "follow",
+            "merge",
         ),
         "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
         "polling": ("interval_ms",),
@@ -325,6 +340,9 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "memory": ("folder", "budget_chars", "enabled"),
         "worker": ("ssh_hosts", "max_concurrent_agents_per_host", "ssh", "retry_on_same_host"),
         "budget": ("per_ticket_usd", "warn_at", "per_day_usd", "on_exceeded"),
+        "repository": REPOSITORY_KEYS,
+        "follow": FOLLOW_KEYS,
+        "merge": MERGE_KEYS,
     }
 )
 

@@ -25,6 +25,7 @@ from typing import Any
 from symphony.base.issue import normalize_state
 from symphony.config.agents import AgentBlock
 from symphony.config.fields import INVALID_CONFIG, ConfigError
+from symphony.config.repository import PUBLISH_KEYS, PublishSettings, parse_publish
 
 DEFAULT_ESCALATION_STATE = "Needs Attention"
 TOTAL_TURNS_PER_MAX_TURNS = 2
@@ -47,6 +48,7 @@ STAGE_KEYS = (
     "verify_output_chars",
     "evidence",
     "agent",
+    "publish",
 )
 GATE_KEYS = ("name", "run", "timeout_ms")
 DEFAULT_MAX_FIX_TURNS = 2
@@ -91,6 +93,9 @@ class Stage:
     """Post the evidence comment on success (default: when the stage has gates)."""
     agent: str | None = None
     """The agent kind that runs this stage; None: `agent.kind`."""
+    publish: PublishSettings | None = None
+    """Push the branch and open or update its pull request when the stage succeeds
+    (`symphony.config.repository`); None: the stage publishes nothing."""
     sessions: Mapping[str, Any] = field(default_factory=dict)
     """An agent kind's block as this stage changes it (`stages.plan.claude: {model: …}`), by
     kind; kinds it does not change use the workflow's block."""
@@ -264,6 +269,7 @@ def parse_stages(
                 or DEFAULT_VERIFY_OUTPUT_CHARS,
                 evidence=evidence,
                 agent=_agent_kind(body, where, agents),
+                publish=_publish(body, where, warnings),
                 sessions=_stage_sessions(raw, body, where, agents),
             )
         )
@@ -295,6 +301,13 @@ def parse_stages(
                     "where a person takes over, or the agent would start again at once",
                 )
     return StageMachine(tuple(stages), escalation)
+
+
+def _publish(body: Mapping[str, Any], where: str, warnings: list[str]) -> PublishSettings | None:
+    raw = body.get("publish")
+    if isinstance(raw, Mapping):
+        _warn_unknown(raw, PUBLISH_KEYS, f"{where}.publish", warnings)
+    return parse_publish(raw, f"{where}.publish")
 
 
 def _prompt(

@@ -116,7 +116,7 @@ class Orchestrator:
         self._workflow = WorkflowStatus(self.health, self.activity, self.clock)
         self._notices = Notices(self.activity, self.clock)
         self.tracker: Tracker = tracker or self._new_tracker(settings)
-        self._mask_tracker_secrets()
+        self._mask_secrets()
         self._places = self._new_places(settings)
         self._queue: asyncio.Queue[QueueEvent] = asyncio.Queue()
         self._performer = Performer(
@@ -540,14 +540,15 @@ class Orchestrator:
         self.settings = settings
         # Running sessions keep the tracker they were started with (their tools stay bound).
         self.tracker = tracker
+        self._mask_secrets()
         if tracker_changed:
-            self._mask_tracker_secrets()
             self._watch_tracker()
-        if tracker_changed or (settings.workspace, settings.hooks, settings.worker) != (
-            old.workspace,
-            old.hooks,
-            old.worker,
-        ):
+        if tracker_changed or (
+            settings.workspace,
+            settings.hooks,
+            settings.worker,
+            settings.repository,
+        ) != (old.workspace, old.hooks, old.worker, old.repository):
             self._places = self._new_places(settings)
         if settings.polling != old.polling:
             self._next_tick = min(
@@ -600,8 +601,11 @@ class Orchestrator:
         secrets = self.tracker.secret_env_names()
         return Places(settings, self.environ, secrets, self.instance_id)
 
-    def _mask_tracker_secrets(self) -> None:
-        self.masker.set(self.environ.get(name, "") for name in self.tracker.secret_env_names())
+    def _mask_secrets(self) -> None:
+        """The tracker's secrets and the repository's token are never logged or shown."""
+        secrets = [self.environ.get(name, "") for name in self.tracker.secret_env_names()]
+        repository = self.settings.repository
+        self.masker.set([*secrets, repository.token if repository is not None else ""])
 
     def _notify(self) -> None:
         for listener in self._listeners:

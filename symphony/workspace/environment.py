@@ -66,9 +66,7 @@ def child_environment(
     env["SYMPHONY_WORKFLOW_DIR"] = str(settings.workflow_dir)
     if instance_id is not None:
         env[INSTANCE_VARIABLE] = instance_id
-    for name in secret_names:
-        env.pop(name, None)
-    return env
+    return _without_secrets(env, settings, secret_names)
 
 
 def remote_environment(
@@ -87,6 +85,20 @@ def remote_environment(
         # Under a name of its own: a restart looks for it on the hosts (`stop_marked`), never
         # in this machine's processes.
         env[REMOTE_INSTANCE_VARIABLE] = instance_id
+    return _without_secrets(env, settings, secret_names)
+
+
+def _without_secrets(
+    env: dict[str, str], settings: Settings, secret_names: Collection[str]
+) -> dict[str, str]:
+    """Drop the tracker's secret variables and the repository's token, under its own name or
+    any other that `agent.env` or a passthrough gave it: the token is the daemon's alone."""
     for name in secret_names:
         env.pop(name, None)
+    repository = settings.repository
+    if repository is not None:
+        if repository.token_env is not None:
+            env.pop(repository.token_env, None)
+        for name in [name for name, value in env.items() if value == repository.token]:
+            del env[name]
     return env

@@ -1,0 +1,267 @@
+"""Where a ticket's code goes after its stage succeeds: the code host (`repository:`), what a
+stage publishes there (`stages.<name>.publish`), how the daemon follows a published pull request
+(`follow:`) and when it merges one (`merge:`).
+
+The model and its parser, one block each, validated with the setting named. The repository's
+token is the daemon's own credential: it is resolved here, kept out of `repr`, and its variable
+is named so no agent, hook or gate environment ever carries it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from symphony.config.fields import (
+    INVALID_CONFIG,
+    ConfigError,
+    env_reference,
+    integer,
+    resolve_secret,
+)
+
+REPOSITORY_KEYS = ("kind", "slug", "api_url", "token", "remote")
+PUBLISH_KEYS = ("draft", "title", "base", "labels")
+FOLLOW_KEYS = (
+    "interval_ms",
+    "checks",
+    "on_checks_failed",
+    "max_check_fixes",
+    "on_changes_requested",
+    "on_conflict",
+    "on_merged",
+    "on_closed",
+)
+MERGE_KEYS = ("policy", "method", "require_label")
+
+DEFAULT_TITLE = "{{ issue.identifier }}: {{ issue.title }}"
+FIX = "fix"
+"""`follow.on_checks_failed` / `on_conflict`: a fix run in the ticket's workspace."""
+DEFAULT_MAX_CHECK_FIXES = 3
+
+E = TypeVar("E", bound=enum.StrEnum)
+
+
+class CodeHost(enum.StrEnum):
+    GITHUB = "github"
+    GITLAB = "gitlab"
+
+
+_DEFAULT_API = {
+    CodeHost.GITHUB: "https://api.github.com",
+    CodeHost.GITLAB: "https://gitlab.com/api/v4",
+}
+_DEFAULT_TOKEN = {CodeHost.GITHUB: "$GITHUB_TOKEN", CodeHost.GITLAB: "$GITLAB_TOKEN"}
+
+
+@dataclass(frozen=True, slots=True)
+class RepositorySettings:
+    kind: CodeHost
+    slug: str
+    """GitHub: `owner/name`; GitLab: the project path (`group/sub/project`) or numeric id."""
+    api_url: str
+    token: str = field(repr=False)
+    token_env: str | None
+    """The variable the token came from (removed from every child's environment), or None when
+    WORKFLOW.md holds it literally."""
+    remote: str = "origin"
+    """The worktree's remote the daemon pushes to, or a URL."""
+
+
+@dataclass(frozen=True, slots=True)
+class PublishSettings:
+    """What a stage publishes when it succeeds: its branch, pushed, and a pull request."""
+
+    draft: bool = False
+    title: str = DEFAULT_TITLE
+    """A strict Liquid template over `issue`, checked when the workflow is loaded."""
+    base: str | None = None
+    """The pull request's base branch; None: the repository's default branch."""
+    labels: tuple[str, ...] = ()
+
+
+class ChecksScope(enum.StrEnum):
+    REQUIRED = "required"
+    ALL = "all"
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class FollowSettings:
+    """What the daemon does with a published ticket's open pull request."""
+
+    interval_ms: int | None = None
+    """How often open pull requests are read; None: at every poll (`polling.interval_ms`)."""
+    checks: ChecksScope = ChecksScope.REQUIRED
+    on_checks_failed: str = FIX
+    """`fix`, or the state a ticket whose checks failed moves to."""
+    max_check_fixes: int = DEFAULT_MAX_CHECK_FIXES
+    on_changes_requested: str | None = None
+    on_conflict: str = FIX
+    on_merged: str | None = None
+    on_closed: str | None = None
+
+    def states(self) -> tuple[str, ...]:
+        """The tracker states these settings move tickets to."""
+        named = (
+            self.on_checks_failed,
+            self.on_changes_requested,
+            self.on_conflict,
+            self.on_merged,
+            self.on_closed,
+        )
+        return tuple(dict.fromkeys(s for s in named if s is not None and s != FIX))
+
+
+class MergePolicy(enum.StrEnum):
+    NONE = "none"
+    WHEN_GREEN_AND_APPROVED = "when_green_and_approved"
+
+
+class MergeMethod(enum.StrEnum):
+    SQUASH = "squash"
+    MERGE = "merge"
+    REBASE = "rebase"
+
+
+@dataclass(frozen=True, slots=True)
+class MergeSettings:
+    policy: MergePolicy = MergePolicy.NONE
+    method: MergeMethod = MergeMethod.SQUASH
+    require_label: str | None = None
+    """Only tickets or pull requests carrying this label are merged."""
+
+
+def parse_repository(raw: object, environ: Mapping[str, str]) -> RepositorySettings | None:
+    """The `repository:` block, or None when the workflow has none."""
+    if raw is None:
+        return None
+    body = _map(raw, "repository")
+    kind = _enum(body, "repository.kind", CodeHost, None)
+    slug = _text(body, "repository.slug")
+    if slug is None:
+        example = "acme/widgets" if kind is CodeHost.GITHUB else "group/project"
+        raise ConfigError(INVALID_CONFIG, f"repository.slug is required (for example {example})")
+    if kind is CodeHost.GITHUB and slug.count("/") != 1:
+        raise ConfigError(INVALID_CONFIG, f"repository.slug must be owner/name, got {slug!r}")
+    api_url = (_text(body, "repository.api_url") or _DEFAULT_API[kind]).rstrip("/")
+    if not api_url.startswith(("https://", "http://")):
+        raise ConfigError(INVALID_CONFIG, f"repository.api_url must be an http(s) URL: {api_url}")
+    token_raw = body.get("token", _DEFAULT_TOKEN[kind])
+    token = resolve_secret(token_raw, environ)
+    token_env = env_reference(token_raw)
+    if token is None:
+        where = f"${token_env}" if token_env else "repository.token"
+        raise ConfigError(
+            INVALID_CONFIG,
+            f"repository.token is not set ({where}): the daemon pushes and opens pull requests "
+            "with it",
+        )
+    return RepositorySettings(
+        kind=kind,
+        slug=slug,
+        api_url=api_url,
+        token=token,
+        token_env=token_env,
+        remote=_text(body, "repository.remote") or "origin",
+    )
+
+
+def parse_publish(raw: object, where: str) -> PublishSettings | None:
+    """A stage's `publish:` block (`where` names it); `publish: true` takes every default."""
+    if raw is None or raw is False:
+        return None
+    if raw is True:
+        return PublishSettings()
+    body = _map(raw, where)
+    draft = body.get("draft", False)
+    if not isinstance(draft, bool):
+        raise ConfigError(INVALID_CONFIG, f"{where}.draft must be true or false")
+    labels = body.get("labels", [])
+    if not isinstance(labels, list) or not all(isinstance(x, str) and x.strip() for x in labels):
+        raise ConfigError(INVALID_CONFIG, f"{where}.labels must be a list of label names")
+    return PublishSettings(
+        draft=draft,
+        title=_text(body, f"{where}.title") or DEFAULT_TITLE,
+        base=_text(body, f"{where}.base"),
+        labels=tuple(label.strip() for label in labels),
+    )
+
+
+def parse_follow(raw: object) -> FollowSettings:
+    body = _map(raw, "follow") if raw is not None else {}
+    return FollowSettings(
+        interval_ms=(
+            integer(body, "follow.interval_ms", 0, 1)
+            if body.get("interval_ms") is not None
+            else None
+        ),
+        checks=_enum(body, "follow.checks", ChecksScope, ChecksScope.REQUIRED),
+        on_checks_failed=_text(body, "follow.on_checks_failed") or FIX,
+        max_check_fixes=integer(body, "follow.max_check_fixes", DEFAULT_MAX_CHECK_FIXES, 0),
+        on_changes_requested=_text(body, "follow.on_changes_requested"),
+        on_conflict=_text(body, "follow.on_conflict") or FIX,
+        on_merged=_text(body, "follow.on_merged"),
+        on_closed=_text(body, "follow.on_closed"),
+    )
+
+
+def parse_merge(raw: object) -> MergeSettings:
+    body = _map(raw, "merge") if raw is not None else {}
+    return MergeSettings(
+        policy=_enum(body, "merge.policy", MergePolicy, MergePolicy.NONE),
+        method=_enum(body, "merge.method", MergeMethod, MergeMethod.SQUASH),
+        require_label=_text(body, "merge.require_label"),
+    )
+
+
+def check_delivery(
+    repository: RepositorySettings | None,
+    publishing: Sequence[str],
+    raw: Mapping[str, Any],
+    warnings: list[str],
+) -> None:
+    """Cross-checks between the blocks: publishing needs a repository; following and merging
+    without a stage that publishes do nothing (said, not refused)."""
+    if publishing and repository is None:
+        stages = ", ".join(publishing)
+        raise ConfigError(
+            INVALID_CONFIG,
+            f"stage {stages} publishes, but the workflow has no `repository:` to publish to",
+        )
+    if not publishing:
+        for block in ("follow", "merge"):
+            if raw.get(block) is not None:
+                warnings.append(f"{block}: has no effect: no stage publishes a pull request")
+
+
+def _map(raw: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(INVALID_CONFIG, f"{where} must be a map")
+    return raw
+
+
+def _text(body: Mapping[str, Any], dotted: str) -> str | None:
+    value = body.get(dotted.rsplit(".", 1)[1])
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(INVALID_CONFIG, f"{dotted} must be a non-empty string")
+    return value.strip()
+
+
+def _enum(body: Mapping[str, Any], dotted: str, kind: type[E], default: E | None) -> E:
+    value = body.get(dotted.rsplit(".", 1)[1])
+    choices = " | ".join(member.value for member in kind)
+    if value is None:
+        if default is None:
+            raise ConfigError(INVALID_CONFIG, f"{dotted} is required ({choices})")
+        return default
+    try:
+        return kind(str(value).strip().lower())
+    except ValueError:
+        raise ConfigError(
+            INVALID_CONFIG, f"{dotted} must be one of {choices}, got {value!r}"
+        ) from None
