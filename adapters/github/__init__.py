@@ -32,10 +32,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from symphony.codehost.contract import CodeHostAdapter
 from symphony.tracker.contract import TrackerAdapter
 
 from .._support.label_scope import labelled_states
 from .config import parse_config
+from .pulls import GitHubPulls
 from .tracker import GitHubTracker
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ PROVIDER_KEYS: tuple[str, ...] = (
 
 __all__ = [
     "ADAPTER",
+    "CODE_HOST",
     "DEFAULT_ACTIVE_STATES",
     "DEFAULT_TERMINAL_STATES",
     "GitHubTracker",
@@ -81,3 +84,6 @@ ADAPTER = TrackerAdapter(
     default_terminal_states=DEFAULT_TERMINAL_STATES,
     provider_keys=PROVIDER_KEYS,
 )
+
+CODE_HOST = CodeHostAdapter(kind="github", create=GitHubPulls)
+"""The code host of `repository.kind: github` (`symphony.codehost.contract`)."""

@@ -1,0 +1,130 @@
+"""The boundary a code host implements for the daemon's pull requests (GitLab: merge requests),
+and publishing built on it.
+
+A code host is found by `repository.kind` like a tracker by `tracker.kind`: the adapter
+package of that name declares a `CODE_HOST` (`CodeHostAdapter`). It knows one repository, given
+by `RepositorySettings`, and speaks with the daemon's own token. Its errors are `CodeHostError`
+with a stable category; an HTTP adapter maps its client's errors to them once, at its seam.
+
+`publish_pull_request` is idempotent across crashes and restarts: the pull request the daemon
+opened before for the branch is found and updated, never opened twice.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from symphony.base.errors import SymphonyError
+from symphony.config.repository import RepositorySettings
+
+ADAPTERS_PACKAGE = "symphony_adapters"
+
+CODE_HOST_REQUEST = "code_host_request"
+CODE_HOST_STATUS = "code_host_status"
+CODE_HOST_RESPONSE = "code_host_response"
+CODE_HOST_RATE_LIMITED = "code_host_rate_limited"
+CODE_HOST_REJECTED = "code_host_rejected"
+"""The host refused what was asked as asked (a base branch that does not exist, ...)."""
+UNSUPPORTED_CODE_HOST = "unsupported_code_host"
+
+
+class CodeHostError(SymphonyError):
+    """A code host request failed; `category` says how."""
+
+
+class PullState(enum.StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+    """Closed without being merged."""
+    MERGED = "merged"
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    number: int
+    url: str
+    branch: str
+    base: str
+    state: PullState
+    title: str
+    draft: bool = False
+    head_sha: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequestDraft:
+    """What publishing asks for: the branch's pull request, as it should read now."""
+
+    branch: str
+    title: str
+    body: str
+    base: str | None = None
+    """None: the repository's default branch."""
+    draft: bool = False
+    labels: tuple[str, ...] = ()
+
+
+class CodeHost(Protocol):
+    async def default_branch(self) -> str: ...
+
+    async def find_pull_request(self, branch: str) -> PullRequest | None:
+        """The newest pull request from `branch` in any state, or None."""
+        ...
+
+    async def open_pull_request(self, draft: PullRequestDraft, base: str) -> PullRequest: ...
+
+    async def update_pull_request(
+        self, number: int, draft: PullRequestDraft, base: str
+    ) -> PullRequest: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    pull_request: PullRequest
+    opened: bool
+    """False: the pull request existed and was updated."""
+
+
+async def publish_pull_request(host: CodeHost, draft: PullRequestDraft) -> Published:
+    """Open the branch's pull request, or bring the open one up to date (title, body, base).
+
+    A merged pull request is not reopened: publishing a merged branch again is refused, since
+    its work is on the base already. A closed one is left closed and a new one opened, as a
+    person would after closing the first."""
+    base = draft.base or await host.default_branch()
+    existing = await host.find_pull_request(draft.branch)
+    if existing is not None and existing.state is PullState.MERGED:
+        raise CodeHostError(
+            CODE_HOST_REJECTED,
+            f"pull request #{existing.number} of {draft.branch} is merged already",
+        )
+    if existing is not None and existing.state is PullState.OPEN:
+        updated = await host.update_pull_request(existing.number, draft, base)
+        return Published(updated, opened=False)
+    return Published(await host.open_pull_request(draft, base), opened=True)
+
+
+@dataclass(frozen=True, slots=True)
+class CodeHostAdapter:
+    """What an adapter package declares as its `CODE_HOST`."""
+
+    kind: str
+    create: Callable[[RepositorySettings], CodeHost]
+
+
+def code_host_adapter(kind: str) -> CodeHostAdapter:
+    """The adapter of `repository.kind`, or `unsupported_code_host`."""
+    try:
+        module = importlib.import_module(f"{ADAPTERS_PACKAGE}.{kind}")
+    except ModuleNotFoundError:
+        module = None
+    adapter = getattr(module, "CODE_HOST", None)
+    if not isinstance(adapter, CodeHostAdapter) or adapter.kind != kind:
+        raise CodeHostError(UNSUPPORTED_CODE_HOST, f"repository.kind {kind!r} has no code host")
+    return adapter
