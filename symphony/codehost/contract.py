@@ -13,15 +13,13 @@ opened before for the branch is found and updated, never opened twice.
 from __future__ import annotations
 
 import enum
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from symphony.base.adapters import adapter_module
 from symphony.base.errors import SymphonyError
 from symphony.config.repository import RepositorySettings
-
-ADAPTERS_PACKAGE = "symphony_adapters"
 
 CODE_HOST_REQUEST = "code_host_request"
 CODE_HOST_STATUS = "code_host_status"
@@ -120,11 +118,7 @@ class CodeHostAdapter:
 
 def code_host_adapter(kind: str) -> CodeHostAdapter:
     """The adapter of `repository.kind`, or `unsupported_code_host`."""
-    try:
-        module = importlib.import_module(f"{ADAPTERS_PACKAGE}.{kind}")
-    except ModuleNotFoundError:
-        module = None
-    adapter = getattr(module, "CODE_HOST", None)
+    adapter = getattr(adapter_module(kind), "CODE_HOST", None)
     if not isinstance(adapter, CodeHostAdapter) or adapter.kind != kind:
         raise CodeHostError(UNSUPPORTED_CODE_HOST, f"repository.kind {kind!r} has no code host")
     return adapter

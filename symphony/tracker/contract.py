@@ -1,7 +1,7 @@
 """The tracker boundary: reads for scheduling, the daemon's own writes, host-side agent tools.
 
 Adapters live in `adapters/<kind>/` and are found by the `tracker.kind` name; installed, that
-folder is the `symphony_adapters` package (`ADAPTERS_PACKAGE`), a name no other distribution is
+folder is the `symphony_adapters` package (`base.adapters`), a name no other distribution is
 likely to use. Each adapter package declares itself once, as a typed `TrackerAdapter` named
 `ADAPTER`: its default states (or None when the workflow must name them, or the tracker
 defines them), the `tracker.provider` keys it reads, and `create_tracker(settings, context)`,
@@ -22,14 +22,13 @@ stage mode can withhold it from agents.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from symphony.base.adapters import adapter_module, available_kinds, is_kind_name
 from symphony.base.errors import SymphonyError
 from symphony.base.issue import Issue
 from symphony.base.tools import ToolResult, ToolSpec
@@ -174,12 +173,6 @@ class Tracker(Protocol):
         ...
 
 
-_KIND = re.compile(r"^[a-z][a-z0-9_]*$")
-
-ADAPTERS_PACKAGE = "symphony_adapters"
-"""The import name of the repository's `adapters/` folder (see pyproject.toml)."""
-
-
 @dataclass(frozen=True, slots=True)
 class TrackerAdapter:
     """What an adapter package declares about itself, as its `ADAPTER`."""
@@ -198,35 +191,22 @@ class TrackerAdapter:
 
 def tracker_adapter(kind: str) -> TrackerAdapter:
     """The adapter that `tracker.kind: <kind>` names, or `unsupported_tracker_kind`."""
-    if not _KIND.match(kind):
+    if not is_kind_name(kind):
         raise TrackerError(
             UNSUPPORTED_TRACKER_KIND, f"tracker.kind {kind!r} is not a known tracker"
         )
-    try:
-        module = importlib.import_module(f"{ADAPTERS_PACKAGE}.{kind}")
-    except ModuleNotFoundError as exc:
-        if exc.name not in (f"{ADAPTERS_PACKAGE}.{kind}", ADAPTERS_PACKAGE):
-            raise
+    module = adapter_module(kind)
+    if module is None:
         raise TrackerError(
             UNSUPPORTED_TRACKER_KIND,
             f"tracker.kind {kind!r} is not supported (available: {', '.join(available_kinds())})",
-        ) from None
+        )
     adapter = getattr(module, "ADAPTER", None)
     if not isinstance(adapter, TrackerAdapter) or adapter.kind != kind:
         raise TrackerError(
             UNSUPPORTED_TRACKER_KIND, f"adapters/{kind} does not declare its TrackerAdapter"
         )
     return adapter
-
-
-def available_kinds() -> list[str]:
-    package = importlib.import_module(ADAPTERS_PACKAGE)
-    return sorted(
-        path.parent.name
-        for folder in package.__path__
-        for path in Path(folder).glob("*/__init__.py")
-        if _KIND.match(path.parent.name)
-    )
 
 
 async def resolve_states(settings: TrackerSettings, tracker: Tracker) -> TrackerSettings:
