@@ -11,6 +11,7 @@ GitHub's words; every other failure keeps the category of the client's error, re
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -28,9 +29,8 @@ from symphony.codehost.contract import (
 from symphony.config.repository import RepositorySettings
 from symphony.tracker.contract import TrackerError
 
-from .._support.http import HttpClient, RateLimitHeaders
 from .._support.normalize import as_int, text_or_none
-from .tracker import API_VERSION
+from .tracker import github_client
 
 _MAX_BODY_CHARS = 65_536  # GitHub's limit on a pull request body
 
@@ -41,22 +41,11 @@ class GitHubPulls:
         repository: RepositorySettings,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
-        sleep: Callable[[float], Awaitable[None]] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.repository = repository
-        extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
-        self.http = HttpClient(
-            provider="GitHub",
-            base_url=repository.api_url,
-            headers={
-                "Authorization": f"Bearer {repository.token}",
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": API_VERSION,
-                "User-Agent": "symphony",
-            },
-            rate_limits=RateLimitHeaders(),
-            transport=transport,
-            **extra,
+        self.http = github_client(
+            repository.api_url, repository.token, transport=transport, sleep=sleep
         )
         self._repo = f"/repos/{repository.slug}"
         self._owner = repository.slug.split("/", 1)[0]

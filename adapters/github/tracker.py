@@ -30,6 +30,32 @@ from .webhook import GitHubWebhook
 API_VERSION = "2022-11-28"
 
 
+def github_client(
+    api_url: str,
+    token: str,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> HttpClient:
+    """The shared HTTP client speaking GitHub's REST API with `token` (the tracker's, or the
+    code host's own)."""
+    return HttpClient(
+        provider="GitHub",
+        base_url=api_url,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": API_VERSION,
+            "User-Agent": "symphony",
+        },
+        rate_limits=RateLimitHeaders(),
+        transport=transport,
+        clock=clock,
+        sleep=sleep,
+    )
+
+
 class GitHubTracker:
     def __init__(
         self,
@@ -40,19 +66,8 @@ class GitHubTracker:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.config = config
-        self.http = HttpClient(
-            provider="GitHub",
-            base_url=config.api_url,
-            headers={
-                "Authorization": f"Bearer {config.token.value}",
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": API_VERSION,
-                "User-Agent": "symphony",
-            },
-            rate_limits=RateLimitHeaders(),
-            transport=transport,
-            clock=clock,
-            sleep=sleep,
+        self.http = github_client(
+            config.api_url, config.token.value, transport=transport, clock=clock, sleep=sleep
         )
         self.scope: RepositoryScope | ProjectScope = (
             RepositoryScope(self.http, config)
