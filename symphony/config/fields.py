@@ -79,3 +79,14 @@ def integer(raw: Mapping[str, Any], dotted: str, default: int, minimum: int | No
     if minimum is not None and value < minimum:
         raise ConfigError(INVALID_CONFIG, f"{dotted} must be at least {minimum}, got {value}")
     return value
+
+
+def optional_text(raw: Mapping[str, Any], dotted: str) -> str | None:
+    """The text setting `dotted` (its last part is the key in `raw`), stripped; None when
+    absent; raises ConfigError naming the setting when it is not a non-empty string."""
+    value = raw.get(dotted.rsplit(".", 1)[1])
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(INVALID_CONFIG, f"{dotted} must be a non-empty string")
+    return value.strip()

@@ -19,6 +19,7 @@ from symphony.config.fields import (
     ConfigError,
     env_reference,
     integer,
+    optional_text,
     resolve_secret,
 )
 
@@ -140,13 +141,13 @@ def parse_repository(raw: object, environ: Mapping[str, str]) -> RepositorySetti
         return None
     body = _map(raw, "repository")
     kind = _enum(body, "repository.kind", CodeHost, None)
-    slug = _text(body, "repository.slug")
+    slug = optional_text(body, "repository.slug")
     if slug is None:
         example = "acme/widgets" if kind is CodeHost.GITHUB else "group/project"
         raise ConfigError(INVALID_CONFIG, f"repository.slug is required (for example {example})")
     if kind is CodeHost.GITHUB and slug.count("/") != 1:
         raise ConfigError(INVALID_CONFIG, f"repository.slug must be owner/name, got {slug!r}")
-    api_url = (_text(body, "repository.api_url") or _DEFAULT_API[kind]).rstrip("/")
+    api_url = (optional_text(body, "repository.api_url") or _DEFAULT_API[kind]).rstrip("/")
     if not api_url.startswith(("https://", "http://")):
         raise ConfigError(INVALID_CONFIG, f"repository.api_url must be an http(s) URL: {api_url}")
     token_raw = body.get("token", _DEFAULT_TOKEN[kind])
@@ -165,7 +166,7 @@ def parse_repository(raw: object, environ: Mapping[str, str]) -> RepositorySetti
         api_url=api_url,
         token=token,
         token_env=token_env,
-        remote=_text(body, "repository.remote") or "origin",
+        remote=optional_text(body, "repository.remote") or "origin",
     )
 
 
@@ -184,8 +185,8 @@ def parse_publish(raw: object, where: str) -> PublishSettings | None:
         raise ConfigError(INVALID_CONFIG, f"{where}.labels must be a list of label names")
     return PublishSettings(
         draft=draft,
-        title=_text(body, f"{where}.title") or DEFAULT_TITLE,
-        base=_text(body, f"{where}.base"),
+        title=optional_text(body, f"{where}.title") or DEFAULT_TITLE,
+        base=optional_text(body, f"{where}.base"),
         labels=tuple(label.strip() for label in labels),
     )
 
@@ -199,12 +200,12 @@ def parse_follow(raw: object) -> FollowSettings:
             else None
         ),
         checks=_enum(body, "follow.checks", ChecksScope, ChecksScope.REQUIRED),
-        on_checks_failed=_text(body, "follow.on_checks_failed") or FIX,
+        on_checks_failed=optional_text(body, "follow.on_checks_failed") or FIX,
         max_check_fixes=integer(body, "follow.max_check_fixes", DEFAULT_MAX_CHECK_FIXES, 0),
-        on_changes_requested=_text(body, "follow.on_changes_requested"),
-        on_conflict=_text(body, "follow.on_conflict") or FIX,
-        on_merged=_text(body, "follow.on_merged"),
-        on_closed=_text(body, "follow.on_closed"),
+        on_changes_requested=optional_text(body, "follow.on_changes_requested"),
+        on_conflict=optional_text(body, "follow.on_conflict") or FIX,
+        on_merged=optional_text(body, "follow.on_merged"),
+        on_closed=optional_text(body, "follow.on_closed"),
     )
 
 
@@ -213,7 +214,7 @@ def parse_merge(raw: object) -> MergeSettings:
     return MergeSettings(
         policy=_enum(body, "merge.policy", MergePolicy, MergePolicy.NONE),
         method=_enum(body, "merge.method", MergeMethod, MergeMethod.SQUASH),
-        require_label=_text(body, "merge.require_label"),
+        require_label=optional_text(body, "merge.require_label"),
     )
 
 
@@ -241,15 +242,6 @@ def _map(raw: object, where: str) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
         raise ConfigError(INVALID_CONFIG, f"{where} must be a map")
     return raw
-
-
-def _text(body: Mapping[str, Any], dotted: str) -> str | None:
-    value = body.get(dotted.rsplit(".", 1)[1])
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(INVALID_CONFIG, f"{dotted} must be a non-empty string")
-    return value.strip()
 
 
 def _enum(body: Mapping[str, Any], dotted: str, kind: type[E], default: E | None) -> E:

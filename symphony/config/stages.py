@@ -24,7 +24,7 @@ from typing import Any
 
 from symphony.base.issue import normalize_state
 from symphony.config.agents import AgentBlock
-from symphony.config.fields import INVALID_CONFIG, ConfigError
+from symphony.config.fields import INVALID_CONFIG, ConfigError, optional_text
 from symphony.config.repository import PUBLISH_KEYS, PublishSettings, parse_publish
 
 DEFAULT_ESCALATION_STATE = "Needs Attention"
@@ -257,7 +257,7 @@ def parse_stages(
                 max_turns=stage_max_turns,
                 approval_policy=body.get("approval_policy"),
                 has_approval_policy="approval_policy" in body,
-                thread_sandbox=_optional_text(body, "thread_sandbox", where),
+                thread_sandbox=optional_text(body, f"{where}.thread_sandbox"),
                 verify=gates,
                 max_fix_turns=_count(body, "max_fix_turns", where, DEFAULT_MAX_FIX_TURNS),
                 on_verify_failed=_state_name(
@@ -437,19 +437,10 @@ def _stage_sessions(
 def _agent_kind(
     body: Mapping[str, Any], where: str, agents: Mapping[str, AgentBlock]
 ) -> str | None:
-    kind = _optional_text(body, "agent", where)
+    kind = optional_text(body, f"{where}.agent")
     if kind is not None and kind not in agents:
         raise ConfigError(
             INVALID_CONFIG,
             f"{where}.agent is {kind!r}, which symphony does not drive; known: {', '.join(agents)}",
         )
     return kind
-
-
-def _optional_text(body: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(INVALID_CONFIG, f"{where}.{key} must be a string")
-    return value.strip()
