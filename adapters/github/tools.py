@@ -51,9 +51,9 @@ def toolbox(scope_note: str, states_note: str, web_host: str) -> generic.Toolbox
             generic.link_tool(
                 LINK_PULL_REQUEST,
                 "Link a pull request to the issue you are working on. GitHub has no API to link "
-                "an existing pull request to an issue, so this posts a comment naming it (put "
-                "'Closes #<number>' in the pull request body to have GitHub close the issue on "
-                "merge).",
+                "an existing pull request to an issue, so this posts a comment naming it, once "
+                "per pull request (put 'Closes #<number>' in the pull request body to have "
+                "GitHub close the issue on merge).",
                 url_help="https://<host>/<owner>/<repo>/pull/<number>",
                 make=lambda values: _pull_request(values["url"], web_host),
             ),
@@ -79,9 +79,15 @@ def parse_call(name: str, arguments: Any, web_host: str) -> ToolCall | ToolResul
     return call
 
 
+def pull_request_repository(url: str, web_host: str) -> str | None:
+    """`owner/name` of a pull request page of `web_host`, or None for any other URL."""
+    pattern = rf"^https://{re.escape(web_host)}/([A-Za-z0-9-]+/[A-Za-z0-9._-]+)/pull/[1-9][0-9]*/?$"
+    found = re.match(pattern, url, flags=re.IGNORECASE)
+    return found.group(1) if found else None
+
+
 def _pull_request(url: str, web_host: str) -> ToolCall | ToolResult:
-    pattern = rf"^https://{re.escape(web_host)}/[A-Za-z0-9-]+/[A-Za-z0-9._-]+/pull/[1-9][0-9]*/?$"
-    if not re.match(pattern, url, flags=re.IGNORECASE):
+    if pull_request_repository(url, web_host) is None:
         return invalid_arguments(
             f"'url' must be a pull request URL: https://{web_host}/<owner>/<repo>/pull/<number>"
         )

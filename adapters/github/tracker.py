@@ -1,6 +1,6 @@
 """`GitHubTracker`: the `Tracker` for GitHub, over one of two scopes (repository labels or a
 Projects v2 board), sharing one HTTP client, its quota counters, the daemon's writes and the
-agent tools, which run the same write code.
+agent tools, which run the same write code (the link tool is the daemon's `link_pull_request`).
 """
 
 from __future__ import annotations
@@ -143,6 +143,24 @@ class GitHubTracker:
     async def create_issue(self, ticket: NewTicket) -> Issue:
         return await self.scope.create(ticket)
 
+    async def link_pull_request(self, issue: Issue, url: str, title: str) -> None:
+        """The link tool's comment, once per URL (see `writes.link_pull_request`, which also
+        says why GitHub shows the pull request's own title rather than `title`), except for a
+        pull request of the scope's own repository. The daemon's body of such a pull request
+        says `Closes <the issue>`, which GitHub already shows on the issue as the pull request
+        that will close it, and the evidence comment names it: a third mention would be noise.
+        (In the project scope no body carries that reference, so every link is commented.)"""
+        repository, number = self._target(issue)
+        link = writes.checked_link(url)
+        own = tools.pull_request_repository(link, self.config.web_host)
+        if (
+            isinstance(self.scope, RepositoryScope)
+            and own is not None
+            and own.lower() == self.scope.repository.lower()
+        ):
+            return
+        await writes.link_pull_request(self.http, repository, number, link, issue_url=issue.url)
+
     async def tracker_states(self) -> list[str] | None:
         if isinstance(self.scope, RepositoryScope):
             return None  # a state is a label: any name can become one
@@ -190,21 +208,29 @@ class GitHubTracker:
         if isinstance(call, MoveIssue):
             return ToolResult(True, await self._move(issue, number, call.state))
         if isinstance(call, AddComment):
-            body, extra = call.body, {}
-        else:
-            body = f"Linked pull request: {call.url}"
-            extra = {"pull_request": call.url}
-        answer = await writes.post_comment(
-            self.http, repository, number, body, issue_identifier=issue.identifier
+            answer = await writes.post_comment(
+                self.http, repository, number, call.body, issue_identifier=issue.identifier
+            )
+            return ToolResult(
+                True,
+                {
+                    "identifier": issue.identifier,
+                    "commented": True,
+                    "comment_id": answer.get("id"),
+                    "comment_url": answer.get("html_url"),
+                },
+            )
+        linked = await writes.link_pull_request(
+            self.http, repository, number, call.url, issue_url=issue.url
         )
         return ToolResult(
             True,
             {
                 "identifier": issue.identifier,
-                "commented": True,
-                "comment_id": answer.get("id"),
-                "comment_url": answer.get("html_url"),
-                **extra,
+                "commented": linked.added,
+                "comment_id": linked.comment_id,
+                "comment_url": linked.comment_url,
+                "pull_request": call.url,
             },
         )
 

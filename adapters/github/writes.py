@@ -1,6 +1,6 @@
-"""The REST writes both scopes share: an issue's comments (post, edit, list), opening an issue,
-and blockers (resolving `owner/name#n` references, recording them with GitHub's issue
-dependencies API).
+"""The REST writes both scopes share: an issue's comments (post, edit, list), the comment that
+links a pull request, opening an issue, and blockers (resolving `owner/name#n` references,
+recording them with GitHub's issue dependencies API).
 
 Everything goes through the tracker's one HTTP client, so writes share its retries, rate-limit
 block and quota counters. A write GitHub cannot do as asked (a blocker that does not exist, a
@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from symphony.base.tools import ToolResult, is_inline
+from symphony.tracker import tools as generic
 from symphony.tracker.contract import TRACKER_REJECTED, TRACKER_RESPONSE, Comment, TrackerError
 from symphony.tracker.tools import MoveIssue
 
@@ -139,6 +140,53 @@ async def edit_comment(
     answer = await http.request("PATCH", path, json_body={"body": body})
     log.info("comment edited", issue_identifier=name, comment_id=comment_id)
     return comment_from(answer.body, f"edited comment {comment_id}")
+
+
+# Pull request links
+
+LINK_PREFIX = "Linked pull request: "
+
+
+@dataclass(frozen=True, slots=True)
+class Linked:
+    """The comment that names a pull request on an issue; `added` when this call posted it."""
+
+    comment_id: int | None
+    comment_url: str | None
+    added: bool
+
+
+def checked_link(url: str) -> str:
+    """`url` trimmed when it is an http(s) URL, or `Rejected`."""
+    call = generic.http_link({"url": url.strip()})
+    if isinstance(call, ToolResult):
+        raise Rejected(f"cannot link {url!r}: {call.output['message']}")
+    return call.url
+
+
+async def link_pull_request(
+    http: HttpClient, repository: str, number: int, url: str, *, issue_url: str | None
+) -> Linked:
+    """Name the pull request at `url` on the issue, once.
+
+    GitHub has no API that links an existing pull request to an issue: a closing reference
+    (`Closes #n`) in the pull request's body is what links it, and the daemon writes one only
+    when the tracker is the pull request's repository; an agent's pull request may have none.
+    So the link is the comment `Linked pull request: <url>`, which holds whatever repository
+    the pull request is in, and which GitHub renders as a reference showing the pull request's
+    own title (so no text of ours is added). A comment whose first line is already that (posted
+    by the link tool or an earlier call) is found first: linking the same URL again posts
+    nothing.
+    """
+    line = LINK_PREFIX + url
+    name = identifier(repository, number)
+    for comment in await list_comments(http, repository, number):
+        if comment.body.strip().split("\n", 1)[0].strip() == line:
+            found = int(comment.id)
+            return Linked(found, f"{issue_url}#issuecomment-{found}" if issue_url else None, False)
+    answer = await post_comment(http, repository, number, line, issue_identifier=name)
+    url_of = answer.get("html_url")
+    return Linked(as_int(answer.get("id")), url_of if isinstance(url_of, str) else None, added=True)
 
 
 # Issues and blockers

@@ -43,8 +43,8 @@ def toolbox(project: str, states_note: str, base_url: str) -> generic.Toolbox:
                 LINK_MERGE_REQUEST,
                 "Link a merge request of this GitLab instance to the issue you are working on. "
                 "GitLab has no API that links an existing merge request to an issue, so this "
-                "posts a note naming it (put 'Closes #<iid>' in the merge request description "
-                "to have GitLab close the issue on merge).",
+                "posts a note naming it, once per merge request (put 'Closes #<iid>' in the "
+                "merge request description to have GitLab close the issue on merge).",
                 url_help="<instance>/<group>/<project>/-/merge_requests/<iid>",
                 make=lambda values: _merge_request(values["url"], base_url),
             ),

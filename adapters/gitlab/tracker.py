@@ -28,6 +28,27 @@ from .webhook import GitLabWebhook
 RATE_LIMIT_HEADERS = RateLimitHeaders(remaining="ratelimit-remaining", reset="ratelimit-reset")
 
 
+def gitlab_client(
+    api_url: str,
+    token: str,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> HttpClient:
+    """The shared HTTP client speaking GitLab's REST API v4 at `api_url` with `token` (the
+    tracker's, or the code host's own)."""
+    return HttpClient(
+        provider="GitLab",
+        base_url=api_url,
+        headers={"PRIVATE-TOKEN": token, "Accept": "application/json", "User-Agent": "symphony"},
+        rate_limits=RATE_LIMIT_HEADERS,
+        transport=transport,
+        clock=clock,
+        sleep=sleep,
+    )
+
+
 class GitLabTracker:
     def __init__(
         self,
@@ -38,18 +59,8 @@ class GitLabTracker:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.config = config
-        self.http = HttpClient(
-            provider="GitLab",
-            base_url=config.api_url,
-            headers={
-                "PRIVATE-TOKEN": config.token.value,
-                "Accept": "application/json",
-                "User-Agent": "symphony",
-            },
-            rate_limits=RATE_LIMIT_HEADERS,
-            transport=transport,
-            clock=clock,
-            sleep=sleep,
+        self.http = gitlab_client(
+            config.api_url, config.token.value, transport=transport, clock=clock, sleep=sleep
         )
         self.issues = ProjectIssues(self.http, config)
 
@@ -116,6 +127,17 @@ class GitLabTracker:
 
     async def create_issue(self, ticket: NewTicket) -> Issue:
         return await writes.create_issue(self.http, self.config, ticket, self.issues)
+
+    async def link_pull_request(self, issue: Issue, url: str, title: str) -> None:
+        """The link tool's note, once per URL (see `writes.link_merge_request`, which also says
+        why GitLab shows the merge request's own title rather than `title`), except for a merge
+        request of the configured project. The daemon's description of such a merge request
+        says `Closes <the issue>`, which GitLab already shows on the issue as the merge request
+        that will close it, and the evidence comment names it: a third mention would be noise.
+        (A project configured by numeric id cannot be matched to a URL: its links are noted.)"""
+        link = writes.checked_link(url)
+        if not writes.of_the_project(link, self.config):
+            await writes.link_merge_request(self.http, self.config, issue, link)
 
     async def tracker_states(self) -> list[str] | None:
         return None  # states are labels, and GitLab takes any label name

@@ -1,10 +1,11 @@
 """The writes to one GitLab project's issues, which the agent tools (`run_tool`) and the daemon's
 own writes share, over the tracker's one HTTP client: a move is one `PUT` of the issue's labels
-and open/closed state; comments are issue notes; creating an issue posts it with its state label
-(closing it afterwards for the closed state) and records each blocker as an `is_blocked_by` issue
-link. State labels need not exist beforehand (GitLab creates a label it is asked to add);
-`ensure_states` creates them with a colour. A write refused before any request is `Rejected`: a
-`tracker_rejected` TrackerError that also carries the failure code an agent tool reports for it.
+and open/closed state; comments are issue notes, and so is the link to a merge request (posted
+once per URL); creating an issue posts it with its state label (closing it afterwards for the
+closed state) and records each blocker as an `is_blocked_by` issue link. State labels need not
+exist beforehand (GitLab creates a label it is asked to add); `ensure_states` creates them with
+a colour. A write refused before any request is `Rejected`: a `tracker_rejected` TrackerError
+that also carries the failure code an agent tool reports for it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import structlog
 
 from symphony.base.issue import Issue, normalize_state
 from symphony.base.tools import INVALID_ARGUMENTS, ToolResult, is_inline
+from symphony.tracker import tools as generic
 from symphony.tracker.contract import (
     TRACKER_REJECTED,
     TRACKER_RESPONSE,
@@ -132,20 +134,20 @@ async def run_tool(
                     "issue_state": answer.get("state"),
                 },
             )
+        extra: dict[str, Any] = {}
         if isinstance(call, AddComment):
-            body, extra = call.body, {}
+            note = await post_note(http, config, issue, call.body)
+            note_id, commented = as_int(note.get("id")), True
         else:
-            body = f"Linked merge request: {call.url}"
-            extra = {"merge_request": call.url}
-        note = await post_note(http, config, issue, body)
+            note_id, commented = await link_merge_request(http, config, issue, call.url)
+            extra["merge_request"] = call.url
     except Rejected as refused:
         return ToolResult.failure(refused.code, refused.message)
-    note_id = as_int(note.get("id"))
     return ToolResult(
         True,
         {
             "identifier": issue.identifier,
-            "commented": True,
+            "commented": commented,
             "note_id": note_id,
             "note_url": f"{issue.url}#note_{note_id}" if issue.url and note_id else None,
             **extra,
@@ -257,6 +259,48 @@ async def list_comments(http: HttpClient, config: GitLabConfig, issue: Issue) ->
         comment = comment_from(note, issue)
         comments.setdefault(comment.id, comment)  # a note added mid-listing shifts pages
     return list(comments.values())
+
+
+# Merge request links
+
+LINK_PREFIX = "Linked merge request: "
+
+
+def checked_link(url: str) -> str:
+    """`url` trimmed when it is an http(s) URL, or `Rejected`."""
+    call = generic.http_link({"url": url.strip()})
+    if isinstance(call, ToolResult):
+        raise _refusal(call)
+    return call.url
+
+
+def of_the_project(url: str, config: GitLabConfig) -> bool:
+    """Whether `url` is a merge request page of the configured project (named by its path)."""
+    found = tools.merge_request_pattern(config.base_url).match(url)
+    return found is not None and found.group(1).lower() == config.project.lower()
+
+
+async def link_merge_request(
+    http: HttpClient, config: GitLabConfig, issue: Issue, url: str
+) -> tuple[int | None, bool]:
+    """Name the merge request at `url` on the issue, once: (the note's id, whether this call
+    posted it).
+
+    GitLab has no API that links an existing merge request to an issue: a closing reference
+    (`Closes #<iid>`) in the merge request's description is what links it, and the daemon
+    writes one only when the tracker is the merge request's project; an agent's merge request
+    may have none. So the link is the note `Linked merge request: <url>`, which holds whatever
+    project the merge request is in, and which GitLab renders as a reference showing the merge
+    request's own title (so no text of ours is added). A note whose first line is already that
+    (posted by the link tool or an earlier call) is found first: linking the same URL again
+    posts nothing.
+    """
+    line = LINK_PREFIX + url
+    for comment in await list_comments(http, config, issue):
+        if comment.body.strip().split("\n", 1)[0].strip() == line:
+            return (int(comment.id) if comment.id.isdigit() else None), False
+    note = await post_note(http, config, issue, line)
+    return as_int(note.get("id")), True
 
 
 # Issues, blockers and state labels

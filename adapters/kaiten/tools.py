@@ -2,9 +2,9 @@
 
 Each tool acts only on the card of the session that calls it; executing them is
 `adapters.kaiten.writes`'s business (through the tracker's HTTP client and the board's
-columns), where the move and the comment run the same code as the daemon's own `move_issue` and
-`add_comment`.
-The move tool is marked `moves_ticket`, so stage mode can withhold it.
+columns), where the move, the comment and the link run the same code as the daemon's own
+`move_issue`, `add_comment` and `link_pull_request`. The move tool is marked `moves_ticket`, so
+stage mode can withhold it.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def toolbox(columns_note: str) -> generic.Toolbox:
             generic.link_tool(
                 ADD_LINK,
                 "Attach an external link (for example your pull request) to the Kaiten card "
-                "you are working on.",
+                "you are working on. A URL the card already has is not added again.",
                 url_help="An http(s) URL.",
                 label=generic.Arg(
                     "description",

@@ -31,14 +31,17 @@ Profile (SPEC.md has the full table):
   (`text`, Markdown); the listing is one unpaged request, sorted oldest first here. A new card
   is one `POST /cards` in the state's column and the configured lane (else the parent's), one
   `POST /cards/{id}/blockers` `{"blocker_card_id"}` per blocker, each checked beforehand with
-  `GET /cards/{id}`, and one `GET` to read it back. `tracker_states()` lists the states the
-  columns carry; Kaiten columns are the board's design, so `ensure_states` creates nothing.
+  `GET /cards/{id}`, and one `GET` to read it back. `link_pull_request` is the link tool's
+  code: `GET /cards/{id}/external-links`, then `POST` of the URL unless the card already has
+  it. `tracker_states()` lists the states the columns carry; Kaiten columns are the board's
+  design, so `ensure_states` creates nothing.
 - A write the board cannot take (unknown state or blocker, a card outside the board, a card or
   comment Kaiten no longer has) is `tracker_rejected`; transport, status and rate-limit failures
   keep their categories.
 
 The class composes the two sides over one client: `adapters.kaiten.reads` (the layout, listings,
-refreshes and blockers) and `adapters.kaiten.writes` (moves, comments, new cards, agent tools).
+refreshes and blockers) and `adapters.kaiten.writes` (moves, comments, links, new cards, agent
+tools).
 """
 
 from __future__ import annotations
@@ -175,6 +178,9 @@ class KaitenTracker:
 
     async def create_issue(self, ticket: NewTicket) -> Issue:
         return await writes.create_card(self.board, ticket)
+
+    async def link_pull_request(self, issue: Issue, url: str, title: str) -> None:
+        await writes.link_pull_request(self.board, issue, url, title)
 
     async def tracker_states(self) -> list[str] | None:
         return await self.board.states()

@@ -1,6 +1,7 @@
 """The write side of one Kaiten board: moving a card to the column of a state, a card's comments
-(post, edit, list), creating a card with its blockers, and running the agent tools, whose move
-and comment are the same code as the daemon's `move_issue` and `add_comment`.
+(post, edit, list), its external links, creating a card with its blockers, and running the agent
+tools, whose move, comment and link are the same code as the daemon's `move_issue`,
+`add_comment` and `link_pull_request`.
 
 Every write goes through the `Board` of `adapters.kaiten.reads`, so it uses the tracker's one
 HTTP client (its rate limiter and 429 block) and the board's cached layout. A write the board
@@ -28,7 +29,7 @@ from symphony.tracker.contract import (
     NewTicket,
     TrackerError,
 )
-from symphony.tracker.tools import AddComment, MoveIssue
+from symphony.tracker.tools import AddComment, AddLink, MoveIssue
 
 from .._support.http import Response
 from .._support.normalize import as_int
@@ -207,6 +208,17 @@ async def create_card(board: Board, ticket: NewTicket) -> Issue:
     return issues[0]
 
 
+async def link_pull_request(board: Board, issue: Issue, url: str, title: str) -> None:
+    """An external link on the card, as `kaiten_add_link` adds it, with `title` as its text."""
+    card_id = _own_card(board.config, issue)
+    call = tools.parse_call(tools.ADD_LINK, {"url": url, "description": _link_text(title)})
+    if isinstance(call, ToolResult):
+        raise TrackerError(TRACKER_REJECTED, f"cannot link {url!r}: {call.output['message']}")
+    assert isinstance(call, AddLink)
+    with _gone_is_rejected():
+        await _add_link(board, card_id, call, issue)
+
+
 # The agent tools
 
 
@@ -226,16 +238,15 @@ async def run_tool(board: Board, call: tools.ToolCall, card_id: int, issue: Issu
             True,
             {"identifier": issue.identifier, "commented": True, "comment_id": answer.get("id")},
         )
-    payload: dict[str, Any] = {"url": call.url}
-    if call.label is not None:
-        payload["description"] = call.label
-    response = await board.http.request(
-        "POST", f"/cards/{card_id}/external-links", json_body=payload
-    )
-    body = response.body if isinstance(response.body, Mapping) else {}
-    log.info("card linked", issue_identifier=issue.identifier)
+    link_id, added = await _add_link(board, card_id, call, issue)
     return ToolResult(
-        True, {"identifier": issue.identifier, "url": call.url, "link_id": body.get("id")}
+        True,
+        {
+            "identifier": issue.identifier,
+            "url": call.url,
+            "link_id": link_id,
+            "already_linked": not added,
+        },
     )
 
 
@@ -279,6 +290,34 @@ async def _post_comment(board: Board, card_id: int, body: str, issue: Issue) -> 
     )
     log.info("card commented", issue_identifier=issue.identifier)
     return response.body if isinstance(response.body, Mapping) else {}
+
+
+async def _add_link(
+    board: Board, card_id: int, call: AddLink, issue: Issue
+) -> tuple[int | None, bool]:
+    """(the link's id, whether this call added it). Kaiten keeps any number of links with the
+    same URL, so the card's links are read first and a URL it already has is not added again
+    (its text is left as it is: the subset offers no edit of a link)."""
+    what = f"Kaiten card {card_id}"
+    listed = await _card_request(board, "GET", f"/cards/{card_id}/external-links", what)
+    links = listed.body if isinstance(listed.body, list) else []
+    for link in links:
+        if isinstance(link, Mapping) and link.get("url") == call.url:
+            return as_int(link.get("id")), False
+    payload: dict[str, Any] = {"url": call.url}
+    if call.label is not None:
+        payload["description"] = call.label
+    response = await _card_request(
+        board, "POST", f"/cards/{card_id}/external-links", what, json_body=payload
+    )
+    body = response.body if isinstance(response.body, Mapping) else {}
+    log.info("card linked", issue_identifier=issue.identifier, url=call.url)
+    return as_int(body.get("id")), True
+
+
+def _link_text(title: str) -> str | None:
+    """The daemon's link text as the link tool takes it: one line, cut to the tool's limit."""
+    return " ".join(title.split())[: tools.MAX_DESCRIPTION_CHARS].strip() or None
 
 
 async def _column_for(

@@ -8,24 +8,23 @@ flatten.
 
 `parse_call` turns a raw call into a validated call or a failure the agent can act on; `run`
 performs a validated call and may raise `TrackerError`, which the tracker turns into a failure.
-The move and the comment are the daemon's own writes (`adapters.linear.writes`) with the
-agent's result shapes; the move tool is marked `moves_ticket`, so stage mode can withhold it.
+The move, the comment and the link are the daemon's own writes (`adapters.linear.writes`) with
+the agent's result shapes; the move tool is marked `moves_ticket`, so stage mode can withhold it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from symphony.base.issue import Issue
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.tracker import tools as generic
 
-from . import queries, writes
+from . import writes
 from .api import LinearApi
 from .writes import ISSUE_NOT_FOUND as ISSUE_NOT_FOUND
-from .writes import MUTATION_FAILED, Rejected
 from .writes import UNKNOWN_STATE as UNKNOWN_STATE
+from .writes import Rejected
 
 MOVE_ISSUE = "linear_move_issue"
 ADD_COMMENT = "linear_add_comment"
@@ -114,20 +113,17 @@ async def run(api: LinearApi, call: ToolCall, issue: Issue) -> ToolResult:
             {"identifier": issue.identifier, "comment_id": posted.comment.id, "url": posted.url},
         )
     if isinstance(call, generic.AddLink):
-        data = await api.data(
-            queries.ATTACH_URL, {"issueId": issue.id, "url": call.url, "title": call.label}
-        )
-        payload = _payload(data, "attachmentLinkURL")
-        if not payload.get("success"):
-            return _rejected(ATTACH_URL, issue)
-        attachment = _payload(payload, "attachment")
+        try:
+            attached = await writes.attach_url(api, issue, call.url, call.label)
+        except Rejected as refused:
+            return ToolResult.failure(refused.code, refused.message)
         return ToolResult(
             True,
             {
                 "identifier": issue.identifier,
-                "attachment_id": attachment.get("id"),
-                "url": attachment.get("url", call.url),
-                "title": attachment.get("title", call.label),
+                "attachment_id": attached.id,
+                "url": attached.url,
+                "title": attached.title,
             },
         )
     answer = await api.send(call.query, call.variables)
@@ -159,15 +155,4 @@ async def _move(api: LinearApi, call: generic.MoveIssue, issue: Issue) -> ToolRe
             "previous_state": moved.previous_state,
             "changed": moved.changed,
         },
-    )
-
-
-def _payload(data: Mapping[str, Any], field: str) -> dict[str, Any]:
-    value = data.get(field)
-    return value if isinstance(value, dict) else {}
-
-
-def _rejected(tool: str, issue: Issue) -> ToolResult:
-    return ToolResult.failure(
-        MUTATION_FAILED, f"Linear did not accept {tool} for {issue.identifier} (success: false)"
     )

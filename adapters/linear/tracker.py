@@ -25,7 +25,8 @@ Profile (SPEC.md has the full table):
   scope, else the configured team or the project's only team), the state by name in that team
   and each blocker identifier with `issue(id:)`, rejecting any that fails before anything is
   created; then `issueCreate`, one `issueRelationCreate` (`blocks`) per blocker, and a
-  read-back. `tracker_states()` lists the scope's workflow state names; `ensure_states`
+  read-back. `link_pull_request` is the link tool's `attachmentLinkURL` (one attachment per
+  URL and issue). `tracker_states()` lists the scope's workflow state names; `ensure_states`
   creates nothing (Linear states are team settings). `success: false` and unknown names are
   `tracker_rejected`.
 """
@@ -39,6 +40,7 @@ import structlog
 
 from symphony.base.issue import Issue, normalize_state
 from symphony.base.tools import ToolResult, ToolSpec
+from symphony.tracker import tools as generic
 from symphony.tracker.contract import (
     TRACKER_PAGINATION,
     TRACKER_REJECTED,
@@ -220,6 +222,15 @@ class LinearTracker:
             )
         return found[0]
 
+    async def link_pull_request(self, issue: Issue, url: str, title: str) -> None:
+        """An attachment, as `linear_attach_url` makes it (one per URL: see `attach_url`)."""
+        call = tools.parse_call(tools.ATTACH_URL, {"url": url, "title": _link_title(title)})
+        if isinstance(call, ToolResult):
+            raise TrackerError(TRACKER_REJECTED, f"cannot link {url!r}: {call.output['message']}")
+        assert isinstance(call, generic.AddLink)
+        attached = await writes.attach_url(self.api, issue, call.url, call.label)
+        log.info("linear issue linked", issue_identifier=issue.identifier, url=attached.url)
+
     async def tracker_states(self) -> list[str] | None:
         teams, _ = await writes.scope_teams(self.api, self.config)
         # A project's teams often share state names: each name is listed once, first spelling.
@@ -258,6 +269,11 @@ class LinearTracker:
         if self.config.project_slug is not None:
             return ref.get("project_slug_id") == self.config.project_slug
         return ref.get("team_key") == self.config.team_key
+
+
+def _link_title(title: str) -> str | None:
+    """The daemon's link text as the link tool takes it: trimmed, cut to the tool's limit."""
+    return title.strip()[: tools.MAX_TITLE_CHARS].strip() or None
 
 
 def _connection(data: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,6 +1,6 @@
 """The changes the Linear adapter makes, shared by the daemon's writes and the agent tools.
 
-Moves, comments and new tickets resolve names the way Linear scopes them: workflow states
+Moves, comments, links and new tickets resolve names the way Linear scopes them: workflow states
 belong to a team, so a state name is looked up (case-insensitively) among the states of the
 issue's team; a blocker named by identifier is resolved to its id with `issue(id:)`, which
 takes either. Every function raises `TrackerError`: a write Linear cannot do as asked raises
@@ -98,6 +98,13 @@ class Moved:
 class Posted:
     comment: Comment
     url: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Attached:
+    id: str | None
+    url: str
+    title: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +227,20 @@ def comment_from_node(node: Any) -> Comment:
         body=body,
         author=_text(user.get("displayName")) or _text(user.get("name")),
         created_at=created.astimezone(UTC) if created is not None else None,
+    )
+
+
+async def attach_url(api: LinearApi, issue: Issue, url: str, title: str | None) -> Attached:
+    """Link `url` to `issue` as an attachment. Linear keeps one attachment per URL and issue
+    (`attachmentLinkURL` updates the one it has), so linking the same URL again adds nothing;
+    a URL of an integration the workspace has (a GitHub pull request) becomes its rich link."""
+    data = await api.data(queries.ATTACH_URL, {"issueId": issue.id, "url": url, "title": title})
+    payload = _succeeded(data, "attachmentLinkURL", f"the link on {issue.identifier}")
+    attachment = _object(payload.get("attachment"))
+    return Attached(
+        id=_text(attachment.get("id")),
+        url=_text(attachment.get("url")) or url,
+        title=_text(attachment.get("title")) or title,
     )
 
 

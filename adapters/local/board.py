@@ -27,6 +27,8 @@ Profile:
   never raise and never write through a link leading outside the folder (`write_refused`);
   failures carry `unknown_tool`, `invalid_arguments`, `ticket_not_found`,
   `ticket_malformed`, `write_conflict`, `write_failed` or `board_unavailable`.
+- The daemon's `link_pull_request` sets the front matter field `pull_request` to the URL (an
+  earlier value is replaced, the same URL writes nothing, nothing else of the file changes).
 """
 
 from __future__ import annotations
@@ -63,7 +65,9 @@ from .ticket import FrontMatterError, Ticket, is_ticket_name, parse_ticket
 from .tools import (
     MOVE_ISSUE,
     AddComment,
+    Edit,
     EditComment,
+    LinkPullRequest,
     MoveIssue,
     NoSuchComment,
     NotThisTicket,
@@ -274,6 +278,16 @@ class LocalBoard:
     async def create_issue(self, ticket: NewTicket) -> Issue:
         return await asyncio.to_thread(self._create, ticket)
 
+    async def link_pull_request(self, issue: Issue, url: str, title: str) -> None:
+        """`pull_request: <url>` in the ticket's front matter (see `LinkPullRequest`). The
+        board has no link tool and no place for a link's text, so `title` is not written."""
+        link = url.strip()
+        if not link or not is_inline(link):
+            raise TrackerError(
+                TRACKER_REJECTED, f"a pull request link must be one line of text, got {url!r}"
+            )
+        await asyncio.to_thread(self._write, LinkPullRequest(link), issue)
+
     async def tracker_states(self) -> list[str] | None:
         return None  # any state name can be written into a ticket file
 
@@ -348,7 +362,7 @@ class LocalBoard:
             raise TrackerError(TRACKER_RESPONSE, f"{path.name} was written but cannot be read back")
         return self._reader.read().issue(created, self._terminal)
 
-    def _write(self, call: ToolCall | EditComment, issue: Issue) -> dict[str, Any]:
+    def _write(self, call: Edit, issue: Issue) -> dict[str, Any]:
         """Perform one edit for the daemon; failures become TrackerErrors."""
         try:
             return self._edit_file(call, issue)
@@ -364,7 +378,7 @@ class LocalBoard:
         log.info("ticket updated", tool=name, issue_identifier=issue.identifier)
         return ToolResult(True, output)
 
-    def _edit_file(self, call: ToolCall | EditComment, issue: Issue) -> dict[str, Any]:
+    def _edit_file(self, call: Edit, issue: Issue) -> dict[str, Any]:
         self._dirty = True  # the board's own write: the next poll reads it, event or not
         now = datetime.now(UTC).replace(microsecond=0)
         try:

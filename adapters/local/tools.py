@@ -1,9 +1,10 @@
 """The agent tools of the local board: what they accept, and the edit each makes to a file.
 
 `parse_call` turns a raw tool call into a validated `MoveIssue` or `AddComment`, or into a
-failure result the agent can act on. Each call's `apply` is a pure bytes-to-bytes edit of one
-ticket file that first checks the file still belongs to the issue the session works on; the board
-runs it through the atomic rewriter.
+failure result the agent can act on; the daemon's own edits (`EditComment`, `LinkPullRequest`)
+are calls of the same kind. Each call's `apply` is a pure bytes-to-bytes edit of one ticket file
+that first checks the file still belongs to the issue the session works on; the board runs it
+through the atomic rewriter.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ MOVE_ISSUE = "local_move_issue"
 ADD_COMMENT = "local_add_comment"
 
 MAX_COMMENT_CHARS = 64 * 1024
+
+PULL_REQUEST = "pull_request"
+"""The front matter field naming the pull request the daemon opened for the ticket."""
 
 
 class NotThisTicket(Exception):
@@ -110,7 +114,32 @@ class NoSuchComment(Exception):
     """The comment to edit is not there (any more), or someone else wrote it."""
 
 
+@dataclass(frozen=True, slots=True)
+class LinkPullRequest:
+    """Name the ticket's pull request in its front matter (`pull_request: <url>`), replacing an
+    earlier one. Only that line is written: `updated_at` stays, since the ticket's own content
+    did not change, and the same URL again leaves the file untouched."""
+
+    url: str
+
+    def apply(
+        self, raw: bytes, *, file_name: str, issue_id: str, now: datetime
+    ) -> tuple[bytes, dict[str, Any]]:
+        document, front = _open(raw, file_name, issue_id)
+        output: dict[str, Any] = {
+            "identifier": identifier_of(file_name),
+            "path": file_name,
+            PULL_REQUEST: self.url,
+        }
+        if front.get(PULL_REQUEST) == self.url:
+            return raw, {**output, "changed": False}
+        text = set_fields(document, front, {PULL_REQUEST: self.url})
+        return text.encode("utf-8"), {**output, "changed": True}
+
+
 ToolCall = MoveIssue | AddComment
+Edit = ToolCall | EditComment | LinkPullRequest
+"""Every edit the board makes to a ticket file, for an agent's tool call or for the daemon."""
 
 
 def toolbox(known_states: str) -> generic.Toolbox:

@@ -12,11 +12,11 @@ adapter the workflow names is ever imported.
 The core never looks inside provider payloads: it sees `Issue`, `dispatchable` and `native_ref`.
 
 The writes the daemon performs itself (stage mode moves tickets, posts plans and escalations,
-creates follow-up tickets) are typed operations of the same contract: `move_issue`,
-`add_comment`, `edit_comment`, `list_comments`, `create_issue`, plus `tracker_states` and
-`ensure_states` for checking a workflow's states against the tracker. An adapter's agent tools
-wrap the same operations, and the one that moves a ticket is marked `ToolSpec.moves_ticket`, so
-stage mode can withhold it from agents.
+creates follow-up tickets, links the pull requests it opens) are typed operations of the same
+contract: `move_issue`, `add_comment`, `edit_comment`, `list_comments`, `create_issue`,
+`link_pull_request`, plus `tracker_states` and `ensure_states` for checking a workflow's states
+against the tracker. An adapter's agent tools wrap the same operations, and the one that moves
+a ticket is marked `ToolSpec.moves_ticket`, so stage mode can withhold it from agents.
 """
 
 from __future__ import annotations
@@ -160,6 +160,12 @@ class Tracker(Protocol):
     async def create_issue(self, ticket: NewTicket) -> Issue:
         """Create a ticket in `ticket.state`, blocked by `ticket.blocked_by` where the tracker
         records blockers; returns it as a later read would."""
+        ...
+
+    async def link_pull_request(self, issue: Issue, url: str, title: str) -> None:
+        """Link the ticket to the pull (merge) request the daemon opened for it, by the same
+        means as the tracker's link tool; `title` is the link's text where the tracker shows
+        one. Idempotent: linking the same URL again adds nothing."""
         ...
 
     async def tracker_states(self) -> list[str] | None:

@@ -1,5 +1,5 @@
 """An in-memory tracker: the tickets are a dict, a person's move is `set_state`, and every write
-the daemon makes (moves, comments) is kept for the test to read."""
+the daemon makes (moves, comments, pull request links) is kept for the test to read."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ class MemoryTracker:
         self.comments: dict[str, list[Comment]] = {}
         self.moves: list[tuple[str, str]] = []
         """(identifier, state) of every move the daemon made."""
+        self.links: dict[str, dict[str, str]] = {}
+        """identifier -> {url: title} of the pull requests linked; the same URL once."""
         self.reads = 0
 
     def set_state(self, identifier: str, state: str) -> None:
@@ -75,9 +77,13 @@ class MemoryTracker:
             title=ticket.title,
             description=ticket.description,
             state=ticket.state,
+            dispatchable=not ticket.blocked_by,
         )
         self.issues[created.id] = created
         return created
+
+    async def link_pull_request(self, issue: Issue, url: str, title: str) -> None:
+        self.links.setdefault(issue.identifier, {}).setdefault(url, title)
 
     async def tracker_states(self) -> list[str] | None:
         return None  # any name is a state, as on the local board

@@ -281,6 +281,8 @@ async def test_the_daemons_writes_follow_the_openapi_subset(tracker_schemas: Pat
             posted = await tracker.add_comment(issue, "Plan")
             await tracker.edit_comment(issue, posted.id, "Plan, revised")
             assert [c.body for c in await tracker.list_comments(issue)] == ["Plan, revised"]
+            for _ in range(2):
+                await tracker.link_pull_request(issue, f"{fake.base}/acme/widgets/pull/5", "#5")
             for bad in (
                 tracker.edit_comment(issue, "9999", "x"),
                 tracker.edit_comment(issue, str(other.id), "x"),

@@ -116,6 +116,7 @@ async def test_comment_posts_the_body_to_the_session_issue() -> None:
 
 @respx.mock
 async def test_link_pull_request_validates_the_url_and_comments_it() -> None:
+    respx.get(f"{ISSUES}/1/comments").mock(return_value=httpx.Response(200, json=[]))
     route = respx.post(f"{ISSUES}/1/comments").mock(
         return_value=httpx.Response(201, json=comment(5, "x"))
     )

@@ -137,6 +137,7 @@ async def test_writes_refuse_an_issue_outside_the_configured_repository() -> Non
         tracker.add_comment(foreign_issue(), "hello"),
         tracker.edit_comment(foreign_issue(), "101", "hello"),
         tracker.list_comments(foreign_issue()),
+        tracker.link_pull_request(foreign_issue(), f"{WEB}/{REPO}/pull/5", "#5 PR"),
     ):
         error_ = await rejected(call)
         assert "other/repo#1" in error_.message
@@ -240,6 +241,79 @@ async def test_edit_comment_refuses_unknown_ids_and_comments_of_other_issues() -
     assert f"{REPO}#1" in error_.message
     assert writes(fake, start) == []
     assert fake.comments_of(2) == ["a person's comment on issue 2"]
+
+
+# Pull request links
+
+WEB = "https://github.com"
+PULL = f"{WEB}/acme/gadgets/pull/12"
+"""A pull request of another repository than the configured one."""
+
+
+async def test_link_pull_request_posts_the_link_tools_comment_once_per_url() -> None:
+    fake = board()
+    tracker = on_fake(fake)
+    target = await read(tracker, "1")
+    start = len(fake.requests)
+    await tracker.link_pull_request(target, PULL, "#12 Fix the widget")
+    await tracker.link_pull_request(target, PULL, "#12 Fix the widget")
+    assert fake.comments_of(1) == [f"Linked pull request: {PULL}"]
+    assert writes(fake, start) == [
+        ("POST", f"/repos/{REPO}/issues/1/comments", {"body": f"Linked pull request: {PULL}"})
+    ]
+    # The link tool finds the same comment: an agent linking it too adds nothing.
+    tool = await tracker.execute_tool("github_link_pull_request", {"url": PULL}, target)
+    assert tool.success and tool.output == {
+        "identifier": f"{REPO}#1",
+        "commented": False,
+        "comment_id": 101,
+        "comment_url": f"{WEB}/{REPO}/issues/1#issuecomment-101",
+        "pull_request": PULL,
+    }
+    other = f"{WEB}/acme/gadgets/pull/13"
+    await tracker.link_pull_request(target, other, "#13 Gadget")
+    assert fake.comments_of(1) == [f"Linked pull request: {PULL}", f"Linked pull request: {other}"]
+
+
+async def test_a_pull_request_of_the_issues_own_repository_is_linked_by_its_closing_reference() -> (
+    None
+):
+    fake = board()
+    tracker = on_fake(fake)
+    target = await read(tracker, "1")
+    start = len(fake.requests)
+    for own in (f"{WEB}/{REPO}/pull/7", f"{WEB}/ACME/Widgets/pull/7"):
+        await tracker.link_pull_request(target, own, "#7 Fix")
+    assert sent(fake, start) == [] and fake.comments_of(1) == []
+    # An agent's pull request may lack the reference: its tool comments whatever the repository.
+    tool = await tracker.execute_tool(
+        "github_link_pull_request", {"url": f"{WEB}/{REPO}/pull/7"}, target
+    )
+    assert tool.success and fake.comments_of(1) == [f"Linked pull request: {WEB}/{REPO}/pull/7"]
+
+
+async def test_a_link_posted_by_the_tool_is_found_by_the_daemon() -> None:
+    fake = board()
+    fake.comment(1, f"Linked pull request: {PULL}5")  # another URL that starts the same
+    tracker = on_fake(fake)
+    target = await read(tracker, "1")
+    tool = await tracker.execute_tool("github_link_pull_request", {"url": PULL + "/"}, target)
+    assert tool.success and tool.output["commented"] is True
+    await tracker.link_pull_request(target, PULL, "#12 Fix the widget")
+    assert fake.comments_of(1) == [
+        f"Linked pull request: {PULL}5",
+        f"Linked pull request: {PULL}",
+    ]
+
+
+async def test_link_pull_request_rejects_what_is_not_an_http_url_before_any_request() -> None:
+    fake = board()
+    tracker = on_fake(fake)
+    target = await read(tracker, "1")
+    start = len(fake.requests)
+    for bad in ("", "javascript:alert(1)", "github.com/acme/widgets/pull/1"):
+        await rejected(tracker.link_pull_request(target, bad, "PR"))
+    assert sent(fake, start) == []
 
 
 # Creating issues (label scope)
@@ -600,3 +674,9 @@ async def test_project_comments_are_those_of_the_items_issue() -> None:
     assert await tracker.list_comments(target) == [added]
     edited = await tracker.edit_comment(target, added.id, "Plan, revised")
     assert edited.body == "Plan, revised"
+    # No body in the project scope carries a closing reference: even a pull request of the
+    # issue's own repository is named in a comment, once.
+    own = f"{WEB}/{REPO}/pull/7"
+    await tracker.link_pull_request(target, own, "#7 Fix")
+    await tracker.link_pull_request(target, own, "#7 Fix")
+    assert fake.comments_of(2) == ["Plan, revised", f"Linked pull request: {own}"]

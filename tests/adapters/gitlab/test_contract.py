@@ -191,6 +191,9 @@ async def test_every_request_the_adapter_sends_is_in_the_subset(tracker_schemas:
             posted = await tracker.add_comment(other, "Plan: do it")
             await tracker.edit_comment(other, posted.id, "Plan: do it well")
             assert len(await tracker.list_comments(other)) == 102
+            mr = f"{fake.base}/acme/gadgets/-/merge_requests/6"  # another project's
+            for _ in range(2):
+                await tracker.link_pull_request(other, mr, "!6 Follow-up")
             follow_up = NewTicket("Next", "More.", "Todo", ("#2", f"{payloads.PROJECT}#3"), other)
             assert (await tracker.create_issue(follow_up)).state == "Todo"
             assert (await tracker.create_issue(NewTicket("Old", "", "Done"))).state == "Done"

@@ -122,6 +122,7 @@ async def test_comment_posts_a_note() -> None:
 @respx.mock
 async def test_link_merge_request_posts_a_note_naming_it() -> None:
     url = f"{BASE}/acme/platform/widgets/-/merge_requests/12"
+    respx.get(f"{ISSUES}/1/notes").mock(return_value=httpx.Response(200, json=[]))
     post = respx.post(f"{ISSUES}/1/notes").mock(
         return_value=httpx.Response(201, json=note(78, "x"))
     )

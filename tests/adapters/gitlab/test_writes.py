@@ -129,6 +129,7 @@ async def test_writes_to_an_issue_outside_the_project_are_rejected_before_any_re
     await rejected(tracker.add_comment(other, "x"))
     await rejected(tracker.edit_comment(other, "5", "x"))
     await rejected(tracker.list_comments(other))
+    await rejected(tracker.link_pull_request(other, "https://gitlab.example/mr/1", "!1"))
     await rejected(tracker.create_issue(NewTicket("t", "", "Todo", parent=other)))
     assert len(respx.calls) == 0
 
@@ -280,6 +281,83 @@ async def test_a_malformed_note_fails_the_listing() -> None:
     with pytest.raises(TrackerError) as info:
         await make_tracker().list_comments(session_issue())
     assert info.value.category == TRACKER_RESPONSE
+
+
+# Merge request links
+
+
+def merge_request(fake: FakeGitLab, iid: int, project: str = "acme/gadgets") -> str:
+    """A merge request page of this instance; by default of another project than the issue's."""
+    return f"{fake.base}/{project}/-/merge_requests/{iid}"
+
+
+async def test_link_pull_request_posts_the_link_tools_note_once_per_url(
+    gitlab: FakeGitLab,
+) -> None:
+    gitlab.add(1, labels=["workflow::todo"])
+    gitlab.add_note(1, "mentioned in merge request !12", system=True)  # GitLab's own line
+    tracker = on(gitlab)
+    url = merge_request(gitlab, 12)
+    await tracker.link_pull_request(session_issue(), url, "!12 Fix the widget")
+    await tracker.link_pull_request(session_issue(), url, "!12 Fix the widget")
+    line = f"Linked merge request: {url}"
+    assert [n.body for n in gitlab.issues[1].notes if not n.system] == [line]
+    posts = [r for r in gitlab.requests if r.method == "POST"]
+    assert [(r.path.rsplit("/", 1)[1], r.body) for r in posts] == [("notes", {"body": line})]
+    # The link tool finds the same note: an agent linking it too adds nothing.
+    tool = await tracker.execute_tool("gitlab_link_merge_request", {"url": url}, session_issue())
+    assert tool.success and tool.output["commented"] is False
+    assert tool.output["note_id"] == int((await tracker.list_comments(session_issue()))[0].id)
+    other = merge_request(gitlab, 3)
+    await tracker.link_pull_request(session_issue(), other, "!3 Gadget")
+    assert [n.body for n in gitlab.issues[1].notes if not n.system] == [
+        line,
+        f"Linked merge request: {other}",
+    ]
+    await tracker.aclose()
+
+
+async def test_a_merge_request_of_the_project_is_linked_by_its_closing_reference(
+    gitlab: FakeGitLab,
+) -> None:
+    gitlab.add(1, labels=["workflow::todo"])
+    tracker = on(gitlab)
+    before = len(gitlab.requests)
+    for own in (merge_request(gitlab, 7, PROJECT), merge_request(gitlab, 7, PROJECT.upper())):
+        await tracker.link_pull_request(session_issue(), own, "!7 Fix")
+    assert len(gitlab.requests) == before and gitlab.issues[1].notes == []
+    # An agent's merge request may lack the reference: its tool notes it whatever the project.
+    own = merge_request(gitlab, 7, PROJECT)
+    tool = await tracker.execute_tool("gitlab_link_merge_request", {"url": own}, session_issue())
+    assert tool.success and [n.body for n in gitlab.issues[1].notes] == [
+        f"Linked merge request: {own}"
+    ]
+    await tracker.aclose()
+
+
+async def test_a_note_the_link_tool_posted_is_found_by_the_daemon(gitlab: FakeGitLab) -> None:
+    gitlab.add(1, labels=["workflow::todo"])
+    url = merge_request(gitlab, 12)
+    gitlab.add_note(1, f"Linked merge request: {url}0")  # another URL that starts the same
+    tracker = on(gitlab)
+    tool = await tracker.execute_tool("gitlab_link_merge_request", {"url": url}, session_issue())
+    assert tool.success and tool.output["commented"] is True
+    await tracker.link_pull_request(session_issue(), url, "!12")
+    assert [n.body for n in gitlab.issues[1].notes] == [
+        f"Linked merge request: {url}0",
+        f"Linked merge request: {url}",
+    ]
+    await tracker.aclose()
+
+
+@respx.mock
+async def test_a_merge_request_link_that_is_not_an_http_url_is_rejected_before_any_request() -> (
+    None
+):
+    tracker = make_tracker()
+    for bad in ("", "javascript:alert(1)", "gitlab.example/acme/widgets/-/merge_requests/1"):
+        await rejected(tracker.link_pull_request(session_issue(), bad, "!1"))
+    assert len(respx.calls) == 0
 
 
 # New issues

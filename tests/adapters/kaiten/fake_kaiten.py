@@ -4,10 +4,10 @@ It holds one company's boards, columns and cards in memory and speaks the endpoi
 uses, under `/api/latest`: board columns, sub-columns, the card listing (board, condition,
 column_ids, lane, space filters with offset/limit), one card, creating a card (`POST /cards`,
 answered 200 as the published description has it), moving a card (`PATCH`), comments (list,
-add, edit; each embeds its author's `User`), blockers (list, add) and external links. Every
-request is recorded with the time it arrived. Like Kaiten, the fake
-counts arrivals in a sliding one-second window: a request arriving while the last second already
-holds 5 is answered 429 and recorded in `over_limit`, so a test can fail on any excess.
+add, edit; each embeds its author's `User`), blockers (list, add) and external links (list,
+add). Every request is recorded with the time it arrived. Like Kaiten, the fake counts arrivals
+in a sliding one-second window: a request arriving while the last second already holds 5 is
+answered 429 and recorded in `over_limit`, so a test can fail on any excess.
 `limit_next()` makes the next answer a 429 carrying `X-RateLimit-Reset` on purpose.
 """
 
@@ -42,7 +42,8 @@ class FakeCard:
     description: str | None = "Do the thing."
     comments: list[dict[str, Any]] = field(default_factory=list)
     """Kaiten comment objects, oldest first."""
-    links: list[tuple[str, str | None]] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)
+    """Kaiten external link objects, oldest first."""
 
 
 @dataclass
@@ -239,16 +240,15 @@ class FakeKaiten:
                     card.blocked_by.append(blocker)
                 self.next_id += 1
                 return 200, {}, payloads.blocker(self.next_id, card.id, blocker)
+            if tail == "external-links" and method == "GET":
+                return 200, {}, [dict(link) for link in card.links]
             if tail == "external-links" and method == "POST":
-                card.links.append((body["url"], body.get("description")))
                 self.next_id += 1
-                return (
-                    200,
-                    {},
-                    payloads.external_link(
-                        self.next_id, card.id, body["url"], body.get("description")
-                    ),
+                link = payloads.external_link(
+                    self.next_id, card.id, body["url"], body.get("description")
                 )
+                card.links.append(link)
+                return 200, {}, dict(link)
         return 404, {}, {"message": "Not found"}
 
     def _create(self, body: Any) -> tuple[int, dict[str, str], Any]:

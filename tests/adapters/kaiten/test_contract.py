@@ -89,6 +89,7 @@ def check_body(spec: dict[str, Any], method: str, path: str, status: int, body: 
         ("POST", "/cards/9/blockers", payloads.blocker(3, 9, 1)),
         ("GET", "/cards/9/blockers", [payloads.blocker(3, 9, 1)]),
         ("POST", "/cards/1/external-links", payloads.external_link(1, 1, "https://x.test", None)),
+        ("GET", "/cards/1/external-links", [payloads.external_link(1, 1, "https://x.test", "PR")]),
     ],
 )
 def test_fake_bodies_match_the_published_response_schemas(
@@ -150,6 +151,7 @@ async def test_requests_the_adapter_sends_and_fake_answers_follow_the_descriptio
             comment = await tracker.add_comment(issue, "plan")
             await tracker.edit_comment(issue, comment.id, "plan, edited")
             await tracker.list_comments(issue)
+            await tracker.link_pull_request(issue, "https://git.example/pr/6", "#6 Follow-up")
             [parent] = await tracker.fetch_issues_by_ids(["2"])
             created = await tracker.create_issue(
                 NewTicket("Follow-up", "Why.", "Backlog", blocked_by=("KT-2", "3"), parent=parent)
@@ -178,6 +180,7 @@ async def test_requests_the_adapter_sends_and_fake_answers_follow_the_descriptio
         ("PATCH", "/cards/{card_id}"),
         ("POST", "/cards/{card_id}/comments"),
         ("POST", "/cards/{card_id}/external-links"),
+        ("GET", "/cards/{card_id}/external-links"),
         ("GET", "/cards/{card_id}/comments"),
         ("PATCH", "/cards/{card_id}/comments/{comment_id}"),
         ("POST", "/cards"),

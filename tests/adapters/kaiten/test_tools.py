@@ -111,19 +111,26 @@ async def test_add_comment_posts_the_text() -> None:
 
 
 @respx.mock
-async def test_add_link_posts_url_and_optional_description() -> None:
-    post = respx.post(f"{CARD}/external-links").mock(
-        return_value=httpx.Response(
-            200, json=payloads.external_link(9, 42, "https://git.example/pr/1", "PR")
-        )
+async def test_add_link_posts_url_and_optional_description_unless_the_card_has_it() -> None:
+    url, other = "https://git.example/pr/1", "https://git.example/pr/2"
+    linked = payloads.external_link(9, 42, url, "PR")
+    respx.get(f"{CARD}/external-links").mock(
+        side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[linked])] * 2
     )
+    post = respx.post(f"{CARD}/external-links").mock(return_value=httpx.Response(200, json=linked))
     tracker = make_tracker()
-    url = "https://git.example/pr/1"
     result = await tracker.execute_tool(tools.ADD_LINK, {"url": url, "description": "PR"}, issue())
-    assert result.success and result.output == {"identifier": "KT-42", "url": url, "link_id": 9}
+    assert result.success and result.output == {
+        "identifier": "KT-42",
+        "url": url,
+        "link_id": 9,
+        "already_linked": False,
+    }
     assert json.loads(post.calls[0].request.content) == {"url": url, "description": "PR"}
-    await tracker.execute_tool(tools.ADD_LINK, {"url": url}, issue())
-    assert json.loads(post.calls[1].request.content) == {"url": url}
+    again = await tracker.execute_tool(tools.ADD_LINK, {"url": url}, issue())
+    assert again.success and again.output["already_linked"] is True and post.call_count == 1
+    await tracker.execute_tool(tools.ADD_LINK, {"url": other}, issue())
+    assert json.loads(post.calls[1].request.content) == {"url": other}
 
 
 @pytest.mark.parametrize(

@@ -47,6 +47,7 @@ from tests.adapters.kaiten.payloads import (
 COLUMNS = f"{API}/boards/{BOARD}/columns"
 CARD = f"{API}/cards/42"
 COMMENTS = f"{CARD}/comments"
+LINKS = f"{CARD}/external-links"
 
 
 def issue(card_id: int = 42, column_id: int = DOING, **ref: Any) -> Issue:
@@ -193,6 +194,7 @@ async def test_every_write_refuses_a_card_outside_the_configured_board(target: I
     await rejected(tracker.add_comment(target, "x"))
     await rejected(tracker.edit_comment(target, "5", "x"))
     await rejected(tracker.list_comments(target))
+    await rejected(tracker.link_pull_request(target, "https://git.example/pr/1", "PR"))
     assert respx.calls.call_count == 0
 
 
@@ -202,14 +204,17 @@ async def test_a_deleted_card_is_rejected_for_the_daemon_and_a_status_for_tools(
     respx.patch(CARD).mock(return_value=httpx.Response(404, json={"message": "Card not found"}))
     respx.post(COMMENTS).mock(return_value=httpx.Response(404, json={"message": "nope"}))
     respx.get(COMMENTS).mock(return_value=httpx.Response(404, json={"message": "nope"}))
+    respx.get(LINKS).mock(return_value=httpx.Response(404, json={"message": "nope"}))
     tracker = make_tracker()
     error = await rejected(tracker.move_issue(issue(), "Done"))
     assert "card 42 not found" in error.message
     await rejected(tracker.add_comment(issue(), "x"))
     await rejected(tracker.list_comments(issue()))
+    await rejected(tracker.link_pull_request(issue(), "https://git.example/pr/1", "PR"))
     for name, arguments in [
         (tools.MOVE_CARD, {"state": "Done"}),
         (tools.ADD_COMMENT, {"body": "x"}),
+        (tools.ADD_LINK, {"url": "https://git.example/pr/1"}),
     ]:
         result = await tracker.execute_tool(name, arguments, issue())
         assert result.output["error"] == TRACKER_STATUS
@@ -381,6 +386,62 @@ async def test_a_comment_listing_that_is_not_a_list_is_a_response_error() -> Non
     with pytest.raises(TrackerError) as caught:
         await make_tracker().list_comments(issue())
     assert caught.value.category == TRACKER_RESPONSE
+
+
+# Pull request links
+
+PR = "https://git.example/acme/widgets/pull/12"
+
+
+@respx.mock
+async def test_link_pull_request_adds_the_external_link_the_link_tool_adds() -> None:
+    respx.get(LINKS).mock(return_value=httpx.Response(200, json=[]))
+    post = respx.post(LINKS).mock(
+        return_value=httpx.Response(200, json=payloads.external_link(9, 42, PR, "#12 Fix"))
+    )
+    tracker = make_tracker()
+    await tracker.link_pull_request(issue(), PR, "#12 Fix")
+    await tracker.execute_tool(tools.ADD_LINK, {"url": PR, "description": "#12 Fix"}, issue())
+    assert sent(post, 0) == sent(post, 1) == {"url": PR, "description": "#12 Fix"}
+
+
+@respx.mock
+async def test_a_url_the_card_already_has_is_not_linked_again() -> None:
+    others = [payloads.external_link(3, 42, "https://docs.example/spec", "Spec")]
+    respx.get(LINKS).mock(
+        side_effect=[
+            httpx.Response(200, json=others),
+            httpx.Response(200, json=[*others, payloads.external_link(9, 42, PR, "#12 Fix")]),
+        ]
+    )
+    post = respx.post(LINKS).mock(
+        return_value=httpx.Response(200, json=payloads.external_link(9, 42, PR, "#12 Fix"))
+    )
+    tracker = make_tracker()
+    await tracker.link_pull_request(issue(), PR, "#12 Fix")
+    await tracker.link_pull_request(issue(), PR, "#12 Fix, renamed")
+    assert post.call_count == 1
+
+
+@respx.mock
+async def test_the_link_text_is_the_title_on_one_line_cut_to_the_tools_limit() -> None:
+    respx.get(LINKS).mock(return_value=httpx.Response(200, json=[]))
+    post = respx.post(LINKS).mock(
+        return_value=httpx.Response(200, json=payloads.external_link(9, 42, PR, None))
+    )
+    tracker = make_tracker()
+    await tracker.link_pull_request(issue(), PR, "#12  Fix\nthe " + "x" * 400)
+    text = sent(post)["description"]
+    assert text.startswith("#12 Fix the x") and len(text) == tools.MAX_DESCRIPTION_CHARS
+    await tracker.link_pull_request(issue(), PR, "  ")
+    assert sent(post, 1) == {"url": PR}
+
+
+@respx.mock
+async def test_a_link_that_is_not_an_http_url_is_rejected_without_a_request() -> None:
+    tracker = make_tracker()
+    await rejected(tracker.link_pull_request(issue(), "file:///etc/passwd", "PR"))
+    assert respx.calls.call_count == 0
 
 
 # New cards
@@ -619,6 +680,8 @@ async def test_a_ticket_created_commented_edited_and_moved_reads_back_as_written
             edited = await tracker.edit_comment(created, first.id, "plan v2")
             await tracker.move_issue(created, "In Progress")
             comments = await tracker.list_comments(created)
+            for _ in range(2):
+                await tracker.link_pull_request(created, PR, "#12 Follow-up")
             [again] = await tracker.fetch_issues_by_ids([created.id])
         finally:
             await tracker.aclose()
@@ -641,6 +704,7 @@ async def test_a_ticket_created_commented_edited_and_moved_reads_back_as_written
     ]
     assert all(c.created_at is not None and c.created_at.tzinfo == UTC for c in comments)
     assert again.state == "In Progress" and new.column_id == DOING
+    assert [(link["url"], link["description"]) for link in new.links] == [(PR, "#12 Follow-up")]
 
 
 async def test_writes_share_the_limiter_and_stay_within_5_requests_per_second() -> None:

@@ -291,6 +291,65 @@ async def test_editing_a_comment_that_is_not_the_daemons_own_on_this_issue_is_re
     assert [c.body for c in fake.comment_records] == ["Please add tests.", "Mine, on another issue"]
 
 
+# Pull request links
+
+PR = "https://github.com/acme/widgets/pull/12"
+
+
+async def test_daemon_links_a_pull_request_as_the_attach_tool_does_once_per_url(
+    fake: FakeLinear, make_tracker: MakeTracker
+) -> None:
+    tracker = make_tracker()
+    one, two = await read(tracker, fake.add("ENG-1").id), await read(tracker, fake.add("ENG-2").id)
+    sent = len(fake.requests)
+    await tracker.link_pull_request(one, PR, "#12 Fix the widget")
+    await tracker.link_pull_request(one, PR, "#12 Fix the widget")
+    by_daemon = fake.requests[sent:]
+    assert (
+        by_daemon
+        == [("SymphonyAttachUrl", {"issueId": one.id, "url": PR, "title": "#12 Fix the widget"})]
+        * 2
+    )
+    # Linear keeps one attachment per URL and issue: the second call added nothing.
+    assert fake.attachments == {(one.id, PR): "#12 Fix the widget"}
+    tool = await tracker.execute_tool("linear_attach_url", {"url": PR}, two)
+    assert tool.success and fake.requests[-1][0] == "SymphonyAttachUrl"
+
+
+async def test_a_long_pull_request_title_is_cut_to_what_the_tool_accepts(
+    fake: FakeLinear, make_tracker: MakeTracker
+) -> None:
+    tracker = make_tracker()
+    issue = await read(tracker, fake.add("ENG-1").id)
+    await tracker.link_pull_request(issue, PR, "  " + "x" * 400)
+    assert fake.attachments == {(issue.id, PR): "x" * 250}
+    await tracker.link_pull_request(issue, "https://github.com/acme/widgets/pull/13", " ")
+    assert fake.attachments[(issue.id, "https://github.com/acme/widgets/pull/13")] is None
+
+
+async def test_a_pull_request_link_that_is_not_http_is_rejected_without_a_request(
+    fake: FakeLinear, make_tracker: MakeTracker
+) -> None:
+    tracker = make_tracker()
+    issue = await read(tracker, fake.add("ENG-1").id)
+    sent = len(fake.requests)
+    await rejected(tracker.link_pull_request(issue, "javascript:alert(1)", "PR"))
+    assert len(fake.requests) == sent
+
+
+async def test_a_link_linear_answers_with_success_false_is_rejected(
+    fake: FakeLinear, make_tracker: MakeTracker
+) -> None:
+    tracker = make_tracker()
+    issue = await read(tracker, fake.add("ENG-1").id)
+    fake.fail_next(200, {"data": {"attachmentLinkURL": {"success": False, "attachment": None}}})
+    error = await rejected(tracker.link_pull_request(issue, PR, "PR"))
+    assert "success: false" in error.message
+    fake.fail_next(200, {"data": {"attachmentLinkURL": {"success": False, "attachment": None}}})
+    tool = await tracker.execute_tool("linear_attach_url", {"url": PR}, issue)
+    assert not tool.success and tool.output["error"] == "mutation_failed"
+
+
 # New issues
 
 

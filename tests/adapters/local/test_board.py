@@ -1136,6 +1136,65 @@ async def test_follow_up_ticket_is_numbered_in_its_parents_series_and_records_bl
     assert sorted(p.name for p in folder.iterdir()) == ["DEMO-10.md", "DEMO-7.md", "DEMO-9.md"]
 
 
+PR = "https://github.com/acme/widgets/pull/12"
+
+
+async def test_daemon_links_a_pull_request_as_one_front_matter_line_and_keeps_the_rest(
+    board: LocalBoard, folder: Path
+) -> None:
+    front = (
+        "title: A ticket  # the human's note\r\nstate: Todo\r\nlabels: [bug, ui]\r\n"
+        "updated_at: 2026-01-02T03:04:05Z\r\n"
+    )
+    body = "Body text.\r\n\r\n## Comments\r\n\r\n### 2026-01-02T03:04:05Z (ana)\r\n\r\nHi.\r\n"
+    path = folder / "A-1.md"
+    original = f"\ufeff---\r\n{front}---\r\n{body}".encode()
+    path.write_bytes(original)
+    issue = await issue_of(board, "A-1")
+    await board.link_pull_request(issue, PR, "#12 Fix the widget")
+    linked = path.read_bytes()
+    assert linked == original.replace(b"---\r\nBody", f"pull_request: {PR}\r\n---\r\nBody".encode())
+    await board.link_pull_request(issue, PR, "#12 Fix the widget")  # again: nothing to do
+    assert path.read_bytes() == linked
+    [again] = await board.fetch_issues_by_ids(["A-1"])
+    assert again.updated_at == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert again.description == "Body text." and again.labels == ("bug", "ui")
+
+
+async def test_a_new_pull_request_replaces_the_linked_one_in_place(
+    board: LocalBoard, folder: Path
+) -> None:
+    path = write(
+        folder,
+        "A-1",
+        f"title: t\npull_request: {PR}  # opened by symphony\nstate: Todo\n",
+        "Body.\n",
+    )
+    issue = await issue_of(board, "A-1")
+    await board.link_pull_request(issue, "https://github.com/acme/widgets/pull/13", "#13 Again")
+    assert path.read_text() == (
+        "---\ntitle: t\npull_request: https://github.com/acme/widgets/pull/13"
+        "  # opened by symphony\nstate: Todo\n---\nBody.\n"
+    )
+
+
+async def test_a_pull_request_link_that_is_not_one_line_is_rejected_and_writes_nothing(
+    board: LocalBoard, folder: Path
+) -> None:
+    path = ticket(folder, "A-1")
+    before = path.read_bytes()
+    issue = await issue_of(board, "A-1")
+    for bad in ("", "  ", f"{PR}\nstate: Done"):
+        with pytest.raises(TrackerError) as err:
+            await board.link_pull_request(issue, bad, "t")
+        assert err.value.category == TRACKER_REJECTED
+    assert path.read_bytes() == before
+    path.unlink()
+    with pytest.raises(TrackerError) as err:
+        await board.link_pull_request(issue, PR, "t")  # the ticket left the board
+    assert err.value.category == TRACKER_REJECTED
+
+
 def test_the_board_accepts_any_state_name_so_it_lists_none() -> None:
     import asyncio
 
