@@ -9,7 +9,8 @@
   remaining quota) blocks the client until the provider's reset time or `Retry-After`: calls made
   before then fail at once with `tracker_rate_limited` and spend nothing.
 - Conditional GETs (`ETag` / `If-None-Match`) let an unchanged resource cost no quota where the
-  provider supports it; a 304 returns the cached body.
+  provider supports it; a 304 returns the cached body, marked `from_cache`, so a caller can tell
+  that nothing changed without comparing bodies.
 - An optional `limiter` (`adapters._support.ratelimit`) keeps every request of the client, each
   retry included, within a provider's published per-window limit as the provider counts it
   (Kaiten: 5 per second).
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import email.utils
 import json
 import time
@@ -68,8 +70,10 @@ class Response:
     status: int
     headers: httpx.Headers
     body: Any
-    """Decoded JSON (None for an empty body)."""
+    """Decoded JSON (None for an empty body), or the text itself when asked for `text`."""
     url: str
+    from_cache: bool = False
+    """The provider answered 304: this is the body cached with the ETag it matched."""
 
 
 @dataclass(slots=True)
@@ -118,10 +122,12 @@ class HttpClient:
         conditional: bool = False,
         ok: tuple[int, ...] = (200, 201, 204),
         idempotent: bool | None = None,
+        text: bool = False,
     ) -> Response:
         """Send one request (retried while transient) and return its decoded answer.
 
         `idempotent` says whether sending it twice is harmless; by default every method but POST.
+        `text`: the answer is plain text (a job log), kept as `str` rather than decoded as JSON.
         """
         if idempotent is None:
             idempotent = method.upper() != "POST"
@@ -144,7 +150,7 @@ class HttpClient:
             async for attempt in retrying:
                 with attempt:
                     return await self._send_once(
-                        method, url, params, json_body, conditional, ok, idempotent
+                        method, url, params, json_body, conditional, ok, idempotent, text
                     )
         except _Retryable as exc:
             raise exc.error from None
@@ -159,6 +165,7 @@ class HttpClient:
         conditional: bool,
         ok: tuple[int, ...],
         idempotent: bool = True,
+        text: bool = False,
     ) -> Response:
         client = self._http()
         cache_key = f"{url}?{sorted((params or {}).items())}"
@@ -186,7 +193,7 @@ class HttpClient:
         self._note_quota(answer.headers)
         if answer.status_code == 304 and cached is not None:
             self.quota.not_modified += 1
-            return cached[1]
+            return dataclasses.replace(cached[1], from_cache=True)
         if self._is_rate_limited(answer):
             raise self.rate_limited(answer.headers, _provider_message(answer))
         if answer.status_code in _RETRYABLE_STATUSES:
@@ -195,9 +202,8 @@ class HttpClient:
             raise _Retryable(self._status_error(answer))
         if answer.status_code not in ok:
             raise self._status_error(answer)
-        response = Response(
-            answer.status_code, answer.headers, _decode(answer, self.provider), str(answer.url)
-        )
+        body = answer.text if text else _decode(answer, self.provider)
+        response = Response(answer.status_code, answer.headers, body, str(answer.url))
         etag = answer.headers.get("etag")
         if conditional and etag:
             self._etags[cache_key] = (etag, response)

@@ -21,9 +21,12 @@ Profile (the full table is in SPEC.md, section "Adapter profile: `github`"):
   in the repository with its state label, closed for `closed_state`; project scope: in the
   parent's repository, then added to the project with its Status) and records `blocked_by`
   (`owner/name#n` or `#n`) with the issue dependencies API; every blocker is read first, so an
-  unknown one is `tracker_rejected` before anything is created. `tracker_states()`: None in the
-  label scope (any name can become a label), the Status options in the project scope;
-  `ensure_states` creates the missing state labels (label scope) and nothing in a project.
+  unknown one is `tracker_rejected` before anything is created. `link_pull_request` is the
+  link tool's comment `Linked pull request: <url>`, posted once per URL, and nothing for a
+  pull request of the label scope's own repository (its `Closes` reference links it).
+  `tracker_states()`: None in the label scope (any name can become a label), the Status
+  options in the project scope; `ensure_states` creates the missing state labels (label
+  scope) and nothing in a project.
 - Tools: `github_move_issue` (marked `moves_ticket`), `github_add_comment`,
   `github_link_pull_request`, `github_graphql` (read-only).
 """
@@ -85,5 +88,21 @@ ADAPTER = TrackerAdapter(
     provider_keys=PROVIDER_KEYS,
 )
 
-CODE_HOST = CodeHostAdapter(kind="github", create=GitHubPulls)
+CODE_HOST = CodeHostAdapter(
+    kind="github",
+    create=GitHubPulls,
+    webhook_events={
+        "x-github-event": frozenset(
+            {
+                "pull_request",
+                "pull_request_review",
+                "pull_request_review_comment",
+                "pull_request_review_thread",
+                "check_run",
+                "check_suite",
+                "status",
+            }
+        )
+    },
+)
 """The code host of `repository.kind: github` (`symphony.codehost.contract`)."""

@@ -98,6 +98,52 @@ mutation AddProjectItem($projectId: ID!, $contentId: ID!) {
 }
 """
 
+PULL_FOLLOW = """
+query PullRequestFollow($owner: String!, $name: String!, $number: Int!) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      reviewDecision
+      mergeable
+      reviewThreads(first: 100) {
+        nodes {
+          id
+          isResolved
+          path
+          line
+          comments(last: 50) {
+            nodes { fullDatabaseId body author { __typename login } }
+          }
+        }
+      }
+      commits(last: 1) {
+        nodes {
+          commit {
+            oid
+            statusCheckRollup {
+              contexts(first: 100) {
+                nodes {
+                  __typename
+                  ... on CheckRun { name isRequired(pullRequestNumber: $number) }
+                  ... on StatusContext { context isRequired(pullRequestNumber: $number) }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+"""
+
+REPLY_TO_THREAD = """
+mutation ReplyToThread($threadId: ID!, $body: String!) {
+  addPullRequestReviewThreadReply(input: { pullRequestReviewThreadId: $threadId, body: $body }) {
+    comment { id }
+  }
+}
+"""
+
 ALL = {
     "PROJECT_ORGANIZATION": PROJECT_ORGANIZATION,
     "PROJECT_USER": PROJECT_USER,
@@ -105,5 +151,7 @@ ALL = {
     "ITEMS_BY_ID": ITEMS_BY_ID,
     "SET_STATUS": SET_STATUS,
     "ADD_TO_PROJECT": ADD_TO_PROJECT,
+    "PULL_FOLLOW": PULL_FOLLOW,
+    "REPLY_TO_THREAD": REPLY_TO_THREAD,
 }
 """Name -> document, for the schema contract test."""

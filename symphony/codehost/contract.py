@@ -12,14 +12,26 @@ opened before for the branch is found and updated, never opened twice.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from symphony.base.adapters import adapter_module
 from symphony.base.errors import SymphonyError
-from symphony.config.repository import RepositorySettings
+from symphony.base.pulls import (
+    CHECK_OUTPUT_CHARS,
+    Check,
+    CheckState,
+    Merged,
+    PullRequest,
+    PullState,
+    PullStatus,
+    Review,
+    ReviewComment,
+    ReviewDecision,
+    ReviewThread,
+)
+from symphony.config.repository import MergeMethod, RepositorySettings
 
 CODE_HOST_REQUEST = "code_host_request"
 CODE_HOST_STATUS = "code_host_status"
@@ -30,27 +42,36 @@ CODE_HOST_REJECTED = "code_host_rejected"
 UNSUPPORTED_CODE_HOST = "unsupported_code_host"
 
 
+__all__ = [
+    "CHECK_OUTPUT_CHARS",
+    "CODE_HOST_RATE_LIMITED",
+    "CODE_HOST_REJECTED",
+    "CODE_HOST_REQUEST",
+    "CODE_HOST_RESPONSE",
+    "CODE_HOST_STATUS",
+    "UNSUPPORTED_CODE_HOST",
+    "Check",
+    "CheckState",
+    "CodeHost",
+    "CodeHostAdapter",
+    "CodeHostError",
+    "Merged",
+    "Published",
+    "PullRequest",
+    "PullRequestDraft",
+    "PullState",
+    "PullStatus",
+    "Review",
+    "ReviewComment",
+    "ReviewDecision",
+    "ReviewThread",
+    "code_host_adapter",
+    "publish_pull_request",
+]
+
+
 class CodeHostError(SymphonyError):
     """A code host request failed; `category` says how."""
-
-
-class PullState(enum.StrEnum):
-    OPEN = "open"
-    CLOSED = "closed"
-    """Closed without being merged."""
-    MERGED = "merged"
-
-
-@dataclass(frozen=True, slots=True)
-class PullRequest:
-    number: int
-    url: str
-    branch: str
-    base: str
-    state: PullState
-    title: str
-    draft: bool = False
-    head_sha: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +99,18 @@ class CodeHost(Protocol):
     async def update_pull_request(
         self, number: int, draft: PullRequestDraft, base: str
     ) -> PullRequest: ...
+
+    async def read_status(self, number: int) -> PullStatus:
+        """The pull request as following sees it. Conditional reads: an unchanged pull
+        request costs the host's quota nothing."""
+        ...
+
+    async def merge(self, number: int, head_sha: str, method: MergeMethod) -> Merged:
+        """Merge `number` if its head is still `head_sha` (a newer push is never merged
+        unseen); `code_host_rejected` when the host refuses (not mergeable, head moved)."""
+        ...
+
+    async def reply_to_thread(self, number: int, thread_id: str, body: str) -> None: ...
 
     async def aclose(self) -> None: ...
 
@@ -114,6 +147,12 @@ class CodeHostAdapter:
 
     kind: str
     create: Callable[[RepositorySettings], CodeHost]
+    webhook_events: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Which webhook deliveries are about pull requests: a header (lower case) and the event
+    names it carries for them. Such a delivery makes the daemon read its pull requests now."""
+
+    def about_pull_requests(self, headers: Mapping[str, str]) -> bool:
+        return any(headers.get(name) in names for name, names in self.webhook_events.items())
 
 
 def code_host_adapter(kind: str) -> CodeHostAdapter:

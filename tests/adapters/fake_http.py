@@ -1,9 +1,10 @@
 """Serving an in-memory fake tracker API over real HTTP on 127.0.0.1, for end-to-end tests.
 
-A fake answers `handle(method, path, headers, body) -> (status, headers, json_or_None)`; this
-module does the socket side once for every tracker's fake, and records the traffic as the
-provider would see it (arrival times, requests in flight at once) in `fake.traffic`, so a test
-can hold the daemon to a provider's documented limits.
+A fake answers `handle(method, path, headers, body) -> (status, headers, json_or_None)` (or
+bytes, sent as they are with the fake's own `Content-Type`); this module does the socket side
+once for every tracker's fake, and records the traffic as the provider would see it (arrival
+times, requests in flight at once) in `fake.traffic`, so a test can hold the daemon to a
+provider's documented limits.
 """
 
 from __future__ import annotations
@@ -74,11 +75,13 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         headers = {k.lower(): v for k, v in self.headers.items()}
         status, out, answer = self.fake.handle(self.command, self.path, headers, body)
-        data = b"" if answer is None else json.dumps(answer).encode()
+        # Bytes are sent as they are (a job log); anything else is JSON.
+        raw_answer = isinstance(answer, bytes)
+        data = answer if raw_answer else b"" if answer is None else json.dumps(answer).encode()
         self.send_response(status)
         for key, value in out.items():
             self.send_header(key, value)
-        if data:
+        if data and not raw_answer:
             self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

@@ -11,6 +11,9 @@ requests matching a method and path answer with a server error instead, as a Git
 Given a `FakeProject`, it also answers the adapter's Projects v2 GraphQL operations at
 `/graphql`, by operation name: the project lookup, item pages, items by id, setting the Status
 and adding an issue to the project.
+
+Pull requests, their checks, reviews, threads, merges and job logs are `FakePulls`' (`pulls`),
+the same fake the code host's unit tests use: what it serves is served here, over HTTP.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import httpx
 
 from tests.adapters import fake_http
 from tests.adapters.github import payloads
+from tests.adapters.github.fake_pulls import FakePulls
 
 LIMIT = 5000
 
@@ -108,8 +112,10 @@ class FakeGitHub:
         repo: str = payloads.REPO,
         token: str = "ghp_fake_token_value",
         project: FakeProject | None = None,
+        pulls: FakePulls | None = None,
     ) -> None:
         self.repo = repo
+        self.pulls = pulls or FakePulls(slug=repo, downloads=None)
         self.token = token
         self.project = project
         self.issues: dict[int, FakeIssue] = {}
@@ -166,7 +172,9 @@ class FakeGitHub:
 
     @property
     def quota_used(self) -> int:
-        return sum(1 for r in self.requests if r.status != 304)
+        return sum(
+            1 for r in self.requests if r.status != 304 and not r.path.startswith("/_downloads")
+        )
 
     # Rendering
 
@@ -215,7 +223,7 @@ class FakeGitHub:
         else:
             status, extra, answer = self._route(method, path, query, headers, body)
         out = dict(extra)
-        if method == "GET" and status == 200:
+        if method == "GET" and status == 200 and not isinstance(answer, bytes):
             etag = '"' + hashlib.sha1(json.dumps(answer, sort_keys=True).encode()).hexdigest() + '"'
             out["ETag"] = etag
             if headers.get("if-none-match") == etag:
@@ -247,6 +255,9 @@ class FakeGitHub:
     ) -> tuple[int, dict[str, str], Any]:
         if headers.get("authorization") != f"Bearer {self.token}":
             return 401, {}, payloads.error("Bad credentials")
+        answered = self.pulls.route(method, path, query, body, self.base)
+        if answered is not None:
+            return answered
         if path == "/graphql" and method == "POST" and self.project is not None:
             with self.lock:
                 return 200, {}, self._graphql(body["query"], body.get("variables") or {})
@@ -485,6 +496,8 @@ def transport(fake: FakeGitHub, base: str = "https://api.github.com") -> httpx.M
         body = json.loads(request.content) if request.content else None
         target = request.url.raw_path.decode("ascii")
         status, out, payload = fake.handle(request.method, target, headers, body)
+        if isinstance(payload, bytes):
+            return httpx.Response(status, headers=out, content=payload)
         return httpx.Response(status, headers=out, json=payload if payload is not None else None)
 
     return httpx.MockTransport(answer)

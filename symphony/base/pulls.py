@@ -1,0 +1,116 @@
+"""What the daemon knows of a pull request (GitLab: merge request): its state, checks and
+reviews as a code host reports them, in the daemon's own words.
+
+Plain values, no I/O: the core's follow and merge decisions read them, a code host adapter
+(`symphony.codehost`) builds them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class PullState(enum.StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+    """Closed without being merged."""
+    MERGED = "merged"
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    number: int
+    url: str
+    branch: str
+    base: str
+    state: PullState
+    title: str
+    draft: bool = False
+    head_sha: str | None = None
+
+
+class CheckState(enum.StrEnum):
+    PENDING = "pending"
+    """Queued or running: the check has not decided yet."""
+    PASSED = "passed"
+    """Succeeded, or finished without a verdict that blocks (neutral, skipped)."""
+    FAILED = "failed"
+    """Failed, errored, timed out, cancelled, or asks for action."""
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check on the head commit: a GitHub check run or commit status, a GitLab job."""
+
+    name: str
+    state: CheckState
+    required: bool = False
+    """The base branch's rules require it to pass before a merge."""
+    url: str | None = None
+    output: str | None = None
+    """What it said when it failed (the end of its log, its annotations), bounded by the
+    adapter to `CHECK_OUTPUT_CHARS`; None while it passes or is pending."""
+
+
+CHECK_OUTPUT_CHARS = 8_000
+"""The most of one failed check's output a code host hands over (the end of it)."""
+
+
+class ReviewDecision(enum.StrEnum):
+    APPROVED = "approved"
+    CHANGES_REQUESTED = "changes_requested"
+    REVIEW_REQUIRED = "review_required"
+    NONE = "none"
+    """No review is required and none was given."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewComment:
+    author: str
+    body: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewThread:
+    """An unresolved conversation on a line of the change (GitHub review thread, GitLab
+    discussion). `id` is what `reply_to_thread` takes."""
+
+    id: str
+    path: str | None
+    line: int | None
+    diff_hunk: str | None
+    comments: tuple[ReviewComment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """A submitted review with a verdict or a body (GitHub review, GitLab approval)."""
+
+    author: str
+    state: str
+    """approved | changes_requested | commented"""
+    body: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PullStatus:
+    """What following a pull request needs to know of it, read at one moment."""
+
+    pull: PullRequest
+    mergeable: bool | None
+    """False: it conflicts with its base; None: the host has not computed it yet."""
+    review_decision: ReviewDecision
+    checks: tuple[Check, ...] = ()
+    threads: tuple[ReviewThread, ...] = ()
+    """Unresolved threads only."""
+    reviews: tuple[Review, ...] = ()
+    labels: tuple[str, ...] = ()
+    approvals_required: int | None = None
+    """How many approvals the base branch's rules require, where the host says so."""
+
+
+@dataclass(frozen=True, slots=True)
+class Merged:
+    sha: str | None
+    """The commit the merge made on the base, where the host names it."""
