@@ -20,16 +20,20 @@ Profile (the full table is in SPEC.md, section "Adapter profile: `gitlab`"):
   `#<iid>`, checked to exist first) as `is_blocked_by`; `tracker_states()` is None and
   `ensure_states` creates the missing state labels. A write refused before it reaches GitLab,
   or one GitLab refuses for good, is `tracker_rejected`.
+- Code host (`repository.kind: gitlab`, `CODE_HOST`): the daemon's merge requests in the project
+  `repository.slug`, see `merge_requests.GitLabMergeRequests`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from symphony.codehost.contract import CodeHostAdapter
 from symphony.tracker.contract import TrackerAdapter
 
 from .._support.label_scope import labelled_states
 from .config import parse_config
+from .merge_requests import GitLabMergeRequests
 from .tracker import GitLabTracker
 
 if TYPE_CHECKING:
@@ -54,8 +58,10 @@ PROVIDER_KEYS: tuple[str, ...] = (
 
 __all__ = [
     "ADAPTER",
+    "CODE_HOST",
     "DEFAULT_ACTIVE_STATES",
     "DEFAULT_TERMINAL_STATES",
+    "GitLabMergeRequests",
     "GitLabTracker",
     "create_tracker",
 ]
@@ -74,3 +80,14 @@ ADAPTER = TrackerAdapter(
     default_terminal_states=DEFAULT_TERMINAL_STATES,
     provider_keys=PROVIDER_KEYS,
 )
+
+CODE_HOST = CodeHostAdapter(
+    kind="gitlab",
+    create=GitLabMergeRequests,
+    webhook_events={
+        "x-gitlab-event": frozenset(
+            {"Merge Request Hook", "Pipeline Hook", "Job Hook", "Note Hook"}
+        )
+    },
+)
+"""The code host of `repository.kind: gitlab` (`symphony.codehost.contract`)."""

@@ -7,7 +7,9 @@ headers), get, create and update issues (`add_labels`, `remove_labels`, `labels`
 edit: only the token's user may edit a note) and project labels (list, create). Labels an issue
 is given are created as GitLab creates them. It checks `PRIVATE-TOKEN`, sends `RateLimit-*`
 headers, and can answer the next request with a 429 whose `RateLimit-Reset` lies in the future.
-Every request is recorded with its arrival time.
+Every request is recorded with its arrival time. Given `merge_requests`
+(`fake_merge_requests.FakeMergeRequests`), it also serves that project's merge requests,
+pipelines and jobs, and the project itself.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from tests.adapters import fake_http
 from tests.adapters.gitlab import payloads
+from tests.adapters.gitlab.fake_merge_requests import FakeMergeRequests
 
 LIMIT = 2000
 BOT = "symphony-bot"
@@ -67,8 +70,10 @@ class FakeGitLab:
         project: str = payloads.PROJECT,
         token: str = "glpat-fake_token_value",
         project_id: int = payloads.PROJECT_ID,
+        merge_requests: FakeMergeRequests | None = None,
     ) -> None:
         self.project = project
+        self.merge_requests = merge_requests
         self.project_id = project_id
         self.token = token
         self.issues: dict[int, FakeIssue] = {}
@@ -197,6 +202,11 @@ class FakeGitLab:
     ) -> tuple[int, dict[str, str], Any]:
         if headers.get("private-token") != self.token:
             return 401, {}, payloads.error("401 Unauthorized")
+        routed = self.merge_requests
+        if routed is not None and routed.serves(path):
+            routed.base = self.base
+            target = f"{path}?{urlencode(query, doseq=True)}" if query else path
+            return routed.handle(method, target, headers, body)
         match = re.fullmatch(r"/api/v4/projects/([^/]+)(/.*)", path)
         if match is None or not self._is_project(unquote(match.group(1))):
             return 404, {}, payloads.error("404 Project Not Found")
