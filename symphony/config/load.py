@@ -25,6 +25,8 @@ from symphony.base.issue import normalize_state
 from symphony.config.fields import INVALID_CONFIG, ConfigError, env_reference, integer, resolve_path
 from symphony.config.pricing import parse_pricing
 from symphony.config.repository import (
+    CodeHost,
+    RepositorySettings,
     check_delivery,
     parse_follow,
     parse_merge,
@@ -215,7 +217,9 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
             if used:
                 warnings.append(f"{key} is used only with stages, so it is ignored")
 
-    repository = parse_repository(raw.get("repository"), environ)
+    repository = _closing(
+        parse_repository(raw.get("repository"), environ, workflow.path.parent), tracker
+    )
     follow, merge = parse_follow(raw.get("follow")), parse_merge(raw.get("merge"))
     publishing = [s.name for s in machine.stages if s.publish] if machine is not None else []
     check_delivery(repository, publishing, raw, warnings)
@@ -376,6 +380,24 @@ def _with_checkpoints(tracker: TrackerSettings, machine: StageMachine) -> Tracke
     return dataclasses.replace(
         tracker, other_states=machine.checkpoint_states(tracker.terminal_states)
     )
+
+
+_SAME_PLACE_KEYS = {CodeHost.GITHUB: "repository", CodeHost.GITLAB: "project"}
+"""The `tracker.provider` key naming the repository or project a code host's tracker reads."""
+
+
+def _closing(
+    repository: RepositorySettings | None, tracker: TrackerSettings
+) -> RepositorySettings | None:
+    """Whether the repository is the tracker's own (a GitHub repository's issues, a GitLab
+    project's), so that a pull request can close its ticket."""
+    if repository is None or tracker.kind != repository.kind.value:
+        return repository
+    if repository.kind not in _SAME_PLACE_KEYS:
+        return repository
+    place = tracker.provider.get(_SAME_PLACE_KEYS[repository.kind])
+    same = isinstance(place, str) and place.strip().lower() == repository.slug.lower()
+    return dataclasses.replace(repository, closes_tickets=same)
 
 
 def _with_follow_states(tracker: TrackerSettings, states: Sequence[str]) -> TrackerSettings:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from symphony.config.fields import (
@@ -23,7 +24,7 @@ from symphony.config.fields import (
     resolve_secret,
 )
 
-REPOSITORY_KEYS = ("kind", "slug", "api_url", "token", "remote")
+REPOSITORY_KEYS = ("kind", "slug", "api_url", "token", "remote", "checks")
 PUBLISH_KEYS = ("draft", "title", "base", "labels")
 FOLLOW_KEYS = (
     "interval_ms",
@@ -34,6 +35,7 @@ FOLLOW_KEYS = (
     "on_conflict",
     "on_merged",
     "on_closed",
+    "pending_timeout_ms",
 )
 MERGE_KEYS = ("policy", "method", "require_label")
 
@@ -41,6 +43,7 @@ DEFAULT_TITLE = "{{ issue.identifier }}: {{ issue.title }}"
 FIX = "fix"
 """`follow.on_checks_failed` / `on_conflict`: a fix run in the ticket's workspace."""
 DEFAULT_MAX_CHECK_FIXES = 3
+DEFAULT_PENDING_TIMEOUT_MS = 3_600_000
 
 E = TypeVar("E", bound=enum.StrEnum)
 
@@ -48,13 +51,26 @@ E = TypeVar("E", bound=enum.StrEnum)
 class CodeHost(enum.StrEnum):
     GITHUB = "github"
     GITLAB = "gitlab"
+    LOCAL = "local"
+    """Pull requests as files in a folder of this machine, for trying the loop without an
+    account: `slug` is the folder, `remote` a git repository, `checks` the commands its
+    stand-in CI runs on each new head."""
 
 
 _DEFAULT_API = {
     CodeHost.GITHUB: "https://api.github.com",
     CodeHost.GITLAB: "https://gitlab.com/api/v4",
+    CodeHost.LOCAL: "",
 }
 _DEFAULT_TOKEN = {CodeHost.GITHUB: "$GITHUB_TOKEN", CodeHost.GITLAB: "$GITLAB_TOKEN"}
+
+
+@dataclass(frozen=True, slots=True)
+class LocalCheck:
+    """A command the local code host runs on each new head of a pull request."""
+
+    name: str
+    run: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +85,11 @@ class RepositorySettings:
     WORKFLOW.md holds it literally."""
     remote: str = "origin"
     """The worktree's remote the daemon pushes to, or a URL."""
+    closes_tickets: bool = False
+    """The tracker is this same repository or project: a pull request body says `Closes <the
+    ticket>`, and the host closes the ticket when it merges."""
+    checks: tuple[LocalCheck, ...] = ()
+    """`kind: local` only: what its stand-in CI runs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +124,8 @@ class FollowSettings:
     on_conflict: str = FIX
     on_merged: str | None = None
     on_closed: str | None = None
+    pending_timeout_ms: int = DEFAULT_PENDING_TIMEOUT_MS
+    """A check still pending this long after the head commit was first read is a comment."""
 
     def states(self) -> tuple[str, ...]:
         """The tracker states these settings move tickets to."""
@@ -135,16 +158,26 @@ class MergeSettings:
     """Only tickets or pull requests carrying this label are merged."""
 
 
-def parse_repository(raw: object, environ: Mapping[str, str]) -> RepositorySettings | None:
-    """The `repository:` block, or None when the workflow has none."""
+def parse_repository(
+    raw: object, environ: Mapping[str, str], base: Path | None = None
+) -> RepositorySettings | None:
+    """The `repository:` block, or None when the workflow has none. A local code host's
+    folder and remote are resolved against `base` (the WORKFLOW.md folder)."""
     if raw is None:
         return None
     body = _map(raw, "repository")
     kind = _enum(body, "repository.kind", CodeHost, None)
     slug = optional_text(body, "repository.slug")
     if slug is None:
-        example = "acme/widgets" if kind is CodeHost.GITHUB else "group/project"
-        raise ConfigError(INVALID_CONFIG, f"repository.slug is required (for example {example})")
+        example = {CodeHost.GITHUB: "acme/widgets", CodeHost.GITLAB: "group/project"}
+        raise ConfigError(
+            INVALID_CONFIG,
+            f"repository.slug is required (for example {example.get(kind, '.symphony/pulls')})",
+        )
+    if kind is CodeHost.LOCAL:
+        return _local_repository(body, slug, base or Path.cwd())
+    if body.get("checks") is not None:
+        raise ConfigError(INVALID_CONFIG, "repository.checks is for `kind: local` only")
     if kind is CodeHost.GITHUB and slug.count("/") != 1:
         raise ConfigError(INVALID_CONFIG, f"repository.slug must be owner/name, got {slug!r}")
     api_url = (optional_text(body, "repository.api_url") or _DEFAULT_API[kind]).rstrip("/")
@@ -167,6 +200,29 @@ def parse_repository(raw: object, environ: Mapping[str, str]) -> RepositorySetti
         token=token,
         token_env=token_env,
         remote=optional_text(body, "repository.remote") or "origin",
+    )
+
+
+def _local_repository(body: Mapping[str, Any], slug: str, base: Path) -> RepositorySettings:
+    remote = optional_text(body, "repository.remote")
+    if remote is None:
+        raise ConfigError(
+            INVALID_CONFIG, "repository.remote is required for `kind: local` (a git repository)"
+        )
+    raw_checks = body.get("checks") or []
+    if not isinstance(raw_checks, list) or not all(
+        isinstance(c, Mapping) and isinstance(c.get("name"), str) and isinstance(c.get("run"), str)
+        for c in raw_checks
+    ):
+        raise ConfigError(INVALID_CONFIG, "repository.checks must be a list of {name, run}")
+    return RepositorySettings(
+        kind=CodeHost.LOCAL,
+        slug=str((base / slug).resolve()),
+        api_url="",
+        token="",
+        token_env=None,
+        remote=str((base / remote).resolve()),
+        checks=tuple(LocalCheck(c["name"].strip(), c["run"]) for c in raw_checks),
     )
 
 
@@ -206,6 +262,9 @@ def parse_follow(raw: object) -> FollowSettings:
         on_conflict=optional_text(body, "follow.on_conflict") or FIX,
         on_merged=optional_text(body, "follow.on_merged"),
         on_closed=optional_text(body, "follow.on_closed"),
+        pending_timeout_ms=integer(
+            body, "follow.pending_timeout_ms", DEFAULT_PENDING_TIMEOUT_MS, 1000
+        ),
     )
 
 

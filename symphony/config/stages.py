@@ -181,6 +181,15 @@ class Outcome(enum.Enum):
     """The agent reported done, but the daemon's gates kept failing through every fix turn."""
     BUDGET_EXCEEDED = "budget_exceeded"
     """The ticket spent its budget window; the daemon stopped the agent (any mode)."""
+    PUBLISH_FAILED = "publish_failed"
+    """The remote refused the push of a stage that publishes."""
+    CHECKS_FAILED = "checks_failed"
+    """The pull request's checks failed (the fixes are used up, or a state handles it)."""
+    CHANGES_REQUESTED = "changes_requested"
+    CONFLICT = "conflict"
+    MERGED = "merged"
+    CLOSED = "closed"
+    """The pull request was closed without being merged."""
 
 
 @dataclass(frozen=True, slots=True)

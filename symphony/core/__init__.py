@@ -6,10 +6,12 @@ The scheduler's decisions by concept: `state` (what runs, waits, retries and is 
 wait), `runs` (a live run, its exit, retries, stalls, its next turn), `stage_outcomes` and
 `transitions` (what a stage outcome means, and the outbox that writes it), `accounting` (tokens
 and cost). The rest are the values those decisions speak of: `costs`, `budgets`, `evidence`,
-`footprint`, `markers`, `outcomes`, `verification`. This package's namespace is the scheduler's
+`footprint`, `markers`, `outcomes`, `verification`. Publishing and following a pull request
+are `publishing` and `follow`. This package's namespace is the scheduler's
 API: `from symphony import core`, then `core.select_dispatches(...)`.
 """
 
+from symphony.core import follow
 from symphony.core.accounting import (
     on_agent_event,
     ticket_totals_of,
@@ -40,8 +42,10 @@ from symphony.core.dispatch import (
 from symphony.core.effects import (
     Effect,
     HostMarkedDown,
+    MergePullRequest,
     PerformTransition,
     PostComment,
+    ReadPullRequest,
     Released,
     RemoveWorkspace,
     RetryScheduled,
@@ -83,9 +87,11 @@ from symphony.core.state import (
     HostHealth,
     MovePhase,
     PendingTransition,
+    PullRecord,
     RecentEvent,
     RetryEntry,
     RetryKind,
+    ReviewRequest,
     RunningEntry,
     SchedulerState,
     StageProgress,
@@ -118,6 +124,7 @@ __all__ = [
     "HostHealth",
     "HostMarkedDown",
     "HostSlots",
+    "MergePullRequest",
     "MovePhase",
     "NextTurn",
     "Overlap",
@@ -125,12 +132,15 @@ __all__ = [
     "PerformTransition",
     "PlannedComment",
     "PostComment",
+    "PullRecord",
+    "ReadPullRequest",
     "RecentEvent",
     "Released",
     "RemoveWorkspace",
     "RetryEntry",
     "RetryKind",
     "RetryScheduled",
+    "ReviewRequest",
     "RunningEntry",
     "SchedulerState",
     "StageProgress",
@@ -159,6 +169,7 @@ __all__ = [
     "due_transitions",
     "explain_dispatch",
     "failure_reason",
+    "follow",
     "has_required_fields",
     "has_slot",
     "held_for_review",

@@ -453,8 +453,18 @@ def start_run(
     retry: RetryEntry | None = None,
     *,
     host: str = LOCAL,
+    stage_name: str | None = None,
+    hold_state: str | None = None,
 ) -> StartWorker:
-    stage = settings.machine.stage_for(issue.state) if settings.machine is not None else None
+    """Claim `issue` and start its run: of the stage its state belongs to, or of `stage_name`
+    while the ticket waits in `hold_state` (a fix run of a published pull request)."""
+    machine = settings.machine
+    if machine is None:
+        stage = None
+    elif stage_name is not None:
+        stage = machine.stage_named(stage_name)
+    else:
+        stage = machine.stage_for(issue.state)
     state.retry_attempts.pop(issue.id, None)
     resume = retry.resume_thread_id if retry is not None else None
     last_message = retry.last_message if retry is not None else None
@@ -468,6 +478,7 @@ def start_run(
         resumed=resume is not None,
         agent_kind=kind,
         host=host,
+        hold_state=hold_state,
     )
     if host != LOCAL:
         state.workspace_hosts[issue.id] = host
@@ -501,7 +512,11 @@ def start_run(
             state.new_outcomes.append(
                 OutcomeRecord(wall, REWORK, issue.id, issue.identifier, {"stage": stage.name})
             )
-    return StartWorker(issue, attempt, stage.name, progress.turns, resume, last_message, kind, host)
+    asked = state.reviews.get(issue.id)
+    return StartWorker(
+        issue, attempt, stage.name, progress.turns, resume, last_message, kind, host,
+        review=asked.text if asked is not None else None, hold_state=hold_state,
+    )  # fmt: skip
 
 
 AGENT_LABEL = "agent:"

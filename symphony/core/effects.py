@@ -24,6 +24,10 @@ class StartWorker:
     """Which agent runs it (`agent_kind_for`)."""
     host: str = LOCAL
     """Where it runs (`worker.ssh_hosts`), its workspace there."""
+    review: str | None = None
+    """What the run addresses (`{{ review }}`): a review, failed checks, a conflict."""
+    hold_state: str | None = None
+    """A fix run: the review state its ticket stays in meanwhile."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +110,28 @@ class PostComment:
     body: str
 
 
+@dataclass(frozen=True, slots=True)
+class ReadPullRequest:
+    """Read the ticket's pull request (`core.pulls.on_pull_read` judges the answer)."""
+
+    issue_id: str
+    identifier: str
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class MergePullRequest:
+    """Merge the ticket's pull request at `head_sha` (`core.pulls.on_merge_answered`)."""
+
+    issue_id: str
+    identifier: str
+    number: int
+    head_sha: str
+    method: str
+    why: str
+    """The policy's reasons, for the activity and the ticket's comment."""
+
+
 Effect = (
     StartWorker
     | HostMarkedDown
@@ -117,4 +143,6 @@ Effect = (
     | PerformTransition
     | TransitionDone
     | TransitionRetry
+    | ReadPullRequest
+    | MergePullRequest
 )

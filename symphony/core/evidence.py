@@ -182,7 +182,11 @@ def render_evidence(evidence: Mapping[str, Any]) -> str:
     workspace = evidence.get("workspace")
     if workspace:
         lines += _workspace_lines(workspace)
-    if evidence.get("pull_request"):
+    published = evidence.get("published")
+    if published:
+        number, url = published["number"], published["url"]
+        lines += [f"Pull request #{number}, opened by the daemon: {url}", ""]
+    elif evidence.get("pull_request"):
         lines += [f"Pull request (as the agent reports it): {evidence['pull_request']}", ""]
     tokens = evidence["tokens"]
     ran = evidence.get("agent")

@@ -27,6 +27,11 @@ REWORK = "rework"
 ESCALATED = "escalated"
 GATE = "gate"
 CLOSED = "closed"
+MERGED = "merged"
+CHECK_FIX = "check_fix"
+"""A fix run started for failed checks."""
+CHECK_FIXED = "check_fixed"
+"""The checks were green on the head a check fix pushed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,20 @@ class OutcomeSummary:
     cost_per_accepted_usd: float | None = None
     """Mean cost of a ticket closed after review; None when any of them cost an unknown
     amount (a model without a price) or none closed."""
+    merged: int = 0
+    merged_without_rework: int = 0
+    median_merge_s: float | None = None
+    """Median time from the pull request's publishing to its merge."""
+    check_fixes: int = 0
+    checks_fixed: int = 0
+
+    @property
+    def merged_without_rework_rate(self) -> float | None:
+        return self.merged_without_rework / self.merged if self.merged else None
+
+    @property
+    def check_fix_rate(self) -> float | None:
+        return self.checks_fixed / self.check_fixes if self.check_fixes else None
 
     @property
     def first_pass_rate(self) -> float | None:
@@ -82,6 +101,11 @@ class OutcomeSummary:
             "median_handoff_s": self.median_handoff_s,
             "tokens_per_accepted": self.tokens_per_accepted,
             "cost_per_accepted_usd": self.cost_per_accepted_usd,
+            "merged": self.merged,
+            "merged_without_rework_rate": self.merged_without_rework_rate,
+            "median_merge_s": self.median_merge_s,
+            "check_fixes": self.check_fixes,
+            "check_fix_rate": self.check_fix_rate,
             "gates": {
                 name: {"runs": g.runs, "passed": g.passed, "rate": g.rate}
                 for name, g in sorted(self.gates.items())
@@ -95,6 +119,8 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
     tokens: list[int] = []
     costs: list[float | None] = []
     gates: dict[str, list[int]] = {}
+    merges: list[OutcomeRecord] = []
+    fixes = fixed = 0
     for record in records:
         data = record.data
         if record.kind == HANDOFF:
@@ -117,6 +143,15 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
             counts = gates.setdefault(str(data.get("gate")), [0, 0])
             counts[0] += 1
             counts[1] += 1 if data.get("passed") else 0
+        elif record.kind == MERGED:
+            merges.append(record)
+        elif record.kind == CHECK_FIX:
+            fixes += 1
+        elif record.kind == CHECK_FIXED:
+            fixed += 1
+    merge_times = [
+        float(m.data["seconds"]) for m in merges if isinstance(m.data.get("seconds"), int | float)
+    ]
     return OutcomeSummary(
         handoffs,
         reworks,
@@ -127,6 +162,11 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
         statistics.fmean(tokens) if tokens else None,
         {name: GateRate(runs, passed) for name, (runs, passed) in gates.items()},
         _mean_known(costs),
+        merged=len(merges),
+        merged_without_rework=sum(not m.data.get("rework") for m in merges),
+        median_merge_s=statistics.median(merge_times) if merge_times else None,
+        check_fixes=fixes,
+        checks_fixed=fixed,
     )
 
 

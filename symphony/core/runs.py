@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from symphony.base.hosts import HOST_UNREACHABLE, LOCAL
 from symphony.base.issue import Issue, normalize_state
+from symphony.base.pulls import PullState
 from symphony.config.sections import AgentSettings, Settings, TrackerSettings
 from symphony.config.stages import Stage
 from symphony.core.accounting import ticket_totals_of
@@ -100,15 +101,18 @@ def next_turn(
     limits: TurnLimits,
     stage: Stage | None,
     settings: Settings,
+    hold_state: str | None = None,
 ) -> NextTurn:
     """After turn `turn` completed with no report: `issue` is the ticket read back (None when
-    the tracker no longer shows it)."""
+    the tracker no longer shows it). A fix run goes on while its ticket is in `hold_state`."""
     if issue is None:
         return NextTurn(Verdict.STOP, "issue no longer visible")
-    if not settings.tracker.is_active(issue.state):
+    held = hold_state is not None and _same_state(issue.state, hold_state)
+    if not held and not settings.tracker.is_active(issue.state):
         return NextTurn(Verdict.STOP, f"state is now {issue.state}")
     if (
-        stage is not None
+        not held
+        and stage is not None
         and settings.machine is not None
         and settings.machine.stage_for(issue.state) != stage
     ):
@@ -189,6 +193,9 @@ def apply_refresh(
             continue
         elif tracker.is_terminal(issue.state):
             reason, detail = StopReason.TERMINAL, f"state is terminal ({issue.state})"
+        elif entry.hold_state is not None and _same_state(issue.state, entry.hold_state):
+            entry.issue = issue  # a fix run: its ticket waits in review meanwhile
+            continue
         elif not tracker.is_active(issue.state):
             reason, detail = StopReason.INACTIVE, f"state is not active ({issue.state})"
         elif not is_routable(issue, tracker):
@@ -207,6 +214,10 @@ def apply_refresh(
         entry.stop_reason = reason
         effects.append(StopWorker(issue_id, entry.identifier, reason, detail))
     return effects
+
+
+def _same_state(a: str, b: str) -> bool:
+    return normalize_state(a) == normalize_state(b)
 
 
 def on_own_move(state: SchedulerState, issue_id: str, target: str | None, phase: MovePhase) -> None:
@@ -542,8 +553,12 @@ def _requeue(
 
 
 def next_wakeup(state: SchedulerState, next_tick_at: float, settings: Settings) -> float:
-    """The earliest of the next poll tick, the next due retry and the next possible stall."""
+    """The earliest of the next poll tick, the next due retry or move, the next reading of a
+    pull request and the next possible stall."""
     soonest = next_tick_at
+    for record in state.pull_requests.values():
+        if record.state is PullState.OPEN and not record.reading:
+            soonest = min(soonest, record.next_read_at)
     for retry in state.retry_attempts.values():
         soonest = min(soonest, retry.due_at)
     for pending in state.transitions.values():

@@ -37,6 +37,24 @@ class TransitionPlan:
     """The evidence bundle of a hand-off, also written to the workspace."""
     hands_off: bool = False
     """The target is a review state: the ticket goes to a person for review."""
+    publish: PublishIntent | None = None
+    """The stage publishes: the branch is pushed and its pull request opened or brought up to
+    date before the comments and the move."""
+
+
+@dataclass(frozen=True, slots=True)
+class PublishIntent:
+    """What publishing a ticket's branch asks the code host for (`core.pulls`)."""
+
+    title_template: str
+    """Rendered for the ticket by the daemon when it publishes (Liquid loads asyncio, which the
+    core never imports)."""
+    body: str
+    base: str | None = None
+    draft: bool = False
+    labels: tuple[str, ...] = ()
+    replies: tuple[str, ...] = ()
+    """Review threads the run addressed: each is answered "addressed in <sha>" after the push."""
 
 
 def plan_transition(

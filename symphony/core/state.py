@@ -17,6 +17,7 @@ from typing import Any
 
 from symphony.base.hosts import LOCAL
 from symphony.base.issue import Issue
+from symphony.base.pulls import PullState, ReviewDecision
 from symphony.config.pricing import Price
 from symphony.config.stages import Report
 from symphony.core.costs import Spend
@@ -104,6 +105,9 @@ class RunningEntry:
     """The cost the agent reported for its process, if it reports one."""
     host: str = LOCAL
     """Where it runs: `local`, or an SSH worker host's name."""
+    hold_state: str | None = None
+    """A fix run of a published ticket: the review state its ticket waits in meanwhile, which
+    does not stop the run."""
     remote_pgid: int | None = None
     """Its agent's process group on that host, once reported (for a restart's cleanup)."""
     own_moves: list[str | None] = field(default_factory=list)
@@ -167,6 +171,57 @@ class PendingTransition:
     @property
     def identifier(self) -> str:
         return self.issue.identifier
+
+
+@dataclass(slots=True)
+class PullRecord:
+    """A pull request the daemon published for a ticket, followed until it is merged or closed
+    (`core.pulls`)."""
+
+    issue: Issue
+    """The ticket as the daemon last moved it: its state is where following finds it."""
+    stage: str
+    """The stage that published it: a fix run runs that stage again."""
+    number: int
+    url: str
+    branch: str
+    base: str
+    state: PullState = PullState.OPEN
+    head_sha: str | None = None
+    checks: str = ""
+    """The checks that count, for people: `2 passed, 1 failed`."""
+    review: ReviewDecision = ReviewDecision.NONE
+    mergeable: bool | None = None
+    check_fixes: int = 0
+    """Fix runs started for failed checks (`follow.max_check_fixes`)."""
+    fix_pushed: bool = False
+    """A check fix ran since the checks were last green (the check-fix success rate)."""
+    handled: frozenset[str] = frozenset()
+    """What the daemon acted on already, once each: a failure on a head commit, a conflict,
+    a review, a refused merge (`core.pulls` names the keys)."""
+    published_at: datetime | None = None
+    pending_since: float | None = None
+    """When the checks on the current head were first seen pending (monotonic)."""
+    next_read_at: float = 0.0
+    reading: bool = False
+    merging: bool = False
+    escalated: bool = False
+    """Sent to `escalation_state`: followed for merged and closed only."""
+
+    @property
+    def identifier(self) -> str:
+        return self.issue.identifier
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewRequest:
+    """What the next run of a ticket is asked to address (`{{ review }}`): a review of its pull
+    request, failed checks or a conflict, and the threads to answer once it is pushed."""
+
+    kind: str
+    """review | checks | conflict"""
+    text: str
+    threads: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -245,6 +300,10 @@ class SchedulerState:
     """The SSH host each ticket's workspace is on (tickets on this machine are not listed)."""
     host_health: dict[str, HostHealth] = field(default_factory=dict)
     """SSH hosts that failed to connect lately."""
+    pull_requests: dict[str, PullRecord] = field(default_factory=dict)
+    """The pull requests the daemon published, by ticket."""
+    reviews: dict[str, ReviewRequest] = field(default_factory=dict)
+    """What each ticket's next run addresses, until a run of it publishes."""
 
     def open_identifiers(self) -> list[str]:
         """Tickets with work under way or waiting for a person, each once: running, retrying,

@@ -13,7 +13,7 @@ import enum
 from datetime import datetime
 from typing import Any
 
-from symphony.base.issue import normalize_state
+from symphony.base.issue import Issue, normalize_state
 from symphony.config.sections import Settings
 from symphony.config.stages import Outcome, Stage
 from symphony.core.accounting import ticket_totals_of
@@ -27,6 +27,7 @@ from symphony.core.effects import (
 )
 from symphony.core.evidence import build_evidence
 from symphony.core.outcomes import ESCALATED, HANDOFF, OutcomeRecord
+from symphony.core.publishing import publish_intent
 from symphony.core.stage_outcomes import PlannedComment, TransitionPlan, plan_transition
 from symphony.core.state import (
     PendingTransition,
@@ -68,16 +69,22 @@ def stage_outcome(
     review = {normalize_state(s) for s in machine.review_states(settings.tracker.terminal_states)}
     if plan.outcome is Outcome.DONE and normalize_state(plan.target) in review:
         plan = dataclasses.replace(plan, hands_off=True)
-    return _pend(state, entry, plan, turns=turns, now=now)
+    if plan.outcome is Outcome.DONE and result.report is not None:
+        asked = state.reviews.get(entry.issue.id)
+        replies = asked.threads if asked is not None else ()
+        intent = publish_intent(stage, settings, entry.issue, result.report, plan.evidence, replies)
+        if intent is not None:
+            plan = dataclasses.replace(plan, publish=intent)
+    return pend(state, entry.issue, plan, turns=turns, now=now)
 
 
-def _pend(
-    state: SchedulerState, entry: RunningEntry, plan: TransitionPlan, *, turns: int, now: float
+def pend(
+    state: SchedulerState, issue: Issue, plan: TransitionPlan, *, turns: int, now: float
 ) -> PerformTransition:
     """Keep `plan` pending, the ticket claimed, and start writing it."""
     state.transition_seq += 1
-    state.transitions[entry.issue.id] = PendingTransition(
-        issue=entry.issue,
+    state.transitions[issue.id] = PendingTransition(
+        issue=issue,
         plan=plan,
         key=f"{plan.stage}-{state.transition_seq}",
         turns_used=turns,
@@ -85,8 +92,8 @@ def _pend(
         in_flight=True,
         attempts=1,
     )
-    state.claimed.add(entry.issue.id)
-    return PerformTransition(entry.issue.id, entry.identifier, plan.target, 1)
+    state.claimed.add(issue.id)
+    return PerformTransition(issue.id, issue.identifier, plan.target, 1)
 
 
 def _evidence(
@@ -138,7 +145,7 @@ def budget_transition(
         budget.on_exceeded,
         (PlannedComment("budget_exceeded", body),),
     )
-    return _pend(state, entry, plan, turns=0, now=now)
+    return pend(state, entry.issue, plan, turns=0, now=now)
 
 
 def moves_from(pending: PendingTransition, settings: Settings) -> frozenset[str]:
@@ -178,6 +185,9 @@ class WriteResult(enum.StrEnum):
     """A person moved the ticket first, or it vanished: the daemon gives way."""
     FAILED = "failed"
     """A step failed; the core tries again after a backoff."""
+    REFUSED = "refused"
+    """Publishing was refused for good (the remote rejected the push): the ticket goes to
+    `escalation_state` with the remote's words instead."""
 
 
 def on_transition_written(
@@ -189,10 +199,13 @@ def on_transition_written(
     now: float,
     wall: datetime,
 ) -> list[Effect]:
-    """A move's write answered: a failure is tried again after a backoff; a move, or giving
-    way to a person, ends it (`on_transition_failed`, `on_transition_confirmed`)."""
+    """A move's write answered: a failure is tried again after a backoff; a refused publish
+    escalates instead; a move, or giving way to a person, ends it (`on_transition_failed`,
+    `on_transition_confirmed`)."""
     if result is WriteResult.FAILED:
         return on_transition_failed(state, issue_id, detail or "failed", settings, now)
+    if result is WriteResult.REFUSED:
+        return _escalate_unpublished(state, issue_id, detail or "refused", settings, now)
     moved = result is WriteResult.MOVED
     return on_transition_confirmed(state, issue_id, moved=moved, wall=wall, reason=detail)
 
@@ -214,6 +227,12 @@ def on_transition_confirmed(
     progress = state.stage_progress.pop(issue_id, None)
     if moved:
         _record_move(state, pending, progress, wall)
+        record = state.pull_requests.get(issue_id)
+        if record is not None:
+            # Following finds the ticket where the daemon put it.
+            record.issue = dataclasses.replace(pending.issue, state=pending.plan.target)
+        if pending.plan.publish is not None:
+            state.reviews.pop(issue_id, None)
     # The workspace stays for the next stage (or the reviewer) until the ticket turns terminal.
     state.kept_workspaces[issue_id] = pending.identifier
     plan = pending.plan
@@ -260,6 +279,29 @@ def _record_move(
                 {"stage": plan.stage, "outcome": plan.outcome.value, "state": plan.target},
             )
         )  # fmt: skip
+
+
+def _escalate_unpublished(
+    state: SchedulerState, issue_id: str, why: str, settings: Settings, now: float
+) -> list[Effect]:
+    """The hand-off could not be published: the ticket goes to `escalation_state` instead,
+    with what the remote said."""
+    pending = state.transitions.get(issue_id)
+    machine = settings.machine
+    if pending is None or machine is None:
+        return []
+    body = (
+        f"The daemon could not publish stage `{pending.plan.stage}`: {why}\n\nThe branch "
+        f"stays in the workspace; moving the ticket to {machine.escalation_state} for a person."
+    )
+    pending.plan = TransitionPlan(
+        pending.plan.stage,
+        Outcome.PUBLISH_FAILED,
+        machine.escalation_state,
+        (PlannedComment("publish_failed", body),),
+    )
+    pending.in_flight, pending.attempts, pending.due_at, pending.error = True, 1, now, why
+    return [PerformTransition(issue_id, pending.identifier, pending.plan.target, 1)]
 
 
 def on_transition_failed(

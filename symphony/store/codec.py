@@ -5,15 +5,17 @@ one falls back rather than failing the whole load)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import Any
 
 from symphony.base.issue import BlockerRef, Issue
+from symphony.base.pulls import PullState, ReviewDecision
 from symphony.base.times import parse_instant
 from symphony.config.stages import Outcome
-from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
-from symphony.core.state import TicketTotals
+from symphony.core.stage_outcomes import PlannedComment, PublishIntent, TransitionPlan
+from symphony.core.state import PullRecord, ReviewRequest, TicketTotals
 
 Row = tuple[Any, ...]
 
@@ -62,6 +64,7 @@ def plan_to_json(plan: TransitionPlan) -> str:
             "comments": [[c.kind, c.body, c.single] for c in plan.comments],
             "evidence": plan.evidence,
             "hands_off": plan.hands_off,
+            "publish": dataclasses.asdict(plan.publish) if plan.publish is not None else None,
         }
     )
 
@@ -79,7 +82,73 @@ def plan_from_json(text: str) -> TransitionPlan:
         ),
         data.get("evidence"),
         bool(data.get("hands_off", False)),
+        _intent(data.get("publish")),
     )
+
+
+def _intent(data: Any) -> PublishIntent | None:
+    if not isinstance(data, dict):
+        return None
+    return PublishIntent(
+        str(data["title_template"]), str(data["body"]), data.get("base"), bool(data.get("draft")),
+        tuple(data.get("labels") or ()), tuple(data.get("replies") or ()),
+    )  # fmt: skip
+
+
+def pull_to_json(record: PullRecord) -> str:
+    """A followed pull request; what is in flight (a read, a merge) is not kept: a restart
+    reads it again."""
+    return json.dumps(
+        {
+            "issue": json.loads(issue_to_json(record.issue)),
+            "stage": record.stage,
+            "number": record.number,
+            "url": record.url,
+            "branch": record.branch,
+            "base": record.base,
+            "state": record.state.value,
+            "head_sha": record.head_sha,
+            "checks": record.checks,
+            "review": record.review.value,
+            "mergeable": record.mergeable,
+            "check_fixes": record.check_fixes,
+            "fix_pushed": record.fix_pushed,
+            "handled": sorted(record.handled),
+            "published_at": record.published_at.isoformat() if record.published_at else None,
+            "escalated": record.escalated,
+        }
+    )
+
+
+def pull_from_json(text: str) -> PullRecord:
+    data = json.loads(text)
+    return PullRecord(
+        issue=issue_from_json(json.dumps(data["issue"])),
+        stage=str(data["stage"]),
+        number=int(data["number"]),
+        url=str(data["url"]),
+        branch=str(data["branch"]),
+        base=str(data["base"]),
+        state=PullState(data.get("state", "open")),
+        head_sha=data.get("head_sha"),
+        checks=str(data.get("checks") or ""),
+        review=ReviewDecision(data.get("review", "none")),
+        mergeable=data.get("mergeable"),
+        check_fixes=int(data.get("check_fixes") or 0),
+        fix_pushed=bool(data.get("fix_pushed")),
+        handled=frozenset(str(k) for k in data.get("handled") or ()),
+        published_at=parse_instant(data.get("published_at")),
+        escalated=bool(data.get("escalated")),
+    )
+
+
+def review_to_json(request: ReviewRequest) -> str:
+    return json.dumps({"kind": request.kind, "text": request.text, "threads": request.threads})
+
+
+def review_from_json(text: str) -> ReviewRequest:
+    data = json.loads(text)
+    return ReviewRequest(str(data["kind"]), str(data["text"]), tuple(data.get("threads") or ()))
 
 
 def ticket_from_row(row: Row) -> TicketTotals:

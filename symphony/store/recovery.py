@@ -112,6 +112,8 @@ def restore(state: SchedulerState, saved: Saved, mono_now: float, wall_now: date
     state.kept_workspaces.update(saved.kept_workspaces)
     state.footprints.update(saved.footprints)
     state.workspace_hosts.update(saved.workspace_hosts)
+    state.pull_requests.update(saved.pull_requests)
+    state.reviews.update(saved.reviews)
     state.completed.update(saved.completed)
     state.ticket_totals.update(saved.ticket_totals)
     state.daily_costs.update(saved.daily_costs)

@@ -117,6 +117,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE TABLE workspace_hosts (issue_id TEXT PRIMARY KEY, host TEXT NOT NULL);
         """,
     ),
+    Migration(
+        6,
+        """
+        -- The pull requests the daemon published and follows (JSON), and what each ticket's
+        -- next run is asked to address (a review, failed checks, a conflict).
+        CREATE TABLE pull_requests (issue_id TEXT PRIMARY KEY, record TEXT NOT NULL);
+        CREATE TABLE reviews (issue_id TEXT PRIMARY KEY, request TEXT NOT NULL);
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

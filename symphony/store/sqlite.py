@@ -34,13 +34,17 @@ from symphony.core.costs import Spend
 from symphony.core.footprint import Footprint
 from symphony.core.outcomes import OutcomeRecord
 from symphony.core.stage_outcomes import TransitionPlan
-from symphony.core.state import SchedulerState, TicketTotals, Totals
+from symphony.core.state import PullRecord, ReviewRequest, SchedulerState, TicketTotals, Totals
 from symphony.store.codec import (
     Row,
     issue_from_json,
     issue_to_json,
     plan_from_json,
     plan_to_json,
+    pull_from_json,
+    pull_to_json,
+    review_from_json,
+    review_to_json,
     ticket_from_row,
     time_or,
 )
@@ -119,6 +123,8 @@ class Saved:
     model_costs: dict[str, Spend] = field(default_factory=dict)
     footprints: dict[str, Footprint] = field(default_factory=dict)
     workspace_hosts: dict[str, str] = field(default_factory=dict)
+    pull_requests: dict[str, PullRecord] = field(default_factory=dict)
+    reviews: dict[str, ReviewRequest] = field(default_factory=dict)
 
 
 class Store:
@@ -265,6 +271,12 @@ class Store:
             )  # fmt: skip
         saved.kept_workspaces = dict(db.execute("SELECT * FROM kept_workspaces"))
         saved.workspace_hosts = dict(db.execute("SELECT issue_id, host FROM workspace_hosts"))
+        for issue_id, record in db.execute("SELECT issue_id, record FROM pull_requests"):
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                saved.pull_requests[issue_id] = pull_from_json(record)
+        for issue_id, request in db.execute("SELECT issue_id, request FROM reviews"):
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                saved.reviews[issue_id] = review_from_json(request)
         for issue_id, identifier, planned, changed in db.execute(
             "SELECT issue_id, identifier, planned, changed FROM footprints"
         ):
@@ -356,6 +368,10 @@ class Store:
             },
             "kept_workspaces": {k: (k, v) for k, v in state.kept_workspaces.items()},
             "workspace_hosts": {k: (k, v) for k, v in state.workspace_hosts.items()},
+            "pull_requests": {
+                k: (k, pull_to_json(r)) for k, r in state.pull_requests.items()
+            },
+            "reviews": {k: (k, review_to_json(r)) for k, r in state.reviews.items()},
             "footprints": {
                 issue_id: (
                     issue_id, f.identifier, json.dumps(sorted(f.planned)),
@@ -538,6 +554,8 @@ _KEYS = {
     "kept_workspaces": "issue_id",
     "footprints": "issue_id",
     "workspace_hosts": "issue_id",
+    "pull_requests": "issue_id",
+    "reviews": "issue_id",
     "completed": "issue_id",
     "meta": "key",
 }
