@@ -65,6 +65,20 @@ def format_summary(s: OutcomeSummary) -> str:
             "unknown when a model had no price",
         ),
     ]
+    if s.merged or s.check_fixes:
+        rows += [
+            (
+                "merged",
+                str(s.merged),
+                f"without rework {_percent(s.merged_without_rework_rate)}",
+            ),
+            ("time to merge", _duration(s.median_merge_s), "median, from publishing"),
+            (
+                "check fixes",
+                str(s.check_fixes),
+                f"green after the fix {_percent(s.check_fix_rate)}",
+            ),
+        ]
     lines = [f"{name:<22}{value:>10}   {note}".rstrip() for name, value, note in rows]
     if s.gates:
         lines += ["", f"{'gate':<22}{'passes':>10}   rounds"]

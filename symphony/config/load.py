@@ -22,6 +22,7 @@ from typing import Any
 
 from symphony.agents.registry import BACKENDS
 from symphony.base.issue import normalize_state
+from symphony.codehost.contract import CodeHostError, code_host_adapter
 from symphony.config.fields import INVALID_CONFIG, ConfigError, env_reference, integer, resolve_path
 from symphony.config.pricing import parse_pricing
 from symphony.config.repository import (
@@ -220,6 +221,8 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
     repository = _closing(
         parse_repository(raw.get("repository"), environ, workflow.path.parent), tracker
     )
+    if repository is not None:
+        _check_code_host(repository.kind.value)
     follow, merge = parse_follow(raw.get("follow")), parse_merge(raw.get("merge"))
     publishing = [s.name for s in machine.stages if s.publish] if machine is not None else []
     check_delivery(repository, publishing, raw, warnings)
@@ -384,6 +387,15 @@ def _with_checkpoints(tracker: TrackerSettings, machine: StageMachine) -> Tracke
 
 _SAME_PLACE_KEYS = {CodeHost.GITHUB: "repository", CodeHost.GITLAB: "project"}
 """The `tracker.provider` key naming the repository or project a code host's tracker reads."""
+
+
+def _check_code_host(kind: str) -> None:
+    """A kind the settings know but no adapter here implements is refused when loaded, not at
+    the first hand-off."""
+    try:
+        code_host_adapter(kind)
+    except CodeHostError as exc:
+        raise ConfigError(INVALID_CONFIG, exc.message) from None
 
 
 def _closing(

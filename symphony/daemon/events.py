@@ -1,6 +1,7 @@
 """What reaches the orchestrator's loop: its clock, and the events workers, watchers and the
 HTTP server put on its queue (an agent's update, a run's own move, a worker's exit, a written
-transition, a changed workflow, a refresh asked for, a stop). The loop is their only reader.
+transition, a changed workflow, a refresh asked for, a pull request read or merged, a stop).
+The loop is their only reader.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Protocol
 
 from symphony import core
 from symphony.base.events import AgentEvent
+from symphony.base.pulls import PullRequest, PullStatus
 from symphony.core.transitions import WriteResult
 
 
@@ -63,6 +65,9 @@ class TransitionWritten:
     issue_id: str
     result: WriteResult
     detail: str | None = None
+    pull: PullRequest | None = None
+    """The pull request a publishing stage opened or updated on the way (whatever the move
+    answered: the next try finds it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +82,29 @@ class RefreshRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class PullRead:
+    """A reading of a ticket's pull request: its status, or why it failed."""
+
+    issue_id: str
+    status: PullStatus | None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeAnswered:
+    issue_id: str
+    merged: bool
+    detail: str
+    refused: bool = False
+    """The host said no (not mergeable, the head moved): not tried again at this head."""
+
+
+@dataclass(frozen=True, slots=True)
+class FollowRequested:
+    """A code host's webhook said a pull request changed: read them all now."""
+
+
+@dataclass(frozen=True, slots=True)
 class StopRequested:
     pass
 
@@ -88,5 +116,8 @@ QueueEvent = (
     | TransitionWritten
     | WorkflowChanged
     | RefreshRequested
+    | PullRead
+    | MergeAnswered
+    | FollowRequested
     | StopRequested
 )

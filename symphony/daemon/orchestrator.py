@@ -28,13 +28,17 @@ from symphony.agents.registry import open_session
 from symphony.base.events import EventKind
 from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
+from symphony.codehost.contract import CodeHostError, code_host_adapter
 from symphony.config.sections import Settings
 from symphony.core.budgets import check_budgets
 from symphony.daemon import startup
 from symphony.daemon.events import (
     AgentUpdate,
     Clock,
+    FollowRequested,
+    MergeAnswered,
     OwnMove,
+    PullRead,
     QueueEvent,
     RefreshRequested,
     StopRequested,
@@ -43,6 +47,7 @@ from symphony.daemon.events import (
     WorkerExited,
     WorkflowChanged,
 )
+from symphony.daemon.follow import CodeHostFactory, CodeHosts, create_code_host
 from symphony.daemon.notices import Notices
 from symphony.daemon.performer import Current, Performer
 from symphony.daemon.places import Places
@@ -97,6 +102,7 @@ class Orchestrator:
         watch: bool = True,
         store: Store | None = None,
         masker: SecretMasker | None = None,
+        code_host_factory: CodeHostFactory = create_code_host,
     ) -> None:
         self.settings = settings
         self.masker = masker or SecretMasker()
@@ -118,10 +124,16 @@ class Orchestrator:
         self.tracker: Tracker = tracker or self._new_tracker(settings)
         self._mask_secrets()
         self._places = self._new_places(settings)
+        self._code_hosts = CodeHosts(code_host_factory)
         self._queue: asyncio.Queue[QueueEvent] = asyncio.Queue()
         self._performer = Performer(
             self.state,
-            lambda: Current(self.settings, self.tracker, self._places),
+            lambda: Current(
+                self.settings,
+                self.tracker,
+                self._places,
+                self._code_hosts.for_repository(self.settings.repository),
+            ),
             report=self._queue.put_nowait,
             clock=self.clock,
             activity=self.activity,
@@ -161,6 +173,21 @@ class Orchestrator:
         if kind != self.settings.tracker.kind or not isinstance(tracker, ReceivesWebhooks):
             return None
         return tracker.webhook()
+
+    def follow_webhook(self, kind: str, headers: Mapping[str, str]) -> bool:
+        """A verified delivery to `kind`: when it is the code host's word about a pull request,
+        every followed pull request is read now; True when it was."""
+        repository = self.settings.repository
+        if repository is None or repository.kind.value != kind:
+            return False
+        try:
+            adapter = code_host_adapter(kind)
+        except CodeHostError:
+            return False
+        if not adapter.about_pull_requests(headers):
+            return False
+        self._queue.put_nowait(FollowRequested())
+        return True
 
     def request_refresh(self, ids: Sequence[str] | None = None) -> None:
         """Poll now rather than at the next interval; with `ids`, look at those tickets only
@@ -246,6 +273,7 @@ class Orchestrator:
                 if self._tracker_watcher is not None:
                     self._tracker_watcher.cancel()
         await self.tracker.aclose()
+        await self._code_hosts.aclose()
 
     # The loop
 
@@ -280,6 +308,8 @@ class Orchestrator:
                 self._perform(core.detect_stalls(self.state, self.settings, now))
                 self._perform(check_budgets(self.state, self.settings))
                 self._perform(core.due_transitions(self.state, now))
+                if self.settings.repository is not None:
+                    self._perform(core.follow.due_reads(self.state, self.settings, now))
                 next_scan = now + SCAN_INTERVAL_S
             if refresh or now >= self._next_tick:
                 self._targeted.clear()  # a whole poll reads them too
@@ -335,7 +365,13 @@ class Orchestrator:
             )
             self._perform(effects)
             return False
+        if isinstance(event, PullRead | MergeAnswered | FollowRequested):
+            self._perform(self._followed(event))
+            self._wake_stale = True  # the next reading is due at a new time
+            return False
         if isinstance(event, TransitionWritten):
+            if event.pull is not None:
+                core.follow.on_published(self.state, event.issue_id, event.pull, self.clock.wall())
             effects = core.on_transition_written(
                 self.state, event.issue_id, event.result, event.detail, self.settings,
                 self.clock.monotonic(), self.clock.wall(),
@@ -350,6 +386,23 @@ class Orchestrator:
             self._targeted.update(event.ids)  # all named in this pass: one read
             return False
         return isinstance(event, RefreshRequested)
+
+    def _followed(self, event: PullRead | MergeAnswered | FollowRequested) -> list[core.Effect]:
+        """What a reading of a pull request, a merge's answer or a webhook asks for."""
+        state, settings = self.state, self.settings
+        now, wall = self.clock.monotonic(), self.clock.wall()
+        if isinstance(event, FollowRequested):
+            core.follow.read_now(state)
+            return []
+        if isinstance(event, MergeAnswered):
+            return core.follow.on_merge_answered(
+                state, event.issue_id, event.merged, event.detail, settings, now, wall,
+                refused=event.refused,
+            )  # fmt: skip
+        if event.status is None:
+            core.follow.on_read_failed(state, event.issue_id, settings, now)
+            return []
+        return core.follow.on_pull_read(state, event.issue_id, event.status, settings, now, wall)
 
     def _absorb_queued(self) -> None:
         """Apply what was reported while a tracker read was in flight, before its answer is

@@ -24,10 +24,12 @@ from symphony.agents import AgentLaunch, AgentSession
 from symphony.agents.registry import backend
 from symphony.agents.tool_server import ToolServer
 from symphony.base.secrets import SecretMasker
+from symphony.codehost.contract import CodeHost
 from symphony.config.sections import Settings
-from symphony.daemon import writes
-from symphony.daemon.events import Clock, QueueEvent, WorkerExited
+from symphony.daemon import follow, writes
+from symphony.daemon.events import Clock, PullRead, QueueEvent, WorkerExited
 from symphony.daemon.places import Places
+from symphony.daemon.publish import Publisher
 from symphony.daemon.runner import AttemptContext
 from symphony.daemon.worker import STOPPED, work
 from symphony.memory import memory_of
@@ -48,6 +50,8 @@ class Current(NamedTuple):
     settings: Settings
     tracker: Tracker
     places: Places
+    code_host: CodeHost | None
+    """The client of the workflow's `repository:`; None when it publishes nothing."""
 
 
 class Performer:
@@ -103,6 +107,8 @@ class Performer:
                     task.cancel()
             elif isinstance(effect, core.RemoveWorkspace):
                 self._remove_workspace(effect.identifier, effect.host)
+            elif isinstance(effect, core.ReadPullRequest | core.MergePullRequest):
+                self._follow(effect)
 
     def exited(self, issue_id: str) -> None:
         """The worker of `issue_id` reported its exit."""
@@ -119,7 +125,7 @@ class Performer:
     def _start_worker(self, start: core.StartWorker) -> None:
         assert self._tasks is not None
         issue, attempt = start.issue, start.attempt
-        settings, tracker, places = self._current()
+        settings, tracker, places, _ = self._current()
         machine = settings.machine
         agent = backend(start.agent_kind)
         place = places.for_run(settings, start.host, agent.env_names)
@@ -138,6 +144,8 @@ class Performer:
             turns_used=start.turns_used,
             resume_thread_id=start.resume_thread_id,
             last_message=start.last_message,
+            review=start.review,
+            hold_state=start.hold_state,
             memory=memory_of(settings, self._masker),
             open_tickets=self._state.open_identifiers,
         )
@@ -161,9 +169,23 @@ class Performer:
     def _start_transition(self, perform: core.PerformTransition) -> None:
         pending = self._state.transitions.get(perform.issue_id)
         if pending is not None:
-            settings, tracker, places = self._current()
+            settings, tracker, places, host = self._current()
             own = core.moves_from(pending, settings)
-            self._spawn(writes.move(tracker, places.local, pending, own), then=self._report)
+            publisher = None
+            if host is not None and settings.repository is not None:
+                git_env = places.child_env(settings)
+                publisher = Publisher(host, settings.repository, git_env, self._masker)
+            move = writes.move(tracker, places.local, pending, own, publisher)
+            self._spawn(move, then=self._report)
+
+    def _follow(self, effect: core.ReadPullRequest | core.MergePullRequest) -> None:
+        host = self._current().code_host
+        if host is None:  # a reload removed `repository:`: the reading fails, and says why
+            self._report(PullRead(effect.issue_id, None, "the workflow names no repository"))
+        elif isinstance(effect, core.ReadPullRequest):
+            self._spawn(follow.read(host, effect, self._masker), then=self._report)
+        else:
+            self._spawn(follow.merge(host, effect, self._masker), then=self._report)
 
     def _remove_workspace(self, identifier: str, host: str) -> None:
         def removed(_: None) -> None:

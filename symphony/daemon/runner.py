@@ -77,6 +77,8 @@ RESUMED_GUIDANCE = (
     "The daemon was restarted while you were working on {identifier}; this thread continues. "
     "Check the state of the workspace, then pick up where you left off."
 )
+REVIEW_NOTE = "\n\n## What this run addresses\n\n{review}\n"
+
 INTERRUPTED_NOTE = (
     "\n\nA previous session on this ticket was interrupted by a restart of the daemon; the "
     "workspace keeps what it did. Its last message was:\n\n{said}\n"
@@ -136,6 +138,11 @@ class AttemptContext:
     open_tickets: Callable[[], Sequence[str]] = tuple
     """The identifiers of the other open tickets now (running, retrying, in review), whose
     branches a hand-off is checked against."""
+    review: str | None = None
+    """What the run addresses (`{{ review }}`): its pull request's review, failed checks or a
+    conflict."""
+    hold_state: str | None = None
+    """A fix run: the review state its ticket waits in, which does not end the run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,9 +227,10 @@ class _Attempt:
         tools = ctx.tracker.agent_tools()
         if stage is not None:
             assert self.settings.machine is not None
-            self.variables = await _step(
+            variables = await _step(
                 "comments", FailureReason.TRACKER, stage_context(ctx.tracker, issue, stage)
             )
+            self.variables = dataclasses.replace(variables, review=ctx.review)
             self.follow_up_states = self.settings.machine.states
             tools = [t for t in tools if not t.moves_ticket]
             tools += stage_tool_specs(stage.name, self.follow_up_states)
@@ -339,8 +347,9 @@ class _Attempt:
             )
             match = next((i for i in refreshed if i.id == self.issue.id), None)
             after = next_turn(
-                match, turn=turn, limits=limits, stage=self.stage, settings=self.settings
-            )
+                match, turn=turn, limits=limits, stage=self.stage, settings=self.settings,
+                hold_state=self.ctx.hold_state,
+            )  # fmt: skip
             if after.verdict is not Verdict.CONTINUE:
                 self.log.info("worker done", reason=after.reason)
                 if after.verdict is Verdict.STUCK:
@@ -364,6 +373,10 @@ class _Attempt:
                     ctx.memory.for_prompt, Ticket.of(current, files, plan)
                 )
             prompt = _render(template, current, self.attempt, self.variables, notes)
+            if ctx.review is not None and "review" not in template:
+                # The daemon's reason for this run reaches the agent even where the stage's
+                # prompt does not place `{{ review }}`.
+                prompt += REVIEW_NOTE.format(review=ctx.review)
             if ctx.resume_thread_id is not None:
                 prompt += INTERRUPTED_NOTE.format(said=ctx.last_message or "(nothing was reported)")
             return prompt

@@ -8,6 +8,7 @@ effort, once; a removal says what it did in the log.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,9 +16,11 @@ import structlog
 
 from symphony import core
 from symphony.base.errors import SymphonyError
+from symphony.core.publishing import with_pull_request
 from symphony.core.transitions import WriteResult
 from symphony.daemon.events import TransitionWritten
 from symphony.daemon.places import Workspaces
+from symphony.daemon.publish import Publication, Published, Publisher, Refused
 from symphony.tracker.contract import Tracker, TrackerError
 from symphony.tracker.writes import post_comment_once, write_transition
 from symphony.workspace.facts import write_evidence_file
@@ -31,21 +34,54 @@ async def move(
     workspaces: WorkspaceManager,
     pending: core.PendingTransition,
     own: frozenset[str],
+    publisher: Publisher | None = None,
 ) -> TransitionWritten:
-    """Write a decided move; the hand-off's evidence goes to the workspace first."""
+    """Write a decided move: publish first where the stage publishes (the evidence then
+    names the pull request), the hand-off's evidence to the workspace, then the tracker."""
     structlog.contextvars.bind_contextvars(
         issue_id=pending.issue.id, issue_identifier=pending.identifier
     )
-    if pending.plan.evidence is not None:
-        _write_evidence(workspaces, pending.identifier, pending.plan.evidence)
+    pull = None
     try:
+        if pending.plan.publish is not None:
+            published = await _publish(tracker, workspaces, pending, publisher)
+            if not isinstance(published, Published):
+                refused = isinstance(published, Refused)
+                result = WriteResult.REFUSED if refused else WriteResult.FAILED
+                return TransitionWritten(pending.issue.id, result, published.why)
+            pull = published.pull
+            pending = dataclasses.replace(pending, plan=with_pull_request(pending.plan, pull))
+        if pending.plan.evidence is not None:
+            _write_evidence(workspaces, pending.identifier, pending.plan.evidence)
         result, detail = await write_transition(tracker, pending, own)
     except TrackerError as exc:
         result, detail = WriteResult.FAILED, str(exc)
     except Exception as exc:  # an adapter bug costs one try, never the daemon
         log.exception("transition write failed unexpectedly")
         result, detail = WriteResult.FAILED, f"internal error: {exc!r}"
-    return TransitionWritten(pending.issue.id, result, detail)
+    return TransitionWritten(pending.issue.id, result, detail, pull)
+
+
+async def _publish(
+    tracker: Tracker,
+    workspaces: WorkspaceManager,
+    pending: core.PendingTransition,
+    publisher: Publisher | None,
+) -> Publication:
+    intent = pending.plan.publish
+    assert intent is not None
+    if publisher is None:
+        return Refused("the workflow names no `repository:` to publish to any more")
+    workspace = workspaces.owned_path(pending.identifier)
+    published = await publisher.publish(workspace, intent, pending.issue)
+    if isinstance(published, Published):
+        pull = published.pull
+        log.info(
+            "pull request opened" if published.opened else "pull request updated",
+            number=pull.number, url=pull.url, head=pull.head_sha,
+        )  # fmt: skip
+        await tracker.link_pull_request(pending.issue, pull.url, f"#{pull.number} {pull.title}")
+    return published
 
 
 def _write_evidence(

@@ -85,6 +85,22 @@ def render_metrics(snapshot: dict[str, Any]) -> str:
         "Issues waiting in the retry queue.",
         [("", snapshot["counts"]["retrying"])],
     )
+    pulls = snapshot.get("pull_requests", [])
+    metric(
+        "symphony_pull_requests",
+        "gauge",
+        "Pull requests the daemon published, by state (open, merged, closed).",
+        [
+            (f'{{state="{state}"}}', sum(p["state"] == state for p in pulls))
+            for state in ("open", "merged", "closed")
+        ],
+    )
+    metric(
+        "symphony_check_fixes",
+        "gauge",
+        "Fix runs started for failed checks, over the pull requests the daemon follows.",
+        [("", sum(p["check_fixes"] for p in pulls))],
+    )
     metric(
         "symphony_dispatches_total",
         "counter",

@@ -77,6 +77,8 @@ class Observed(Protocol):
 
     def webhook(self, kind: str) -> WebhookReceiver | None: ...
 
+    def follow_webhook(self, kind: str, headers: Mapping[str, str]) -> bool: ...
+
     def add_listener(self, listener: Any) -> None: ...
 
     def workspace_path(self, identifier: str) -> Path: ...
@@ -182,6 +184,8 @@ def create_app(
             payload = json.loads(body)
         except ValueError:
             raise HTTPException(400, "the delivery is not JSON") from None
+        if orchestrator.follow_webhook(kind, headers):
+            return JSONResponse({"queued": True, "pull_requests": True}, masker, status_code=202)
         ids = receiver.issue_ids(payload)
         if ids is None:
             orchestrator.request_refresh()

@@ -14,7 +14,13 @@ from typing import Any
 
 from symphony.config.sections import BudgetSettings, Settings
 from symphony.core.costs import Spend, day_key
-from symphony.core.state import RetryEntry, RunningEntry, SchedulerState, TicketTotals
+from symphony.core.state import (
+    PullRecord,
+    RetryEntry,
+    RunningEntry,
+    SchedulerState,
+    TicketTotals,
+)
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board, board_row
 from symphony.observability.metrics import TrackerRequests
@@ -166,6 +172,8 @@ def issue_detail(
     detail["evidence"] = evidence(detail["issue_identifier"])
     totals = state.ticket_totals.get(detail["issue_id"])
     detail.update(ticket_cost(totals) if totals is not None else {"cost_usd": None})
+    record = state.pull_requests.get(detail["issue_id"])
+    detail["pull_request"] = pull_request_row(record) if record is not None else None
     footprint = state.footprints.get(detail["issue_id"])
     detail["files"] = (
         {"planned": sorted(footprint.planned), "changed": sorted(footprint.changed)}
@@ -203,8 +211,31 @@ def build_snapshot(
         },
         "rate_limits": dict(state.rate_limits) if state.rate_limits is not None else None,
         "tickets": _ticket_rows(state),
+        "pull_requests": [
+            pull_request_row(record)
+            for record in sorted(state.pull_requests.values(), key=lambda r: r.identifier)
+        ],
         "health": health or {},
         "activity": activity or [],
+    }
+
+
+def pull_request_row(record: PullRecord) -> dict[str, Any]:
+    """A followed pull request as the API, the dashboard and the metrics show it."""
+    return {
+        "issue_identifier": record.identifier,
+        "number": record.number,
+        "url": record.url,
+        "branch": record.branch,
+        "base": record.base,
+        "state": record.state.value,
+        "head_sha": record.head_sha,
+        "checks": record.checks or None,
+        "review_decision": record.review.value,
+        "mergeable": record.mergeable,
+        "check_fixes": record.check_fixes,
+        "escalated": record.escalated,
+        "published_at": record.published_at.isoformat() if record.published_at else None,
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,7 @@ class Observed:
     def __init__(self, receiver: Any) -> None:
         self.receiver = receiver
         self.refreshes: list[tuple[str, ...] | None] = []
+        self.follows = 0
         self.masker = SecretMasker()
 
     def snapshot(self) -> dict[str, Any]:
@@ -120,6 +122,12 @@ class Observed:
 
     def webhook(self, kind: str) -> Any:
         return self.receiver if kind == "github" else None
+
+    def follow_webhook(self, kind: str, headers: Mapping[str, str]) -> bool:
+        # The daemon asks its code host which events are about pull requests.
+        about = kind == "github" and headers.get("x-github-event") == "check_run"
+        self.follows += about
+        return about
 
     def add_listener(self, listener: Any) -> None:
         return None
@@ -168,8 +176,14 @@ async def test_the_endpoint_answers_each_kind_of_delivery_as_it_should() -> None
             headers={"X-Hub-Signature-256": "sha256=" + hmac_sha256_hex(SECRET, foreign)},
         )  # fmt: skip
         assert whole.status_code == 202
-    # Only verified deliveries asked for anything: one ticket, then a whole poll.
+        check = await client.post(
+            url, content=body, headers={**signed, "X-GitHub-Event": "check_run"}
+        )
+        assert check.status_code == 202 and check.json() == {"queued": True, "pull_requests": True}
+    # Only verified deliveries asked for anything: one ticket, then a whole poll; the check
+    # run's delivery made the daemon read its pull requests, no ticket.
     assert observed.refreshes == [("3",), None]
+    assert observed.follows == 1
 
 
 @pytest.mark.slow

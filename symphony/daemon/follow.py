@@ -1,0 +1,100 @@
+"""The code host side of following: the workflow's code host client, reading a pull request and
+merging one, each a coroutine that never raises and answers with an event the loop judges
+(`symphony.core.follow`).
+
+`CodeHosts` keeps one client for the workflow's `repository:` and makes a new one when a reload
+changes it; the old one is closed once nothing uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import structlog
+
+from symphony import core
+from symphony.base.secrets import SecretMasker
+from symphony.codehost.contract import (
+    CODE_HOST_REJECTED,
+    CodeHost,
+    CodeHostError,
+    code_host_adapter,
+)
+from symphony.config.repository import MergeMethod, RepositorySettings
+from symphony.daemon.events import MergeAnswered, PullRead
+
+log = structlog.get_logger("symphony.follow")
+
+CodeHostFactory = Callable[[RepositorySettings], CodeHost]
+
+
+def create_code_host(repository: RepositorySettings) -> CodeHost:
+    return code_host_adapter(repository.kind.value).create(repository)
+
+
+class CodeHosts:
+    def __init__(self, factory: CodeHostFactory = create_code_host) -> None:
+        self._factory = factory
+        self._repository: RepositorySettings | None = None
+        self._host: CodeHost | None = None
+        self._retired: list[CodeHost] = []
+
+    def for_repository(self, repository: RepositorySettings | None) -> CodeHost | None:
+        """The client of `repository` (None: the workflow publishes nothing)."""
+        if repository != self._repository:
+            if self._host is not None:
+                self._retired.append(self._host)
+            self._repository = repository
+            self._host = self._factory(repository) if repository is not None else None
+        return self._host
+
+    async def aclose(self) -> None:
+        for host in [*self._retired, *([self._host] if self._host is not None else [])]:
+            try:
+                await host.aclose()
+            except Exception as exc:  # closing must never fail a shutdown
+                log.warning("code host client did not close", reason=str(exc))
+        self._retired.clear()
+        self._host = self._repository = None
+
+
+async def read(host: CodeHost, effect: core.ReadPullRequest, masker: SecretMasker) -> PullRead:
+    try:
+        status = await host.read_status(effect.number)
+    except CodeHostError as exc:
+        why = masker.mask(exc.message)
+        log.warning(
+            "pull request read failed", issue_identifier=effect.identifier,
+            number=effect.number, reason=why,
+        )  # fmt: skip
+        return PullRead(effect.issue_id, None, why)
+    except Exception as exc:  # an adapter bug costs one reading, never the daemon
+        log.exception("pull request read failed unexpectedly", issue_identifier=effect.identifier)
+        return PullRead(effect.issue_id, None, f"internal error: {exc!r}")
+    return PullRead(effect.issue_id, status)
+
+
+MERGE_ATTEMPT_S = 120.0
+
+
+async def merge(
+    host: CodeHost, effect: core.MergePullRequest, masker: SecretMasker
+) -> MergeAnswered:
+    """One merge call at the head commit the policy judged; refused or failed is said, and
+    the next reading decides again (a new head, a new chance)."""
+    try:
+        async with asyncio.timeout(MERGE_ATTEMPT_S):
+            merged = await host.merge(effect.number, effect.head_sha, MergeMethod(effect.method))
+    except CodeHostError as exc:
+        why, refused = masker.mask(exc.message), exc.category == CODE_HOST_REJECTED
+        if not refused:
+            log.warning("merge failed; the next reading decides", reason=why)
+        return MergeAnswered(effect.issue_id, False, why, refused)
+    except TimeoutError:
+        return MergeAnswered(effect.issue_id, False, "the merge call timed out")
+    except Exception as exc:
+        log.exception("merge failed unexpectedly", issue_identifier=effect.identifier)
+        return MergeAnswered(effect.issue_id, False, f"internal error: {exc!r}")
+    sha = f" as {merged.sha[:12]}" if merged.sha else ""
+    return MergeAnswered(effect.issue_id, True, f"{effect.why}; merged{sha}")

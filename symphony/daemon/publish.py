@@ -1,0 +1,147 @@
+"""Publishing a hand-off: push the ticket's branch with the daemon's credential, then open its
+pull request or bring the one opened before up to date, and answer the review threads the run
+addressed.
+
+Every step is safe to repeat, which is what makes the outbox's retry after a crash correct: a
+branch already at its commit pushes as a success, the pull request of a branch is found before
+one is opened (`symphony.codehost.contract.publish_pull_request`), and a thread already answered
+for this commit is not answered again. A push the remote refuses, or a workspace that has no
+branch to publish, is `Refused` (the ticket escalates with those words); anything that may pass
+on a later try (the network, the host's 5xx) is `Failed`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from symphony.base.issue import Issue
+from symphony.base.pulls import PullRequest
+from symphony.base.secrets import SecretMasker
+from symphony.codehost.contract import (
+    CODE_HOST_REJECTED,
+    CodeHost,
+    CodeHostError,
+    PullRequestDraft,
+    publish_pull_request,
+)
+from symphony.config.prompt import PromptError, render_title
+from symphony.config.repository import CodeHost as CodeHostKind
+from symphony.config.repository import RepositorySettings
+from symphony.core.follow import addressed_reply
+from symphony.core.stage_outcomes import PublishIntent
+from symphony.workspace.git import git_output
+from symphony.workspace.push import PUSH_REJECTED, PushError, push_branch
+
+log = structlog.get_logger("symphony.publish")
+
+PUSH_USERNAME = {
+    CodeHostKind.GITHUB: "x-access-token",
+    CodeHostKind.GITLAB: "oauth2",
+    CodeHostKind.LOCAL: "symphony",
+}
+"""The user name each host expects beside a token over HTTPS (the token decides who it is)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    pull: PullRequest
+    opened: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    why: str
+
+
+Publication = Published | Refused | Failed
+
+
+@dataclass(frozen=True, slots=True)
+class Publisher:
+    """What publishing needs: the code host and its settings, the daemon's git environment
+    (without the token) and the masker for what git says."""
+
+    host: CodeHost
+    repository: RepositorySettings
+    git_env: Mapping[str, str]
+    masker: SecretMasker
+
+    async def publish(
+        self, workspace: Path | None, intent: PublishIntent, issue: Issue
+    ) -> Publication:
+        if workspace is None:
+            return Refused("the ticket has no workspace on this machine to publish from")
+        branch = await _branch(workspace, self.git_env)
+        if branch is None:
+            return Refused(f"the workspace {workspace} is on no branch (a detached HEAD)")
+        if intent.base is not None and branch == intent.base:
+            return Refused(f"the workspace's branch is the base branch {branch}")
+        repository = self.repository
+        try:
+            pushed = await push_branch(
+                workspace, branch, repository.remote, token=repository.token,
+                username=PUSH_USERNAME[repository.kind], env=self.git_env, masker=self.masker,
+            )  # fmt: skip
+        except PushError as exc:
+            kind = Refused if exc.category == PUSH_REJECTED else Failed
+            return kind(exc.message)
+        draft = PullRequestDraft(
+            branch=branch,
+            title=title_of(intent, issue),
+            body=intent.body,
+            base=intent.base,
+            draft=intent.draft,
+            labels=intent.labels,
+        )
+        try:
+            published = await publish_pull_request(self.host, draft)
+        except CodeHostError as exc:
+            said = self.masker.mask(exc.message)
+            return Refused(said) if exc.category == CODE_HOST_REJECTED else Failed(said)
+        # What the daemon pushed is the head, whether or not the host has caught up yet.
+        pull = dataclasses.replace(published.pull_request, head_sha=pushed.sha)
+        if pull.base == branch:
+            return Refused(f"the pull request's base is its own branch {branch}")
+        await self._answer_threads(pull.number, intent.replies, pushed.sha)
+        return Published(pull, published.opened)
+
+    async def _answer_threads(self, number: int, threads: tuple[str, ...], sha: str) -> None:
+        """Answer each addressed thread still open, unless its last word is this very reply
+        (an earlier try posted it). Best effort: a reply that cannot be posted costs that
+        reply, not the hand-off."""
+        if not threads:
+            return
+        reply = addressed_reply(sha)
+        try:
+            status = await self.host.read_status(number)
+            for thread in status.threads:
+                said = thread.comments[-1].body.strip() if thread.comments else ""
+                if thread.id in threads and said != reply.strip():
+                    await self.host.reply_to_thread(number, thread.id, reply)
+        except CodeHostError as exc:
+            log.warning("review threads not answered", number=number, reason=exc.message)
+
+
+def title_of(intent: PublishIntent, issue: Issue) -> str:
+    """The pull request's title for `issue`; the template was checked when the workflow
+    loaded, so a ticket's values cannot break it, and a failure falls back to a plain one."""
+    try:
+        title = render_title(intent.title_template, issue)
+    except PromptError:
+        title = ""
+    return title or f"{issue.identifier}: {issue.title}"
+
+
+async def _branch(workspace: Path, env: Mapping[str, str]) -> str | None:
+    name = await git_output(workspace, env, "symbolic-ref", "--quiet", "--short", "HEAD")
+    return name.strip() or None if name is not None else None
