@@ -18,6 +18,9 @@ import yaml
 
 from tests.adapters.daemon import DEMO_AGENT
 from tests.adapters.github.fake_github import FakeGitHub, serve
+from tests.adapters.gitlab.fake_gitlab import FakeGitLab
+from tests.adapters.gitlab.fake_gitlab import serve as serve_gitlab
+from tests.adapters.gitlab.fake_merge_requests import FakeMergeRequests
 from tests.stage_flow import StageBoard, StageRun, two_stages
 
 pytestmark = pytest.mark.slow
@@ -57,25 +60,27 @@ def remote_repository(root: Path) -> Path:
     return remote
 
 
-def write_workflow(board: StageBoard, remote: Path, api_url: str) -> None:
+def write_workflow(
+    board: StageBoard, remote: Path, api_url: str, kind: str = "github", slug: str = "acme/widgets"
+) -> None:
     config: dict[str, Any] = {
         "tracker": {
             "kind": "local",
             "provider": {"path": "board"},
             "terminal_states": ["Done", "Cancelled"],
-        },  # fmt: skip
+        },
         "polling": {"interval_ms": 60_000},
         "workspace": {
             "root": "workspaces",
             "strategy": "worktree",
             "repository": str(remote),
             "base": "main",
-        },  # fmt: skip
+        },
         "agent": {
             "max_concurrent_agents": 2,
             "max_retry_backoff_ms": 1000,
             "env_passthrough": ["DEMO_AGENT_*"],
-        },  # fmt: skip
+        },
         "codex": {"command": f"{sys.executable} {DEMO_AGENT}", "read_timeout_ms": 10_000},
         "stages": two_stages(
             implement={
@@ -86,18 +91,18 @@ def write_workflow(board: StageBoard, remote: Path, api_url: str) -> None:
         ),
         "escalation_state": "Needs Attention",
         "repository": {
-            "kind": "github",
-            "slug": "acme/widgets",
+            "kind": kind,
+            "slug": slug,
             "api_url": api_url,
-            "token": "$GITHUB_TOKEN",
+            "token": "$CODE_TOKEN",
             "remote": str(remote),
-        },  # fmt: skip
+        },
         "follow": {
             "interval_ms": 200,
             "on_changes_requested": "Rework",
             "on_merged": "Done",
             "max_check_fixes": 2,
-        },  # fmt: skip
+        },
         "merge": {"policy": "when_green_and_approved", "method": "squash"},
     }
     board.workflow.write_text(f"---\n{yaml.safe_dump(config, sort_keys=False)}---\n")
@@ -120,7 +125,7 @@ async def test_a_ticket_goes_from_plan_to_merged_through_a_red_check_and_a_revie
     # The demonstration agent leaves a TODO on its first try when the prompt says so.
     board.ticket("DEMO-1", title="Let `calc.py` subtract (the agent leaves a TODO)")
     write_workflow(board, remote, github.base)
-    run = StageRun(board.workflow, {"GITHUB_TOKEN": TOKEN}, timeout=60, poll_s=0.1)
+    run = StageRun(board.workflow, {"CODE_TOKEN": TOKEN}, timeout=60, poll_s=0.1)
     pulls = github.pulls
     state = run.orchestrator.state
     try:
@@ -183,3 +188,53 @@ async def test_a_ticket_goes_from_plan_to_merged_through_a_red_check_and_a_revie
         assert len(fixes) == 4  # plan, implement, the check fix, the rework
     finally:
         await run.stop()
+
+
+GITLAB_TOKEN = "glpat-follow-e2e-token-0001"
+
+
+async def test_on_gitlab_a_failed_job_is_fixed_a_discussion_reworked_and_the_mr_merged(
+    tmp_path: Path,
+) -> None:
+    requests = FakeMergeRequests(project="acme/widgets", token=GITLAB_TOKEN)
+    with serve_gitlab(FakeGitLab("acme/widgets", GITLAB_TOKEN, merge_requests=requests)) as gitlab:
+        remote = remote_repository(tmp_path)
+        board = StageBoard(tmp_path)
+        board.ticket("DEMO-1", title="Let `calc.py` subtract (the agent leaves a TODO)")
+        write_workflow(board, remote, f"{gitlab.base}/api/v4", "gitlab", "acme/widgets")
+        run = StageRun(board.workflow, {"CODE_TOKEN": GITLAB_TOKEN}, timeout=60, poll_s=0.1)
+        state = run.orchestrator.state
+        try:
+            await run.settle("DEMO-1", lambda: board.state_of("DEMO-1") == "Plan Review")
+            board.set_state("DEMO-1", "Ready")
+            await run.settle("DEMO-1", lambda: board.state_of("DEMO-1") == "Human Review")
+            (iid,) = requests.merge_requests
+            item, first = requests.record(iid), head(remote)
+            assert (item.source_branch, item.target_branch) == (BRANCH, "main")
+            requests.push(iid, first)
+            requests.add_job(iid, "lint", "failed", trace="\x1b[31mcalc.py:3: TODO left\x1b[0m")
+            await until(run, lambda: head(remote) != first and "DEMO-1" not in state.claimed)
+            notes = run.notes("DEMO-1")
+            assert "calc.py:3: TODO left" in notes and "\x1b[" not in notes
+            fixed = head(remote)
+            requests.push(iid, fixed)
+            requests.add_job(iid, "lint", "success")
+            thread = requests.add_discussion(
+                iid, "Name the parameters x and y.", "amy", path="calc.py", line=2
+            )
+            await until(run, lambda: board.state_of("DEMO-1") == "Rework")
+            await run.settle("DEMO-1", lambda: board.state_of("DEMO-1") == "Human Review")
+            assert "Name the parameters x and y." in run.notes("DEMO-1")
+            reworked = head(remote)
+            requests.push(iid, reworked)
+            requests.add_job(iid, "lint", "success")
+            requests.resolve(iid, thread)
+            requests.approve(iid, "amy")
+            await until(run, lambda: board.state_of("DEMO-1") == "Done")
+            merges = [
+                r for r in requests.requests if r.method == "PUT" and r.path.endswith("/merge")
+            ]
+            assert merges and merges[-1].body["sha"] == reworked
+            assert len(requests.merge_requests) == 1
+        finally:
+            await run.stop()
