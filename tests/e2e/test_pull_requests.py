@@ -21,6 +21,7 @@ from tests.adapters.github.fake_github import FakeGitHub, serve
 from tests.adapters.gitlab.fake_gitlab import FakeGitLab
 from tests.adapters.gitlab.fake_gitlab import serve as serve_gitlab
 from tests.adapters.gitlab.fake_merge_requests import FakeMergeRequests
+from tests.harness import Daemon, wait_until
 from tests.stage_flow import StageBoard, StageRun, two_stages
 
 pytestmark = pytest.mark.slow
@@ -238,3 +239,57 @@ async def test_on_gitlab_a_failed_job_is_fixed_a_discussion_reworked_and_the_mr_
             assert len(requests.merge_requests) == 1
         finally:
             await run.stop()
+
+
+def test_kill_9_after_the_pull_request_was_opened_or_merged_repeats_nothing(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    """The daemon dies with its answer lost twice: once after GitHub opened the pull request
+    (the answer never came back), once right after the merge call. Each restart finds what
+    was done and goes on: one pull request, one merge, the ticket Done."""
+    remote = remote_repository(tmp_path)
+    board = StageBoard(tmp_path)
+    board.ticket("DEMO-1", state="Ready", title="Let `calc.py` subtract")
+    write_workflow(board, remote, github.base)
+    env = {"CODE_TOKEN": TOKEN, "DEMO_AGENT_DELAY_MS": "0"}
+    pulls = github.pulls
+    opened = r"/repos/acme/widgets/pulls"
+    pulls.fail("POST", opened, 502, applied=True)  # opened, but the answer is lost
+
+    def posted() -> bool:
+        return any(e.method == "POST" and e.path == opened for e in github.requests)
+
+    first = Daemon(board, env)  # type: ignore[arg-type]
+    try:
+        assert wait_until(posted, 60), "".join(first.lines)
+        first.kill9()
+    finally:
+        first.stop()
+    assert len(pulls.pulls) == 1 and board.state_of("DEMO-1") == "Ready"
+
+    second = Daemon(board, env)  # type: ignore[arg-type]
+    try:
+        assert wait_until(lambda: board.state_of("DEMO-1") == "Human Review", 60)
+        (pull,) = pulls.pulls  # found, not opened again
+        number = pull["number"]
+        pulls.push(number, head(remote))
+        pulls.add_check(number, "lint", "success", required=True)
+        pulls.add_review(number, "alice", "APPROVED")
+
+        def merge_called() -> bool:
+            return any(e.method == "PUT" and e.path.endswith("/merge") for e in github.requests)
+
+        assert wait_until(merge_called, 60), "".join(second.lines)
+        second.kill9()
+    finally:
+        second.stop()
+
+    third = Daemon(board, env)  # type: ignore[arg-type]
+    try:
+        assert wait_until(lambda: board.state_of("DEMO-1") == "Done", 60), "".join(third.lines)
+    finally:
+        third.stop()
+    merges = [e for e in github.requests if e.method == "PUT" and e.path.endswith("/merge")]
+    assert len(merges) == 1 and len(pulls.pulls) == 1
+    assert pulls.record(number)["merged_at"]
+    assert board.text("DEMO-1").count("symphony · merged") == 1
