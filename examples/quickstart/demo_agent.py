@@ -23,7 +23,9 @@ When the daemon's verification of a `done` fails, it gets a fix turn (the prompt
 gate failed): it commits what it left uncommitted, records the lesson for later tickets
 (`record_learning`) and reports `done` again. A ticket whose text
 says the agent "forgets to commit" gets a first try that leaves its notes uncommitted, so the
-quickstart shows the daemon catching it.
+quickstart shows the daemon catching it. One whose text says the agent "leaves a TODO" gets a
+TODO line on its first try, which the quickstart's stand-in CI catches on the pull request; the
+daemon's fix run (its prompt starts with the failed checks) then takes it out and commits.
 
 For trying the stage machine's other paths: `DEMO_AGENT_OUTCOME=blocked` reports `blocked`
 with a question, `DEMO_AGENT_OUTCOME=silent` never reports (the daemon's progress guard then
@@ -61,6 +63,9 @@ LEARN_TOOL = "record_learning"
 REVIEW_STATE = "Human Review"
 FIX_TURN = "the daemon ran this stage's verification"
 FORGETS_TO_COMMIT = "forgets to commit"
+LEAVES_A_TODO = "leaves a TODO"
+CHECKS_FAILED = "Checks failed on pull request"
+"""How the daemon's fix run for a pull request's failed checks begins."""
 NOTES_DIR = "NOTES"
 GIT_IDENTITY = ["-c", "user.name=symphony-demo", "-c", "user.email=demo@localhost"]
 
@@ -364,6 +369,8 @@ class TurnWork:
             self.call_tool(REPORT_TOOL, {"outcome": "done", "summary": summary})
             self.say(summary)
             return summary
+        if CHECKS_FAILED in self.prompt:
+            return self.fix_checks()
         if "plan" in stage.lower():
             files = files_named(self.prompt)
             plan = (
@@ -378,8 +385,10 @@ class TurnWork:
                 {"outcome": "done", "summary": "Plan written; nothing changed yet.", "plan": plan},
             )
             return f"Planned {self.identifier}."
+        # The first implementing turn in this workspace: it has no notes yet.
+        first = not Path(f"{NOTES_DIR}/{safe_name(self.identifier)}.md").exists()
         notes = self.write_notes()
-        touched = self.touch_files()
+        touched = self.touch_files(slip=first and LEAVES_A_TODO in self.prompt)
         self.usage(len(self.prompt) // 4 + 400, 60)
         # A deliberate slip for the demonstration: the daemon's verification catches it.
         committed = FORGETS_TO_COMMIT not in self.prompt and self.commit(notes, *touched)
@@ -432,13 +441,38 @@ class TurnWork:
         self.done(item, status="completed")
         return relative
 
-    def touch_files(self) -> list[str]:
+    def fix_checks(self) -> str:
+        """A fix run for the pull request's failed checks: take out what the checks complained
+        of (the TODO lines this agent leaves on purpose), commit, report done."""
+        cleaned = []
+        for name in tracked_python_files():
+            lines = Path(name).read_text(encoding="utf-8").splitlines(keepends=True)
+            kept = [line for line in lines if "TODO" not in line]
+            if kept != lines:
+                Path(name).write_text("".join(kept), encoding="utf-8")
+                cleaned.append(name)
+        notes = self.write_notes()
+        self.usage(len(self.prompt) // 4 + 200, 40)
+        committed = self.commit(notes, *cleaned)
+        summary = (
+            f"The pull request's checks failed; removed the TODO from {', '.join(cleaned)}"
+            if cleaned
+            else "The pull request's checks failed; found nothing of mine to take out"
+        ) + (" and committed." if committed else ".")
+        self.call_tool(REPORT_TOOL, {"outcome": "done", "summary": summary})
+        self.say(summary)
+        return summary
+
+    def touch_files(self, *, slip: bool = False) -> list[str]:
         """The files the plan (or the ticket) names: each gets a line saying what the ticket
-        was, at its end, as a stand-in for a real change."""
+        was, at its end, as a stand-in for a real change (for a ticket that says the agent
+        leaves a TODO, a TODO line the pull request's checks catch)."""
         files = files_named(self.prompt)
         for name in files:
             with open(name, "a", encoding="utf-8") as file:
                 file.write(f"# {self.identifier}: {self.title}\n")
+                if slip:
+                    file.write(f"# TODO {self.identifier}: tidy this up before merging\n")
         return files
 
     def uncommitted(self) -> list[str]:
@@ -475,6 +509,11 @@ class TurnWork:
         )
         turn = {"id": self.turn_id, "status": status, "error": None, "items": items}
         self.channel.notify("turn/completed", {"threadId": self.agent.thread_id, "turn": turn})
+
+
+def tracked_python_files() -> list[str]:
+    code, output = run(["git", "ls-files", "--", "*.py"])
+    return output.split() if code == 0 else []
 
 
 def files_named(prompt: str) -> list[str]:
