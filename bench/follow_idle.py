@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from symphony.config.repository import CodeHost, RepositorySettings  # noqa: E402
-from symphony_adapters.github.pulls import GitHubPulls  # noqa: E402
-from tests.adapters.github.fake_pulls import FakePulls  # noqa: E402
+from symphony.config.repository import CodeHost, RepositorySettings
+from symphony_adapters.github.pulls import GitHubPulls
+from tests.adapters.github.fake_pulls import FakePulls
 
 PULLS = 200
 ROUNDS = 120

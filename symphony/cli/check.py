@@ -92,13 +92,10 @@ async def report(settings: Settings, tracker: Tracker) -> int:
         print(f"worktrees     of {worktrees.repository} from {base}, on {worktrees.branch}")
     repository = settings.repository
     if repository is not None:  # its token is never printed
-        api = f" ({repository.api_url})" if repository.api_url else ""
         print(
-            f"repository    {repository.kind} {repository.slug}{api}, pushed to {repository.remote}"
+            f"repository    {repository.kind} {repository.slug} ({repository.api_url}), "
+            f"pushed to {repository.remote}"
         )
-        if repository.checks:
-            names = ", ".join(check.name for check in repository.checks)
-            print(f"{'':<14}its stand-in CI runs {names} on each new head")
     memory = memory_of(settings, SecretMasker())  # counted here, never shown
     if memory is not None:
         count = len(memory.notes())

@@ -218,9 +218,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
             if used:
                 warnings.append(f"{key} is used only with stages, so it is ignored")
 
-    repository = _closing(
-        parse_repository(raw.get("repository"), environ, workflow.path.parent), tracker
-    )
+    repository = _closing(parse_repository(raw.get("repository"), environ), tracker)
     if repository is not None:
         _check_code_host(repository.kind.value)
     follow, merge = parse_follow(raw.get("follow")), parse_merge(raw.get("merge"))
@@ -404,8 +402,6 @@ def _closing(
     """Whether the repository is the tracker's own (a GitHub repository's issues, a GitLab
     project's), so that a pull request can close its ticket."""
     if repository is None or tracker.kind != repository.kind.value:
-        return repository
-    if repository.kind not in _SAME_PLACE_KEYS:
         return repository
     place = tracker.provider.get(_SAME_PLACE_KEYS[repository.kind])
     same = isinstance(place, str) and place.strip().lower() == repository.slug.lower()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 from symphony.config.fields import (
@@ -24,7 +23,7 @@ from symphony.config.fields import (
     resolve_secret,
 )
 
-REPOSITORY_KEYS = ("kind", "slug", "api_url", "token", "remote", "checks")
+REPOSITORY_KEYS = ("kind", "slug", "api_url", "token", "remote")
 PUBLISH_KEYS = ("draft", "title", "base", "labels")
 FOLLOW_KEYS = (
     "interval_ms",
@@ -51,26 +50,13 @@ E = TypeVar("E", bound=enum.StrEnum)
 class CodeHost(enum.StrEnum):
     GITHUB = "github"
     GITLAB = "gitlab"
-    LOCAL = "local"
-    """Pull requests as files in a folder of this machine, for trying the loop without an
-    account: `slug` is the folder, `remote` a git repository, `checks` the commands its
-    stand-in CI runs on each new head."""
 
 
 _DEFAULT_API = {
     CodeHost.GITHUB: "https://api.github.com",
     CodeHost.GITLAB: "https://gitlab.com/api/v4",
-    CodeHost.LOCAL: "",
 }
 _DEFAULT_TOKEN = {CodeHost.GITHUB: "$GITHUB_TOKEN", CodeHost.GITLAB: "$GITLAB_TOKEN"}
-
-
-@dataclass(frozen=True, slots=True)
-class LocalCheck:
-    """A command the local code host runs on each new head of a pull request."""
-
-    name: str
-    run: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +74,6 @@ class RepositorySettings:
     closes_tickets: bool = False
     """The tracker is this same repository or project: a pull request body says `Closes <the
     ticket>`, and the host closes the ticket when it merges."""
-    checks: tuple[LocalCheck, ...] = ()
-    """`kind: local` only: what its stand-in CI runs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,26 +142,16 @@ class MergeSettings:
     """Only tickets or pull requests carrying this label are merged."""
 
 
-def parse_repository(
-    raw: object, environ: Mapping[str, str], base: Path | None = None
-) -> RepositorySettings | None:
-    """The `repository:` block, or None when the workflow has none. A local code host's
-    folder and remote are resolved against `base` (the WORKFLOW.md folder)."""
+def parse_repository(raw: object, environ: Mapping[str, str]) -> RepositorySettings | None:
+    """The `repository:` block, or None when the workflow has none."""
     if raw is None:
         return None
     body = _map(raw, "repository")
     kind = _enum(body, "repository.kind", CodeHost, None)
     slug = optional_text(body, "repository.slug")
     if slug is None:
-        example = {CodeHost.GITHUB: "acme/widgets", CodeHost.GITLAB: "group/project"}
-        raise ConfigError(
-            INVALID_CONFIG,
-            f"repository.slug is required (for example {example.get(kind, '.symphony/pulls')})",
-        )
-    if kind is CodeHost.LOCAL:
-        return _local_repository(body, slug, base or Path.cwd())
-    if body.get("checks") is not None:
-        raise ConfigError(INVALID_CONFIG, "repository.checks is for `kind: local` only")
+        example = "acme/widgets" if kind is CodeHost.GITHUB else "group/project"
+        raise ConfigError(INVALID_CONFIG, f"repository.slug is required (for example {example})")
     if kind is CodeHost.GITHUB and slug.count("/") != 1:
         raise ConfigError(INVALID_CONFIG, f"repository.slug must be owner/name, got {slug!r}")
     api_url = (optional_text(body, "repository.api_url") or _DEFAULT_API[kind]).rstrip("/")
@@ -200,29 +174,6 @@ def parse_repository(
         token=token,
         token_env=token_env,
         remote=optional_text(body, "repository.remote") or "origin",
-    )
-
-
-def _local_repository(body: Mapping[str, Any], slug: str, base: Path) -> RepositorySettings:
-    remote = optional_text(body, "repository.remote")
-    if remote is None:
-        raise ConfigError(
-            INVALID_CONFIG, "repository.remote is required for `kind: local` (a git repository)"
-        )
-    raw_checks = body.get("checks") or []
-    if not isinstance(raw_checks, list) or not all(
-        isinstance(c, Mapping) and isinstance(c.get("name"), str) and isinstance(c.get("run"), str)
-        for c in raw_checks
-    ):
-        raise ConfigError(INVALID_CONFIG, "repository.checks must be a list of {name, run}")
-    return RepositorySettings(
-        kind=CodeHost.LOCAL,
-        slug=str((base / slug).resolve()),
-        api_url="",
-        token="",
-        token_env=None,
-        remote=str((base / remote).resolve()),
-        checks=tuple(LocalCheck(c["name"].strip(), c["run"]) for c in raw_checks),
     )
 
 

@@ -42,7 +42,6 @@ log = structlog.get_logger("symphony.publish")
 PUSH_USERNAME = {
     CodeHostKind.GITHUB: "x-access-token",
     CodeHostKind.GITLAB: "oauth2",
-    CodeHostKind.LOCAL: "symphony",
 }
 """The user name each host expects beside a token over HTTPS (the token decides who it is)."""
 

@@ -60,7 +60,7 @@ def start(
             "slug": "acme/widgets",
             "token": "t0ken-42",
             "remote": str(remote),
-        },  # fmt: skip
+        },
         "follow": {"interval_ms": 1000, "on_merged": "Done", "on_changes_requested": "Rework"},
         **sections,
     }
