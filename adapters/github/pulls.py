@@ -35,6 +35,7 @@ from urllib.parse import quote
 import httpx
 
 from symphony.codehost.contract import (
+    CODE_HOST_HEAD_MOVED,
     CODE_HOST_REJECTED,
     CODE_HOST_RESPONSE,
     Check,
@@ -66,8 +67,10 @@ _MAX_BODY_CHARS = 65_536  # GitHub's limit on a pull request body
 _PER_PAGE = 100
 _PAGE_LIMIT = 10
 _ANNOTATIONS = 50  # GitHub's most per page
-_MERGE_REFUSALS = (405, 409, 422)
-"""Not mergeable (conflicts, rules not met), head moved, or a merge method the repository bans."""
+_MERGE_REFUSALS = (405, 422)
+"""Not mergeable (conflicts, rules not met), or a merge method the repository bans."""
+_HEAD_MOVED = 409
+"""The merge named a head commit the branch has moved past."""
 _STATUS_IN_MESSAGE = re.compile(r"GitHub [^:]*?\b([1-5]\d\d)\b")
 
 
@@ -220,6 +223,8 @@ class GitHubPulls:
                 merged = await self._merged_already(number)
                 if merged is not None:
                     return merged
+            if _status_of(exc) == _HEAD_MOVED:
+                raise CodeHostError(CODE_HOST_HEAD_MOVED, exc.message) from None
             raise _code_host_error(exc, _MERGE_REFUSALS) from None
         result = answer.body if isinstance(answer.body, Mapping) else {}
         if result.get("merged") is not True:

@@ -27,6 +27,7 @@ import httpx
 
 from symphony.codehost.contract import (
     CHECK_OUTPUT_CHARS,
+    CODE_HOST_HEAD_MOVED,
     CODE_HOST_RATE_LIMITED,
     CODE_HOST_REJECTED,
     CODE_HOST_RESPONSE,
@@ -351,6 +352,9 @@ class GitLabMergeRequests:
             if merged is None:
                 raise
             return merged
+        if answer.status == 409:
+            said = _message(answer.body) or "the head moved"
+            raise CodeHostError(CODE_HOST_HEAD_MOVED, f"GitLab did not merge !{number}: {said}")
         _refused(answer, f"merging merge request !{number}")
         record = _record(answer.body, "merge request")
         if record.get("state") == "merged":

@@ -39,11 +39,14 @@ CODE_HOST_RESPONSE = "code_host_response"
 CODE_HOST_RATE_LIMITED = "code_host_rate_limited"
 CODE_HOST_REJECTED = "code_host_rejected"
 """The host refused what was asked as asked (a base branch that does not exist, ...)."""
+CODE_HOST_HEAD_MOVED = "code_host_head_moved"
+"""A merge named a head commit the branch has moved past (a push after the reading)."""
 UNSUPPORTED_CODE_HOST = "unsupported_code_host"
 
 
 __all__ = [
     "CHECK_OUTPUT_CHARS",
+    "CODE_HOST_HEAD_MOVED",
     "CODE_HOST_RATE_LIMITED",
     "CODE_HOST_REJECTED",
     "CODE_HOST_REQUEST",

@@ -54,6 +54,19 @@ MAX_REVIEW_CHARS = 20_000
 """`{{ review }}` is cut to this many characters: the prompt stays bounded."""
 
 
+class MergeAnswer(enum.StrEnum):
+    """What a merge call came back with."""
+
+    MERGED = "merged"
+    REFUSED = "refused"
+    """The host said no as asked (not mergeable, rules not met): not tried again at this head."""
+    HEAD_MOVED = "head_moved"
+    """The branch's head is no longer the commit judged (a push between reading and merging):
+    read again at once and judge the new head; nothing to say on the ticket."""
+    FAILED = "failed"
+    """The network, the host's 5xx, a timeout, read back unmerged: judged at the next reading."""
+
+
 class Verdict(enum.StrEnum):
     GREEN = "green"
     RED = "red"
@@ -201,7 +214,7 @@ def on_pull_read(
             return effects
     if verdict is Verdict.PENDING:
         return _pending(record, settings, now)
-    return _merge(state, record, status, verdict, settings)
+    return _merge(state, record, status, verdict, settings, now)
 
 
 def _merged(
@@ -423,6 +436,7 @@ def _merge(
     status: PullStatus,
     verdict: Verdict,
     settings: Settings,
+    now: float,
 ) -> list[Effect]:
     merge = settings.merge
     if merge.policy is MergePolicy.NONE or record.head_sha is None:
@@ -430,6 +444,13 @@ def _merge(
     why = merge_reasons(record, status, verdict, settings)
     if why is None or f"merge-refused:{record.head_sha}" in record.handled:
         return []
+    if verdict is Verdict.NONE and settings.follow.checks is not ChecksScope.NONE:
+        # No check has reported on this head: CI may not have started yet. Merge only once a
+        # whole reading interval has passed without one.
+        if record.pending_since is None:
+            record.pending_since = now
+        if now - record.pending_since < _interval_s(settings):
+            return []
     if any(other.merging and other.base == record.base for other in state.pull_requests.values()):
         return []  # one merge at a time per base branch; this one is read again after it
     record.merging = True
@@ -475,24 +496,25 @@ def merge_reasons(
 def on_merge_answered(
     state: SchedulerState,
     issue_id: str,
-    merged: bool,
+    answer: MergeAnswer,
     detail: str,
     settings: Settings,
     now: float,
     wall: datetime,
-    *,
-    refused: bool = True,
 ) -> list[Effect]:
-    """The merge call answered: merged moves the ticket on; refused is said once per head
-    commit and not tried again until the head changes; a call that failed otherwise (the
-    network, the host's 5xx, read back unmerged) is judged again at the next reading."""
+    """The merge call answered (see `MergeAnswer`): merged moves the ticket on; refused is said
+    once per head commit and not tried again until the head changes; a moved head is read
+    again at once; a call that failed otherwise is judged again at the next reading."""
     record = state.pull_requests.get(issue_id)
     if record is None:
         return []
     record.merging = False
-    if merged:
+    if answer is MergeAnswer.MERGED:
         return _merged(state, record, settings, now, wall, f"merged by the daemon: {detail}")
-    if not refused:
+    if answer is MergeAnswer.HEAD_MOVED:
+        record.next_read_at = now
+        return []
+    if answer is MergeAnswer.FAILED:
         return []  # read again after the interval, as after any reading
     key = f"merge-refused:{record.head_sha}"
     record.handled |= {key}

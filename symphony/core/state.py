@@ -201,7 +201,8 @@ class PullRecord:
     a review, a refused merge (`core.pulls` names the keys)."""
     published_at: datetime | None = None
     pending_since: float | None = None
-    """When the checks on the current head were first seen pending (monotonic)."""
+    """When the current head was first seen with its checks pending or none reported yet
+    (monotonic)."""
     next_read_at: float = 0.0
     reading: bool = False
     merging: bool = False

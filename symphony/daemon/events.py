@@ -14,6 +14,7 @@ from typing import Protocol
 from symphony import core
 from symphony.base.events import AgentEvent
 from symphony.base.pulls import PullRequest, PullStatus
+from symphony.core.follow import MergeAnswer
 from symphony.core.transitions import WriteResult
 
 
@@ -93,10 +94,8 @@ class PullRead:
 @dataclass(frozen=True, slots=True)
 class MergeAnswered:
     issue_id: str
-    merged: bool
+    answer: MergeAnswer
     detail: str
-    refused: bool = False
-    """The host said no (not mergeable, the head moved): not tried again at this head."""
 
 
 @dataclass(frozen=True, slots=True)

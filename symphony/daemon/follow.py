@@ -16,6 +16,7 @@ import structlog
 from symphony import core
 from symphony.base.secrets import SecretMasker
 from symphony.codehost.contract import (
+    CODE_HOST_HEAD_MOVED,
     CODE_HOST_REJECTED,
     CodeHost,
     CodeHostError,
@@ -81,20 +82,30 @@ MERGE_ATTEMPT_S = 120.0
 async def merge(
     host: CodeHost, effect: core.MergePullRequest, masker: SecretMasker
 ) -> MergeAnswered:
-    """One merge call at the head commit the policy judged; refused or failed is said, and
-    the next reading decides again (a new head, a new chance)."""
+    """One merge call at the head commit the policy judged; how it answered is the core's to
+    judge (`core.follow.MergeAnswer`)."""
+    failed = core.follow.MergeAnswer.FAILED
     try:
         async with asyncio.timeout(MERGE_ATTEMPT_S):
             merged = await host.merge(effect.number, effect.head_sha, MergeMethod(effect.method))
     except CodeHostError as exc:
-        why, refused = masker.mask(exc.message), exc.category == CODE_HOST_REJECTED
-        if not refused:
+        why = masker.mask(exc.message)
+        answer = _ANSWERS.get(exc.category, failed)
+        if answer is failed:
             log.warning("merge failed; the next reading decides", reason=why)
-        return MergeAnswered(effect.issue_id, False, why, refused)
+        return MergeAnswered(effect.issue_id, answer, why)
     except TimeoutError:
-        return MergeAnswered(effect.issue_id, False, "the merge call timed out")
+        return MergeAnswered(effect.issue_id, failed, "the merge call timed out")
     except Exception as exc:
         log.exception("merge failed unexpectedly", issue_identifier=effect.identifier)
-        return MergeAnswered(effect.issue_id, False, f"internal error: {exc!r}")
+        return MergeAnswered(effect.issue_id, failed, f"internal error: {exc!r}")
     sha = f" as {merged.sha[:12]}" if merged.sha else ""
-    return MergeAnswered(effect.issue_id, True, f"{effect.why}; merged{sha}")
+    return MergeAnswered(
+        effect.issue_id, core.follow.MergeAnswer.MERGED, f"{effect.why}; merged{sha}"
+    )
+
+
+_ANSWERS = {
+    CODE_HOST_REJECTED: core.follow.MergeAnswer.REFUSED,
+    CODE_HOST_HEAD_MOVED: core.follow.MergeAnswer.HEAD_MOVED,
+}

@@ -396,9 +396,8 @@ class Orchestrator:
             return []
         if isinstance(event, MergeAnswered):
             return core.follow.on_merge_answered(
-                state, event.issue_id, event.merged, event.detail, settings, now, wall,
-                refused=event.refused,
-            )  # fmt: skip
+                state, event.issue_id, event.answer, event.detail, settings, now, wall
+            )
         if event.status is None:
             core.follow.on_read_failed(state, event.issue_id, settings, now)
             return []

@@ -32,7 +32,7 @@ from symphony.config.repository import (
 )
 from symphony.config.sections import Settings
 from symphony.config.stages import Outcome, Report, StageMachine
-from symphony.core.follow import addressed_reply
+from symphony.core.follow import MergeAnswer, addressed_reply
 from symphony.core.outcomes import MERGED
 from tests.factories import WALL, make_issue, make_settings, make_stage
 
@@ -383,7 +383,9 @@ def test_green_and_approved_merges_at_the_head_read_and_moves_the_ticket() -> No
     assert (merge.number, merge.head_sha, merge.method) == (7, "a" * 40, "squash")
     assert "approved by alice" in merge.why and "1 passed" in merge.why
     assert read(state, issue_id, seen, settings) == []  # one merge call at a time
-    effects = core.follow.on_merge_answered(state, issue_id, True, merge.why, settings, 11.0, WALL)
+    effects = core.follow.on_merge_answered(
+        state, issue_id, MergeAnswer.MERGED, merge.why, settings, 11.0, WALL
+    )
     assert moved_to(effects, state, issue_id) == ("Done", Outcome.MERGED)
     (comment,) = state.transitions[issue_id].plan.comments
     assert "approved by alice" in comment.body
@@ -404,16 +406,35 @@ def test_merges_wait_for_each_other_on_one_base_and_a_refusal_is_said_once() -> 
     assert isinstance(merge, core.MergePullRequest)
     assert read(state, second_issue.id, ok, settings) == []  # the base is busy
     refused = core.follow.on_merge_answered(
-        state, first, False, "Head branch was modified", settings, 12.0, WALL
+        state, first, MergeAnswer.REFUSED, "Pull Request is not mergeable", settings, 12.0, WALL
     )
     (comment,) = refused
-    assert isinstance(comment, core.PostComment) and "Head branch was modified" in comment.body
+    assert isinstance(comment, core.PostComment) and "not mergeable" in comment.body
     assert state.pull_requests[second_issue.id].next_read_at == 0.0  # read again at once
     assert read(state, first, ok, settings) == []  # not again at this head
     (retry,) = read(
         state, first, status(GREEN, decision=ReviewDecision.APPROVED, sha="c" * 40), settings
     )
     assert isinstance(retry, core.MergePullRequest) and retry.head_sha == "c" * 40
+
+
+def test_a_head_no_check_reported_on_merges_only_after_a_whole_interval_without_one() -> None:
+    state, settings = core.SchedulerState(), with_merge(follow_settings())
+    issue_id = published(state, settings)
+    approved = status(decision=ReviewDecision.APPROVED)
+    assert read(state, issue_id, approved, settings, now=10.0) == []  # CI may not have started
+    step = (state.pull_requests[issue_id].next_read_at - 10.0) / 2
+    assert read(state, issue_id, approved, settings, now=10.0 + step) == []
+    (merge,) = read(state, issue_id, approved, settings, now=10.0 + 2 * step)
+    assert isinstance(merge, core.MergePullRequest)
+
+
+def test_with_checks_none_an_approved_pull_request_merges_at_once() -> None:
+    state = core.SchedulerState()
+    settings = with_merge(follow_settings(checks=core.follow.ChecksScope.NONE))
+    issue_id = published(state, settings)
+    (merge,) = read(state, issue_id, status(RED, decision=ReviewDecision.APPROVED), settings)
+    assert isinstance(merge, core.MergePullRequest)
 
 
 def test_a_merge_that_failed_unclearly_is_judged_again_at_the_next_reading() -> None:
@@ -423,12 +444,27 @@ def test_a_merge_that_failed_unclearly_is_judged_again_at_the_next_reading() -> 
     read(state, issue_id, ok, settings)
     assert (
         core.follow.on_merge_answered(
-            state, issue_id, False, "502", settings, 11.0, WALL, refused=False
+            state, issue_id, MergeAnswer.FAILED, "502", settings, 11.0, WALL
         )
         == []
     )
     (again,) = read(state, issue_id, ok, settings)
     assert isinstance(again, core.MergePullRequest)
+
+
+def test_a_head_that_moved_under_the_merge_is_read_again_at_once_and_said_nowhere() -> None:
+    state, settings = core.SchedulerState(), with_merge(follow_settings())
+    issue_id = published(state, settings)
+    ok = status(GREEN, decision=ReviewDecision.APPROVED)
+    read(state, issue_id, ok, settings)
+    moved = core.follow.on_merge_answered(
+        state, issue_id, MergeAnswer.HEAD_MOVED, "Head branch was modified", settings, 11.0, WALL
+    )
+    assert moved == []
+    assert issue_id in {e.issue_id for e in core.follow.due_reads(state, settings, 11.0)}
+    newer = status(GREEN, decision=ReviewDecision.APPROVED, sha="c" * 40)
+    (merge,) = read(state, issue_id, newer, settings)
+    assert isinstance(merge, core.MergePullRequest) and merge.head_sha == "c" * 40
 
 
 def test_no_decision_while_the_daemon_works_on_the_ticket() -> None:

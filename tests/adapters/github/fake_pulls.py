@@ -360,8 +360,8 @@ class FakePulls:
             mine = [r for r in self.reviews if r.number == number]
             return 200, {}, [_review(r) for r in mine]
         if (method, kind, tail) == ("GET", "pulls", "/comments"):
-            mine = [t for t in self.threads if t.number == number]
-            return 200, {}, [_review_comment(t, *c) for t in mine for c in t.comments]
+            threads = [t for t in self.threads if t.number == number]
+            return 200, {}, [_review_comment(t, *c) for t in threads for c in t.comments]
         if (method, kind, tail) == ("POST", "issues", "/labels"):
             names = [label["name"] for label in pull["labels"]]
             pull["labels"] += [{"name": n} for n in body["labels"] if n not in names]

@@ -5,13 +5,16 @@ and is never sent twice, thread replies; and all of it in GitHub's published des
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import httpx
 import pytest
 from graphql import parse, validate
 
 from symphony.codehost.contract import (
     CHECK_OUTPUT_CHARS,
+    CODE_HOST_HEAD_MOVED,
     CODE_HOST_REJECTED,
     CODE_HOST_RESPONSE,
     CODE_HOST_STATUS,
@@ -224,12 +227,12 @@ async def test_a_merge_names_the_head_and_the_method() -> None:
     assert fake.record(101)["merged_at"] is not None
 
 
-async def test_a_moved_head_or_a_conflict_is_refused_in_githubs_words() -> None:
+async def test_a_moved_head_is_said_as_such_and_a_conflict_is_refused_in_githubs_words() -> None:
     fake, github = following()
     fake.push(101, "beef")  # a push the daemon has not read yet
     with pytest.raises(CodeHostError) as moved:
         await github.merge(101, HEAD, MergeMethod.MERGE)
-    assert moved.value.category == CODE_HOST_REJECTED
+    assert moved.value.category == CODE_HOST_HEAD_MOVED
     assert "Head branch was modified" in moved.value.message
     fake.set_mergeable(101, False)
     with pytest.raises(CodeHostError) as conflicting:
@@ -291,6 +294,32 @@ async def test_fake_github_serves_the_same_pull_requests_over_http() -> None:
             assert await host.merge(number, "beef", MergeMethod.SQUASH) == Merged("m101")
         finally:
             await host.aclose()
+
+
+class _Enterprise(httpx.AsyncBaseTransport):
+    """GitHub Enterprise Server's paths (`/api/v3/...`, `/api/graphql`) onto the fake's."""
+
+    def __init__(self, fake: FakePulls) -> None:
+        self.inner = fake.transport()
+        self.paths: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
+        path = request.url.path.removeprefix("/api/v3").replace("/api/graphql", "/graphql")
+        request.url = request.url.copy_with(path=path)
+        return await self.inner.handle_async_request(request)
+
+
+async def test_enterprise_server_is_asked_at_its_own_graphql_endpoint() -> None:
+    fake = FakePulls()
+    fake.add_pull("symphony/abc-1", HEAD)
+    transport = _Enterprise(fake)
+    repository = dataclasses.replace(REPOSITORY, api_url="https://ghe.example.test/api/v3")
+    github = GitHubPulls(repository, transport=transport, sleep=no_sleep)
+    await github.read_status(101)
+    assert "/api/graphql" in transport.paths
+    assert all(p.startswith("/api/v3/repos/") for p in transport.paths if p != "/api/graphql")
+    await github.aclose()
 
 
 # Against GitHub's published descriptions (tracker-schemas/github)

@@ -8,6 +8,7 @@ import pytest
 
 from symphony.codehost.contract import (
     CHECK_OUTPUT_CHARS,
+    CODE_HOST_HEAD_MOVED,
     CODE_HOST_REJECTED,
     CODE_HOST_STATUS,
     CheckState,
@@ -377,15 +378,15 @@ async def test_a_merge_names_the_head_commit_and_asks_to_squash(
     ]
 
 
-async def test_a_head_that_moved_is_rejected_and_nothing_merges() -> None:
+async def test_a_head_that_moved_is_said_as_such_and_nothing_merges() -> None:
     fake = fake_project()
     gitlab = host(fake)
     iid = await published(fake, gitlab)
     fake.push(iid, "e" * 40)
-    with pytest.raises(CodeHostError) as refused:
+    with pytest.raises(CodeHostError) as moved:
         await gitlab.merge(iid, "01" + "a" * 38, MergeMethod.SQUASH)
-    assert refused.value.category == CODE_HOST_REJECTED
-    assert "SHA does not match HEAD" in refused.value.message
+    assert moved.value.category == CODE_HOST_HEAD_MOVED
+    assert "SHA does not match HEAD" in moved.value.message
     assert fake.record(iid).state == "opened"
 
 
