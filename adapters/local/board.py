@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -156,8 +157,11 @@ class LocalBoard:
         # While the daemon watches the folder, a poll with no change seen since the last read
         # serves that read; a full read still happens every SWEEP_S, in case an event was lost.
         self._watched = False
-        self._dirty = True
-        self._last: tuple[Snapshot, float] | None = None
+        self._changes = 0
+        """Counts the changes seen (own writes, watch events): a read serves a poll only while
+        no change came after it began, whichever thread read or wrote."""
+        self._changes_lock = threading.Lock()
+        self._last: tuple[Snapshot, float, int] | None = None
 
     async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
         if not states:
@@ -178,21 +182,23 @@ class LocalBoard:
 
     def watching(self, active: bool) -> None:
         self._watched = active
-        self._dirty = True
+        self.note_change()
 
     def note_change(self) -> None:
-        self._dirty = True
+        with self._changes_lock:
+            self._changes += 1
 
     def _polled(self) -> Snapshot:
         """The board for a poll: read again after a change was seen (or an own write), every
         SWEEP_S while watched, and every time while not."""
         now = time.monotonic()
+        with self._changes_lock:
+            changes = self._changes  # before the read: a change during it is read next time
         last = self._last
-        if self._watched and not self._dirty and last is not None and now - last[1] < SWEEP_S:
+        if self._watched and last is not None and last[2] == changes and now - last[1] < SWEEP_S:
             return last[0]
-        self._dirty = False  # before the read: a change during it is read next time
         snapshot = self._reader.read()
-        self._last = (snapshot, now)
+        self._last = (snapshot, now, changes)
         return snapshot
 
     def agent_tools(self) -> list[ToolSpec]:
@@ -319,7 +325,12 @@ class LocalBoard:
         raise TrackerError(TRACKER_REJECTED, f"ticket {issue.identifier} is no longer on the board")
 
     def _create(self, ticket: NewTicket) -> Issue:
-        self._dirty = True
+        try:
+            return self._create_file(ticket)
+        finally:
+            self.note_change()  # the board's own write: the next poll reads it, event or not
+
+    def _create_file(self, ticket: NewTicket) -> Issue:
         if not ticket.title.strip() or not is_inline(ticket.title):
             raise TrackerError(TRACKER_REJECTED, "a new ticket needs a one-line title")
         snapshot = self._reader.read()
@@ -379,7 +390,13 @@ class LocalBoard:
         return ToolResult(True, output)
 
     def _edit_file(self, call: Edit, issue: Issue) -> dict[str, Any]:
-        self._dirty = True  # the board's own write: the next poll reads it, event or not
+        try:
+            return self._edit_file_once(call, issue)
+        finally:
+            # Once written: a read that began before the write is not served again.
+            self.note_change()
+
+    def _edit_file_once(self, call: Edit, issue: Issue) -> dict[str, Any]:
         now = datetime.now(UTC).replace(microsecond=0)
         try:
             for path in self._files_of(issue):

@@ -1237,6 +1237,25 @@ def test_an_idle_read_stats_the_files_but_reads_none_and_every_change_is_seen(
     assert [p.rsplit("/", 1)[1] for p in reads] == ["ABC-9.md", "ABC-9.md"]
 
 
+async def test_a_read_made_while_its_own_write_lands_is_not_served_after_the_write(
+    board: LocalBoard, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another task's poll reads the folder (in its own thread) just before a move's file is
+    replaced: the move's read-back must not be served that older read."""
+    ticket(folder, "ABC-1")
+    board.watching(True)
+    [issue] = await board.fetch_issues_by_states(ACTIVE)
+    concurrent: list[list[Issue]] = []
+
+    def poll_meanwhile(path: Path) -> None:
+        concurrent.append(board._issues_in_states(frozenset({"todo"}))[0])
+
+    monkeypatch.setattr(atomic, "_before_replace", poll_meanwhile)
+    await board.move_issue(issue, "In Progress")
+    assert [i.state for i in concurrent[0]] == ["Todo"]  # it did read the old file
+    assert by_identifier(await board.fetch_issues_by_ids(["ABC-1"]))["ABC-1"].state == "In Progress"
+
+
 async def test_a_watched_board_reads_again_only_after_a_change_or_its_own_write(
     board: LocalBoard, folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
