@@ -1,12 +1,16 @@
-"""The `local` tracker kind: a folder of Markdown ticket files (see `adapters.local.board`)."""
+"""The `local` kinds: a tracker that is a folder of Markdown ticket files (`adapters.local.board`),
+and a code host that is a folder of pull request files beside a bare repository
+(`adapters.local.pulls`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from symphony.codehost.contract import CodeHostAdapter
 from symphony.tracker.contract import TrackerAdapter
 
 from .board import LocalBoard, board_folder
+from .pulls import LocalPulls
 
 if TYPE_CHECKING:
     from symphony.config.sections import TrackerSettings
@@ -19,10 +23,12 @@ PROVIDER_KEYS: tuple[str, ...] = ("path",)
 
 __all__ = [
     "ADAPTER",
+    "CODE_HOST",
     "DEFAULT_ACTIVE_STATES",
     "DEFAULT_TERMINAL_STATES",
     "PROVIDER_KEYS",
     "LocalBoard",
+    "LocalPulls",
     "create_tracker",
 ]
 
@@ -42,3 +48,5 @@ ADAPTER = TrackerAdapter(
     default_terminal_states=DEFAULT_TERMINAL_STATES,
     provider_keys=PROVIDER_KEYS,
 )
+
+CODE_HOST = CodeHostAdapter(kind="local", create=LocalPulls)

@@ -24,15 +24,45 @@ from .ticket import Document, FrontMatterError, load_front_matter
 _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
+class _ReadableDumper(_Dumper):  # type: ignore[misc]
+    """Writes a text of several lines as a literal block (`|`), as a person would."""
+
+
+def _represent_text(dumper: Any, text: str) -> Any:
+    return dumper.represent_scalar(
+        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
+    )
+
+
+_ReadableDumper.add_representer(str, _represent_text)
+
+
 def set_fields(document: Document, front: Mapping[str, Any], updates: Mapping[str, Any]) -> str:
     """The file text with top-level front matter `updates` applied; `front` is its parsed map."""
     expected = {**front, **updates}
     lines = list(document.front_lines)
     textual = True
     for key, value in updates.items():
-        rendered = render_scalar(value)
         pattern = re.compile(rf"^{re.escape(key)}[ \t]*:(?=[ \t\r\n]|$)")
         matches = [i for i, line in enumerate(lines) if pattern.match(line)]
+        if not _is_scalar(value):
+            # A list or map: its block replaces the key's lines (the key line and the indented
+            # or `- ` lines under it), or is added at the end.
+            block = dump_front_matter({key: value}).replace("\n", document.newline)
+            if len(matches) == 1:
+                end = matches[0] + 1
+                while end < len(lines) and lines[end][:1] in (" ", "\t", "-"):
+                    end += 1
+                lines[matches[0] : end] = block.splitlines(keepends=True)
+            elif not matches and key not in front:
+                if lines and not lines[-1].endswith("\n"):
+                    lines[-1] += document.newline
+                lines.extend(block.splitlines(keepends=True))
+            else:
+                textual = False
+                break
+            continue
+        rendered = render_scalar(value)
         replaced = _replace_value(lines[matches[0]], key, rendered) if len(matches) == 1 else None
         if replaced is not None:
             lines[matches[0]] = replaced
@@ -87,6 +117,8 @@ def render_scalar(value: Any) -> str:
     """A one-line YAML scalar that reads back as `value`."""
     if isinstance(value, datetime):
         return format_timestamp(value)
+    if value is None or isinstance(value, bool | int):
+        return json.dumps(value)
     if isinstance(value, str):
         # Plain style when YAML reads it back unchanged (most state names); otherwise a JSON
         # string, which is a valid YAML double-quoted scalar.
@@ -94,6 +126,10 @@ def render_scalar(value: Any) -> str:
             return value
         return json.dumps(value, ensure_ascii=False)
     raise TypeError(f"cannot render {type(value).__name__} as a front matter value")
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | bool | int | datetime)
 
 
 def format_timestamp(when: datetime) -> str:
@@ -176,7 +212,7 @@ def dump_front_matter(front: Mapping[str, Any]) -> str:
     """YAML for a front matter map, keys in the given order, one line per scalar."""
     text: str = yaml.dump(
         dict(front),
-        Dumper=_Dumper,
+        Dumper=_ReadableDumper,
         sort_keys=False,
         allow_unicode=True,
         default_flow_style=False,

@@ -91,7 +91,13 @@ async def report(settings: Settings, tracker: Tracker) -> int:
         base = worktrees.base or "its default branch"
         print(f"worktrees     of {worktrees.repository} from {base}, on {worktrees.branch}")
     repository = settings.repository
-    if repository is not None:  # its token is never printed
+    if repository is not None and repository.kind is CodeHost.LOCAL:
+        checks = ", ".join(check.name for check in repository.checks) or "none"
+        print(
+            f"repository    local: pull requests in {repository.slug}, branches in "
+            f"{repository.remote}; checks: {checks}"
+        )
+    elif repository is not None:  # its token is never printed
         print(
             f"repository    {repository.kind} {repository.slug} ({repository.api_url}), "
             f"pushed to {repository.remote}"
@@ -180,10 +186,12 @@ def _publish_line(settings: Settings, publish: PublishSettings) -> str:
     kind = "merge request" if repository.kind is CodeHost.GITLAB else "pull request"
     base = publish.base or "the default branch"
     draft = "a draft " if publish.draft else "a "
-    return (
-        f"publish: push to {repository.remote}, then {draft}{kind} on {repository.kind} "
-        f"{repository.slug} onto {base}"
+    where = (
+        f"file in {repository.slug}"
+        if repository.kind is CodeHost.LOCAL
+        else f"on {repository.kind} {repository.slug}"
     )
+    return f"publish: push to {repository.remote}, then {draft}{kind} {where} onto {base}"
 
 
 def _follow_line(settings: Settings) -> str:

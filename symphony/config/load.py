@@ -218,7 +218,8 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
             if used:
                 warnings.append(f"{key} is used only with stages, so it is ignored")
 
-    repository = _closing(parse_repository(raw.get("repository"), environ), tracker)
+    repository = parse_repository(raw.get("repository"), environ, workflow.path.parent)
+    repository = _closing(repository, tracker)
     if repository is not None:
         _check_code_host(repository.kind.value)
     follow, merge = parse_follow(raw.get("follow")), parse_merge(raw.get("merge"))
@@ -403,7 +404,10 @@ def _closing(
     project's), so that a pull request can close its ticket."""
     if repository is None or tracker.kind != repository.kind.value:
         return repository
-    place = tracker.provider.get(_SAME_PLACE_KEYS[repository.kind])
+    key = _SAME_PLACE_KEYS.get(repository.kind)
+    if key is None:
+        return repository
+    place = tracker.provider.get(key)
     same = isinstance(place, str) and place.strip().lower() == repository.slug.lower()
     return dataclasses.replace(repository, closes_tickets=same)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from symphony.config.fields import (
@@ -23,7 +24,8 @@ from symphony.config.fields import (
     resolve_secret,
 )
 
-REPOSITORY_KEYS = ("kind", "slug", "api_url", "token", "remote")
+REPOSITORY_KEYS = ("kind", "slug", "api_url", "token", "remote", "path", "checks")
+CHECK_KEYS = ("name", "run", "timeout_ms", "required")
 PUBLISH_KEYS = ("draft", "title", "base", "labels")
 FOLLOW_KEYS = (
     "interval_ms",
@@ -43,6 +45,7 @@ FIX = "fix"
 """`follow.on_checks_failed` / `on_conflict`: a fix run in the ticket's workspace."""
 DEFAULT_MAX_CHECK_FIXES = 3
 DEFAULT_PENDING_TIMEOUT_MS = 3_600_000
+DEFAULT_CHECK_TIMEOUT_MS = 600_000
 
 E = TypeVar("E", bound=enum.StrEnum)
 
@@ -50,6 +53,9 @@ E = TypeVar("E", bound=enum.StrEnum)
 class CodeHost(enum.StrEnum):
     GITHUB = "github"
     GITLAB = "gitlab"
+    LOCAL = "local"
+    """A folder of pull request files beside a bare repository, with commands as its checks:
+    the whole loop without an account."""
 
 
 _DEFAULT_API = {
@@ -60,20 +66,35 @@ _DEFAULT_TOKEN = {CodeHost.GITHUB: "$GITHUB_TOKEN", CodeHost.GITLAB: "$GITLAB_TO
 
 
 @dataclass(frozen=True, slots=True)
+class CheckCommand:
+    """One check of the `local` code host: a shell command run in a clean clone of a pull
+    request's head commit; exit 0 passes."""
+
+    name: str
+    run: str
+    timeout_ms: int = DEFAULT_CHECK_TIMEOUT_MS
+    required: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class RepositorySettings:
     kind: CodeHost
     slug: str
-    """GitHub: `owner/name`; GitLab: the project path (`group/sub/project`) or numeric id."""
+    """GitHub: `owner/name`; GitLab: the project path (`group/sub/project`) or numeric id;
+    local: the folder of pull request files (absolute)."""
     api_url: str
     token: str = field(repr=False)
     token_env: str | None
     """The variable the token came from (removed from every child's environment), or None when
-    WORKFLOW.md holds it literally."""
+    WORKFLOW.md holds it literally or the host needs none (local)."""
     remote: str = "origin"
-    """The worktree's remote the daemon pushes to, or a URL."""
+    """The worktree's remote the daemon pushes to, or a URL; local: the bare repository's path
+    (absolute)."""
     closes_tickets: bool = False
     """The tracker is this same repository or project: a pull request body says `Closes <the
     ticket>`, and the host closes the ticket when it merges."""
+    checks: tuple[CheckCommand, ...] = ()
+    """local only: the commands standing in for CI."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,12 +163,22 @@ class MergeSettings:
     """Only tickets or pull requests carrying this label are merged."""
 
 
-def parse_repository(raw: object, environ: Mapping[str, str]) -> RepositorySettings | None:
-    """The `repository:` block, or None when the workflow has none."""
+def parse_repository(
+    raw: object, environ: Mapping[str, str], base_dir: Path
+) -> RepositorySettings | None:
+    """The `repository:` block, or None when the workflow has none. Relative paths (local)
+    are from `base_dir`, the WORKFLOW.md folder."""
     if raw is None:
         return None
     body = _map(raw, "repository")
     kind = _enum(body, "repository.kind", CodeHost, None)
+    if kind is CodeHost.LOCAL:
+        return _local_repository(body, base_dir)
+    if body.get("checks") is not None:
+        raise ConfigError(
+            INVALID_CONFIG,
+            f"repository.checks is for kind local only; {kind} runs its own checks (CI)",
+        )
     slug = optional_text(body, "repository.slug")
     if slug is None:
         example = "acme/widgets" if kind is CodeHost.GITHUB else "group/project"
@@ -174,6 +205,71 @@ def parse_repository(raw: object, environ: Mapping[str, str]) -> RepositorySetti
         token=token,
         token_env=token_env,
         remote=optional_text(body, "repository.remote") or "origin",
+    )
+
+
+def _local_repository(body: Mapping[str, Any], base_dir: Path) -> RepositorySettings:
+    """`kind: local`: `path` (the pull request files' folder, made when missing), `remote` (a
+    bare repository that exists), `checks` (commands run on each head commit)."""
+    for key in ("slug", "api_url", "token"):
+        if body.get(key) is not None:
+            raise ConfigError(INVALID_CONFIG, f"repository.{key} is not used by kind local")
+    path = optional_text(body, "repository.path")
+    if path is None:
+        raise ConfigError(
+            INVALID_CONFIG,
+            "repository.path is required for kind local: the folder its pull request files "
+            "are kept in (for example .symphony/pulls)",
+        )
+    remote = optional_text(body, "repository.remote")
+    if remote is None:
+        raise ConfigError(
+            INVALID_CONFIG,
+            "repository.remote is required for kind local: the bare repository branches are "
+            "pushed to and merged in",
+        )
+    remote_path = (base_dir / Path(remote).expanduser()).resolve()
+    if not ((remote_path / "HEAD").is_file() and (remote_path / "objects").is_dir()):
+        raise ConfigError(
+            INVALID_CONFIG,
+            f"repository.remote {remote_path} is not a bare git repository (make one with "
+            f"`git clone --bare <your repository> {remote_path}`)",
+        )
+    raw_checks = body.get("checks", [])
+    if not isinstance(raw_checks, list):
+        raise ConfigError(INVALID_CONFIG, "repository.checks must be a list of {name, run}")
+    checks = tuple(_check_command(item, i) for i, item in enumerate(raw_checks))
+    names = [check.name for check in checks]
+    if len(set(names)) != len(names):
+        raise ConfigError(INVALID_CONFIG, "repository.checks names must be unique")
+    return RepositorySettings(
+        kind=CodeHost.LOCAL,
+        slug=str((base_dir / Path(path).expanduser()).resolve()),
+        api_url="",
+        token="",
+        token_env=None,
+        remote=str(remote_path),
+        checks=checks,
+    )
+
+
+def _check_command(raw: object, index: int) -> CheckCommand:
+    where = f"repository.checks[{index}]"
+    body = _map(raw, where)
+    unknown = sorted(set(body) - set(CHECK_KEYS))
+    if unknown:
+        raise ConfigError(INVALID_CONFIG, f"{where} has unknown keys: {', '.join(unknown)}")
+    name, run = optional_text(body, f"{where}.name"), optional_text(body, f"{where}.run")
+    if name is None or run is None:
+        raise ConfigError(INVALID_CONFIG, f"{where} needs a name and a run command")
+    required = body.get("required", True)
+    if not isinstance(required, bool):
+        raise ConfigError(INVALID_CONFIG, f"{where}.required must be true or false")
+    return CheckCommand(
+        name=name,
+        run=run,
+        timeout_ms=integer(body, f"{where}.timeout_ms", DEFAULT_CHECK_TIMEOUT_MS, 1000),
+        required=required,
     )
 
 

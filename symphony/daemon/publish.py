@@ -42,8 +42,10 @@ log = structlog.get_logger("symphony.publish")
 PUSH_USERNAME = {
     CodeHostKind.GITHUB: "x-access-token",
     CodeHostKind.GITLAB: "oauth2",
+    CodeHostKind.LOCAL: "",
 }
-"""The user name each host expects beside a token over HTTPS (the token decides who it is)."""
+"""The user name each host expects beside a token over HTTPS (the token decides who it is);
+a local bare repository asks for none."""
 
 
 @dataclass(frozen=True, slots=True)

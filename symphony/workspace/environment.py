@@ -99,6 +99,7 @@ def _without_secrets(
     if repository is not None:
         if repository.token_env is not None:
             env.pop(repository.token_env, None)
-        for name in [name for name, value in env.items() if value == repository.token]:
+        token = repository.token  # empty for a host that needs none
+        for name in [name for name, value in env.items() if token and value == token]:
             del env[name]
     return env

@@ -62,7 +62,8 @@ async def push_branch(
     timeout_s: float = PUSH_TIMEOUT_S,
 ) -> Pushed:
     """Push the workspace's HEAD to `refs/heads/<branch>` of `remote` (a remote's name or a
-    URL). `env` is the environment of the daemon's git (without the token); raises PushError."""
+    URL). `env` is the environment of the daemon's git (without the token); `token` is empty
+    for a remote that needs none (a path). Raises PushError."""
     sha = (await git_output(workspace, env, "rev-parse", "--verify", "HEAD^{commit}") or "").strip()
     if not sha:
         raise PushError(PUSH_FAILED, f"{workspace} has no commit to push")
@@ -91,7 +92,8 @@ async def push_branch(
         category, message = PUSH_REJECTED, f"{remote} refused the push of {branch}: {said}"
     else:
         category, message = PUSH_FAILED, f"the push of {branch} to {remote} failed: {said}"
-    raise PushError(category, masker.mask(message).replace(token, REDACTED))
+    masked = masker.mask(message)
+    raise PushError(category, masked.replace(token, REDACTED) if token else masked)
 
 
 def _said(out: str, err: str) -> str:

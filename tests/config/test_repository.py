@@ -3,6 +3,7 @@ and `merge:` as WORKFLOW.md declares them, and the daemon's token kept to the da
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -114,13 +115,23 @@ merge:
     ("blocks", "message"),
     [
         ((), "stage implement publishes, but the workflow has no `repository:`"),
-        (("repository:\n  slug: acme/widgets\n",), "repository.kind is required (github | gitlab)"),
+        (
+            ("repository:\n  slug: acme/widgets\n",),
+            "repository.kind is required (github | gitlab | local)",
+        ),
         (("repository:\n  kind: bitbucket\n  slug: a/b\n",), "repository.kind must be one of"),
         (("repository:\n  kind: github\n  slug: widgets\n",), "must be owner/name"),
         ((REPOSITORY, "merge:\n  policy: always\n"), "merge.policy must be one of none"),
         ((REPOSITORY, "merge:\n  method: octopus\n"), "merge.method must be one of squash"),
         ((REPOSITORY, "follow:\n  checks: some\n"), "follow.checks must be one of required"),
         ((REPOSITORY, "follow:\n  max_check_fixes: -1\n"), "follow.max_check_fixes must be"),
+        ((REPOSITORY + "  checks: []\n",), "repository.checks is for kind local only"),
+        (("repository:\n  kind: local\n  remote: r.git\n",), "repository.path is required"),
+        (("repository:\n  kind: local\n  path: pulls\n",), "repository.remote is required"),
+        (
+            ("repository:\n  kind: local\n  path: pulls\n  remote: nowhere.git\n",),
+            "is not a bare git repository (make one with `git clone --bare",
+        ),
     ],
 )
 def test_a_broken_block_is_refused_with_the_setting_named(
@@ -128,6 +139,39 @@ def test_a_broken_block_is_refused_with_the_setting_named(
 ) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_settings(workflow(tmp_path, *blocks), {"GITHUB_TOKEN": TOKEN})
+
+
+def test_a_local_repository_resolves_its_paths_and_reads_its_checks(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "remote.git")], check=True)
+    local = """repository:
+  kind: local
+  path: .symphony/pulls
+  remote: remote.git
+  checks:
+    - {name: no-todo, run: "! git grep TODO"}
+    - {name: slow, run: make test, timeout_ms: 5000, required: false}
+"""
+    settings = load_settings(workflow(tmp_path, local), {"GITHUB_TOKEN": TOKEN})
+    repository = settings.repository
+    assert repository is not None and repository.kind is CodeHost.LOCAL
+    assert repository.slug == str(tmp_path / ".symphony" / "pulls")
+    assert repository.remote == str(tmp_path / "remote.git")
+    assert (repository.token, repository.token_env) == ("", None)
+    assert [(c.name, c.timeout_ms, c.required) for c in repository.checks] == [
+        ("no-todo", 600_000, True),
+        ("slow", 5000, False),
+    ]
+    # No token: no variable is taken from a child's environment for it (an empty one was).
+    env = child_environment({"PATH": "/bin", "HOME": "", "GITHUB_TOKEN": TOKEN}, settings, ())
+    assert env["HOME"] == "" and env["GITHUB_TOKEN"] == TOKEN and env["KEPT"] == "plain"
+
+    for broken, said in (
+        ("    - {name: a}\n", r"repository.checks\[2\] needs a name and a run command"),
+        ("    - {name: no-todo, run: x}\n", "repository.checks names must be unique"),
+        ("    - {name: b, run: x, when: push}\n", r"repository.checks\[2\] has unknown keys: when"),
+    ):
+        with pytest.raises(ConfigError, match=said):
+            load_settings(workflow(tmp_path, local + broken), {"GITHUB_TOKEN": TOKEN})
 
 
 def test_a_repository_without_its_token_says_which_variable_to_set(tmp_path: Path) -> None:
