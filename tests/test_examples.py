@@ -7,7 +7,6 @@ from __future__ import annotations
 import py_compile
 import re
 import shlex
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from symphony.config.prompt import StageContext, check_prompts, render_prompt
 from symphony.config.sections import HooksSettings
 from symphony.tracker.contract import TrackerContext, create_tracker
 from symphony_adapters.local.board import LocalBoard
+from tests.quickstart import prepare_quickstart
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -60,12 +60,7 @@ async def test_example_workflow_passes_the_checks_symphony_check_makes(
 
 
 async def test_the_quickstart_workflow_passes_the_checks_on_its_board(tmp_path: Path) -> None:
-    # scripts/quickstart copies the board to .symphony/board; do the same here.
-    (tmp_path / ".symphony").mkdir()
-    shutil.copytree(EXAMPLES / "quickstart" / "board", tmp_path / ".symphony" / "board")
-    shutil.copytree(EXAMPLES / "quickstart" / "prompts", tmp_path / "examples/quickstart/prompts")
-    workflow = tmp_path / "WORKFLOW.md"
-    shutil.copy(ROOT / "WORKFLOW.md", workflow)
+    workflow = prepare_quickstart(tmp_path)
     settings = load_settings(workflow, {})
     assert settings.warnings == () and settings.machine is not None
     check_prompts(settings)

@@ -25,6 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.quickstart import prepare_quickstart
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,27 +59,11 @@ def _artifacts() -> Path:
     return folder
 
 
-def _quickstart(root: Path) -> Path:
-    """The layout `scripts/quickstart` prepares, in `root`: workflow, demo agent, board, repo."""
-    shutil.copy(REPO / "WORKFLOW.md", root / "WORKFLOW.md")
-    (root / "examples").mkdir()
-    shutil.copytree(REPO / "examples" / "quickstart", root / "examples" / "quickstart")
-    state = root / ".symphony"
-    shutil.copytree(root / "examples" / "quickstart" / "board", state / "board")
-    repo = state / "sample-repo"
-    shutil.copytree(root / "examples" / "quickstart" / "sample-repo", repo)
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@localhost"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "sample"], check=True)
-    return root / "WORKFLOW.md"
-
-
 @contextlib.contextmanager
 def _daemon(root: Path, delay_ms: str, **settings: str) -> Iterator[str]:
     """The CLI daemon on the quickstart board with `--port 0`, and the quickstart's `settings`
     (`key: value` lines of its WORKFLOW.md) changed; yields its URL."""
-    workflow = _quickstart(root)
+    workflow = prepare_quickstart(root)
     text = workflow.read_text()
     for key, value in settings.items():
         text, found = re.subn(rf"(?m)^(\s*{key}:) \S+", rf"\g<1> {value}", text)

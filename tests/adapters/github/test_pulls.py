@@ -98,7 +98,7 @@ def test_the_github_adapter_declares_its_code_host() -> None:
     adapter = code_host_adapter("github")
     assert adapter.kind == "github" and isinstance(adapter.create(REPOSITORY), GitHubPulls)
     with pytest.raises(CodeHostError):
-        code_host_adapter("local")
+        code_host_adapter("linear")  # a tracker kind that hosts no code
 
 
 # Against GitHub's published description (tracker-schemas/github/rest-pulls-subset)

@@ -1,0 +1,139 @@
+"""The quickstart's loop after the hand-off, as a newcomer runs it: the real CLI daemon on the
+quickstart layout (`scripts/prepare-quickstart`), its demonstration agents, and the local code
+host. DEMO-6's pull request goes red on the `no-todo` check, the check's output comes back to the
+agent in a fix run, the new head goes green; a person approves in the pull request's file, and
+the daemon merges it into the bare repository's main and moves the ticket to Done."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.quickstart import prepare_quickstart
+
+pytestmark = pytest.mark.slow
+
+WAIT_S = 120.0
+
+
+def wait_for(what: str, ready: Callable[[], bool], log: Path) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not ready():
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"timed out waiting for {what}; the daemon said:\n{log.read_text()[-4000:]}"
+            )
+        time.sleep(0.2)
+
+
+def front(path: Path) -> dict[str, object]:
+    try:
+        text = path.read_text()
+        loaded = yaml.safe_load(text.split("---\n", 2)[1])
+    except (OSError, IndexError, yaml.YAMLError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+@pytest.fixture
+def quickstart(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """The daemon running on a fresh quickstart in `tmp_path`; yields (root, its log)."""
+    root = tmp_path / "project"
+    root.mkdir()
+    workflow = prepare_quickstart(root)
+    home = tmp_path / "home"
+    home.mkdir()
+    log = tmp_path / "daemon.log"
+    # Hermetic: a home of its own, so nothing of the person's is read or changed.
+    env = dict(os.environ, HOME=str(home), DEMO_AGENT_DELAY_MS="0")
+    with log.open("w") as stream:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "symphony", str(workflow), "--no-tui"],
+            cwd=root, env=env, stdout=stream, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        yield root, log
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            proc.kill()
+
+
+def git(remote: Path, *args: str) -> str:
+    run = subprocess.run(
+        ["git", "--git-dir", str(remote), *args], capture_output=True, text=True, check=False
+    )
+    return run.stdout if run.returncode == 0 else ""
+
+
+def test_a_red_check_comes_back_to_the_agent_and_an_approval_merges_to_done(
+    quickstart: tuple[Path, Path],
+) -> None:
+    root, log = quickstart
+    state = root / ".symphony"
+    remote, ticket, pulls = (
+        state / "sample-repo.git",
+        state / "board" / "DEMO-6.md",
+        state / "pulls",
+    )
+
+    def pull_file() -> Path | None:
+        for path in sorted(pulls.glob("*.md")) if pulls.is_dir() else []:
+            if front(path).get("branch") == "symphony/DEMO-6":
+                return path
+        return None
+
+    def green_in_review() -> bool:
+        path = pull_file()
+        if path is None or front(ticket).get("state") != "Human Review":
+            return False
+        checks = front(path).get("checks")
+        head = git(remote, "rev-parse", "refs/heads/symphony/DEMO-6").strip()
+        return (
+            isinstance(checks, dict)
+            and checks.get("head") == head
+            and [r.get("state") for r in checks.get("results", [])] == ["passed", "passed"]
+        )
+
+    wait_for("DEMO-6's pull request to go green in Human Review", green_in_review, log)
+    path = pull_file()
+    assert path is not None
+    assert front(ticket).get("pull_request") == path.as_uri()
+
+    # Its first head left a TODO; the fix run's prompt (the agent notes what it was given) named
+    # the failed check with its output, and its commit took the TODO out.
+    commits = git(remote, "rev-list", "--reverse", "refs/heads/main..refs/heads/symphony/DEMO-6")
+    first, *_, head = commits.split()
+    assert "# TODO DEMO-6" in git(remote, "show", f"{first}:test_calc.py")
+    assert "TODO" not in git(remote, "show", f"{head}:test_calc.py")
+    notes = git(remote, "show", f"{head}:NOTES/DEMO-6.md")
+    assert "Checks failed on pull request" in notes and "no-todo" in notes
+    assert re.search(r"test_calc\.py:\d+:# TODO DEMO-6", notes), notes[-2000:]
+    assert "The pull request's checks failed" in ticket.read_text()
+
+    # A person approves in the pull request's file; the daemon merges and the ticket is done.
+    text = path.read_text()
+    path.write_text(text.replace("review: none", "review: approved", 1))
+    wait_for("DEMO-6 to be merged and Done", lambda: front(ticket).get("state") == "Done", log)
+    merged = front(path)
+    assert merged.get("state") == "merged"
+    assert git(remote, "rev-parse", "refs/heads/main").strip() == merged.get("merged_sha")
+    subject = git(remote, "log", "-1", "--format=%s", "main").strip()
+    assert subject == f"DEMO-6: Test multiply with negative numbers (#{path.stem})"
+    assert git(remote, "rev-parse", "main^{tree}") == git(remote, "rev-parse", f"{head}^{{tree}}")
+    wait_for(
+        "DEMO-6's worktree to be removed",
+        lambda: not (state / "workspaces" / "DEMO-6").exists(),
+        log,
+    )
