@@ -243,6 +243,11 @@ class GitHubPulls:
                 CODE_HOST_RESPONSE, f"GitHub added no reply to thread {thread_id} of #{number}"
             )
 
+    async def approvals_required(self, base: str) -> int | None:
+        with _as_code_host_error():
+            count, _ = await self._approvals_required(base)
+        return count
+
     async def aclose(self) -> None:
         await self.http.aclose()
 

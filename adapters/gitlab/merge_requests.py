@@ -384,6 +384,9 @@ class GitLabMergeRequests:
                 "POST", path, json_body={"body": body[:MAX_NOTE_CHARS]}, ok=(201,)
             )
 
+    async def approvals_required(self, base: str) -> int | None:
+        return None  # GitLab's approval rules are read per merge request (its approvals)
+
     async def aclose(self) -> None:
         await self.http.aclose()
 

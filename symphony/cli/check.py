@@ -3,7 +3,8 @@
 It prints the effective settings and every warning, the stage machine (stage mode) with each
 state the daemon moves tickets to checked against the tracker where the tracker can list its
 states, and one verdict per active ticket from the plan the scheduler itself follows, rendering
-each ticket's prompt on the way. It reads the tracker and writes nothing. Exit status 1 means a
+each ticket's prompt on the way. It reads the tracker (and, with a merge policy, the base
+branches' rules from the code host) and writes nothing. Exit status 1 means a
 dispatch or a transition would fail as things stand.
 """
 
@@ -13,18 +14,21 @@ import dataclasses
 import os
 import shutil
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from symphony.base.errors import SymphonyError
 from symphony.base.issue import Issue, normalize_state
 from symphony.base.secrets import SecretMasker
 from symphony.cli.preflight import agent_command_problem
+from symphony.codehost.contract import CodeHost as CodeHostClient
+from symphony.codehost.contract import CodeHostError
 from symphony.config.prompt import StageContext, render_prompt
-from symphony.config.repository import CodeHost, MergePolicy, PublishSettings
+from symphony.config.repository import CodeHost, MergePolicy, PublishSettings, RepositorySettings
 from symphony.config.sections import Settings
 from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
+from symphony.daemon.follow import create_code_host
 from symphony.memory import memory_of
 from symphony.store import Store, StoreError
 from symphony.tracker.contract import Tracker, resolve_states
@@ -64,9 +68,14 @@ def used_agent_kinds(settings: Settings) -> list[str]:
     return list(dict.fromkeys(kinds))
 
 
-async def report(settings: Settings, tracker: Tracker) -> int:
+async def report(
+    settings: Settings,
+    tracker: Tracker,
+    code_hosts: Callable[[RepositorySettings], CodeHostClient] = create_code_host,
+) -> int:
     """Print the report; returns the exit status (0, or 1 when something would fail)."""
     try:
+        merge_notes = await _merge_rules(settings, code_hosts)
         resolved = await resolve_states(settings.tracker, tracker)
         candidates = await tracker.fetch_issues_by_states(resolved.active_states)
         known = await tracker.tracker_states() if settings.machine is not None else None
@@ -125,6 +134,8 @@ async def report(settings: Settings, tracker: Tracker) -> int:
     print(f"agent         {kind}: {settings.session_settings(kind).command}")
     for warning in preflight_warnings(settings):
         print(f"warning: {warning}")
+    for note in merge_notes:
+        print(note)
     errors = _machine(settings, known)
     state = _daemon_claims(settings)
     if settings.agent.max_in_review is not None and settings.machine is not None:
@@ -178,6 +189,43 @@ def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
         "change the stages"
         for state in missing
     ]
+
+
+async def _merge_rules(
+    settings: Settings, code_hosts: Callable[[RepositorySettings], CodeHostClient]
+) -> list[str]:
+    """With a merge policy: what each base branch's rules require, read from the code host. A
+    base that requires no approval is a warning: the policy merges there on green checks."""
+    repository, machine = settings.repository, settings.machine
+    if repository is None or machine is None or settings.merge.policy is MergePolicy.NONE:
+        return []
+    wanted = {s.publish.base for s in machine.stages if s.publish is not None}
+    if not wanted:
+        return []
+    host = code_hosts(repository)
+    notes: list[str] = []
+    try:
+        bases = sorted({base or await host.default_branch() for base in wanted})
+        for base in bases:
+            required = await host.approvals_required(base)
+            if required == 0:
+                notes.append(
+                    f"warning: merge.policy {settings.merge.policy} merges into {base}, whose "
+                    "rules require no approval: a pull request is merged once its checks pass, "
+                    f"unreviewed (require a review on {base}, or set merge.require_label)"
+                )
+            elif required is None:
+                notes.append(
+                    f"merge rules  {base}: read from each pull request (where they require no "
+                    "approval, the policy merges on green checks alone)"
+                )
+            else:
+                notes.append(f"merge rules  {base}: {required} approval(s) required")
+    except CodeHostError as exc:
+        notes.append(f"warning: the rules of the base branch could not be read: {exc.message}")
+    finally:
+        await host.aclose()
+    return notes
 
 
 def _publish_line(settings: Settings, publish: PublishSettings) -> str:

@@ -115,6 +115,11 @@ class CodeHost(Protocol):
 
     async def reply_to_thread(self, number: int, thread_id: str, body: str) -> None: ...
 
+    async def approvals_required(self, base: str) -> int | None:
+        """How many approvals the rules of branch `base` require before a merge; None: not
+        known before a pull request exists (each one's status then says), or not readable."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

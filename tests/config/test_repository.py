@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from symphony.cli.check import report
+from symphony.codehost.contract import CODE_HOST_REQUEST, CodeHostError
 from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
 from symphony.config.prompt import (
@@ -27,6 +28,7 @@ from symphony.config.repository import (
 )
 from symphony.workspace.environment import child_environment, remote_environment
 from tests.factories import make_issue
+from tests.fakes.code_host import MemoryCodeHost
 from tests.fakes.tracker import MemoryTracker
 
 TOKEN = "ghp_daemon_only_0123456789"
@@ -253,3 +255,39 @@ async def test_check_shows_publish_and_follow_and_refuses_a_state_the_tracker_la
     assert "merge: never (a person merges)" in out
     assert "error: the tracker has no state 'Changes Requested'" in out
     assert TOKEN not in out
+
+
+@pytest.mark.parametrize(
+    ("approvals", "said"),
+    [
+        (
+            0,
+            "warning: merge.policy when_green_and_approved merges into main, whose rules require "
+            "no approval",
+        ),
+        (2, "merge rules  main: 2 approval(s) required"),
+        (None, "merge rules  main: read from each pull request"),
+    ],
+)
+async def test_check_reads_what_the_base_requires_before_a_merge_policy_merges_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], approvals: int | None, said: str
+) -> None:
+    follow = "follow:\n  on_merged: Done\nmerge:\n  policy: when_green_and_approved\n"
+    settings = load_settings(workflow(tmp_path, REPOSITORY, follow), {"GITHUB_TOKEN": TOKEN})
+    host = MemoryCodeHost(base_approvals=approvals)
+    assert await report(settings, KnownStates(), host) == 0
+    assert said in capsys.readouterr().out
+
+
+async def test_check_says_when_the_base_rules_cannot_be_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class Unreachable(MemoryCodeHost):
+        async def approvals_required(self, base: str) -> int | None:
+            raise CodeHostError(CODE_HOST_REQUEST, "GitHub could not be reached")
+
+    follow = "merge:\n  policy: when_green_and_approved\n"
+    settings = load_settings(workflow(tmp_path, REPOSITORY, follow), {"GITHUB_TOKEN": TOKEN})
+    assert await report(settings, KnownStates(), Unreachable()) == 0
+    out = capsys.readouterr().out
+    assert "warning: the rules of the base branch could not be read: GitHub could not" in out

@@ -33,6 +33,8 @@ class MemoryCodeHost:
     reads: int = 0
     remote: Path | None = None
     """A bare repository the daemon pushes to: a pull request's head is its branch there."""
+    base_approvals: int | None = None
+    """What the base branch's rules require (`approvals_required`)."""
 
     def __call__(self, repository: RepositorySettings) -> MemoryCodeHost:
         return self  # the orchestrator's code host factory
@@ -95,6 +97,9 @@ class MemoryCodeHost:
 
     async def reply_to_thread(self, number: int, thread_id: str, body: str) -> None:
         self.replies.append((number, thread_id, body))
+
+    async def approvals_required(self, base: str) -> int | None:
+        return self.base_approvals
 
     async def aclose(self) -> None:
         pass

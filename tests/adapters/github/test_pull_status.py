@@ -207,6 +207,14 @@ async def test_the_bases_required_approvals_are_read_once_and_unknown_when_unrea
     await github.aclose()
 
 
+async def test_the_rules_of_a_base_are_read_for_check_before_any_pull_request() -> None:
+    fake, github = following()
+    fake.protect("release", 0)
+    assert await github.approvals_required("release") == 0
+    assert await github.approvals_required("main") is None  # unprotected, or not ours to read
+    await github.aclose()
+
+
 async def test_a_conflict_and_a_merge_by_a_person_are_seen() -> None:
     fake, github = following()
     fake.set_mergeable(101, False)
