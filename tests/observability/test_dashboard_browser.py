@@ -60,10 +60,15 @@ def _artifacts() -> Path:
 
 
 @contextlib.contextmanager
-def _daemon(root: Path, delay_ms: str, **settings: str) -> Iterator[str]:
-    """The CLI daemon on the quickstart board with `--port 0`, and the quickstart's `settings`
-    (`key: value` lines of its WORKFLOW.md) changed; yields its URL."""
+def _daemon(
+    root: Path, delay_ms: str, without: tuple[str, ...] = (), **settings: str
+) -> Iterator[str]:
+    """The CLI daemon on the quickstart board with `--port 0`, the tickets `without` taken off
+    the board, and the quickstart's `settings` (`key: value` lines of its WORKFLOW.md) changed;
+    yields its URL."""
     workflow = prepare_quickstart(root)
+    for identifier in without:
+        (root / ".symphony" / "board" / f"{identifier}.md").unlink()
     text = workflow.read_text()
     for key, value in settings.items():
         text, found = re.subn(rf"(?m)^(\s*{key}:) \S+", rf"\g<1> {value}", text)
@@ -209,8 +214,9 @@ def test_dashboard_shows_outcomes_evidence_and_a_full_review_queue(tmp_path: Pat
 
     artifacts = _artifacts()
     # A fast agent: the plans reach Plan Review and DEMO-4, after a fix turn, Human Review.
+    # DEMO-6 is taken off: whether it starts before the queue fills would be a race.
     with (
-        _daemon(tmp_path, "0", max_in_review="2") as url,
+        _daemon(tmp_path, "0", without=("DEMO-6",), max_in_review="2") as url,
         _page("dashboard-outcomes", 1000) as page,
     ):
         page.goto(url)
@@ -223,7 +229,10 @@ def test_dashboard_shows_outcomes_evidence_and_a_full_review_queue(tmp_path: Pat
         expect(page.locator('#gates tr[data-gate="committed"]')).to_contain_text("50%")
         expect(page.locator('#gates tr[data-gate="tests"]')).to_contain_text("100%")
         # The hand-off's evidence in the ticket's panel: what the daemon ran.
-        page.locator('#board tr[data-issue="DEMO-4"]').click()
+        # The title: its status cell holds the pull request's link, which opens the file.
+        row = page.locator('#board tr[data-issue="DEMO-4"]')
+        expect(row.locator("a.pull")).to_contain_text("#1 open")
+        row.locator("td.title").click()
         evidence = page.locator("#evidence")
         expect(evidence).to_contain_text("Evidence (hand-off 1 to Human Review)")
         expect(evidence).to_contain_text("passed after 1 fix turn(s)")
