@@ -80,7 +80,9 @@ async def _publish(
             "pull request opened" if published.opened else "pull request updated",
             number=pull.number, url=pull.url, head=pull.head_sha,
         )  # fmt: skip
-        await tracker.link_pull_request(pending.issue, pull.url, f"#{pull.number} {pull.title}")
+        # A body that closes the ticket (the tracker is this repository) links it already.
+        if not publisher.repository.closes_tickets:
+            await tracker.link_pull_request(pending.issue, pull.url, f"#{pull.number} {pull.title}")
     return published
 
 
