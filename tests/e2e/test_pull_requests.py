@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from symphony.workspace.local import workspace_key
 from tests.adapters.daemon import DEMO_AGENT
 from tests.adapters.github.fake_github import FakeGitHub, serve
 from tests.adapters.gitlab.fake_gitlab import FakeGitLab
@@ -62,10 +63,16 @@ def remote_repository(root: Path) -> Path:
 
 
 def write_workflow(
-    board: StageBoard, remote: Path, api_url: str, kind: str = "github", slug: str = "acme/widgets"
+    board: StageBoard,
+    remote: Path,
+    api_url: str,
+    kind: str = "github",
+    slug: str = "acme/widgets",
+    tracker: dict[str, Any] | None = None,
 ) -> None:
     config: dict[str, Any] = {
-        "tracker": {
+        "tracker": tracker
+        or {
             "kind": "local",
             "provider": {"path": "board"},
             "terminal_states": ["Done", "Cancelled"],
@@ -109,8 +116,8 @@ def write_workflow(
     board.workflow.write_text(f"---\n{yaml.safe_dump(config, sort_keys=False)}---\n")
 
 
-def head(remote: Path) -> str:
-    return git("-C", str(remote), "rev-parse", f"refs/heads/{BRANCH}").strip()
+def head(remote: Path, branch: str = BRANCH) -> str:
+    return git("-C", str(remote), "rev-parse", f"refs/heads/{branch}").strip()
 
 
 async def until(run: StageRun, reached: Callable[[], bool]) -> None:
@@ -187,6 +194,53 @@ async def test_a_ticket_goes_from_plan_to_merged_through_a_red_check_and_a_revie
         assert len(pulls.pulls) == 1
         fixes = run.events("DEMO-1", "dispatched")
         assert len(fixes) == 4  # plan, implement, the check fix, the rework
+    finally:
+        await run.stop()
+
+
+async def test_when_the_tracker_is_the_same_repository_the_pull_request_closes_the_issue(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    remote = remote_repository(tmp_path)
+    board = StageBoard(tmp_path)  # only for its WORKFLOW.md: the tickets are GitHub issues
+    github.add(7, "Let `calc.py` subtract (the agent leaves a TODO)", labels=["status:todo"])
+    tracker = {
+        "kind": "github",
+        "provider": {"repository": "acme/widgets", "api_url": github.base, "token": "$CODE_TOKEN"},
+        "terminal_states": ["Done", "Cancelled"],
+    }
+    write_workflow(board, remote, github.base, tracker=tracker)
+    run = StageRun(board.workflow, {"CODE_TOKEN": TOKEN}, timeout=60, poll_s=0.1)
+    pulls, state, ticket = github.pulls, run.orchestrator.state, "acme/widgets#7"
+    labels = github.labels_of
+    try:
+        await run.settle(ticket, lambda: "status:plan-review" in labels(7))
+        github.edit(7, labels=["status:ready"])  # a person approves the plan
+        await run.settle(ticket, lambda: "status:human-review" in labels(7))
+
+        (pull,) = pulls.pulls
+        branch = pull["head"]["ref"]
+        number, first = pull["number"], head(remote, branch)
+        assert pull["body"].rstrip().endswith("Closes acme/widgets#7")
+        # The closing reference is the link: no link comment on the issue, the evidence names it.
+        comments = github.comments_of(7)
+        assert not any("Linked pull request" in body for body in comments)
+        assert any(f"Pull request #{number}, opened by the daemon" in body for body in comments)
+
+        pulls.push(number, first)
+        pulls.add_check(number, "lint", "failure", required=True, summary="calc.py:3: TODO")
+        await until(run, lambda: head(remote, branch) != first and ticket not in state.claimed)
+        assert "status:human-review" in labels(7)
+        fixed = head(remote, branch)
+        pulls.push(number, fixed)
+        pulls.add_check(number, "lint", "success", required=True)
+        pulls.add_review(number, "alice", "APPROVED")
+        await until(run, lambda: github.issues[7].state == "closed")
+        merges = [e for e in github.requests if e.method == "PUT" and e.path.endswith("/merge")]
+        assert [e.body["sha"] for e in merges if e.status == 200] == [fixed]
+        workspace = tmp_path / "workspaces" / workspace_key(ticket)
+        await until(run, lambda: not workspace.exists())
+        assert len(pulls.pulls) == 1
     finally:
         await run.stop()
 
