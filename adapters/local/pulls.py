@@ -77,6 +77,8 @@ _IDENTITY = {
     "GIT_COMMITTER_EMAIL": "symphony@localhost",
 }
 REPLY_AUTHOR = "symphony"
+APPROVALS_REQUIRED = 1
+"""A person approves every pull request in its file, whatever the base."""
 
 _PERSON_KEYS = """\
 review: none         # a reviewer sets approved, or changes_requested with a review_comment
@@ -144,13 +146,13 @@ class LocalPulls:
     async def read_status(self, number: int) -> PullStatus:
         front = await self._settled(number, self._front(number))
         pull = await self._pull(number, front)
-        if pull.head_sha is None:
-            raise CodeHostError(
-                CODE_HOST_RESPONSE,
-                f"pull request #{number}'s branch {pull.branch} is not in {self.remote}",
-            )
         mergeable = None
         if pull.state is PullState.OPEN:
+            if pull.head_sha is None:
+                raise CodeHostError(
+                    CODE_HOST_RESPONSE,
+                    f"pull request #{number}'s branch {pull.branch} is not in {self.remote}",
+                )
             mergeable = await self._merges_cleanly(pull.base, pull.head_sha)
         review = str(front.get("review") or "none").strip().lower()
         reviewer = _text(front.get("reviewer")) or "reviewer"
@@ -163,11 +165,11 @@ class LocalPulls:
             pull=pull,
             mergeable=mergeable,
             review_decision=decision,
-            checks=self._checks(number, pull.head_sha, front),
+            checks=self._checks(number, pull.head_sha, front) if pull.head_sha else (),
             threads=_threads(front.get("threads")),
             reviews=reviews,
             labels=_labels(front.get("labels")),
-            approvals_required=1,
+            approvals_required=APPROVALS_REQUIRED,
         )
 
     async def merge(self, number: int, head_sha: str, method: MergeMethod) -> Merged:
@@ -214,7 +216,7 @@ class LocalPulls:
         self._rewrite(number, edit)
 
     async def approvals_required(self, base: str) -> int | None:
-        return 1  # a person approves every pull request in its file
+        return APPROVALS_REQUIRED
 
     async def aclose(self) -> None:
         running = [task for task in self._runs.values() if not task.done()]

@@ -246,6 +246,10 @@ async def test_a_merge_lands_in_the_bare_repository_once(
     # Asked again (an answer lost in a crash): the same merge, nothing new on main.
     assert await pulls.merge(1, head, method) == merged
     assert repo.rev("main") == merged.sha
+    # The branch is a person's to delete once merged: the pull request still reads.
+    git(repo.remote, "branch", "-D", BRANCH)
+    gone = await pulls.read_status(1)
+    assert gone.pull.state is PullState.MERGED and gone.pull.head_sha is None
 
 
 async def test_a_merge_refuses_a_moved_head_and_a_conflict(repo: Repo, tmp_path: Path) -> None:
