@@ -35,6 +35,8 @@ MAX_LINE_BYTES = 10 * 1024 * 1024
 """Longest protocol line accepted (spec §10.1); longer lines are skipped, not fatal."""
 
 _READ_CHUNK = 256 * 1024
+EXIT_GRACE_S = 5.0
+"""How long an agent whose stdout closed is given to exit and finish its stderr."""
 _SMALL_READ = 4096
 _BATCH_PAUSE_S = 0.01
 
@@ -188,11 +190,13 @@ class AgentProcess:
             self.logger.warning("agent_stdout_read_failed", error=repr(exc))
         returncode = proc.returncode
         if returncode is None:
-            # Give stderr and the exit status a moment, so an error can say why it ended.
+            # Give stderr and the exit status a moment, so an error can say why it ended (a
+            # shell that closed its stdout is exiting; on a loaded machine that can take over a
+            # second, and without its status a missing command reads as a mere exit).
             if self._stderr_reader is not None:
-                await asyncio.wait({self._stderr_reader}, timeout=1.0)
+                await asyncio.wait({self._stderr_reader}, timeout=EXIT_GRACE_S)
             with contextlib.suppress(TimeoutError):
-                returncode = await asyncio.wait_for(proc.wait(), 1.0)
+                returncode = await asyncio.wait_for(proc.wait(), EXIT_GRACE_S)
         await on_closed(returncode)
 
     def exit_failure(self, returncode: int | None) -> AgentError:
