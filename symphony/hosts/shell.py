@@ -81,6 +81,11 @@ async def run_script(
             return ScriptResult(
                 "failed", None, f"could not start: {exc}", time.monotonic() - started, b"", 0
             )
+        except BaseException:
+            # Cancelled while asyncio was still setting the child up: asyncio kills the child,
+            # but not what the script started meanwhile, which carries its mark.
+            process.kill_marked(mark)
+            raise
         process.track(proc.pid)
         try:
             async with asyncio.timeout(timeout_ms / 1000):  # never swallows a cancellation
