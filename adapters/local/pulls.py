@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -65,7 +66,14 @@ from symphony.config.repository import CheckCommand, MergeMethod, RepositorySett
 
 from .atomic import OutsideFolder, WriteConflict, create_file, rewrite_file
 from .edit import render_scalar, set_fields
-from .ticket import Document, FrontMatterError, decode, load_front_matter, split_document
+from .ticket import (
+    Document,
+    FrontMatterError,
+    decode,
+    front_text,
+    load_front_matter,
+    split_document,
+)
 
 _NAME = re.compile(r"^([1-9][0-9]{0,8})\.md$")
 _SHA = re.compile(r"^[0-9a-f]{40,64}$")
@@ -155,12 +163,12 @@ class LocalPulls:
                 )
             mergeable = await self._merges_cleanly(pull.base, pull.head_sha)
         review = str(front.get("review") or "none").strip().lower()
-        reviewer = _text(front.get("reviewer")) or "reviewer"
+        reviewer = front_text(front.get("reviewer")) or "reviewer"
         reviews: tuple[Review, ...] = ()
         decision = ReviewDecision.REVIEW_REQUIRED
         if review in ("approved", "changes_requested"):
             decision = ReviewDecision(review)
-            reviews = (Review(reviewer, review, _text(front.get("review_comment")) or ""),)
+            reviews = (Review(reviewer, review, front_text(front.get("review_comment")) or ""),)
         return PullStatus(
             pull=pull,
             mergeable=mergeable,
@@ -176,7 +184,7 @@ class LocalPulls:
         front = await self._settled(number, self._front(number))
         pull = await self._pull(number, front)
         if pull.state is PullState.MERGED:
-            return Merged(_text(front.get("merged_sha")))
+            return Merged(front_text(front.get("merged_sha")))
         if pull.state is not PullState.OPEN:
             raise CodeHostError(CODE_HOST_REJECTED, f"pull request #{number} is {pull.state}")
         if pull.head_sha != head_sha:
@@ -228,7 +236,7 @@ class LocalPulls:
         self._runs.clear()
 
     async def checks_settled(self) -> None:
-        """Wait for every check run started so far (for tests and a clean shutdown)."""
+        """Wait for every check run started so far to end (`aclose` cancels them instead)."""
         for task in list(self._runs.values()):
             with contextlib.suppress(Exception):
                 await task
@@ -271,14 +279,9 @@ class LocalPulls:
     def _edit(self, number: int, updates: Mapping[str, Any], *, body: str | None = None) -> None:
         def edit(raw: bytes) -> tuple[bytes, None]:
             document, front = _parsed(raw, self._path(number))
-            text = set_fields(document, front, updates)
             if body is not None:
-                edited = split_document(text)
-                text = Document(
-                    edited.bom, edited.opening, edited.front_lines, edited.closing,
-                    _body(body, edited.newline),
-                ).text()  # fmt: skip
-            return text.encode(), None
+                document = dataclasses.replace(document, body=_body(body, document.newline))
+            return set_fields(document, front, updates).encode(), None
 
         self._rewrite(number, edit)
 
@@ -292,35 +295,37 @@ class LocalPulls:
             raise CodeHostError(CODE_HOST_REQUEST, f"cannot write {path}: {exc}") from None
 
     async def _pull(self, number: int, front: Mapping[str, Any]) -> PullRequest:
-        branch, base = _text(front.get("branch")), _text(front.get("base"))
+        branch, base = front_text(front.get("branch")), front_text(front.get("base"))
         if branch is None or base is None:
             raise CodeHostError(CODE_HOST_RESPONSE, f"{self._path(number)} names no branch or base")
-        state_text = str(front.get("state") or "open").strip().lower()
-        try:
-            state = PullState(state_text)
-        except ValueError:
-            raise CodeHostError(
-                CODE_HOST_RESPONSE,
-                f"{self._path(number)}: state must be open, merged or closed, not {state_text!r}",
-            ) from None
         return PullRequest(
             number=number,
             url=self._path(number).as_uri(),
             branch=branch,
             base=base,
-            state=state,
-            title=_text(front.get("title")) or "",
+            state=self._state(number, front),
+            title=front_text(front.get("title")) or "",
             draft=front.get("draft") is True,
             head_sha=await self._rev(branch),
         )
 
+    def _state(self, number: int, front: Mapping[str, Any]) -> PullState:
+        said = str(front.get("state") or "open").strip().lower()
+        try:
+            return PullState(said)
+        except ValueError:
+            raise CodeHostError(
+                CODE_HOST_RESPONSE,
+                f"{self._path(number)}: state must be open, merged or closed, not {said!r}",
+            ) from None
+
     async def _settled(self, number: int, front: dict[str, Any]) -> dict[str, Any]:
         """Finish a merge a crash interrupted: the commit it was landing is on the base (the
         pull request is merged), or it is not (the merge never happened)."""
-        landing = _text(front.get("merging"))
-        if landing is None or str(front.get("state") or "open") != PullState.OPEN.value:
+        landing = front_text(front.get("merging"))
+        if landing is None or self._state(number, front) is not PullState.OPEN:
             return front
-        base = _text(front.get("base")) or ""
+        base = front_text(front.get("base")) or ""
         landed = await self._git("merge-base", "--is-ancestor", landing, f"refs/heads/{base}")
         if landed.returncode == 0:
             updates = {"state": PullState.MERGED.value, "merged_sha": landing, "merging": None}
@@ -505,7 +510,7 @@ def _check(command: CheckCommand, result: Mapping[str, Any]) -> Check:
     """A recorded result; anything but `passed` fails (a person's edit cannot pass a check)."""
     if result.get("state") == "passed":
         return Check(command.name, CheckState.PASSED, required=command.required)
-    output = _text(result.get("output")) or "(no output)"
+    output = front_text(result.get("output")) or "(no output)"
     return Check(command.name, CheckState.FAILED, required=command.required, output=output)
 
 
@@ -552,17 +557,17 @@ def _threads(raw: object) -> tuple[ReviewThread, ...]:
         said = []
         for comment in comments if isinstance(comments, list) else [comments]:
             if isinstance(comment, Mapping):
-                body = _text(comment.get("body"))
-                author = _text(comment.get("author")) or "reviewer"
+                body = front_text(comment.get("body"))
+                author = front_text(comment.get("author")) or "reviewer"
             else:
-                body, author = _text(comment), "reviewer"
+                body, author = front_text(comment), "reviewer"
             if body is not None:
                 said.append(ReviewComment(author, body))
         line = item.get("line")
         threads.append(
             ReviewThread(
                 id=_thread_id(item, index),
-                path=_text(item.get("path")),
+                path=front_text(item.get("path")),
                 line=line if isinstance(line, int) and not isinstance(line, bool) else None,
                 diff_hunk=None,
                 comments=tuple(said),
@@ -572,7 +577,7 @@ def _threads(raw: object) -> tuple[ReviewThread, ...]:
 
 
 def _thread_id(thread: Mapping[str, Any], index: int) -> str:
-    return _text(thread.get("id")) or str(index + 1)
+    return front_text(thread.get("id")) or str(index + 1)
 
 
 def _labels(raw: object) -> tuple[str, ...]:
@@ -580,11 +585,4 @@ def _labels(raw: object) -> tuple[str, ...]:
         raw = [raw]
     if not isinstance(raw, list):
         return ()
-    return tuple(label for label in (_text(item) for item in raw) if label is not None)
-
-
-def _text(value: object) -> str | None:
-    if value is None or isinstance(value, bool | dict | list):
-        return None
-    text = str(value).strip()
-    return text or None
+    return tuple(label for label in (front_text(item) for item in raw) if label is not None)

@@ -141,7 +141,7 @@ def ticket_id(front: Mapping[str, Any], identifier: str) -> str | None:
     value = front.get("id")
     if value is None or (isinstance(value, str) and not value.strip()):
         return identifier
-    return _text(value)
+    return front_text(value)
 
 
 def parse_ticket(file_name: str, raw: bytes) -> Ticket | Malformed:
@@ -155,10 +155,10 @@ def parse_ticket(file_name: str, raw: bytes) -> Ticket | Malformed:
     id_ = ticket_id(front, identifier)
     if id_ is None:
         return Malformed(file_name, identifier, None, "id must be a non-empty string")
-    title = _text(front.get("title"))
+    title = front_text(front.get("title"))
     if title is None:
         return Malformed(file_name, identifier, id_, "title is missing or empty")
-    state = _text(front.get("state"))
+    state = front_text(front.get("state"))
     if state is None:
         return Malformed(file_name, identifier, id_, "state is missing or empty")
 
@@ -178,8 +178,8 @@ def parse_ticket(file_name: str, raw: bytes) -> Ticket | Malformed:
         blocked_by=_identifiers(front.get("blocked_by")),
         created_at=parse_timestamp(front.get("created_at")),
         updated_at=parse_timestamp(front.get("updated_at")),
-        branch_name=_text(front.get("branch_name")),
-        assignee=_text(front.get("assignee")),
+        branch_name=front_text(front.get("branch_name")),
+        assignee=front_text(front.get("assignee")),
         comments=comments,
     )
 
@@ -204,8 +204,9 @@ def parse_timestamp(value: object) -> datetime | None:
     return moment.astimezone(UTC)
 
 
-def _text(value: object) -> str | None:
-    # YAML turns `title: 1984` into a number; a human meant the text.
+def front_text(value: object) -> str | None:
+    """A front matter value as the text a person meant, or None (absent, blank, a yes/no, a
+    list or map). YAML turns `title: 1984` into a number; a human meant the text."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
@@ -222,7 +223,7 @@ def _identifiers(value: object) -> tuple[str, ...]:
         return ()
     seen: dict[str, None] = {}
     for item in value:
-        text = _text(item)
+        text = front_text(item)
         if text is not None:
             seen.setdefault(text, None)
     return tuple(seen)

@@ -21,6 +21,7 @@ from symphony.config.fields import (
     env_reference,
     integer,
     optional_text,
+    resolve_path,
     resolve_secret,
 )
 
@@ -166,14 +167,15 @@ class MergeSettings:
 def parse_repository(
     raw: object, environ: Mapping[str, str], base_dir: Path
 ) -> RepositorySettings | None:
-    """The `repository:` block, or None when the workflow has none. Relative paths (local)
-    are from `base_dir`, the WORKFLOW.md folder."""
+    """The `repository:` block, or None when the workflow has none. Paths (local) are read as
+    every path setting is (`$VAR` and `~` expanded, relative to `base_dir`, the WORKFLOW.md
+    folder)."""
     if raw is None:
         return None
     body = _map(raw, "repository")
     kind = _enum(body, "repository.kind", CodeHost, None)
     if kind is CodeHost.LOCAL:
-        return _local_repository(body, base_dir)
+        return _local_repository(body, base_dir, environ)
     if body.get("checks") is not None:
         raise ConfigError(
             INVALID_CONFIG,
@@ -208,7 +210,9 @@ def parse_repository(
     )
 
 
-def _local_repository(body: Mapping[str, Any], base_dir: Path) -> RepositorySettings:
+def _local_repository(
+    body: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]
+) -> RepositorySettings:
     """`kind: local`: `path` (the pull request files' folder, made when missing), `remote` (a
     bare repository that exists), `checks` (commands run on each head commit)."""
     for key in ("slug", "api_url", "token"):
@@ -228,7 +232,7 @@ def _local_repository(body: Mapping[str, Any], base_dir: Path) -> RepositorySett
             "repository.remote is required for kind local: the bare repository branches are "
             "pushed to and merged in",
         )
-    remote_path = (base_dir / Path(remote).expanduser()).resolve()
+    remote_path = resolve_path(remote, base_dir, environ, "repository.remote")
     if not ((remote_path / "HEAD").is_file() and (remote_path / "objects").is_dir()):
         raise ConfigError(
             INVALID_CONFIG,
@@ -244,7 +248,7 @@ def _local_repository(body: Mapping[str, Any], base_dir: Path) -> RepositorySett
         raise ConfigError(INVALID_CONFIG, "repository.checks names must be unique")
     return RepositorySettings(
         kind=CodeHost.LOCAL,
-        slug=str((base_dir / Path(path).expanduser()).resolve()),
+        slug=str(resolve_path(path, base_dir, environ, "repository.path")),
         api_url="",
         token="",
         token_env=None,
