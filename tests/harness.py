@@ -14,8 +14,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -172,10 +173,26 @@ def wait_until(condition: Callable[[], bool], seconds: float = 5.0) -> bool:
     return condition()
 
 
+class WorkflowFolder(Protocol):
+    """Where a daemon is started: a folder and the WORKFLOW.md it runs (a `Board`, ...)."""
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def workflow(self) -> Path: ...
+
+
+@dataclass(frozen=True)
+class Folder:
+    root: Path
+    workflow: Path
+
+
 class Daemon:
     """`python -m symphony` on a board's WORKFLOW.md, its log lines collected as they come."""
 
-    def __init__(self, board: Board, env: dict[str, str], *args: str) -> None:
+    def __init__(self, board: WorkflowFolder, env: dict[str, str], *args: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "symphony", str(board.workflow), "--no-tui", *args],
             cwd=board.root,

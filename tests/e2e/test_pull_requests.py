@@ -316,7 +316,7 @@ def test_kill_9_after_the_pull_request_was_opened_or_merged_repeats_nothing(
     def merges() -> list[Any]:
         return [e for e in github.requests if e.method == "PUT" and e.path.endswith("/merge")]
 
-    first = Daemon(board, env)  # type: ignore[arg-type]
+    first = Daemon(board, env)
     try:
         assert wait_until(posted, 60), "".join(first.lines)
         first.kill9()
@@ -324,7 +324,7 @@ def test_kill_9_after_the_pull_request_was_opened_or_merged_repeats_nothing(
         first.stop()
     assert len(pulls.pulls) == 1 and board.state_of("DEMO-1") == "Ready"
 
-    second = Daemon(board, env)  # type: ignore[arg-type]
+    second = Daemon(board, env)
     try:
         assert wait_until(lambda: board.state_of("DEMO-1") == "Human Review", 60)
         (pull,) = pulls.pulls  # found, not opened again
@@ -342,7 +342,7 @@ def test_kill_9_after_the_pull_request_was_opened_or_merged_repeats_nothing(
         second.stop()
 
     before_restart = len(merges())
-    third = Daemon(board, env)  # type: ignore[arg-type]
+    third = Daemon(board, env)
     try:
         assert wait_until(lambda: board.state_of("DEMO-1") == "Done", 60), "".join(third.lines)
     finally:

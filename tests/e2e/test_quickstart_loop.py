@@ -6,33 +6,20 @@ the daemon merges it into the bare repository's main and moves the ticket to Don
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.harness import Daemon, Folder, wait_until
 from tests.quickstart import prepare_quickstart
 
 pytestmark = pytest.mark.slow
 
 WAIT_S = 120.0
-
-
-def wait_for(what: str, ready: Callable[[], bool], log: Path) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not ready():
-        if time.monotonic() > deadline:
-            pytest.fail(
-                f"timed out waiting for {what}; the daemon said:\n{log.read_text()[-4000:]}"
-            )
-        time.sleep(0.2)
 
 
 def front(path: Path) -> dict[str, object]:
@@ -45,29 +32,25 @@ def front(path: Path) -> dict[str, object]:
 
 
 @pytest.fixture
-def quickstart(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    """The daemon running on a fresh quickstart in `tmp_path`; yields (root, its log)."""
+def quickstart(tmp_path: Path) -> Iterator[tuple[Path, Daemon]]:
+    """The daemon running on a fresh quickstart in `tmp_path`; yields (root, the daemon)."""
     root = tmp_path / "project"
     root.mkdir()
     workflow = prepare_quickstart(root)
     home = tmp_path / "home"
     home.mkdir()
-    log = tmp_path / "daemon.log"
     # Hermetic: a home of its own, so nothing of the person's is read or changed.
-    env = dict(os.environ, HOME=str(home), DEMO_AGENT_DELAY_MS="0")
-    with log.open("w") as stream:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "symphony", str(workflow), "--no-tui"],
-            cwd=root, env=env, stdout=stream, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+    daemon = Daemon(Folder(root, workflow), {"HOME": str(home), "DEMO_AGENT_DELAY_MS": "0"})
     try:
-        yield root, log
+        yield root, daemon
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        finally:
-            proc.kill()
+        daemon.stop()
+
+
+def wait_for(what: str, ready: Callable[[], bool], daemon: Daemon) -> None:
+    if not wait_until(ready, WAIT_S):
+        said = "".join(daemon.lines)[-4000:]
+        pytest.fail(f"timed out waiting for {what}; the daemon said:\n{said}")
 
 
 def git(remote: Path, *args: str) -> str:
@@ -78,9 +61,9 @@ def git(remote: Path, *args: str) -> str:
 
 
 def test_a_red_check_comes_back_to_the_agent_and_an_approval_merges_to_done(
-    quickstart: tuple[Path, Path],
+    quickstart: tuple[Path, Daemon],
 ) -> None:
-    root, log = quickstart
+    root, daemon = quickstart
     state = root / ".symphony"
     remote, ticket, pulls = (
         state / "sample-repo.git",
@@ -106,7 +89,7 @@ def test_a_red_check_comes_back_to_the_agent_and_an_approval_merges_to_done(
             and [r.get("state") for r in checks.get("results", [])] == ["passed", "passed"]
         )
 
-    wait_for("DEMO-6's pull request to go green in Human Review", green_in_review, log)
+    wait_for("DEMO-6's pull request to go green in Human Review", green_in_review, daemon)
     path = pull_file()
     assert path is not None
     assert front(ticket).get("pull_request") == path.as_uri()
@@ -125,7 +108,7 @@ def test_a_red_check_comes_back_to_the_agent_and_an_approval_merges_to_done(
     # A person approves in the pull request's file; the daemon merges and the ticket is done.
     text = path.read_text()
     path.write_text(text.replace("review: none", "review: approved", 1))
-    wait_for("DEMO-6 to be merged and Done", lambda: front(ticket).get("state") == "Done", log)
+    wait_for("DEMO-6 to be merged and Done", lambda: front(ticket).get("state") == "Done", daemon)
     merged = front(path)
     assert merged.get("state") == "merged"
     assert git(remote, "rev-parse", "refs/heads/main").strip() == merged.get("merged_sha")
@@ -135,5 +118,5 @@ def test_a_red_check_comes_back_to_the_agent_and_an_approval_merges_to_done(
     wait_for(
         "DEMO-6's worktree to be removed",
         lambda: not (state / "workspaces" / "DEMO-6").exists(),
-        log,
+        daemon,
     )

@@ -245,7 +245,7 @@ def test_gates_run_on_the_host_in_the_ticket_s_workspace(tmp_path: Path, fresh: 
     config["worker"] = worker_section(lab, [{"host": "w1", "workspace_root": root}])
     config["polling"] = {"interval_ms": 300}
     board.workflow.write_text(f"---\n{yaml.safe_dump(config, sort_keys=False)}---\n")
-    daemon = Daemon(board, {"DEMO_AGENT_DELAY_MS": "0"})  # type: ignore[arg-type]
+    daemon = Daemon(board, {"DEMO_AGENT_DELAY_MS": "0"})
     try:
         assert wait_until(lambda: board.state_of("DEMO-1") == "Human Review", 60), "".join(
             daemon.lines
