@@ -79,6 +79,19 @@ DRAFT = PullRequestDraft(
 NO_TODO = CheckCommand("no-todo", "! git grep -n TODO -- '*.py'")
 
 
+SUBTRACT = "def sub(a, b):\n    return a - b\n"
+
+
+async def opened(repo: Repo, tmp_path: Path) -> tuple[LocalPulls, str]:
+    """The ticket's branch with one commit pushed and its pull request (#1) opened: the host
+    and the branch's head."""
+    head = repo.commit("calc.py", SUBTRACT, "DEMO-1: subtract")
+    repo.push()
+    pulls = host(repo, tmp_path)
+    await publish_pull_request(pulls, DRAFT)
+    return pulls, head
+
+
 def edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text, text
@@ -88,7 +101,7 @@ def edit(path: Path, old: str, new: str) -> None:
 async def test_publishing_twice_opens_one_file_and_keeps_what_a_person_wrote(
     repo: Repo, tmp_path: Path
 ) -> None:
-    sha = repo.commit("calc.py", "def sub(a, b):\n    return a - b\n", "DEMO-1: subtract")
+    sha = repo.commit("calc.py", SUBTRACT, "DEMO-1: subtract")
     repo.push()
     pulls = host(repo, tmp_path)
     first = await publish_pull_request(pulls, DRAFT)
@@ -146,7 +159,7 @@ async def test_a_check_runs_once_per_head_in_a_clean_clone_and_says_what_failed(
     assert "# a reviewer sets approved" in text  # the daemon's write kept the file's comments
 
     (repo.work / "stray.py").unlink()
-    repo.commit("calc.py", "def sub(a, b):\n    return a - b\n", "DEMO-1: no TODO")
+    repo.commit("calc.py", SUBTRACT, "DEMO-1: no TODO")
     repo.push()
     await again.read_status(1)
     await again.checks_settled()
@@ -175,10 +188,7 @@ async def test_a_check_past_its_timeout_fails_and_its_processes_end(
 async def test_reviews_and_threads_are_what_the_person_wrote_and_replies_are_appended(
     repo: Repo, tmp_path: Path
 ) -> None:
-    repo.commit("calc.py", "def sub(a, b):\n    return a - b\n", "DEMO-1: sub")
-    repo.push()
-    pulls = host(repo, tmp_path)
-    await publish_pull_request(pulls, DRAFT)
+    pulls, _ = await opened(repo, tmp_path)
     status = await pulls.read_status(1)
     assert status.review_decision is ReviewDecision.REVIEW_REQUIRED
     assert status.approvals_required == 1 and status.reviews == () and status.threads == ()
@@ -224,11 +234,8 @@ async def test_reviews_and_threads_are_what_the_person_wrote_and_replies_are_app
 async def test_a_merge_lands_in_the_bare_repository_once(
     repo: Repo, tmp_path: Path, method: MergeMethod
 ) -> None:
-    head = repo.commit("calc.py", "def sub(a, b):\n    return a - b\n", "DEMO-1: sub")
-    repo.push()
     base_before = repo.rev("main")
-    pulls = host(repo, tmp_path)
-    await publish_pull_request(pulls, DRAFT)
+    pulls, head = await opened(repo, tmp_path)
     assert (await pulls.read_status(1)).mergeable is True
 
     merged = await pulls.merge(1, head, method)
@@ -253,10 +260,7 @@ async def test_a_merge_lands_in_the_bare_repository_once(
 
 
 async def test_a_merge_refuses_a_moved_head_and_a_conflict(repo: Repo, tmp_path: Path) -> None:
-    first = repo.commit("calc.py", "def sub(a, b):\n    return a - b\n", "DEMO-1: sub")
-    repo.push()
-    pulls = host(repo, tmp_path)
-    await publish_pull_request(pulls, DRAFT)
+    pulls, first = await opened(repo, tmp_path)
     repo.commit("notes.md", "more\n", "a person's push")
     repo.push()
     with pytest.raises(CodeHostError) as moved:
@@ -279,10 +283,7 @@ async def test_a_merge_refuses_a_moved_head_and_a_conflict(repo: Repo, tmp_path:
 async def test_a_merge_interrupted_by_a_crash_is_finished_not_repeated(
     repo: Repo, tmp_path: Path
 ) -> None:
-    head = repo.commit("calc.py", "def sub(a, b):\n    return a - b\n", "DEMO-1: sub")
-    repo.push()
-    pulls = host(repo, tmp_path)
-    await publish_pull_request(pulls, DRAFT)
+    pulls, head = await opened(repo, tmp_path)
     path = tmp_path / "pulls" / "1.md"
     # The crash came after the commit was named and before the base moved: not merged.
     edit(path, "review: none", f"merging: {head}\nreview: none")
