@@ -14,10 +14,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.harness import Daemon, Folder
 from tests.quickstart import prepare_quickstart
 
 pytestmark = pytest.mark.slow
@@ -74,33 +71,11 @@ def _daemon(
         text, found = re.subn(rf"(?m)^(\s*{key}:) \S+", rf"\g<1> {value}", text)
         assert found == 1, key
     workflow.write_text(text)
-    env = dict(os.environ, DEMO_AGENT_DELAY_MS=delay_ms)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "symphony", str(workflow), "--port", "0", "--no-tui"],
-        cwd=root,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    stderr = proc.stderr
+    daemon = Daemon(Folder(root, workflow), {"DEMO_AGENT_DELAY_MS": delay_ms}, "--port", "0")
     try:
-        url = None
-        for line in stderr:
-            match = re.search(r'event="http server listening" url=(\S+)', line)
-            if match:
-                url = match.group(1)
-                break
-        assert url is not None, "the daemon exited before serving"
-        # Keep reading its log so the daemon never blocks on a full pipe.
-        threading.Thread(target=lambda: sum(1 for _ in stderr), daemon=True).start()
-        yield url
+        yield daemon.url()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        finally:
-            proc.kill()
+        daemon.stop()
 
 
 @pytest.fixture
