@@ -15,7 +15,7 @@ import os
 import signal
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
@@ -57,16 +57,19 @@ async def run_script(
     timeout_ms: int,
     tail_bytes: int,
     end_group: bool = False,
+    prefix: Sequence[str] = (),
 ) -> ScriptResult:
-    """Run `script` to completion or timeout. `end_group` also ends whatever the script left
-    running after a normal exit, in its group or escaped from it (a gate's test server must not
-    outlive the gate; a hook's background service may)."""
+    """Run `script` to completion or timeout, under `prefix` (a sandbox's command line).
+    `end_group` also ends whatever the script left running after a normal exit, in its group
+    or escaped from it (a gate's test server must not outlive the gate; a hook's background
+    service may)."""
     started = time.monotonic()
     mark = process.new_mark()
     with contextlib.ExitStack() as stack:
         try:
             output = stack.enter_context(tempfile.TemporaryFile())
             proc = await asyncio.create_subprocess_exec(
+                *prefix,
                 shell,
                 "-lc",
                 script,

@@ -1,0 +1,255 @@
+"""A sandbox as a host of the host layer: agents, hooks and gates start inside the boundary.
+
+`SandboxRun` holds what one run's boundary needs on this machine while the run lasts: a folder
+with the private home and the sockets bound into the sandbox, the forwards to the daemon's
+loopback servers and, with `network: model`, the allowlist proxy. `host(settings)` gives a
+`SandboxHost` for one set of settings (a stage's for its agent and gates, the workflow's with a
+writable workspace for hooks); every child it starts gets a boundary of its own around the
+workspace it is started in, built afresh from those settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from symphony.base.errors import SymphonyError
+from symphony.base.hosts import LOCAL
+from symphony.config.sandbox import HostPattern, Network, SandboxKind, SandboxSettings
+from symphony.hosts import AgentLaunchSpec
+from symphony.hosts.sandbox.bwrap import (
+    PROXY_SOCKET,
+    bridges,
+    bwrap_argv,
+    forward_socket,
+    proxy_environment,
+)
+from symphony.hosts.sandbox.home import NO_CREDENTIALS, HomeCredentials, fill_home, remove_home
+from symphony.hosts.sandbox.policy import (
+    Mount,
+    RunPaths,
+    path_folders,
+    plan_mounts,
+    program_folders,
+    worktree_mounts,
+)
+from symphony.hosts.sandbox.proxy import AllowlistProxy, PortForward
+from symphony.hosts.shell import ScriptResult, run_script
+
+SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+RUNS_FOLDER = "symphony-sandbox"
+"""Under the system's temporary folder: one folder per sandboxed run, named `<pid>-<token>`."""
+
+Refused = Callable[[str, int], None]
+
+
+def _ignore(host: str, port: int) -> None:
+    pass
+
+
+class SandboxRun:
+    """One run's boundary resources; `async with` makes them and removes every trace."""
+
+    def __init__(
+        self,
+        *,
+        credentials: HomeCredentials = NO_CREDENTIALS,
+        env: Mapping[str, str],
+        default_hosts: Sequence[HostPattern] = (),
+        forwarded: Sequence[int] = (),
+        protected: Sequence[Path] = (),
+        on_refused: Refused = _ignore,
+        runs_root: Path | None = None,
+    ) -> None:
+        self._credentials = credentials
+        self._env = env
+        self.default_hosts = tuple(default_hosts)
+        self.forwarded = tuple(dict.fromkeys(forwarded))
+        self.protected = tuple(protected)
+        self._on_refused = on_refused
+        self._root = runs_root or Path(tempfile.gettempdir()) / RUNS_FOLDER
+        self.paths: RunPaths | None = None
+        self.home_env: dict[str, str] = {}
+        self._servers: list[AllowlistProxy | PortForward] = []
+        self._proxies: dict[tuple[HostPattern, ...], Path] = {}
+
+    async def __aenter__(self) -> SandboxRun:
+        self._root.mkdir(mode=0o711, parents=True, exist_ok=True)
+        sweep_stale(self._root)
+        folder = self._root / f"{os.getpid()}-{secrets.token_hex(6)}"
+        folder.mkdir(mode=0o711)
+        home, sockets = folder / "home", folder / "sockets"
+        sockets.mkdir(mode=0o755)
+        self.paths = RunPaths(home=home, sockets=sockets)
+        try:
+            self.home_env = fill_home(home, self._credentials, self._env)
+            _open_to_sandbox(home)
+            for port in self.forwarded:
+                forward = PortForward(sockets / forward_socket(port), port)
+                await forward.start()
+                self._servers.append(forward)
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await server.close()
+        self._servers.clear()
+        if self.paths is not None:
+            remove_home(self.paths.home.parent)
+
+    def allowed_hosts(self, settings: SandboxSettings) -> tuple[HostPattern, ...]:
+        return settings.allow_hosts if settings.allow_hosts is not None else self.default_hosts
+
+    async def host(self, settings: SandboxSettings) -> SandboxHost:
+        """The host whose children start inside `settings`' boundary."""
+        assert self.paths is not None, "SandboxRun used outside `async with`"
+        forwarded = list(self.forwarded)
+        if settings.network is Network.MODEL:
+            patterns = self.allowed_hosts(settings)
+            await self._proxy(patterns)
+            # An allowed loopback port is reached directly (clients skip the proxy there).
+            forwarded += [
+                p.port
+                for p in patterns
+                if p.port is not None and p.host in ("127.0.0.1", "::1", "localhost")
+            ]
+            for port in forwarded:
+                if port not in self.forwarded:
+                    await self._forward(port)
+        return SandboxHost(settings, self, tuple(dict.fromkeys(forwarded)))
+
+    async def _forward(self, port: int) -> None:
+        assert self.paths is not None
+        path = self.paths.sockets / forward_socket(port)
+        if path.exists():
+            return
+        forward = PortForward(path, port)
+        await forward.start()
+        self._servers.append(forward)
+
+    async def _proxy(self, patterns: tuple[HostPattern, ...]) -> None:
+        assert self.paths is not None
+        path = self.paths.sockets / PROXY_SOCKET
+        if path.exists():
+            return
+        proxy = AllowlistProxy(path, patterns, self._on_refused)
+        await proxy.start()
+        self._servers.append(proxy)
+
+
+class SandboxHost:
+    """This machine, with every child inside the boundary of `settings` (`Host`)."""
+
+    name = LOCAL
+
+    def __init__(self, settings: SandboxSettings, run: SandboxRun, forwarded: Sequence[int]):
+        if settings.kind is not SandboxKind.BWRAP:
+            raise SymphonyError(
+                SANDBOX_UNAVAILABLE, f"sandbox.kind {settings.kind.value} cannot start here"
+            )
+        self.settings = settings
+        self._run = run
+        self._forwarded = tuple(forwarded)
+        self._bwrap = shutil.which("bwrap") or "bwrap"
+        self._shell = shutil.which("sh") or "/bin/sh"
+
+    @property
+    def is_local(self) -> bool:
+        return True
+
+    @property
+    def describe(self) -> str:
+        return self.settings.describe()
+
+    def _folders(self, command: str, env: Mapping[str, str]) -> list[Path]:
+        home = env.get("HOME")
+        found = [*program_folders(command, env), *path_folders(env)]
+        protected = [*self._run.protected, *(Path(home) for home in (home,) if home)]
+        return [f for f in found if not any(p.is_relative_to(f) for p in protected)]
+
+    def _argv(self, inner: Sequence[str], workspace: Path, folders: Sequence[Path]) -> list[str]:
+        paths = self._run.paths
+        assert paths is not None
+        mounts: tuple[Mount, ...] = plan_mounts(
+            self.settings, workspace, paths, programs=folders, git=worktree_mounts(workspace)
+        )
+        return bwrap_argv(
+            self._bwrap,
+            mounts,
+            network=self.settings.network,
+            cwd=workspace,
+            inner=inner,
+            bridged=bridges(self.settings.network, self._forwarded),
+            memory_mb=self.settings.memory_mb,
+            pids=self.settings.pids,
+        )
+
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """A child's environment inside: its own, pointed at the private home and the proxy."""
+        return {
+            **env,
+            **self._run.home_env,
+            **proxy_environment(self.settings.network),
+            "TMPDIR": "/tmp",
+            "SYMPHONY_SANDBOX": self.settings.kind.value,
+        }
+
+    def agent_launch(
+        self, command: str, workspace: Path, env: Mapping[str, str]
+    ) -> AgentLaunchSpec:
+        bash = shutil.which("bash") or "/bin/bash"
+        argv = self._argv((bash, "-lc", command), workspace, self._folders(command, env))
+        return AgentLaunchSpec(tuple(argv), workspace, self.environment(env))
+
+    async def run_script(
+        self,
+        script: str,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout_ms: int,
+        tail_bytes: int,
+        end_group: bool = False,
+    ) -> ScriptResult:
+        argv = self._argv((), cwd, self._folders("", env))
+        return await run_script(
+            self._shell, script, cwd=cwd, env=self.environment(env), timeout_ms=timeout_ms,
+            tail_bytes=tail_bytes, end_group=end_group, prefix=argv,
+        )  # fmt: skip
+
+    async def end_group(self, pgid: int, grace_s: float, mark: str | None = None) -> None:
+        return None
+
+
+def _open_to_sandbox(home: Path) -> None:
+    """The sandbox's user is the daemon's own when it is not root; as root, a mapped user who
+    owns what root owns. Either way the home is its own."""
+    home.chmod(0o700)
+
+
+def sweep_stale(root: Path) -> None:
+    """Remove the run folders of daemons that are gone (a kill -9 leaves its copies behind)."""
+    with contextlib.suppress(OSError):
+        for entry in root.iterdir():
+            pid = entry.name.split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                remove_home(entry)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

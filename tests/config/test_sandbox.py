@@ -1,0 +1,117 @@
+"""`sandbox:` parsing: defaults, key-by-key merge of a stage's block, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from symphony.config.fields import ConfigError
+from symphony.config.sandbox import (
+    HostPattern,
+    Network,
+    SandboxKind,
+    SandboxSettings,
+    WorkspaceAccess,
+    parse_host_pattern,
+    parse_sandbox,
+)
+
+
+def parse(
+    top: object, stage: object = None, environ: dict[str, str] | None = None
+) -> SandboxSettings:
+    return parse_sandbox(
+        top, stage, where="stages.plan.sandbox", base_dir=Path("/repo"), environ=environ or {}
+    )
+
+
+def test_no_block_means_no_sandbox_and_the_full_network() -> None:
+    settings = parse(None)
+    assert settings.kind is SandboxKind.NONE and not settings.enabled
+    assert settings.network is Network.FULL
+    assert settings.describe() == "none"
+
+
+def test_a_kind_defaults_to_the_model_network_a_writable_workspace_and_the_limits() -> None:
+    settings = parse({"kind": "bwrap"})
+    assert settings.network is Network.MODEL
+    assert settings.workspace is WorkspaceAccess.WRITABLE
+    assert settings.allow_hosts is None  # the agent kind's own hosts
+    assert (settings.memory_mb, settings.pids) == (4096, 512)
+    assert settings.describe() == "bwrap, network model, workspace writable"
+
+
+def test_a_stage_block_changes_only_the_keys_it_names() -> None:
+    top = {"kind": "bwrap", "allow_hosts": ["api.openai.com"], "read_only": ["/opt/tools"]}
+    settings = parse(top, {"network": "none", "workspace": "read-only"})
+    assert settings.kind is SandboxKind.BWRAP
+    assert settings.network is Network.NONE
+    assert settings.workspace is WorkspaceAccess.READ_ONLY
+    assert settings.allow_hosts == (HostPattern("api.openai.com"),)
+    assert settings.read_only == (Path("/opt/tools"),)
+    # Hooks prepare the workspace: they always get it writable.
+    assert settings.for_hooks().workspace is WorkspaceAccess.WRITABLE
+    assert settings.for_hooks().network is Network.NONE
+
+
+def test_relative_paths_resolve_against_the_workflow_folder() -> None:
+    settings = parse({"kind": "bwrap", "writable": ["cache"], "read_only": ["$TOOLS"]},
+                     environ={"TOOLS": "/opt/t"})  # fmt: skip
+    assert settings.writable == (Path("/repo/cache"),)
+    assert settings.read_only == (Path("/opt/t"),)
+
+
+def test_an_enum_key_may_come_from_the_environment_and_falls_back_when_unset() -> None:
+    assert parse({"kind": "$SB"}, environ={"SB": "bwrap"}).kind is SandboxKind.BWRAP
+    assert parse({"kind": "$SB"}, environ={}).kind is SandboxKind.NONE
+
+
+@pytest.mark.parametrize(
+    ("top", "stage", "message"),
+    [
+        ({"kind": "docker"}, None, "sandbox.kind must be one of none, bwrap, podman"),
+        ({"kind": "bwrap"}, {"network": "some"}, "stages.plan.sandbox.network must be one of"),
+        ({"kind": "bwrap"}, {"workspace": "ro"}, "workspace must be one of writable, read-only"),
+        ("bwrap", None, "sandbox must be a map"),
+        ({"kind": "bwrap", "allow_hosts": "x.com"}, None, "must be a list of hosts"),
+        ({"kind": "bwrap", "allow_hosts": ["a b"]}, None, "is not a host"),
+        ({"kind": "bwrap", "writable": ["/"]}, None, "cannot name /"),
+        ({"kind": "bwrap", "memory_mb": 0}, None, "memory_mb"),
+        ({"kind": "bwrap", "image": "x"}, None, "image is used only with kind: podman"),
+        ({"kind": "podman"}, None, "needs sandbox.image"),
+    ],
+)
+def test_bad_settings_are_config_errors_that_name_the_key(
+    top: object, stage: object, message: str
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse(top, stage)
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "port"),
+    [
+        ("api.openai.com", "api.openai.com", None),
+        ("API.Anthropic.com:443", "api.anthropic.com", 443),
+        ("*.example.com", "*.example.com", None),
+        ("127.0.0.1:8080", "127.0.0.1", 8080),
+        ("[::1]:9", "::1", 9),
+        ("::1", "::1", None),
+    ],
+)
+def test_host_patterns(text: str, host: str, port: int | None) -> None:
+    assert parse_host_pattern(text, "allow_hosts") == HostPattern(host, port)
+
+
+def test_a_pattern_matches_its_host_port_and_subdomains_only() -> None:
+    wildcard = HostPattern("*.example.com")
+    assert wildcard.matches("api.example.com", 443)
+    assert wildcard.matches("a.b.example.com", 80)
+    assert not wildcard.matches("example.com", 443)
+    assert not wildcard.matches("badexample.com", 443)
+    pinned = HostPattern("api.openai.com", 443)
+    assert pinned.matches("API.openai.com.", 443)
+    assert not pinned.matches("api.openai.com", 80)
+    assert HostPattern("::1", 9).matches("[::1]", 9)

@@ -1,0 +1,226 @@
+"""The bubblewrap sandbox host, for real: a hostile script tries to leave its boundary.
+
+Needs `bwrap` and `socat` (scripts/test installs them); skipped with the reason where they are
+missing, failed instead under SYMPHONY_REQUIRE_SANDBOX=1 (CI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from symphony.config.sandbox import (
+    HostPattern,
+    Network,
+    SandboxKind,
+    SandboxSettings,
+    WorkspaceAccess,
+)
+from symphony.hosts.sandbox.home import HomeCredentials
+from symphony.hosts.sandbox.host import SandboxHost, SandboxRun
+from tests.hosts.sandbox_lab import require_bwrap
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _bwrap() -> None:
+    require_bwrap()
+
+
+class Machine:
+    """A daemon's surroundings in a temporary folder: a home with secrets, a state file, two
+    workspaces, and the environment the daemon gives its children."""
+
+    def __init__(self, root: Path) -> None:
+        self.home = root / "realhome"
+        (self.home / ".ssh").mkdir(parents=True)
+        (self.home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY")
+        (self.home / ".codex").mkdir()
+        (self.home / ".codex" / "auth.json").write_text('{"token": "model-only"}')
+        (self.home / ".codex" / "history.jsonl").write_text("operator history")
+        self.state = root / "state" / "state.db"
+        self.state.parent.mkdir()
+        self.state.write_text("store")
+        self.workspace = root / "workspaces" / "ABC-1"
+        self.other = root / "workspaces" / "ABC-2"
+        self.workspace.mkdir(parents=True)
+        self.other.mkdir()
+        (self.other / "secret.txt").write_text("other ticket")
+        self.runs = root / "runs"
+        python = Path(sys.executable).parent
+        self.env = {"PATH": f"{python}:/usr/bin:/bin", "HOME": str(self.home), "LANG": "C.UTF-8"}
+
+
+@pytest.fixture
+def machine(tmp_path: Path) -> Machine:
+    return Machine(tmp_path)
+
+
+@pytest.fixture
+async def run(machine: Machine) -> AsyncIterator[SandboxRun]:
+    credentials = HomeCredentials(variable="CODEX_HOME", folder=".codex", files=("auth.json",))
+    async with SandboxRun(
+        credentials=credentials, env=machine.env, runs_root=machine.runs,
+        protected=(machine.workspace.parent,),
+    ) as sandbox:  # fmt: skip
+        yield sandbox
+
+
+async def script(host: SandboxHost, machine: Machine, text: str) -> tuple[int | None, str]:
+    result = await host.run_script(
+        text, cwd=machine.workspace, env=host.environment(machine.env), timeout_ms=20_000,
+        tail_bytes=20_000, end_group=True,
+    )  # fmt: skip
+    return result.exit_code, result.output
+
+
+BWRAP_NONE = SandboxSettings(kind=SandboxKind.BWRAP, network=Network.NONE)
+
+
+async def test_a_hostile_script_reaches_nothing_of_the_machine(
+    run: SandboxRun, machine: Machine
+) -> None:
+    loopback = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = loopback.sockets[0].getsockname()[1]
+    host = await run.host(BWRAP_NONE)
+    attempts = {
+        "ssh key": f"cat {machine.home}/.ssh/id_ed25519",
+        "state": f"cat {machine.state}",
+        "other workspace": f"cat {machine.other}/secret.txt",
+        "operator history": f"cat {machine.home}/.codex/history.jsonl",
+        "shadow": "cat /etc/shadow",
+        "root home": "ls /root/.ssh",
+        "write usr": "touch /usr/pwned",
+        "write home of the daemon": f"touch {machine.home}/pwned",
+        "write beside": f"touch {machine.other}/pwned",
+        "loopback": f"exec 3<>/dev/tcp/127.0.0.1/{port}",
+        "daemon env": "tr '\\0' '\\n' </proc/1/environ | grep -q TRACKER_TOKEN",
+    }
+    try:
+        for name, attempt in attempts.items():
+            code, output = await script(host, machine, f"exec bash -c {attempt!r}")
+            assert code != 0, f"{name} succeeded inside the sandbox: {output}"
+    finally:
+        loopback.close()
+    for victim in (machine.home / "pwned", machine.other / "pwned", Path("/usr/pwned")):
+        assert not victim.exists()
+
+
+async def test_inside_the_user_is_unprivileged_and_home_and_workspace_are_its_own(
+    run: SandboxRun, machine: Machine
+) -> None:
+    host = await run.host(BWRAP_NONE)
+    code, output = await script(host, machine, (
+        'id -u; grep CapEff /proc/self/status; echo "home=$HOME"; ls -A "$HOME"; '
+        'cat "$CODEX_HOME/auth.json"; echo; echo made > made.txt; echo tmp > /tmp/t; '
+        "ps -e -o pid= | wc -l"
+    ))  # fmt: skip
+    assert code == 0, output
+    lines = output.splitlines()
+    assert lines[0] != "0"
+    assert lines[1].split()[1] == "0000000000000000"
+    assert lines[2] == f"home={run.paths.home}"  # type: ignore[union-attr]
+    assert lines[3] == ".codex"  # only the agent's own folder
+    assert lines[4] == '{"token": "model-only"}'
+    assert int(lines[5]) <= 6  # a PID namespace of its own: only this script's processes
+    assert (machine.workspace / "made.txt").read_text() == "made\n"
+
+
+async def test_a_read_only_stage_cannot_change_its_workspace(
+    run: SandboxRun, machine: Machine
+) -> None:
+    settings = SandboxSettings(
+        kind=SandboxKind.BWRAP, network=Network.NONE, workspace=WorkspaceAccess.READ_ONLY
+    )
+    host = await run.host(settings)
+    code, _ = await script(host, machine, "echo x > changed.txt")
+    assert code != 0
+    assert not (machine.workspace / "changed.txt").exists()
+    code, _ = await script(await run.host(settings.for_hooks()), machine, "echo x > hook.txt")
+    assert code == 0 and (machine.workspace / "hook.txt").exists()
+
+
+async def test_nothing_started_inside_outlives_the_run(run: SandboxRun, machine: Machine) -> None:
+    host = await run.host(BWRAP_NONE)
+    marker = f"sandbox-leftover-{os.getpid()}"
+    code, _ = await script(host, machine, f"(exec -a {marker} sleep 300 &) ; echo started")
+    assert code == 0
+    leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p) == marker]
+    assert leftovers == []
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return ""
+
+
+async def test_the_model_network_reaches_allowed_hosts_through_the_proxy_only(
+    machine: Machine,
+) -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nmodel")
+        await writer.drain()
+        writer.close()
+
+    allowed = await asyncio.start_server(serve, "127.0.0.1", 0)
+    denied = await asyncio.start_server(serve, "127.0.0.1", 0)
+    allowed_port = allowed.sockets[0].getsockname()[1]
+    denied_port = denied.sockets[0].getsockname()[1]
+    refused: list[tuple[str, int]] = []
+    fetch = (
+        "import os, sys, urllib.request\n"
+        "opener = urllib.request.build_opener(urllib.request.ProxyHandler("
+        "{'http': os.environ['HTTP_PROXY']}))\n"
+        "try:\n"
+        "    print(opener.open(sys.argv[1], timeout=10).read().decode())\n"
+        "except Exception as error:\n"
+        "    print('failed', error)\n"
+    )
+    (machine.workspace / "fetch.py").write_text(fetch)
+    settings = SandboxSettings(kind=SandboxKind.BWRAP, network=Network.MODEL,
+                               allow_hosts=(HostPattern("127.0.0.1", allowed_port),))  # fmt: skip
+    try:
+
+        def note(host: str, port: int) -> None:
+            refused.append((host, port))
+
+        async with SandboxRun(env=machine.env, runs_root=machine.runs, on_refused=note) as sandbox:
+            host = await sandbox.host(settings)
+            # NO_PROXY names loopback (for the bridged tool server): unset it to ask the proxy.
+            code, output = await script(host, machine, (
+                "unset NO_PROXY no_proxy; "
+                f"python3 fetch.py http://127.0.0.1:{allowed_port}/; "
+                f"python3 fetch.py http://127.0.0.1:{denied_port}/; "
+                f"bash -c 'exec 3<>/dev/tcp/127.0.0.1/{denied_port}' "
+                "&& echo direct || echo no-direct"
+            ))  # fmt: skip
+    finally:
+        allowed.close()
+        denied.close()
+    assert code == 0, output
+    lines = output.splitlines()
+    assert lines[0] == "model"
+    assert lines[1].startswith("failed") and "403" in lines[1]
+    assert lines[-1] == "no-direct"
+    assert ("127.0.0.1", denied_port) in refused
+
+
+def test_the_run_folder_is_removed_when_the_run_ends(tmp_path: Path) -> None:
+    async def main() -> Path:
+        async with SandboxRun(env={"HOME": str(tmp_path)}, runs_root=tmp_path / "runs") as run:
+            assert run.paths is not None
+            return run.paths.home.parent
+
+    folder = asyncio.run(main())
+    assert not folder.exists()
+    assert shutil.which("bwrap")
