@@ -18,6 +18,7 @@ from symphony.agents import AgentLaunch, AgentSession, acp, claude, codex
 from symphony.agents.codex import AppServerSession
 from symphony.base.errors import SymphonyError
 from symphony.config.agents import SessionSettings
+from symphony.hosts.sandbox.home import NO_CREDENTIALS, HomeCredentials
 
 UNKNOWN_AGENT = "unknown_agent_kind"
 
@@ -33,6 +34,10 @@ class Backend:
     session: Callable[[AgentLaunch], AgentSession]
     tools_over_mcp: bool = False
     """It takes the tracker's tools from the daemon's MCP server, not on its own protocol."""
+    sandbox_home: HomeCredentials = NO_CREDENTIALS
+    """What its private home in a sandbox gets: the files it authenticates to its model with."""
+    model_hosts: tuple[str, ...] = ()
+    """What `sandbox.network: model` reaches by default: its provider's API hosts."""
 
 
 CODEX = Backend(
@@ -42,6 +47,9 @@ CODEX = Backend(
     env_names=("CODEX_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "RUST_LOG"),
     parse=codex.parse_settings,
     session=AppServerSession,
+    # A ChatGPT login or an API key (auth.json) and the model provider's settings.
+    sandbox_home=HomeCredentials("CODEX_HOME", ".codex", ("auth.json", "config.toml")),
+    model_hosts=("api.openai.com", "chatgpt.com", "auth.openai.com"),
 )
 
 
@@ -52,6 +60,12 @@ CLAUDE = Backend(
     parse=claude.parse_settings,
     session=claude.ClaudeSession,
     tools_over_mcp=True,
+    # A subscription login (.credentials.json) and the user's settings; an API key comes in
+    # the environment instead.
+    sandbox_home=HomeCredentials(
+        "CLAUDE_CONFIG_DIR", ".claude", (".credentials.json", "settings.json")
+    ),
+    model_hosts=("api.anthropic.com",),
 )
 
 
@@ -62,6 +76,9 @@ ACP = Backend(
     parse=acp.parse_settings,
     session=acp.AcpSession,
     tools_over_mcp=True,
+    # An ACP agent is any program: it gets an empty home, and reaches what `allow_hosts` names
+    # (by default Anthropic's API, for the Claude Code adapter).
+    model_hosts=("api.anthropic.com",),
 )
 
 BACKENDS: Mapping[str, Backend] = {b.kind: b for b in (CODEX, CLAUDE, ACP)}

@@ -33,6 +33,7 @@ from symphony.config.repository import (
     parse_merge,
     parse_repository,
 )
+from symphony.config.sandbox import SandboxSettings, parse_sandbox
 from symphony.config.sections import (
     DEFAULT_BRANCH,
     DEFAULT_MEMORY_BUDGET_CHARS,
@@ -230,8 +231,14 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
 
     worker = _worker(_section(raw, "worker"), workflow.path.parent, environ)
     worktrees = _worktrees(workspace_raw, workflow.path.parent, environ)
+    sandbox = parse_sandbox(
+        raw.get("sandbox"), None, where="sandbox", base_dir=workflow.path.parent, environ=environ
+    )
+    if machine is not None:
+        machine = _with_sandboxes(machine, raw, workflow.path.parent, environ)
     if worker.hosts:
         _check_hosts_can_run(agent, machine, worktrees)
+        _check_hosts_unsandboxed(sandbox, machine)
     return Settings(
         workflow_path=workflow.path,
         tracker=tracker,
@@ -254,6 +261,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         logs=_logs(_section(raw, "logs")),
         editor=_editor(_section(raw, "editor")),
         memory=_memory(_section(raw, "memory"), workflow.path.parent, environ),
+        sandbox=sandbox,
         worker=worker,
         repository=repository,
         follow=follow,
@@ -265,6 +273,36 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
             tracker,
         ),
     )
+
+
+def _with_sandboxes(
+    machine: StageMachine, raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]
+) -> StageMachine:
+    """Each stage with a `sandbox:` block of its own gets the workflow's with it over it."""
+    stages_raw = raw["stages"]
+    changed = []
+    for stage in machine.stages:
+        body = stages_raw.get(stage.name)
+        block = body.get("sandbox") if isinstance(body, Mapping) else None
+        if block is None:
+            changed.append(stage)
+            continue
+        sandbox = parse_sandbox(
+            raw.get("sandbox"), block, where=f"stages.{stage.name}.sandbox",
+            base_dir=base_dir, environ=environ,
+        )  # fmt: skip
+        changed.append(dataclasses.replace(stage, sandbox=sandbox))
+    return dataclasses.replace(machine, stages=tuple(changed))
+
+
+def _check_hosts_unsandboxed(sandbox: SandboxSettings, machine: StageMachine | None) -> None:
+    stages = machine.stages if machine is not None else ()
+    if sandbox.enabled or any(s.sandbox is not None and s.sandbox.enabled for s in stages):
+        raise ConfigError(
+            INVALID_CONFIG,
+            "sandbox runs on this machine only for now: remove worker.ssh_hosts or set "
+            "sandbox.kind: none",
+        )
 
 
 def default_state_path(workflow_path: Path) -> Path:

@@ -25,6 +25,7 @@ from symphony.config.repository import (
     MergeSettings,
     RepositorySettings,
 )
+from symphony.config.sandbox import SANDBOX_KEYS, SandboxSettings
 
 if TYPE_CHECKING:
     from symphony.config.pricing import Pricing
@@ -257,6 +258,8 @@ class Settings:
     """The settings block of every agent kind, by kind (`codex`, `claude`, `acp`)."""
     editor: EditorSettings = field(default_factory=EditorSettings)
     memory: MemorySettings | None = None
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    """The boundary around every run (`symphony.config.sandbox`); a stage may change it."""
     """None only in settings built by hand (tests): no notes, no `record_learning`."""
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     repository: RepositorySettings | None = None
@@ -271,6 +274,12 @@ class Settings:
     def session_settings(self, kind: str) -> SessionSettings:
         """The workflow's block of agent kind `kind`."""
         return self.agents[kind]
+
+    def sandbox_for(self, stage: Stage | None) -> SandboxSettings:
+        """The sandbox a stage's agent and gates run in (the workflow's outside stage mode)."""
+        if stage is not None and stage.sandbox is not None:
+            return stage.sandbox
+        return self.sandbox
 
     def agent_block(self, stage: Stage | None, kind: str) -> SessionSettings:
         """The block a run of `kind` in `stage` starts with: the stage's own block of that kind
@@ -316,7 +325,9 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "repository",
             "follow",
             "merge",
+            "sandbox",
         ),
+        "sandbox": SANDBOX_KEYS,
         "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
         "polling": ("interval_ms",),
         "workspace": ("root", "base_ref", "strategy", "repository", "base", "branch"),

@@ -26,6 +26,7 @@ from symphony.base.issue import normalize_state
 from symphony.config.agents import AgentBlock
 from symphony.config.fields import INVALID_CONFIG, ConfigError, optional_text
 from symphony.config.repository import PUBLISH_KEYS, PublishSettings, parse_publish
+from symphony.config.sandbox import SandboxSettings
 
 DEFAULT_ESCALATION_STATE = "Needs Attention"
 TOTAL_TURNS_PER_MAX_TURNS = 2
@@ -49,6 +50,7 @@ STAGE_KEYS = (
     "evidence",
     "agent",
     "publish",
+    "sandbox",
 )
 GATE_KEYS = ("name", "run", "timeout_ms")
 DEFAULT_MAX_FIX_TURNS = 2
@@ -96,6 +98,8 @@ class Stage:
     publish: PublishSettings | None = None
     """Push the branch and open or update its pull request when the stage succeeds
     (`symphony.config.repository`); None: the stage publishes nothing."""
+    sandbox: SandboxSettings | None = None
+    """The workflow's `sandbox:` with this stage's block over it; None: no block here."""
     sessions: Mapping[str, Any] = field(default_factory=dict)
     """An agent kind's block as this stage changes it (`stages.plan.claude: {model: …}`), by
     kind; kinds it does not change use the workflow's block."""

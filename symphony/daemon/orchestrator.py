@@ -600,7 +600,9 @@ class Orchestrator:
             settings.hooks,
             settings.worker,
             settings.repository,
-        ) != (old.workspace, old.hooks, old.worker, old.repository):
+            settings.sandbox,
+            settings.agent.kind,
+        ) != (old.workspace, old.hooks, old.worker, old.repository, old.sandbox, old.agent.kind):
             self._places = self._new_places(settings)
         if settings.polling != old.polling:
             self._next_tick = min(

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 from symphony.base.hosts import LOCAL
 from symphony.config.sections import Settings
+from symphony.daemon.sandbox import model_hosts, protected_paths
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
 from symphony.hosts.ssh import SshHost
 from symphony.workspace.environment import child_environment, remote_environment
-from symphony.workspace.local import WorkspaceManager
+from symphony.workspace.local import HookSandbox, WorkspaceManager
 from symphony.workspace.remote import RemoteWorkspaces
 
 Workspaces = WorkspaceManager | RemoteWorkspaces
@@ -51,6 +52,11 @@ class Places:
             settings.hooks,
             env=self.child_env(settings),
             worktrees=settings.workspace.worktrees,
+            sandbox=HookSandbox(
+                settings.sandbox,
+                hosts=model_hosts(settings.agent.kind, environ),
+                protected=protected_paths(settings, environ),
+            ),
         )
         worker, remote_env = settings.worker, self.remote_env(settings)
         root = str(settings.workspace.root)

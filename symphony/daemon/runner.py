@@ -8,10 +8,12 @@ after it ends is the orchestrator's decision.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -37,6 +39,7 @@ from symphony.core.markers import marker_of, unmarked
 from symphony.core.runs import TurnLimits, Verdict, before_first_turn, next_turn, turn_limits
 from symphony.core.state import Failure, FailureReason, MovePhase
 from symphony.core.verification import GateRound, Verification, fix_prompt
+from symphony.daemon.sandbox import protected_paths, sandboxed
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
 from symphony.memory import (
@@ -208,6 +211,8 @@ class _Attempt:
         self.turn_report: Report | None = None
         self.grant: Grant | None = None
         self.workspace_env: dict[str, str] = {}
+        self.resources = contextlib.AsyncExitStack()
+        """What the attempt holds until it closes: its sandbox."""
 
     # Prepare
 
@@ -256,6 +261,34 @@ class _Attempt:
             resume_thread_id=None if self.workspace.created_now else ctx.resume_thread_id,
             host=ctx.host,
         )
+
+    async def sandbox(self, launch: AgentLaunch) -> AgentLaunch:
+        """The launch moved into the stage's sandbox, with the tool server carried in; the
+        gates run where the agent does."""
+        settings = self.settings.sandbox_for(self.stage)
+        if not settings.enabled:
+            return launch
+        run = await self.resources.enter_async_context(
+            sandboxed(
+                settings,
+                kind=launch.kind,
+                env=launch.env,
+                protected=protected_paths(self.settings, self.ctx.agent_env),
+                on_refused=self.refused,
+            )
+        )
+        assert run is not None
+        if self.grant is not None:
+            await run.forward(_port_of(self.grant.url))
+        return dataclasses.replace(launch, host=await run.host(settings))
+
+    def refused(self, host: str, port: int) -> None:
+        target = f"{host}:{port}"
+        self.log.warning("sandbox refused a connection", target=target)
+        self.on_event(AgentEvent(
+            EventKind.PERMISSION_DENIED,
+            message=f"sandbox refused a connection to {target} (not in sandbox.allow_hosts)",
+        ))  # fmt: skip
 
     async def handle_tool(self, name: str, arguments: Any) -> ToolResult:
         ctx, stage = self.ctx, self.stage
@@ -320,6 +353,7 @@ class _Attempt:
         if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and launch.tools:
             self.grant = await ctx.tool_server.grant(launch.tools, self.handle_tool)
             launch = dataclasses.replace(launch, tool_grant=self.grant)
+        launch = await _step("sandbox", FailureReason.AGENT_STARTUP, self.sandbox(launch))
         session = ctx.open_session(launch)
         try:
             await _step("agent startup", FailureReason.AGENT_STARTUP, session.start())
@@ -429,7 +463,10 @@ class _Attempt:
     async def close(self) -> None:
         if self.grant is not None and self.ctx.tool_server is not None:
             self.ctx.tool_server.revoke(self.grant)  # the session is over: its token opens nothing
-        await self.ctx.workspaces.after_run(self.workspace)
+        try:
+            await self.ctx.workspaces.after_run(self.workspace)
+        finally:
+            await self.resources.aclose()
 
 
 async def _verify(
@@ -635,6 +672,12 @@ def _check_cwd(workspaces: WorkspaceManager | RemoteWorkspaces, workspace: Works
         workspaces.check_agent_cwd(workspace)
     except SymphonyError as exc:
         raise AttemptFailed(_failure("workspace", FailureReason.WORKSPACE, exc)) from None
+
+
+def _port_of(url: str) -> int:
+    port = urlsplit(url).port
+    assert port is not None, f"the tool server's address {url} names no port"
+    return port
 
 
 async def _step(what: str, reason: FailureReason, awaitable: Awaitable[T]) -> T:

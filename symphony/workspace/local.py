@@ -34,7 +34,7 @@ import re
 import shutil
 import stat
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -43,8 +43,11 @@ import structlog
 from liquid import Environment, StrictUndefined
 
 from symphony.base.errors import SymphonyError
+from symphony.config.sandbox import HostPattern, SandboxSettings
 from symphony.config.sections import HooksSettings, WorktreeSettings
+from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST, LocalHost
+from symphony.hosts.sandbox.host import SandboxRun
 from symphony.hosts.shell import Outcome, ScriptResult
 from symphony.workspace.git import git_output
 from symphony.workspace.marks import MARKS_DIR, OwnershipMarks
@@ -143,8 +146,10 @@ class WorkspaceManager:
         *,
         env: Mapping[str, str],
         worktrees: WorktreeSettings | None = None,
+        sandbox: HookSandbox | None = None,
     ) -> None:
         self._root = Path(os.path.normpath(os.path.abspath(root)))
+        self._sandbox = sandbox
         self._hooks = hooks
         self._env = dict(env)
         self._worktrees = (
@@ -466,12 +471,47 @@ class WorkspaceManager:
             hook=name, workspace=str(path), issue_identifier=workspace.identifier or None
         )
         bound.debug("hook started", timeout_ms=timeout_ms)
-        ran = await self._host.run_script(
-            script, cwd=path, env=env, timeout_ms=timeout_ms, tail_bytes=OUTPUT_TAIL_BYTES
-        )
+        async with self._hook_host(bound) as host:
+            ran = await host.run_script(
+                script, cwd=path, env=env, timeout_ms=timeout_ms, tail_bytes=OUTPUT_TAIL_BYTES
+            )
         result = _HookResult(name, ran.outcome, ran.exit_code, ran.detail)
         _log_result(bound, result, ran)
         return None if ran.ok else result
+
+    @contextlib.asynccontextmanager
+    async def _hook_host(self, bound: Any) -> AsyncIterator[Host]:
+        """This machine, or a sandbox of the hooks' settings made for this one hook."""
+        sandbox = self._sandbox
+        if sandbox is None or not sandbox.settings.enabled:
+            yield self._host
+            return
+
+        def refused(host: str, port: int) -> None:
+            bound.warning("sandbox refused a connection of a hook", target=f"{host}:{port}")
+
+        try:
+            run = SandboxRun(
+                env=self._env, default_hosts=sandbox.hosts, protected=(self._root,
+                *sandbox.protected), on_refused=refused,
+            )  # fmt: skip
+            await run.__aenter__()
+        except OSError as exc:
+            raise WorkspaceError(HOOK_FAILED, f"cannot prepare the hook's sandbox: {exc}") from None
+        try:
+            yield await run.host(sandbox.settings.for_hooks())
+        finally:
+            await run.__aexit__(None, None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class HookSandbox:
+    """The sandbox hooks run in: the workflow's settings, the hosts `network: model` reaches
+    without `allow_hosts`, and what no sandbox may mount besides the workspace root."""
+
+    settings: SandboxSettings
+    hosts: tuple[HostPattern, ...] = ()
+    protected: tuple[Path, ...] = ()
 
 
 async def _git_head(path: Path, env: Mapping[str, str]) -> str | None:

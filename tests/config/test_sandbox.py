@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from symphony.config.fields import ConfigError
+from symphony.config.load import load_settings
 from symphony.config.sandbox import (
     HostPattern,
     Network,
@@ -115,3 +116,37 @@ def test_a_pattern_matches_its_host_port_and_subdomains_only() -> None:
     assert pinned.matches("API.openai.com.", 443)
     assert not pinned.matches("api.openai.com", 80)
     assert HostPattern("::1", 9).matches("[::1]", 9)
+
+
+def write_workflow(tmp_path: Path, front: str) -> Path:
+    path = tmp_path / "WORKFLOW.md"
+    path.write_text(f"---\n{front}---\nWork on {{{{ issue.identifier }}}}\n")
+    return path
+
+
+def test_each_stage_gets_the_workflow_sandbox_with_its_own_block_over_it(tmp_path: Path) -> None:
+    path = write_workflow(tmp_path, """\
+tracker: {kind: local, provider: {path: board}}
+sandbox: {kind: bwrap, allow_hosts: [api.openai.com]}
+stages:
+  plan: {states: [Todo], on_success: Plan Review, sandbox: {network: none, workspace: read-only}}
+  build: {states: [In Progress], on_success: Human Review}
+""")  # fmt: skip
+    settings = load_settings(path, {})
+    assert settings.machine is not None
+    plan, build = settings.machine.stages
+    assert settings.sandbox_for(plan).describe() == "bwrap, network none, workspace read-only"
+    assert settings.sandbox_for(build) == settings.sandbox
+    assert settings.sandbox_for(None).describe() == (
+        "bwrap, network model, allows api.openai.com, workspace writable"
+    )
+
+
+def test_a_bad_stage_block_names_the_stage(tmp_path: Path) -> None:
+    path = write_workflow(tmp_path, """\
+tracker: {kind: local, provider: {path: board}}
+stages:
+  plan: {states: [Todo], on_success: Done, sandbox: {kind: jail}}
+""")  # fmt: skip
+    with pytest.raises(ConfigError, match=r"stages\.plan\.sandbox\.kind must be one of"):
+        load_settings(path, {})

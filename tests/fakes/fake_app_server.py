@@ -11,7 +11,8 @@ Run it as `python3 fake_app_server.py`. The environment picks the behaviour:
   (`tool,complete` runs `tool` on turn 1 and `complete` afterwards). Default `complete`.
   Scenarios: complete, tool, approval, legacy_approval, fail, interrupted, input, hang, busy
   (a started turn with token usage that never ends), crash, malformed, unknown_request,
-  write_file, slow, stream, spend (usage reports at a steady pace, see `scenario_spend`).
+  write_file, slow, stream, spend (usage reports at a steady pace, see `scenario_spend`),
+  probe (a hostile agent, see `scenario_probe`).
 - `FAKE_AGENT_RECORD`: a file; the fake appends one JSON line describing itself (pid, cwd,
   argv, env names, `FAKE_AGENT_RECORD_ENV` values) and then every message it receives.
 - `FAKE_AGENT_RECORD_ENV`: comma-separated names whose values go into that first line.
@@ -42,7 +43,9 @@ import itertools
 import json
 import os
 import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -51,6 +54,16 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 Message = dict[str, Any]
+
+
+def _attempt(action: Any) -> str:
+    """`ok`, or the error an attempt met."""
+    try:
+        action()
+    except OSError as error:
+        return f"{type(error).__name__}: {error}"
+    return "ok"
+
 
 THREAD_ID = "thr-fake-0001"
 THREAD_USAGE_FILE = ".fake-thread-usage.json"
@@ -492,6 +505,31 @@ class Turn:
             "item/completed", {**self.ids(), "item": {**item, "status": "completed", "exitCode": 0}}
         )
         self.agent_message(f"wrote {name}")
+        self.usage(60, 10)
+        self.finish()
+
+    def scenario_probe(self) -> None:
+        """A hostile agent: try each probe of `FAKE_AGENT_PROBES` (JSON: `read`, `write`,
+        `connect` lists of paths and `host:port`s; `leave` a marker for a process left running)
+        and write what each attempt got into `probe.json` in the workspace."""
+        self.started()
+        probes = json.loads(os.environ.get("FAKE_AGENT_PROBES", "{}"))
+        results: dict[str, str] = {}
+        for path in probes.get("read", []):
+            results[f"read {path}"] = _attempt(lambda p=path: Path(p).read_bytes())
+        for path in probes.get("write", []):
+            results[f"write {path}"] = _attempt(lambda p=path: Path(p).write_text("pwned"))
+        for target in probes.get("connect", []):
+            host, port = target.rsplit(":", 1)
+            results[f"connect {target}"] = _attempt(
+                lambda h=host, p=int(port): socket.create_connection((h, p), timeout=2).close()
+            )
+        results["environ"] = " ".join(sorted(os.environ))
+        if probes.get("leave"):
+            sleep = shutil.which("sleep") or "/bin/sleep"
+            subprocess.Popen([probes["leave"], "300"], executable=sleep, start_new_session=True)
+        Path("probe.json").write_text(json.dumps(results), encoding="utf-8")
+        self.agent_message("probed")
         self.usage(60, 10)
         self.finish()
 

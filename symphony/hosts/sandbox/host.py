@@ -123,9 +123,15 @@ class SandboxRun:
                 if p.port is not None and p.host in ("127.0.0.1", "::1", "localhost")
             ]
             for port in forwarded:
-                if port not in self.forwarded:
-                    await self._forward(port)
+                await self.forward(port)
         return SandboxHost(settings, self, tuple(dict.fromkeys(forwarded)))
+
+    async def forward(self, port: int) -> None:
+        """Carry `127.0.0.1:port` of this machine into every sandbox made after this (the
+        daemon's tool server, started once the run knows it needs it)."""
+        if port not in self.forwarded:
+            self.forwarded = (*self.forwarded, port)
+        await self._forward(port)
 
     async def _forward(self, port: int) -> None:
         assert self.paths is not None

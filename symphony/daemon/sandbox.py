@@ -1,0 +1,85 @@
+"""The sandbox of one attempt, as the daemon opens it: which home files and model hosts the agent
+kind gets, which of the daemon's paths must never be mounted, and the host every child of the
+attempt starts on (`symphony.hosts.sandbox`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import structlog
+
+from symphony.agents.registry import backend
+from symphony.base.errors import SymphonyError
+from symphony.config.sandbox import HostPattern, SandboxSettings, parse_host_pattern
+from symphony.config.sections import Settings
+from symphony.hosts.sandbox.host import SANDBOX_UNAVAILABLE, SandboxRun
+
+log = structlog.get_logger(__name__)
+
+Refused = Callable[[str, int], None]
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def model_hosts(kind: str, env: Mapping[str, str]) -> tuple[HostPattern, ...]:
+    """What `network: model` reaches without `allow_hosts`: the agent kind's API hosts, and
+    the host of every `*_BASE_URL` its environment points it at (a proxy or a local model)."""
+    patterns = [parse_host_pattern(h, f"{kind} model hosts") for h in backend(kind).model_hosts]
+    for name, value in sorted(env.items()):
+        if not name.endswith("_BASE_URL"):
+            continue
+        try:
+            parts = urlsplit(value)
+            port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        except ValueError:
+            continue
+        if parts.hostname:
+            patterns.append(HostPattern(parts.hostname.lower(), port))
+    return tuple(dict.fromkeys(patterns))
+
+
+def protected_paths(settings: Settings, env: Mapping[str, str]) -> tuple[Path, ...]:
+    """What no sandbox may mount, even as part of a program's installation: every workspace
+    (the root), the store, the notes folder, the daemon's home."""
+    paths = [settings.workspace.root]
+    if settings.state is not None:
+        paths.append(settings.state.path.parent)
+    if settings.memory is not None:
+        paths.append(settings.memory.folder)
+    if env.get("HOME"):
+        paths.append(Path(env["HOME"]))
+    return tuple(paths)
+
+
+@contextlib.asynccontextmanager
+async def sandboxed(
+    sandbox: SandboxSettings,
+    *,
+    kind: str,
+    env: Mapping[str, str],
+    protected: Sequence[Path],
+    on_refused: Refused,
+) -> AsyncIterator[SandboxRun | None]:
+    """The run's sandbox resources while the block lasts; None (nothing made) when `sandbox`
+    is off. The caller asks the run for the host of each set of settings."""
+    if not sandbox.enabled:
+        yield None
+        return
+    try:
+        run = SandboxRun(
+            credentials=backend(kind).sandbox_home,
+            env=env,
+            default_hosts=model_hosts(kind, env),
+            protected=protected,
+            on_refused=on_refused,
+        )
+        await run.__aenter__()
+    except OSError as exc:
+        raise SymphonyError(SANDBOX_UNAVAILABLE, f"cannot prepare the sandbox: {exc}") from None
+    try:
+        yield run
+    finally:
+        await run.__aexit__(None, None, None)

@@ -1,0 +1,92 @@
+"""The daemon's sandbox for real: a hostile agent and a hook under bubblewrap, run through the
+orchestrator on a local board. Needs bwrap and socat (scripts/test installs them)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.harness import Board, scenario_env, start
+from tests.hosts.sandbox_lab import require_bwrap
+
+pytestmark = pytest.mark.slow
+
+MARKER = f"sandbox-e2e-leftover-{os.getpid()}"
+
+
+@pytest.fixture(autouse=True)
+def _bwrap() -> None:
+    require_bwrap()
+
+
+def leftovers(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().split(b"\0")[0] == marker.encode():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+async def test_a_hostile_agent_and_its_hooks_reach_nothing_outside_their_workspace(
+    tmp_path: Path,
+) -> None:
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY")
+    other = board.workspaces / "ABC-9"
+    other.mkdir(parents=True)
+    (other / "secret.txt").write_text("another ticket's work")
+    listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    state_db = tmp_path / ".symphony" / "state.db"  # where the daemon keeps its store
+    probes = {
+        "read": [str(home / ".ssh" / "id_ed25519"), str(state_db), str(other / "secret.txt"),
+                 "/etc/shadow", f"/proc/{os.getpid()}/environ"],
+        "write": [str(tmp_path / "outside.txt"), str(home / "pwned"), str(other / "pwned")],
+        "connect": [f"127.0.0.1:{port}"],
+        "leave": MARKER,
+    }  # fmt: skip
+    board.write_workflow(
+        agent={"max_turns": 1},
+        hooks={"after_create": 'echo "$(id -u) $HOME" > hook.txt; touch "$HOME/hook-home"'},
+        sandbox={"kind": "bwrap", "network": "none"},
+    )
+    env = scenario_env(
+        "probe", HOME=str(home), FAKE_AGENT_PROBES=json.dumps(probes),
+        SYMPHONY_TEST_SECRET="daemon-only",
+    )  # fmt: skip
+    workspace = board.workspaces / "ABC-1"
+    run = start(board, env, watch=False)
+    try:
+        await run.until(lambda: (workspace / "probe.json").exists(), timeout=30)
+        await run.until(lambda: not run.orchestrator.state.running, timeout=30)
+    finally:
+        await run.stop()
+        listener.close()
+
+    results = json.loads((workspace / "probe.json").read_text())
+    for attempt, outcome in results.items():
+        # A write may land in the sandbox's private /tmp, which is gone with it (checked below).
+        if attempt.startswith(("read", "connect")):
+            assert outcome != "ok", f"{attempt} succeeded inside the sandbox"
+    assert all(results[f"write {home / n}"] != "ok" for n in ("pwned",))
+    assert "SYMPHONY_TEST_SECRET" not in results["environ"]
+    for victim in (tmp_path / "outside.txt", home / "pwned", other / "pwned"):
+        assert not victim.exists()
+    assert leftovers(MARKER) == []
+    uid, hook_home = (workspace / "hook.txt").read_text().split()
+    if os.getuid() == 0:
+        assert uid != "0"  # a root daemon hands its hooks no root
+    assert hook_home != str(home) and not (home / "hook-home").exists()
+    assert sys.executable  # the agent ran from this interpreter's installation, mounted read-only
