@@ -25,10 +25,12 @@ from symphony.codehost.contract import CodeHost as CodeHostClient
 from symphony.codehost.contract import CodeHostError
 from symphony.config.prompt import StageContext, render_prompt
 from symphony.config.repository import CodeHost, MergePolicy, PublishSettings, RepositorySettings
+from symphony.config.sandbox import SandboxKind
 from symphony.config.sections import Settings
 from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
 from symphony.daemon.follow import create_code_host
+from symphony.hosts.sandbox.probe import sandbox_problem
 from symphony.memory import memory_of
 from symphony.store import Store, StoreError
 from symphony.tracker.contract import Tracker, resolve_states
@@ -136,7 +138,8 @@ async def report(
         print(f"warning: {warning}")
     for note in merge_notes:
         print(note)
-    errors = _machine(settings, known)
+    errors = _sandboxes(settings)
+    errors += _machine(settings, known)
     state = _daemon_claims(settings)
     if settings.agent.max_in_review is not None and settings.machine is not None:
         waiting = observe_review_queue(state, in_review, settings)
@@ -174,6 +177,9 @@ def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
             )
         if stage.publish is not None and settings.repository is not None:
             print(f"  {'':<12} {_publish_line(settings, stage.publish)}")
+        sandbox = settings.sandbox_for(stage)
+        if sandbox.enabled or settings.sandbox.enabled:
+            print(f"  {'':<12} sandbox: {sandbox.describe()}")
     following = any(stage.publish is not None for stage in machine.stages)
     if following:
         print(f"  {'':<12} {_follow_line(settings)}")
@@ -189,6 +195,30 @@ def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
         "change the stages"
         for state in missing
     ]
+
+
+def _sandboxes(settings: Settings) -> list[str]:
+    """The workflow's sandbox, and why one it uses cannot start on this machine."""
+    print(f"sandbox       {settings.sandbox.describe()}" + (
+        "" if settings.sandbox.enabled else " (agents, hooks and gates run as this user)"
+    ))  # fmt: skip
+    used = [settings.sandbox]
+    if settings.machine is not None:
+        used += [settings.sandbox_for(stage) for stage in settings.machine.stages]
+    enabled = [s for s in used if s.enabled]
+    if enabled:
+        limits = enabled[0]
+        print(
+            f"sandbox limit {limits.memory_mb} MB of memory, {limits.pids} processes "
+            + ("(podman: the container's cgroup)" if limits.kind is SandboxKind.PODMAN
+               else "(bwrap: rlimits RLIMIT_DATA and RLIMIT_NPROC, no cgroup)")
+        )  # fmt: skip
+    errors = []
+    for kind, image in dict.fromkeys((s.kind, s.image) for s in enabled):
+        problem = sandbox_problem(kind, image)
+        if problem is not None:
+            errors.append(f"sandbox.kind {kind.value} cannot start: {problem}")
+    return errors
 
 
 async def _merge_rules(

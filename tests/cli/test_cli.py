@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -398,3 +399,47 @@ def test_report_prints_the_outcome_figures_while_a_daemon_holds_the_store(board:
     assert "B-2                      unknown   99" in out
     wrong = run_cli("report", "--since", "soon", cwd=board.root)
     assert wrong.returncode == 1 and "--since must be like 90m, 24h, 7d or 2w" in wrong.stderr
+
+
+def test_check_shows_each_stages_sandbox_and_fails_where_it_cannot_start(board: Board) -> None:
+    board.ticket("ABC-1")
+    stages = {
+        "plan": {"states": ["Todo"], "on_success": "Plan Review",
+                 "sandbox": {"network": "none", "workspace": "read-only"}},
+        "build": {"states": ["In Progress"], "on_success": "Human Review"},
+    }  # fmt: skip
+    board.write_workflow(sandbox={"kind": "bwrap"}, stages=stages)
+    tools = board.root / "bin"
+    tools.mkdir()
+    (tools / "python3").symlink_to(sys.executable)
+    # Without bwrap on PATH: the same report, and a failure that says what to install.
+    without = run_cli("check", cwd=board.root, env={**os.environ, "PATH": str(tools)})
+    with_path = run_cli("check", cwd=board.root)
+    for result in (without, with_path):
+        assert "sandbox       bwrap, network model, workspace writable" in result.stdout
+        assert "sandbox: bwrap, network none, workspace read-only" in result.stdout
+        assert "Traceback" not in result.stderr
+    assert without.returncode == 1
+    assert "error: sandbox.kind bwrap cannot start: bwrap is not installed" in without.stdout
+    if shutil.which("bwrap") and shutil.which("socat"):
+        assert with_path.returncode == 0, with_path.stdout
+
+
+def test_check_says_when_the_kernel_refuses_the_sandbox_its_namespaces(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow(sandbox={"kind": "bwrap", "network": "none"})
+    tools = board.root / "bin"
+    tools.mkdir()
+    (tools / "python3").symlink_to(sys.executable)
+    (tools / "socat").write_text("#!/bin/sh\nexit 0\n")
+    # What bwrap says where unprivileged user namespaces are switched off.
+    (tools / "bwrap").write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n"
+    )
+    for tool in ("socat", "bwrap"):
+        (tools / tool).chmod(0o755)
+    result = run_cli("check", cwd=board.root, env={**os.environ, "PATH": str(tools)})
+    assert result.returncode == 1
+    assert "are user namespaces allowed?): bwrap: No permissions to creating new namespace" in (
+        result.stdout
+    )
