@@ -479,6 +479,7 @@ def start_run(
         agent_kind=kind,
         host=host,
         hold_state=hold_state,
+        sandbox=settings.sandbox_for(stage).describe(),
     )
     if host != LOCAL:
         state.workspace_hosts[issue.id] = host

@@ -123,8 +123,10 @@ def build_evidence(
     cost_usd: float | None = None,
     agent: str | None = None,
     model: str | None = None,
+    sandbox: str = "none",
 ) -> dict[str, Any]:
-    """The evidence of one hand-off, JSON-safe."""
+    """The evidence of one hand-off, JSON-safe. `sandbox` is the boundary the agent and the
+    gates ran in, in words."""
     gates = None
     if verification is not None and verification.rounds:
         gates = {
@@ -146,6 +148,7 @@ def build_evidence(
         "pull_request": report.pull_request,
         "agent": agent,
         "model": model,
+        "sandbox": sandbox,
         "turns": turns,
         "tokens": {"input": tokens[0], "output": tokens[1], "total": tokens[2]},
         "cost_usd": None if cost_usd is None else round(cost_usd, 4),
@@ -173,10 +176,16 @@ def render_evidence(evidence: Mapping[str, Any]) -> str:
                 f"| {code} | {result['duration_s']:.1f} s |"
             )
         fixes = gates["fix_turns"]
+        sandbox = evidence.get("sandbox") or "none"
         lines += [
             "",
             "All gates passed"
-            + (f" after {fixes} fix turn{'s' if fixes != 1 else ''}." if fixes else " at once."),
+            + (f" after {fixes} fix turn{'s' if fixes != 1 else ''}." if fixes else " at once.")
+            + (
+                f" The agent and the gates ran in a sandbox: {sandbox}."
+                if sandbox != "none"
+                else ""
+            ),
             "",
         ]
     workspace = evidence.get("workspace")

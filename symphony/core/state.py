@@ -105,6 +105,8 @@ class RunningEntry:
     """The cost the agent reported for its process, if it reports one."""
     host: str = LOCAL
     """Where it runs: `local`, or an SSH worker host's name."""
+    sandbox: str = "none"
+    """The boundary its agent and gates run in, in words (`SandboxSettings.describe`)."""
     hold_state: str | None = None
     """A fix run of a published ticket: the review state its ticket waits in meanwhile, which
     does not stop the run."""

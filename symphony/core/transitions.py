@@ -124,6 +124,7 @@ def _evidence(
         cost_usd=totals.known_cost_usd,
         agent=entry.agent_kind,
         model=entry.model,
+        sandbox=entry.sandbox,
     )
 
 

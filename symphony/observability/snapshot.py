@@ -346,6 +346,7 @@ def _running_row(issue_id: str, entry: RunningEntry, now: float, wall: datetime)
         "session_id": entry.session_id,
         "pid": entry.pid,
         "host": entry.host,
+        "sandbox": entry.sandbox,
         "remote_pgid": entry.remote_pgid,
         "turn_count": entry.turn_count,
         "started_at": _iso(entry.started_at_wall),

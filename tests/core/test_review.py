@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
+from symphony.config.sandbox import Network, SandboxKind, SandboxSettings
 from symphony.config.sections import Settings
 from symphony.config.stages import Gate, Outcome, Report, StageMachine
 from symphony.core.evidence import WorkspaceFacts
@@ -100,6 +101,23 @@ def test_a_verified_hand_off_carries_the_evidence_of_what_the_daemon_saw() -> No
     assert "| tests | `pytest -q` | passed | 0 | 1.5 s |" in comment.body
     assert "All gates passed after 1 fix turn." in comment.body
     assert "1 commit since `bbbbbbbbbbbb`" in comment.body and "calc.py | 2 ++" in comment.body
+    assert evidence["sandbox"] == "none"
+
+
+def test_the_evidence_names_the_sandbox_the_stage_ran_in() -> None:
+    settings = review_settings()
+    assert settings.machine is not None
+    boxed = SandboxSettings(kind=SandboxKind.BWRAP, network=Network.NONE)
+    machine = dataclasses.replace(settings.machine, stages=tuple(
+        dataclasses.replace(s, sandbox=boxed) if s.name == "implement" else s
+        for s in settings.machine.stages
+    ))  # fmt: skip
+    settings = dataclasses.replace(settings, machine=machine)
+    state = core.SchedulerState()
+    exit = core.WorkerExit(True, report=DONE, verification=Verification((GateRound((PASSED,)),)))
+    evidence = run_to_report(state, settings, "Ready", exit).plan.evidence
+    assert evidence is not None
+    assert evidence["sandbox"] == "bwrap, network none, workspace writable"
 
 
 def test_hand_off_rework_and_acceptance_are_recorded_as_the_ticket_goes_round() -> None:

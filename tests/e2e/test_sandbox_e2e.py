@@ -68,6 +68,10 @@ async def test_a_hostile_agent_and_its_hooks_reach_nothing_outside_their_workspa
     )  # fmt: skip
     workspace = board.workspaces / "ABC-1"
     run = start(board, env, watch=False)
+    shown: set[str] = set()
+    run.orchestrator.add_listener(
+        lambda: shown.update(r["sandbox"] for r in run.orchestrator.snapshot()["running"])
+    )
     try:
         await run.until(lambda: (workspace / "probe.json").exists(), timeout=30)
         await run.until(lambda: not run.orchestrator.state.running, timeout=30)
@@ -75,6 +79,7 @@ async def test_a_hostile_agent_and_its_hooks_reach_nothing_outside_their_workspa
         await run.stop()
         listener.close()
 
+    assert shown == {"bwrap, network none, workspace writable"}  # what the API says it runs in
     results = json.loads((workspace / "probe.json").read_text())
     for attempt, outcome in results.items():
         # A write may land in the sandbox's private /tmp, which is gone with it (checked below).

@@ -122,6 +122,12 @@ def test_the_comment_reads_as_a_report_and_escapes_table_cells() -> None:
     )
     assert "costing $0.42." in render_evidence({**evidence, "cost_usd": 0.4213})
     assert text.endswith("- Should sub accept floats?")
+    assert "sandbox" not in text
+    boxed = render_evidence({**evidence, "sandbox": "bwrap, network none, workspace writable"})
+    assert (
+        "All gates passed at once. The agent and the gates ran in a sandbox: bwrap, network "
+        "none, workspace writable." in boxed
+    )
 
 
 async def test_merge_checks_say_whether_the_branch_merges_and_which_branches_conflict(
