@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from symphony.agents.session import StopOnce, check_workspace, deliver, dig, wit
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
 from symphony.base.events import RESUMED, AgentEvent, EventKind, TokenUsage
 from symphony.base.tools import ToolResult
+from symphony.config.agents import SessionSettings
 from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
 
 __all__ = ["MAX_LINE_BYTES", "AppServerSession"]
@@ -96,6 +98,23 @@ class CodexSettings:
 
 
 _CODEX = CodexSettings()
+
+OUTER_BOUNDARY = "danger-full-access"
+"""Codex's own sandbox inside symphony's: off, since the outer one is the boundary (codex's
+bubblewrap cannot make its namespaces inside another sandbox and refuses every write)."""
+
+
+def inside_sandbox(settings: SessionSettings) -> SessionSettings:
+    """The settings of a codex run inside a symphony sandbox (`Backend.inside_sandbox`)."""
+    assert isinstance(settings, CodexSettings)
+    policy = settings.turn_sandbox_policy
+    return dataclasses.replace(
+        settings,
+        thread_sandbox=OUTER_BOUNDARY,
+        turn_sandbox_policy=None
+        if policy is None
+        else MappingProxyType({"type": "dangerFullAccess"}),
+    )
 
 
 def parse_settings(raw: Mapping[str, Any]) -> CodexSettings:

@@ -38,6 +38,8 @@ class Backend:
     """What its private home in a sandbox gets: the files it authenticates to its model with."""
     model_hosts: tuple[str, ...] = ()
     """What `sandbox.network: model` reaches by default: its provider's API hosts."""
+    inside_sandbox: Callable[[SessionSettings], SessionSettings] = lambda settings: settings
+    """Its settings inside a symphony sandbox (codex turns its own sandbox off there)."""
 
 
 CODEX = Backend(
@@ -50,6 +52,7 @@ CODEX = Backend(
     # A ChatGPT login or an API key (auth.json) and the model provider's settings.
     sandbox_home=HomeCredentials("CODEX_HOME", ".codex", ("auth.json", "config.toml")),
     model_hosts=("api.openai.com", "chatgpt.com", "auth.openai.com"),
+    inside_sandbox=codex.inside_sandbox,
 )
 
 

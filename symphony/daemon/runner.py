@@ -280,7 +280,9 @@ class _Attempt:
         assert run is not None
         if self.grant is not None:
             await run.forward(_port_of(self.grant.url))
-        return dataclasses.replace(launch, host=await run.host(settings))
+        host = await run.host(settings)
+        inside = backend(launch.kind).inside_sandbox(launch.settings)
+        return dataclasses.replace(launch, host=host, settings=inside)
 
     def refused(self, host: str, port: int) -> None:
         target = f"{host}:{port}"

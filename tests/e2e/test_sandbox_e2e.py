@@ -8,9 +8,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
+from tests.e2e.conftest import codex_command
+from tests.e2e.fake_model import FakeModel, ModelRequest, Say, Shell, Step
 from tests.harness import Board, scenario_env, start
 from tests.hosts.sandbox_lab import require_bwrap
 
@@ -95,3 +98,34 @@ async def test_a_hostile_agent_and_its_hooks_reach_nothing_outside_their_workspa
         assert uid != "0"  # a root daemon hands its hooks no root
     assert hook_home != str(home) and not (home / "hook-home").exists()
     assert sys.executable  # the agent ran from this interpreter's installation, mounted read-only
+
+
+async def test_the_real_codex_works_inside_the_sandbox_through_the_proxy(
+    tmp_path: Path, codex_env: dict[str, str]
+) -> None:
+    """Codex reaches its (fake) model through the daemon's proxy, runs a command in its own
+    sandbox nested in symphony's, and the command's write lands in the workspace."""
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+
+    def script(request: ModelRequest) -> list[Step]:
+        return [Shell("printf %s sandboxed > made.txt"), Say("done in the sandbox")]
+
+    with FakeModel(script) as model:
+        port = urlsplit(model.base_url).port
+        board.write_workflow(
+            agent={"max_turns": 1},
+            codex={"command": codex_command(model.base_url), "approval_policy": "never",
+                   "thread_sandbox": "workspace-write", "read_timeout_ms": 30_000,
+                   "turn_timeout_ms": 60_000},
+            sandbox={"kind": "bwrap", "network": "model", "allow_hosts": [f"127.0.0.1:{port}"]},
+        )  # fmt: skip
+        run = start(board, codex_env, watch=False)
+        workspace = board.workspaces / "ABC-1"
+        try:
+            await run.until(lambda: (workspace / "made.txt").exists(), timeout=60)
+            await run.until(lambda: not run.orchestrator.state.running, timeout=60)
+        finally:
+            await run.stop()
+    assert model.script_errors == [] and model.unexpected_requests == []
+    assert (workspace / "made.txt").read_text() == "sandboxed"
