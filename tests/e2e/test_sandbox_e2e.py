@@ -10,12 +10,14 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from tests.e2e.conftest import codex_command
 from tests.e2e.fake_model import FakeModel, ModelRequest, Say, Shell, Step
-from tests.harness import Board, scenario_env, start
+from tests.harness import Board, Daemon, Folder, scenario_env, start, wait_until
 from tests.hosts.sandbox_lab import require_bwrap
+from tests.quickstart import prepare_quickstart
 
 pytestmark = pytest.mark.slow
 
@@ -129,3 +131,32 @@ async def test_the_real_codex_works_inside_the_sandbox_through_the_proxy(
             await run.stop()
     assert model.script_errors == [] and model.unexpected_requests == []
     assert (workspace / "made.txt").read_text() == "sandboxed"
+
+
+def test_the_quickstart_plans_in_a_sandbox_without_network_or_write_access(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    workflow = prepare_quickstart(root)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "DEMO_AGENT_DELAY_MS": "300", "SYMPHONY_SANDBOX": "bwrap"}
+    daemon = Daemon(Folder(root, workflow), env, "--port", "0")
+    seen: set[tuple[str, str]] = set()
+    board = root / ".symphony" / "board"
+
+    def planned() -> bool:
+        state = httpx.get(f"{url}api/v1/state", timeout=5).json()
+        seen.update((r["state"], r["sandbox"]) for r in state["running"])
+        return any("state: Plan Review" in p.read_text() for p in board.glob("*.md"))
+
+    try:
+        url = daemon.url()
+        assert wait_until(planned, 60), "".join(daemon.lines)[-3000:]
+    finally:
+        daemon.stop()
+    assert ("Todo", "bwrap, network none, workspace read-only") in seen
+    # The other stage runs as configured: unsandboxed.
+    assert all(sandbox == "none" for state, sandbox in seen if state != "Todo")
+    assert "Traceback" not in "".join(daemon.lines)
