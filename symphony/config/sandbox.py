@@ -89,6 +89,8 @@ class SandboxSettings:
     memory_mb: int = DEFAULT_MEMORY_MB
     pids: int = DEFAULT_PIDS
     image: str | None = None
+    """podman: the image the container runs, whose own system folders are its toolchain;
+    None: an empty root with this machine's system folders mounted read-only (as bwrap)."""
     workspace: WorkspaceAccess = WorkspaceAccess.WRITABLE
 
     @property
@@ -107,6 +109,8 @@ class SandboxSettings:
         if not self.enabled:
             return "none"
         parts = [self.kind.value, f"network {self.network.value}"]
+        if self.image is not None:
+            parts.insert(1, f"image {self.image}")
         if self.network is Network.MODEL and self.allow_hosts is not None:
             parts.append("allows " + ", ".join(str(h) for h in self.allow_hosts))
         parts.append(f"workspace {self.workspace.value}")
@@ -143,12 +147,6 @@ def parse_sandbox(
         image = value.strip()
         if kind is not SandboxKind.PODMAN:
             raise ConfigError(INVALID_CONFIG, f"{dotted} is used only with kind: podman")
-    if kind is SandboxKind.PODMAN and image is None:
-        raise ConfigError(
-            INVALID_CONFIG,
-            "sandbox.kind: podman needs sandbox.image, the image its containers run "
-            "(scripts/build-sandbox-image builds localhost/symphony-sandbox from this machine)",
-        )
     return SandboxSettings(
         kind=kind,
         network=_enum(merged, "network", Network, network_default, environ),

@@ -80,7 +80,6 @@ def test_an_enum_key_may_come_from_the_environment_and_falls_back_when_unset() -
         ({"kind": "bwrap", "writable": ["/"]}, None, "cannot name /"),
         ({"kind": "bwrap", "memory_mb": 0}, None, "memory_mb"),
         ({"kind": "bwrap", "image": "x"}, None, "image is used only with kind: podman"),
-        ({"kind": "podman"}, None, "needs sandbox.image"),
     ],
 )
 def test_bad_settings_are_config_errors_that_name_the_key(

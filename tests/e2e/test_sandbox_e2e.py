@@ -1,5 +1,6 @@
-"""The daemon's sandbox for real: a hostile agent and a hook under bubblewrap, run through the
-orchestrator on a local board. Needs bwrap and socat (scripts/test installs them)."""
+"""The daemon's sandbox for real: a hostile agent and a hook under bubblewrap and podman, the
+real codex inside it, and the quickstart's sandboxed plan stage, run through the orchestrator
+on a local board. Needs bwrap, socat, podman and runc (scripts/test installs them)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from symphony.config.sandbox import SandboxKind
 from tests.e2e.conftest import codex_command
 from tests.e2e.fake_model import FakeModel, ModelRequest, Say, Shell, Step
 from tests.harness import Board, Daemon, Folder, scenario_env, start, wait_until
-from tests.hosts.sandbox_lab import require_bwrap
+from tests.hosts.sandbox_lab import require_bwrap, require_sandbox
 from tests.quickstart import prepare_quickstart
 
 pytestmark = pytest.mark.slow
@@ -24,8 +26,14 @@ pytestmark = pytest.mark.slow
 MARKER = f"sandbox-e2e-leftover-{os.getpid()}"
 
 
-@pytest.fixture(autouse=True)
-def _bwrap() -> None:
+@pytest.fixture(params=[SandboxKind.BWRAP, SandboxKind.PODMAN], ids=lambda k: k.value)
+def kind(request: pytest.FixtureRequest) -> SandboxKind:
+    require_sandbox(request.param)
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def bwrap() -> None:
     require_bwrap()
 
 
@@ -42,7 +50,7 @@ def leftovers(marker: str) -> list[int]:
 
 
 async def test_a_hostile_agent_and_its_hooks_reach_nothing_outside_their_workspace(
-    tmp_path: Path,
+    tmp_path: Path, kind: SandboxKind
 ) -> None:
     board = Board(tmp_path)
     board.ticket("ABC-1")
@@ -65,7 +73,7 @@ async def test_a_hostile_agent_and_its_hooks_reach_nothing_outside_their_workspa
     board.write_workflow(
         agent={"max_turns": 1},
         hooks={"after_create": 'echo "$(id -u) $HOME" > hook.txt; touch "$HOME/hook-home"'},
-        sandbox={"kind": "bwrap", "network": "none"},
+        sandbox={"kind": kind.value, "network": "none"},
     )
     env = scenario_env(
         "probe", HOME=str(home), FAKE_AGENT_PROBES=json.dumps(probes),
@@ -84,7 +92,9 @@ async def test_a_hostile_agent_and_its_hooks_reach_nothing_outside_their_workspa
         await run.stop()
         listener.close()
 
-    assert shown == {"bwrap, network none, workspace writable"}  # what the API says it runs in
+    assert shown == {
+        f"{kind.value}, network none, workspace writable"
+    }  # what the API says it runs in
     results = json.loads((workspace / "probe.json").read_text())
     for attempt, outcome in results.items():
         # A write may land in the sandbox's private /tmp, which is gone with it (checked below).
@@ -103,7 +113,7 @@ async def test_a_hostile_agent_and_its_hooks_reach_nothing_outside_their_workspa
 
 
 async def test_the_real_codex_works_inside_the_sandbox_through_the_proxy(
-    tmp_path: Path, codex_env: dict[str, str]
+    tmp_path: Path, codex_env: dict[str, str], kind: SandboxKind
 ) -> None:
     """Codex reaches its (fake) model through the daemon's proxy, runs a command in its own
     sandbox nested in symphony's, and the command's write lands in the workspace."""
@@ -120,7 +130,7 @@ async def test_the_real_codex_works_inside_the_sandbox_through_the_proxy(
             codex={"command": codex_command(model.base_url), "approval_policy": "never",
                    "thread_sandbox": "workspace-write", "read_timeout_ms": 30_000,
                    "turn_timeout_ms": 60_000},
-            sandbox={"kind": "bwrap", "network": "model", "allow_hosts": [f"127.0.0.1:{port}"]},
+            sandbox={"kind": kind.value, "network": "model", "allow_hosts": [f"127.0.0.1:{port}"]},
         )  # fmt: skip
         run = start(board, codex_env, watch=False)
         workspace = board.workspaces / "ABC-1"
@@ -134,7 +144,7 @@ async def test_the_real_codex_works_inside_the_sandbox_through_the_proxy(
 
 
 def test_the_quickstart_plans_in_a_sandbox_without_network_or_write_access(
-    tmp_path: Path,
+    tmp_path: Path, bwrap: None
 ) -> None:
     root = tmp_path / "project"
     root.mkdir()

@@ -56,6 +56,12 @@ from typing import Any, NoReturn
 Message = dict[str, Any]
 
 
+def _nonempty(data: bytes) -> None:
+    """A masked file reads as nothing at all: that is not a successful read of it."""
+    if not data:
+        raise OSError("empty: nothing to read")
+
+
 def _attempt(action: Any) -> str:
     """`ok`, or the error an attempt met."""
     try:
@@ -516,7 +522,7 @@ class Turn:
         probes = json.loads(os.environ.get("FAKE_AGENT_PROBES", "{}"))
         results: dict[str, str] = {}
         for path in probes.get("read", []):
-            results[f"read {path}"] = _attempt(lambda p=path: Path(p).read_bytes())
+            results[f"read {path}"] = _attempt(lambda p=path: _nonempty(Path(p).read_bytes()))
         for path in probes.get("write", []):
             results[f"write {path}"] = _attempt(lambda p=path: Path(p).write_text("pwned"))
         for target in probes.get("connect", []):

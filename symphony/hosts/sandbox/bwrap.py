@@ -56,9 +56,10 @@ def proxy_environment(network: Network) -> dict[str, str]:
     return {**env, **{k.lower(): v for k, v in env.items()}}
 
 
-def wrapper(bridged: Sequence[Bridge], *, memory_mb: int, pids: int) -> str:
+def wrapper(bridged: Sequence[Bridge], *, memory_mb: int | None, pids: int | None) -> str:
     """The `sh` program run first inside: start each bridge, wait until they listen, then run
-    its arguments under the limits (`prlimit` where the system has it)."""
+    its arguments under the limits (`prlimit` where the system has it; None: the limits are
+    enforced outside, by a cgroup)."""
     lines = []
     for bridge in bridged:
         lines.append(
@@ -73,6 +74,9 @@ def wrapper(bridged: Sequence[Bridge], *, memory_mb: int, pids: int) -> str:
             f"    _sy_i=$((_sy_i + 1)); [ $_sy_i -gt {BRIDGE_WAIT_TENTHS * 10} ] && break 2\n"
             "    sleep 0.01\n  done\ndone\nunset _sy_i _sy_p"
         )
+    if memory_mb is None or pids is None:
+        lines.append('exec "$@"')
+        return "\n".join(lines)
     data = memory_mb * 1024 * 1024
     lines.append(
         "if command -v prlimit >/dev/null 2>&1; then\n"

@@ -10,6 +10,7 @@ workspace it is started in, built afresh from those settings.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import secrets
@@ -30,6 +31,14 @@ from symphony.hosts.sandbox.bwrap import (
     proxy_environment,
 )
 from symphony.hosts.sandbox.home import NO_CREDENTIALS, HomeCredentials, fill_home, remove_home
+from symphony.hosts.sandbox.podman import (
+    CONTAINER_PREFIX,
+    client_environment,
+    podman_argv,
+    remove_containers,
+    skeleton,
+    write_env_file,
+)
 from symphony.hosts.sandbox.policy import (
     Mount,
     RunPaths,
@@ -42,6 +51,8 @@ from symphony.hosts.sandbox.proxy import AllowlistProxy, PortForward
 from symphony.hosts.shell import ScriptResult, run_script
 
 SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+SOCKET_PATH_MAX = 107
+"""The longest path a Unix socket may have on Linux (sun_path, without its NUL)."""
 RUNS_FOLDER = "symphony-sandbox"
 """Under the system's temporary folder: one folder per sandboxed run, named `<pid>-<token>`."""
 
@@ -76,15 +87,24 @@ class SandboxRun:
         self.paths: RunPaths | None = None
         self.home_env: dict[str, str] = {}
         self._servers: list[AllowlistProxy | PortForward] = []
-        self._proxies: dict[tuple[HostPattern, ...], Path] = {}
+        self._containers: list[str] = []
+        self._podman: str | None = None
 
     async def __aenter__(self) -> SandboxRun:
         self._root.mkdir(mode=0o711, parents=True, exist_ok=True)
         sweep_stale(self._root)
-        folder = self._root / f"{os.getpid()}-{secrets.token_hex(6)}"
+        folder = self._root / f"{os.getpid()}-{secrets.token_hex(4)}"
         folder.mkdir(mode=0o711)
-        home, sockets = folder / "home", folder / "sockets"
+        home, sockets = folder / "home", folder / "s"
         sockets.mkdir(mode=0o755)
+        longest = sockets / forward_socket(65535)
+        if len(os.fsencode(longest)) > SOCKET_PATH_MAX:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise SymphonyError(
+                SANDBOX_UNAVAILABLE,
+                f"the sandbox's sockets would live at {sockets}, too long a path for a Unix "
+                "socket: point TMPDIR at a shorter folder",
+            )
         self.paths = RunPaths(home=home, sockets=sockets)
         try:
             self.home_env = fill_home(home, self._credentials, self._env)
@@ -99,12 +119,27 @@ class SandboxRun:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._podman is not None and self._containers:
+            names, self._containers = self._containers, []
+            await asyncio.to_thread(remove_containers, self._podman, names, client_environment())
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await server.close()
         self._servers.clear()
         if self.paths is not None:
             remove_home(self.paths.home.parent)
+
+    def container(self, podman: str) -> tuple[str, Path]:
+        """A name for the next container of this run, and the env file beside it."""
+        assert self.paths is not None
+        self._podman = podman
+        folder = self.paths.home.parent
+        name = f"{CONTAINER_PREFIX}{folder.name}-{len(self._containers) + 1}"
+        self._containers.append(name)
+        return name, folder / f"{name}.env"
+
+    def rootfs(self) -> Path:
+        return skeleton(self._root / "rootfs")
 
     def allowed_hosts(self, settings: SandboxSettings) -> tuple[HostPattern, ...]:
         return settings.allow_hosts if settings.allow_hosts is not None else self.default_hosts
@@ -158,15 +193,13 @@ class SandboxHost:
     name = LOCAL
 
     def __init__(self, settings: SandboxSettings, run: SandboxRun, forwarded: Sequence[int]):
-        if settings.kind is not SandboxKind.BWRAP:
-            raise SymphonyError(
-                SANDBOX_UNAVAILABLE, f"sandbox.kind {settings.kind.value} cannot start here"
-            )
+        if not settings.enabled:
+            raise SymphonyError(SANDBOX_UNAVAILABLE, "sandbox.kind none builds no sandbox")
         self.settings = settings
         self._run = run
         self._forwarded = tuple(forwarded)
-        self._bwrap = shutil.which("bwrap") or "bwrap"
-        self._shell = shutil.which("sh") or "/bin/sh"
+        self._program = shutil.which(settings.kind.value) or settings.kind.value
+        self._shell = "/bin/sh"
 
     @property
     def is_local(self) -> bool:
@@ -182,22 +215,35 @@ class SandboxHost:
         protected = [*self._run.protected, *(Path(home) for home in (home,) if home)]
         return [f for f in found if not any(p.is_relative_to(f) for p in protected)]
 
-    def _argv(self, inner: Sequence[str], workspace: Path, folders: Sequence[Path]) -> list[str]:
+    def _start(
+        self, inner: Sequence[str], workspace: Path, command: str, env: Mapping[str, str]
+    ) -> tuple[list[str], dict[str, str]]:
+        """The command line that starts `inner` inside, and the environment of that process
+        (the child's own for bwrap; podman's client's, the child's going in an env file)."""
         paths = self._run.paths
         assert paths is not None
+        settings = self.settings
+        image = settings.image if settings.kind is SandboxKind.PODMAN else None
         mounts: tuple[Mount, ...] = plan_mounts(
-            self.settings, workspace, paths, programs=folders, git=worktree_mounts(workspace)
-        )
-        return bwrap_argv(
-            self._bwrap,
-            mounts,
-            network=self.settings.network,
-            cwd=workspace,
-            inner=inner,
-            bridged=bridges(self.settings.network, self._forwarded),
-            memory_mb=self.settings.memory_mb,
-            pids=self.settings.pids,
-        )
+            settings, workspace, paths, programs=self._folders(command, env),
+            git=worktree_mounts(workspace), system=image is None,
+        )  # fmt: skip
+        bridged = bridges(settings.network, self._forwarded)
+        child_env = self.environment(env)
+        if settings.kind is SandboxKind.BWRAP:
+            argv = bwrap_argv(
+                self._program, mounts, network=settings.network, cwd=workspace, inner=inner,
+                bridged=bridged, memory_mb=settings.memory_mb, pids=settings.pids,
+            )  # fmt: skip
+            return argv, child_env
+        name, env_file = self._run.container(self._program)
+        write_env_file(env_file, child_env)
+        argv = podman_argv(
+            self._program, mounts, name=name, network=settings.network, cwd=workspace,
+            inner=inner, bridged=bridged, memory_mb=settings.memory_mb, pids=settings.pids,
+            env_file=env_file, image=image, rootfs=None if image else self._run.rootfs(),
+        )  # fmt: skip
+        return argv, client_environment()
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """A child's environment inside: its own, pointed at the private home and the proxy."""
@@ -212,9 +258,9 @@ class SandboxHost:
     def agent_launch(
         self, command: str, workspace: Path, env: Mapping[str, str]
     ) -> AgentLaunchSpec:
-        bash = shutil.which("bash") or "/bin/bash"
-        argv = self._argv((bash, "-lc", command), workspace, self._folders(command, env))
-        return AgentLaunchSpec(tuple(argv), workspace, self.environment(env))
+        # Inside, bash is the system's (an image's own, or this machine's mounted read-only).
+        argv, process_env = self._start(("/bin/bash", "-lc", command), workspace, command, env)
+        return AgentLaunchSpec(tuple(argv), workspace, process_env)
 
     async def run_script(
         self,
@@ -226,9 +272,9 @@ class SandboxHost:
         tail_bytes: int,
         end_group: bool = False,
     ) -> ScriptResult:
-        argv = self._argv((), cwd, self._folders("", env))
+        argv, process_env = self._start((), cwd, "", env)
         return await run_script(
-            self._shell, script, cwd=cwd, env=self.environment(env), timeout_ms=timeout_ms,
+            self._shell, script, cwd=cwd, env=process_env, timeout_ms=timeout_ms,
             tail_bytes=tail_bytes, end_group=end_group, prefix=argv,
         )  # fmt: skip
 

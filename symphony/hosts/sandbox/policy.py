@@ -58,27 +58,22 @@ def plan_mounts(
     git: Sequence[Mount] = (),
     etc: Path = Path("/etc"),
     root: Path = Path("/"),
+    system: bool = True,
 ) -> tuple[Mount, ...]:
     """The mounts of a sandbox around `workspace`, in the order they are made (a later mount
     covers an earlier one): the system read-only with /etc's secrets masked, a private /tmp,
     the installations of `programs`, the extra read-only folders, the private home, the
     workspace, the git metadata a worktree needs (`worktree_mounts`), the extra writable
-    folders, and the daemon's socket folder."""
+    folders, and the daemon's socket folder. Without `system` (a container image that brings
+    its own), this machine's system folders are left out."""
     mounts: list[Mount] = [Mount("dir", Path("/run"))]
-    for link in SYSTEM_LINKS:
-        on_host = root / link.lstrip("/")
-        if on_host.is_symlink():
-            mounts.append(Mount("symlink", Path(link), Path(os.readlink(on_host))))
-        elif on_host.is_dir():
-            mounts.append(Mount("ro", Path(link), on_host))
-    for system_folder in SYSTEM_FOLDERS:
-        mounts.append(Mount("ro", Path(system_folder), root / system_folder.lstrip("/")))
-    mounts.extend(Mount("mask" if not is_dir else "tmpfs", p) for p, is_dir in etc_secrets(etc))
+    if system:
+        mounts += system_mounts(etc=etc, root=root)
     mounts.append(Mount("tmpfs", Path("/tmp")))
     mounts.append(Mount("tmpfs", Path("/var/tmp")))
-    system = [Path(p) for p in SYSTEM_FOLDERS]
+    system_folders = [Path(p) for p in SYSTEM_FOLDERS]
     for folder in _outermost([*programs, *settings.read_only]):
-        if not any(folder.is_relative_to(s) for s in system):
+        if not any(folder.is_relative_to(s) for s in system_folders):
             mounts.append(Mount("ro", folder, folder))
     mounts.append(Mount("rw", paths.home, paths.home))
     workspace_kind: MountKind = "rw" if settings.workspace is WorkspaceAccess.WRITABLE else "ro"
@@ -88,6 +83,21 @@ def plan_mounts(
         mounts.append(Mount("rw", extra, extra))
     mounts.append(Mount("ro", RUN_DIR, paths.sockets))
     return tuple(mounts)
+
+
+def system_mounts(*, etc: Path = Path("/etc"), root: Path = Path("/")) -> list[Mount]:
+    """This machine's system folders, read-only, with the secrets of /etc masked."""
+    mounts = []
+    for link in SYSTEM_LINKS:
+        on_host = root / link.lstrip("/")
+        if on_host.is_symlink():
+            mounts.append(Mount("symlink", Path(link), Path(os.readlink(on_host))))
+        elif on_host.is_dir():
+            mounts.append(Mount("ro", Path(link), on_host))
+    for system_folder in SYSTEM_FOLDERS:
+        mounts.append(Mount("ro", Path(system_folder), root / system_folder.lstrip("/")))
+    mounts.extend(Mount("mask" if not is_dir else "tmpfs", p) for p, is_dir in etc_secrets(etc))
+    return mounts
 
 
 @cache

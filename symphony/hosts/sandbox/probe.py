@@ -42,10 +42,14 @@ def _podman_problem(image: str | None) -> str | None:
     podman = shutil.which("podman")
     if podman is None:
         return "podman is not installed (Debian and Ubuntu: apt-get install podman runc)"
+    failure = _run([podman, "info", "--format", "{{.Host.OCIRuntime.Name}}"])
+    if failure is not None:
+        return f"podman cannot run containers here: {failure}"
     if image is not None and _run([podman, "image", "exists", image]) is not None:
         return (
             f"the image {image} is absent; build it with "
-            f"`scripts/build-sandbox-image {image}` (offline, from this machine's /usr)"
+            f"`scripts/build-sandbox-image {image}`, or leave sandbox.image unset to run "
+            "on this machine's own system folders"
         )
     return None
 
