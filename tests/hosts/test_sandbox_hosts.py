@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -286,3 +287,52 @@ async def test_a_podman_sandbox_runs_the_image_instead_of_this_machines_system(
     assert code == 0, output
     assert output.strip() == "own-usr"
     assert (machine.workspace / "from-image.txt").read_text() == "image\n"
+
+
+DAEMON = """
+import asyncio, subprocess, sys
+from pathlib import Path
+from symphony.config.sandbox import Network, SandboxKind, SandboxSettings
+from symphony.hosts.sandbox.host import SandboxRun
+
+async def main():
+    env = {"PATH": "/usr/bin:/bin", "HOME": sys.argv[2]}
+    run = SandboxRun(env=env, runs_root=Path(sys.argv[1]))
+    await run.__aenter__()
+    host = await run.host(SandboxSettings(kind=SandboxKind.PODMAN, network=Network.NONE))
+    spec = host.agent_launch("echo up; exec sleep 300", Path(sys.argv[3]), env)
+    agent = subprocess.Popen(spec.argv, cwd=spec.cwd, env=dict(spec.env), stdout=subprocess.PIPE,
+                             stdin=subprocess.PIPE, start_new_session=True)
+    print(agent.pid, agent.stdout.readline().decode().strip(), flush=True)
+    await asyncio.sleep(300)
+
+asyncio.run(main())
+"""
+
+
+async def test_a_killed_daemons_containers_are_removed_by_the_next_run(machine: Machine) -> None:
+    require_sandbox(SandboxKind.PODMAN)
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", DAEMON, str(machine.runs), str(machine.home),
+         str(machine.workspace)], stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert daemon.stdout is not None
+    client, said = daemon.stdout.readline().split()
+    assert said == "up"
+    prefix = f"symphony-sandbox-{daemon.pid}-"
+    # kill -9 of the daemon and of the podman client it started: the container lives on.
+    for pid in (daemon.pid, int(client)):
+        os.kill(pid, signal.SIGKILL)
+    daemon.wait(10)
+    daemon.stdout.close()
+    assert _containers(prefix) != []
+    async with SandboxRun(env=machine.env, runs_root=machine.runs):
+        pass
+    assert _containers(prefix) == []
+    assert not any(p.name.startswith(f"{daemon.pid}-") for p in machine.runs.iterdir())
+
+
+def _containers(prefix: str) -> list[str]:
+    listed = subprocess.run(["podman", "ps", "--all", "--format", "{{.Names}}"],
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    return [name for name in listed.stdout.split() if name.startswith(prefix)]

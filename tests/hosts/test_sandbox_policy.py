@@ -15,6 +15,7 @@ from symphony.hosts.sandbox.policy import (
     Mount,
     RunPaths,
     etc_secrets,
+    path_folders,
     plan_mounts,
     program_folders,
     worktree_mounts,
@@ -110,6 +111,15 @@ def test_program_folders_follow_the_command_to_its_installation(tmp_path: Path) 
     python = Path(os.path.realpath(sys.executable))
     assert any(python.is_relative_to(f) for f in found)
     assert tmp_path not in found and Path("/") not in found
+
+
+def test_the_root_folder_is_never_a_program_folder(tmp_path: Path) -> None:
+    # /bin's parent is /: the system's own folders are mounted as such, never / as a whole.
+    env = {"PATH": "/usr/bin:/bin"}
+    assert Path("/") not in path_folders(env)
+    assert Path("/") not in program_folders("sh -c 'echo up'", env)
+    mounts = mounts_of(BWRAP, tmp_path, programs=[Path("/"), Path("/usr/bin")])
+    assert Path("/") not in mounts
 
 
 def test_node_packages_bring_their_whole_node_modules(tmp_path: Path) -> None:

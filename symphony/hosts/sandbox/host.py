@@ -36,6 +36,7 @@ from symphony.hosts.sandbox.podman import (
     client_environment,
     podman_argv,
     remove_containers,
+    remove_stale_containers,
     skeleton,
     write_env_file,
 )
@@ -289,12 +290,19 @@ def _open_to_sandbox(home: Path) -> None:
 
 
 def sweep_stale(root: Path) -> None:
-    """Remove the run folders of daemons that are gone (a kill -9 leaves its copies behind)."""
+    """Remove the run folders of daemons that are gone (a kill -9 leaves its copies behind),
+    and the containers such a run left running."""
+    stale = []
     with contextlib.suppress(OSError):
         for entry in root.iterdir():
             pid = entry.name.split("-", 1)[0]
             if pid.isdigit() and not _alive(int(pid)):
-                remove_home(entry)
+                stale.append(entry)
+    podman = shutil.which("podman")
+    if stale and podman is not None:
+        remove_stale_containers(podman, [entry.name for entry in stale], client_environment())
+    for entry in stale:
+        remove_home(entry)
 
 
 def _alive(pid: int) -> bool:

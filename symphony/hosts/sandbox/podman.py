@@ -165,3 +165,19 @@ def remove_containers(podman: str, names: Sequence[str], env: Mapping[str, str])
             [podman, "rm", "--force", "--ignore", "--time", "0", *names],
             env=dict(env), capture_output=True, timeout=60, check=False,
         )  # fmt: skip
+
+
+def remove_stale_containers(podman: str, runs: Sequence[str], env: Mapping[str, str]) -> None:
+    """Remove the containers of runs whose daemon is gone (`runs`: their folder names)."""
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        argv = [podman, "ps", "--all", "--format", "{{.Names}}"]
+        listed = subprocess.run(
+            [*argv, "--filter", f"name={CONTAINER_PREFIX}"],
+            env=dict(env), capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        names = [
+            name
+            for name in listed.stdout.split()
+            if any(name.startswith(f"{CONTAINER_PREFIX}{run}-") for run in runs)
+        ]
+        remove_containers(podman, names, env)

@@ -72,7 +72,7 @@ def plan_mounts(
     mounts.append(Mount("tmpfs", Path("/tmp")))
     mounts.append(Mount("tmpfs", Path("/var/tmp")))
     system_folders = [Path(p) for p in SYSTEM_FOLDERS]
-    for folder in _outermost([*programs, *settings.read_only]):
+    for folder in _outermost(p for p in [*programs, *settings.read_only] if p != Path("/")):
         if not any(folder.is_relative_to(s) for s in system_folders):
             mounts.append(Mount("ro", folder, folder))
     mounts.append(Mount("rw", paths.home, paths.home))
@@ -172,7 +172,9 @@ def path_folders(env: Mapping[str, str]) -> list[Path]:
     for entry in env.get("PATH", "").split(os.pathsep):
         folder = Path(entry)
         if folder.is_absolute() and folder.is_dir():
-            found.append(folder.parent if folder.name in _BIN_FOLDERS else folder)
+            prefix = folder.parent if folder.name in _BIN_FOLDERS else folder
+            if prefix != Path("/"):  # /bin: the system's own, mounted as such
+                found.append(prefix)
     return found
 
 
