@@ -170,3 +170,40 @@ def test_the_quickstart_plans_in_a_sandbox_without_network_or_write_access(
     # The other stage runs as configured: unsandboxed.
     assert all(sandbox == "none" for state, sandbox in seen if state != "Todo")
     assert "Traceback" not in "".join(daemon.lines)
+
+
+async def test_a_connection_the_proxy_refuses_shows_on_the_tickets_run(
+    tmp_path: Path, bwrap: None
+) -> None:
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    allowed = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = allowed.sockets[0].getsockname()[1]
+    probes = {"proxy": [f"127.0.0.1:{port}", "exfiltrate.example.com:443"]}
+    board.write_workflow(
+        agent={"max_turns": 1},
+        sandbox={"kind": "bwrap", "network": "model", "allow_hosts": [f"127.0.0.1:{port}"]},
+    )
+    env = scenario_env("probe", HOME=str(tmp_path), FAKE_AGENT_PROBES=json.dumps(probes))
+    run = start(board, env, watch=False)
+    events: list[tuple[str, str | None]] = []
+
+    def collect() -> None:
+        for entry in run.orchestrator.state.running.values():
+            events.extend((e.kind, e.message) for e in entry.recent_events)
+
+    run.orchestrator.add_listener(collect)
+    workspace = board.workspaces / "ABC-1"
+    try:
+        await run.until(lambda: (workspace / "probe.json").exists(), timeout=30)
+        await run.until(lambda: not run.orchestrator.state.running, timeout=30)
+    finally:
+        await run.stop()
+        allowed.close()
+    results = json.loads((workspace / "probe.json").read_text())
+    assert results[f"proxy 127.0.0.1:{port}"].startswith("HTTP/1.1 200")
+    assert results["proxy exfiltrate.example.com:443"].startswith("HTTP/1.1 403")
+    assert (
+        "permission_denied",
+        "sandbox refused a connection to exfiltrate.example.com:443 (not in sandbox.allow_hosts)",
+    ) in events

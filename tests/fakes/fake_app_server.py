@@ -56,6 +56,20 @@ from typing import Any, NoReturn
 Message = dict[str, Any]
 
 
+def _through_proxy(target: str) -> str:
+    """The status line `HTTPS_PROXY` answers a CONNECT to `target` with."""
+    proxy = os.environ.get("HTTPS_PROXY", "").removeprefix("http://").rstrip("/")
+    if not proxy:
+        return "no proxy"
+    host, port = proxy.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as conn:
+            conn.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+            return conn.recv(200).split(b"\r\n", 1)[0].decode()
+    except OSError as error:
+        return f"{type(error).__name__}: {error}"
+
+
 def _nonempty(data: bytes) -> None:
     """A masked file reads as nothing at all: that is not a successful read of it."""
     if not data:
@@ -530,6 +544,8 @@ class Turn:
             results[f"connect {target}"] = _attempt(
                 lambda h=host, p=int(port): socket.create_connection((h, p), timeout=2).close()
             )
+        for target in probes.get("proxy", []):
+            results[f"proxy {target}"] = _through_proxy(target)
         results["environ"] = " ".join(sorted(os.environ))
         if probes.get("leave"):
             sleep = shutil.which("sleep") or "/bin/sleep"
