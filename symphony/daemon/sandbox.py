@@ -12,10 +12,9 @@ from urllib.parse import urlsplit
 import structlog
 
 from symphony.agents.registry import backend
-from symphony.base.errors import SymphonyError
 from symphony.config.sandbox import HostPattern, SandboxSettings, parse_host_pattern
 from symphony.config.sections import Settings
-from symphony.hosts.sandbox.host import SANDBOX_UNAVAILABLE, SandboxRun
+from symphony.hosts.sandbox.host import SandboxRun
 
 log = structlog.get_logger(__name__)
 
@@ -68,18 +67,11 @@ async def sandboxed(
     if not sandbox.enabled:
         yield None
         return
-    try:
-        run = SandboxRun(
-            credentials=backend(kind).sandbox_home,
-            env=env,
-            default_hosts=model_hosts(kind, env),
-            protected=protected,
-            on_refused=on_refused,
-        )
-        await run.__aenter__()
-    except OSError as exc:
-        raise SymphonyError(SANDBOX_UNAVAILABLE, f"cannot prepare the sandbox: {exc}") from None
-    try:
+    async with SandboxRun(
+        credentials=backend(kind).sandbox_home,
+        env=env,
+        default_hosts=model_hosts(kind, env),
+        protected=protected,
+        on_refused=on_refused,
+    ) as run:
         yield run
-    finally:
-        await run.__aexit__(None, None, None)

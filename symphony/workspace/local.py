@@ -471,10 +471,13 @@ class WorkspaceManager:
             hook=name, workspace=str(path), issue_identifier=workspace.identifier or None
         )
         bound.debug("hook started", timeout_ms=timeout_ms)
-        async with self._hook_host(bound) as host:
-            ran = await host.run_script(
-                script, cwd=path, env=env, timeout_ms=timeout_ms, tail_bytes=OUTPUT_TAIL_BYTES
-            )
+        try:
+            async with self._hook_host(bound) as host:
+                ran = await host.run_script(
+                    script, cwd=path, env=env, timeout_ms=timeout_ms, tail_bytes=OUTPUT_TAIL_BYTES
+                )
+        except SymphonyError as exc:  # its sandbox could not be made
+            ran = ScriptResult("failed", None, f"could not start: {exc.message}", 0.0, b"", 0)
         result = _HookResult(name, ran.outcome, ran.exit_code, ran.detail)
         _log_result(bound, result, ran)
         return None if ran.ok else result
@@ -490,18 +493,11 @@ class WorkspaceManager:
         def refused(host: str, port: int) -> None:
             bound.warning("sandbox refused a connection of a hook", target=f"{host}:{port}")
 
-        try:
-            run = SandboxRun(
-                env=self._env, default_hosts=sandbox.hosts, protected=(self._root,
-                *sandbox.protected), on_refused=refused,
-            )  # fmt: skip
-            await run.__aenter__()
-        except OSError as exc:
-            raise WorkspaceError(HOOK_FAILED, f"cannot prepare the hook's sandbox: {exc}") from None
-        try:
+        async with SandboxRun(
+            env=self._env, default_hosts=sandbox.hosts, protected=(self._root,
+            *sandbox.protected), on_refused=refused,
+        ) as run:  # fmt: skip
             yield await run.host(sandbox.settings.for_hooks())
-        finally:
-            await run.__aexit__(None, None, None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ import re
 import signal
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
@@ -17,10 +18,12 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from symphony.config.sandbox import Network, SandboxKind, SandboxSettings
 from symphony.config.sections import HooksSettings
 from symphony.hosts.local import LocalHost
 from symphony.workspace.local import (
     OUTPUT_TAIL_BYTES,
+    HookSandbox,
     Workspace,
     WorkspaceError,
     WorkspaceManager,
@@ -812,3 +815,28 @@ async def test_remove_reports_failure_when_deletion_is_impossible(
         await workspaces.remove("ABC-1")
     monkeypatch.undo()
     assert err.value.category == "workspace_remove_failed"
+
+
+async def test_a_hook_whose_sandbox_cannot_be_made_fails_and_after_run_stays_best_effort(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sockets there would not fit a Unix socket's path: the sandbox refuses before any bwrap.
+    long_tmp = tmp_path / ("t" * 90)
+    long_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long_tmp))
+    workspaces = WorkspaceManager(
+        tmp_path / "root",
+        HooksSettings(before_run="touch ran", after_run="touch ran"),
+        env={"PATH": "/usr/bin:/bin"},
+        sandbox=HookSandbox(SandboxSettings(kind=SandboxKind.BWRAP, network=Network.NONE)),
+    )
+    workspace = await workspaces.prepare("ABC-1")
+    with pytest.raises(WorkspaceError) as error:
+        await workspaces.before_run(workspace)
+    assert error.value.category == "hook_failed"
+    assert "could not start: the sandbox's sockets would live at" in error.value.message
+    assert "point TMPDIR at a shorter folder" in error.value.message
+    await workspaces.after_run(workspace)  # logged, not raised
+    assert not (workspace.path / "ran").exists()
+    assert list(long_tmp.iterdir()) == [long_tmp / "symphony-sandbox"]
+    assert list((long_tmp / "symphony-sandbox").iterdir()) == []  # nothing left behind

@@ -92,32 +92,37 @@ class SandboxRun:
         self._podman: str | None = None
 
     async def __aenter__(self) -> SandboxRun:
+        """Make the run's folder, home and forwards; raises SymphonyError
+        (`sandbox_unavailable`) when they cannot be made."""
+        try:
+            await self._open()
+        except OSError as exc:
+            await self.__aexit__(None, None, None)
+            raise SymphonyError(SANDBOX_UNAVAILABLE, f"cannot prepare the sandbox: {exc}") from None
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def _open(self) -> None:
         self._root.mkdir(mode=0o711, parents=True, exist_ok=True)
         sweep_stale(self._root)
         folder = self._root / f"{os.getpid()}-{secrets.token_hex(4)}"
         folder.mkdir(mode=0o711)
         home, sockets = folder / "home", folder / "s"
+        self.paths = RunPaths(home=home, sockets=sockets)
         sockets.mkdir(mode=0o755)
         longest = sockets / forward_socket(65535)
         if len(os.fsencode(longest)) > SOCKET_PATH_MAX:
-            shutil.rmtree(folder, ignore_errors=True)
             raise SymphonyError(
                 SANDBOX_UNAVAILABLE,
                 f"the sandbox's sockets would live at {sockets}, too long a path for a Unix "
                 "socket: point TMPDIR at a shorter folder",
             )
-        self.paths = RunPaths(home=home, sockets=sockets)
-        try:
-            self.home_env = fill_home(home, self._credentials, self._env)
-            _open_to_sandbox(home)
-            for port in self.forwarded:
-                forward = PortForward(sockets / forward_socket(port), port)
-                await forward.start()
-                self._servers.append(forward)
-        except BaseException:
-            await self.__aexit__(None, None, None)
-            raise
-        return self
+        self.home_env = fill_home(home, self._credentials, self._env)
+        _open_to_sandbox(home)
+        for port in self.forwarded:
+            await self._forward(port)
 
     async def __aexit__(self, *exc: object) -> None:
         if self._podman is not None and self._containers:
