@@ -213,7 +213,11 @@ def _sandboxes(settings: Settings) -> list[str]:
             + ("(podman: the container's cgroup)" if limits.kind is SandboxKind.PODMAN
                else "(bwrap: rlimits RLIMIT_DATA and RLIMIT_NPROC, no cgroup)")
         )  # fmt: skip
-    errors = []
+    errors: list[str] = []
+    if enabled and settings.worker.hosts:
+        print("sandbox where built on each worker host, from its own folders (bwrap must be "
+              "installed there)")  # fmt: skip
+        return errors
     for kind, image in dict.fromkeys((s.kind, s.image) for s in enabled):
         problem = sandbox_problem(kind, image)
         if problem is not None:

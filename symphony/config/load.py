@@ -33,7 +33,7 @@ from symphony.config.repository import (
     parse_merge,
     parse_repository,
 )
-from symphony.config.sandbox import SandboxSettings, parse_sandbox
+from symphony.config.sandbox import Network, SandboxKind, SandboxSettings, parse_sandbox
 from symphony.config.sections import (
     DEFAULT_BRANCH,
     DEFAULT_MEMORY_BUDGET_CHARS,
@@ -238,7 +238,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         machine = _with_sandboxes(machine, raw, workflow.path.parent, environ)
     if worker.hosts:
         _check_hosts_can_run(agent, machine, worktrees)
-        _check_hosts_unsandboxed(sandbox, machine)
+        _check_hosts_can_sandbox(sandbox, machine)
     return Settings(
         workflow_path=workflow.path,
         tracker=tracker,
@@ -295,14 +295,26 @@ def _with_sandboxes(
     return dataclasses.replace(machine, stages=tuple(changed))
 
 
-def _check_hosts_unsandboxed(sandbox: SandboxSettings, machine: StageMachine | None) -> None:
+def _check_hosts_can_sandbox(sandbox: SandboxSettings, machine: StageMachine | None) -> None:
+    """On SSH hosts the sandbox is bubblewrap's, built there, without the daemon's proxy."""
     stages = machine.stages if machine is not None else ()
-    if sandbox.enabled or any(s.sandbox is not None and s.sandbox.enabled for s in stages):
-        raise ConfigError(
-            INVALID_CONFIG,
-            "sandbox runs on this machine only for now: remove worker.ssh_hosts or set "
-            "sandbox.kind: none",
-        )
+    used = [("sandbox", sandbox)]
+    used += [(f"stages.{s.name}.sandbox", s.sandbox) for s in stages if s.sandbox is not None]
+    for where, settings in used:
+        if not settings.enabled:
+            continue
+        if settings.kind is not SandboxKind.BWRAP:
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"{where}.kind is {settings.kind.value}; on worker.ssh_hosts a sandbox is "
+                "bwrap, built on each host",
+            )
+        if settings.network is Network.MODEL:
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"{where}.network is model, which needs the daemon's proxy on this machine; on "
+                "worker.ssh_hosts use network: none or full",
+            )
 
 
 def default_state_path(workflow_path: Path) -> Path:

@@ -17,6 +17,8 @@ from symphony.config.sections import Settings
 from symphony.daemon.sandbox import model_hosts, protected_paths
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
+from symphony.hosts.sandbox.home import NO_CREDENTIALS
+from symphony.hosts.sandbox.remote import launcher
 from symphony.hosts.ssh import SshHost
 from symphony.workspace.environment import child_environment, remote_environment
 from symphony.workspace.local import HookSandbox, WorkspaceManager
@@ -60,9 +62,16 @@ class Places:
         )
         worker, remote_env = settings.worker, self.remote_env(settings)
         root = str(settings.workspace.root)
+        hooks_launcher = (
+            launcher(settings.sandbox.for_hooks(), NO_CREDENTIALS)
+            if settings.sandbox.enabled
+            else ""
+        )
         self.remote: dict[str, RemoteWorkspaces] = {
             spec.name: RemoteWorkspaces(
-                SshHost(spec, worker.ssh, environ, root), settings.hooks, env=remote_env
+                SshHost(spec, worker.ssh, environ, root).with_sandbox(hooks_launcher),
+                settings.hooks,
+                env=remote_env,
             )
             for spec in worker.hosts
         }

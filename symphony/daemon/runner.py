@@ -42,6 +42,8 @@ from symphony.core.verification import GateRound, Verification, fix_prompt
 from symphony.daemon.sandbox import protected_paths, sandboxed
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
+from symphony.hosts.sandbox.remote import launcher
+from symphony.hosts.ssh import SshHost
 from symphony.memory import (
     RECORD_LEARNING,
     Memory,
@@ -268,6 +270,12 @@ class _Attempt:
         settings = self.settings.sandbox_for(self.stage)
         if not settings.enabled:
             return launch
+        agent = backend(launch.kind)
+        if isinstance(launch.host, SshHost):  # built on the host, from its own folders
+            remote = launch.host.with_sandbox(launcher(settings, agent.sandbox_home))
+            return dataclasses.replace(
+                launch, host=remote, settings=agent.inside_sandbox(launch.settings)
+            )
         run = await self.resources.enter_async_context(
             sandboxed(
                 settings,
@@ -281,8 +289,9 @@ class _Attempt:
         if self.grant is not None:
             await run.forward(_port_of(self.grant.url))
         host = await run.host(settings)
-        inside = backend(launch.kind).inside_sandbox(launch.settings)
-        return dataclasses.replace(launch, host=host, settings=inside)
+        return dataclasses.replace(
+            launch, host=host, settings=agent.inside_sandbox(launch.settings)
+        )
 
     def refused(self, host: str, port: int) -> None:
         target = f"{host}:{port}"

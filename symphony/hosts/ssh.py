@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import copy
 import re
 import shlex
 import signal
@@ -50,7 +51,8 @@ REMOTE_CHILD_VARIABLE = "SYMPHONY_REMOTE_CHILD"
 
 _PGID_LINE = re.compile(r"^symphony-remote-pgid (\d+)$")
 
-# $1 workspace, $2 command, $3 shell (bash for agents, sh for scripts), $4 stdin|none.
+# $1 workspace, $2 command, $3 shell (bash for agents, sh for scripts), $4 stdin|none,
+# $5 the launcher of the run's sandbox, or nothing.
 _RUN = r"""
 echo "symphony-remote-pgid $$" >&2
 cd -- "$1" 2>/dev/null || { echo "symphony: no workspace $1 on $(uname -n)" >&2; exit 97; }
@@ -66,6 +68,10 @@ while IFS= read -r _sy_line; do
   export "${_sy_line%%=*}=$_sy_v"
 done
 unset _sy_h _sy_u _sy_l _sy_p _sy_s _sy_g _sy_n _sy_line _sy_v
+if [ -n "${5:-}" ]; then  # a sandbox's launcher: it runs `$0 -lc "$1"` inside
+  if [ "$4" = stdin ]; then exec /bin/sh -c "$5" "$3" "$2"; fi
+  exec /bin/sh -c "$5" "$3" "$2" </dev/null
+fi
 if [ "$4" = stdin ]; then exec "$3" -lc "$2"; fi
 exec "$3" -lc "$2" </dev/null
 """
@@ -196,6 +202,14 @@ class SshHost:
         self.workspace_root = spec.workspace_root or root
         self._ssh = ssh
         self._client_env = {k: environ[k] for k in CLIENT_NAMES if k in environ}
+        self._launcher = ""
+
+    def with_sandbox(self, launcher: str) -> SshHost:
+        """This host, with every agent, hook and gate started through `launcher`
+        (`symphony.hosts.sandbox.remote`)."""
+        host = copy.copy(self)
+        host._launcher = launcher
+        return host
 
     @property
     def is_local(self) -> bool:
@@ -232,7 +246,7 @@ class SshHost:
         if process.CHILD_VARIABLE in env:
             sent[REMOTE_CHILD_VARIABLE] = env[process.CHILD_VARIABLE]
         return AgentLaunchSpec(
-            self.argv(_RUN, str(workspace), command, "bash", "stdin"),
+            self.argv(_RUN, str(workspace), command, "bash", "stdin", self._launcher),
             None,
             self._client_env,
             encode_env(sent),
@@ -260,7 +274,7 @@ class SshHost:
             output = stack.enter_context(tempfile.TemporaryFile())
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *self.argv(_RUN, str(cwd), script, "sh", "none"),
+                    *self.argv(_RUN, str(cwd), script, "sh", "none", self._launcher),
                     env=self._client_env,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=output,

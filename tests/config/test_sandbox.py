@@ -149,3 +149,28 @@ stages:
 """)  # fmt: skip
     with pytest.raises(ConfigError, match=r"stages\.plan\.sandbox\.kind must be one of"):
         load_settings(path, {})
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ("{kind: podman}", "sandbox.kind is podman; on worker.ssh_hosts a sandbox is bwrap"),
+        ("{kind: bwrap}", "sandbox.network is model, which needs the daemon's proxy"),
+    ],
+)
+def test_on_worker_hosts_the_sandbox_is_bwrap_without_the_proxy(
+    tmp_path: Path, block: str, message: str
+) -> None:
+    path = write_workflow(tmp_path, f"""\
+tracker: {{kind: local, provider: {{path: board}}}}
+worker: {{ssh_hosts: [w1]}}
+sandbox: {block}
+""")  # fmt: skip
+    with pytest.raises(ConfigError, match=message):
+        load_settings(path, {})
+    path = write_workflow(tmp_path, """\
+tracker: {kind: local, provider: {path: board}}
+worker: {ssh_hosts: [w1]}
+sandbox: {kind: bwrap, network: none}
+""")  # fmt: skip
+    assert load_settings(path, {}).sandbox.kind is SandboxKind.BWRAP

@@ -8,6 +8,7 @@ process group on the host, and an environment that carries nothing of the daemon
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -324,3 +325,64 @@ def test_the_dashboard_shows_each_host_with_its_load(tmp_path: Path, fresh: SshL
             expect(row).to_contain_text("1 / 2")
     finally:
         assert daemon.stop() == 0
+
+
+def test_a_sandbox_on_a_host_keeps_a_hostile_agent_and_its_hooks_in_their_workspace(
+    tmp_path: Path, fresh: SshLab
+) -> None:
+    lab = fresh
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    root = lab.servers["w1"].workspace_root
+    other = root / "ABC-9"
+    other.mkdir()
+    (other / "secret.txt").write_text("another ticket's work")
+    other.chmod(0o777)
+    (other / "secret.txt").chmod(0o666)
+    probes = {
+        "read": [str(other / "secret.txt"), str(lab.base / "user_key")],
+        "write": [str(lab.shared / "escaped.txt"), str(other / "pwned")],
+        "leave": f"ssh-sandbox-leftover-{os.getpid()}",
+    }
+    # Where the agent's program lives on the host is mounted read-only: a folder of its own
+    # (the lab's base folder holds the workspace roots, which a sandbox never mounts).
+    programs = lab.base / "programs"
+    programs.mkdir(exist_ok=True)
+    programs.chmod(0o755)
+    shutil.copy(REPO / AGENTS[0], programs / "fake_app_server.py")
+    board.write_workflow(
+        worker=worker_section(lab, [{"host": "w1", "workspace_root": str(root)}]),
+        polling_ms=300,
+        agent={"max_turns": 1},
+        codex={"command": f"{lab.python()} {programs / 'fake_app_server.py'}",
+               "read_timeout_ms": 10_000},
+        hooks={"after_create": 'echo "$SYMPHONY_SANDBOX" > hook.txt; ls -A "$HOME" >> hook.txt'},
+        sandbox={"kind": "bwrap", "network": "none"},
+    )  # fmt: skip
+    env = {"FAKE_AGENT_SCENARIO": "probe", "FAKE_AGENT_PROBES": json.dumps(probes)}
+    daemon = Daemon(board, env)
+    workspace = root / "ABC-1"
+    try:
+        assert wait_until(lambda: (workspace / "probe.json").exists(), 60), "".join(daemon.lines)
+    finally:
+        daemon.stop()
+    results = json.loads((workspace / "probe.json").read_text())
+    for attempt, outcome in results.items():
+        if attempt.startswith("read"):
+            assert outcome != "ok", f"{attempt} succeeded inside the host's sandbox"
+    assert not (lab.shared / "escaped.txt").exists() and not (other / "pwned").exists()
+    # The hook ran in the sandbox too, with an empty home.
+    assert (workspace / "hook.txt").read_text().splitlines() == ["bwrap"]
+    leftover = probes["leave"]
+    assert wait_until(lambda: not _running(leftover), 10), f"{leftover} outlived the run"
+
+
+def _running(marker: str) -> bool:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().split(b"\0")[0] == marker.encode():
+                    return True
+            except OSError:
+                pass
+    return False

@@ -1,0 +1,121 @@
+"""The sandbox on an SSH worker host: the same policy, decided there by a small POSIX `sh`
+program, since the host's folders (where its programs live, which files of its /etc are
+private) are the host's to read.
+
+`launcher(settings, credentials)` is that program. The host wrapper (`symphony.hosts.ssh`)
+runs it in the workspace as `sh -c <launcher> <shell> <command>`; it builds the bubblewrap
+command line and replaces itself with it:
+
+- the host's /usr, /etc, /bin, /sbin, /lib* read-only, every entry of /etc others may not read
+  masked, a private /tmp and /var/tmp;
+- `$HOME` an empty tmpfs, with the agent kind's credential files (the host's own) bound into
+  it read-only, and its configuration folder writable inside;
+- the installations behind the host's `PATH` and the command's program, and the folder of
+  every absolute file the command names, read-only; never /, a system folder, or one that
+  holds the home folder or the workspace root;
+- `read_only` and `writable` folders, then the workspace (read-only where the stage says so);
+- new user, PID, IPC, UTS and network namespaces (`network: none`; `full` keeps the host's),
+  no capabilities, the unprivileged remote user, rlimits for memory and processes.
+
+`network: model` needs the daemon's proxy on the host and is refused at load.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from symphony.config.sandbox import Network, SandboxSettings, WorkspaceAccess
+from symphony.hosts.sandbox.home import HomeCredentials
+
+_LAUNCHER = r"""
+_sy_shell=$0 _sy_cmd=$1 _sy_ws=$PWD
+command -v bwrap >/dev/null 2>&1 || {
+  echo "symphony: bwrap is not installed on $(uname -n) (apt-get install bubblewrap)" >&2
+  exit 95
+}
+q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+a=""
+add() { for _sy_w in "$@"; do a="$a $(q "$_sy_w")"; done; }
+add --unshare-user --unshare-ipc --unshare-pid --unshare-uts --unshare-cgroup-try
+add --die-with-parent --new-session --cap-drop ALL --hostname sandbox
+[ "$(id -u)" = 0 ] && add --uid 1000 --gid 1000  # a root login hands its children no root
+[ "$SY_NET" = full ] || add --unshare-net
+for _sy_l in /bin /sbin /lib /lib32 /lib64 /libx32; do
+  if [ -L "$_sy_l" ]; then add --symlink "$(readlink "$_sy_l")" "$_sy_l"
+  elif [ -d "$_sy_l" ]; then add --ro-bind "$_sy_l" "$_sy_l"; fi
+done
+add --ro-bind /usr /usr --ro-bind /etc /etc
+for _sy_f in $(find /etc -mindepth 1 ! -type l ! -perm -o=r -prune 2>/dev/null); do
+  if [ -d "$_sy_f" ]; then add --tmpfs "$_sy_f"; else add --ro-bind /dev/null "$_sy_f"; fi
+done
+add --tmpfs /tmp --tmpfs /var/tmp --proc /proc --dev /dev
+add --tmpfs "$HOME"
+prefix() {  # the installation a program or a PATH entry belongs to
+  _sy_d=$1
+  case ${_sy_d##*/} in bin|sbin|.bin|shims) _sy_d=${_sy_d%/*} ;; esac
+  printf '%s' "${_sy_d:-/}"
+}
+mounted="" _sy_root=$(dirname -- "$_sy_ws")
+readonly_folder() {  # never /, the system's, or one holding the home or the workspaces
+  case $1 in /|/usr|/usr/*|/etc|/etc/*) return ;; esac
+  case $HOME/ in "$1"/*) return ;; esac
+  case $_sy_root/ in "$1"/*) return ;; esac
+  case " $mounted " in *" $1 "*) return ;; esac
+  [ -d "$1" ] || return
+  mounted="$mounted $1"
+  add --ro-bind "$1" "$1"
+}
+program() { readonly_folder "$(prefix "$1")"; }
+_sy_old=$IFS; IFS=:
+for _sy_e in $PATH; do IFS=$_sy_old; [ -n "$_sy_e" ] && program "$_sy_e"; IFS=:; done
+IFS=$_sy_old
+_sy_first=$(printf '%s\n' "$_sy_cmd" |
+  awk '{ for (i = 1; i <= NF; i++) if ($i !~ /=/ && $i != "exec") { print $i; exit } }')
+if [ -n "$_sy_first" ]; then
+  _sy_bin=$(command -v -- "$_sy_first" 2>/dev/null) || _sy_bin=""
+  case $_sy_bin in /*)
+    program "$(dirname -- "$_sy_bin")"
+    _sy_real=$(readlink -f -- "$_sy_bin" 2>/dev/null) && program "$(dirname -- "$_sy_real")"
+  ;; esac
+fi
+if [ -n "$SY_CONFIG_DIR" ]; then  # the agent's configuration folder: writable, empty but
+  eval "_sy_c=\${$SY_CONFIG_VAR:-}"  # for its login files, bound read-only from the host's
+  [ -n "$_sy_c" ] || _sy_c=$HOME/$SY_CONFIG_DIR
+  case $_sy_c/ in "$HOME"/*) add --dir "$_sy_c" ;; *) add --tmpfs "$_sy_c" ;; esac
+  for _sy_f in $SY_CREDENTIALS; do add --ro-bind-try "$_sy_c/$_sy_f" "$_sy_c/$_sy_f"; done
+fi
+for _sy_w in $_sy_cmd; do  # the folder of every absolute file the command names
+  case $_sy_w in /*) [ -f "$_sy_w" ] && readonly_folder "$(dirname -- "$_sy_w")" ;; esac
+done
+for _sy_f in $SY_TOP_FILES; do add --ro-bind-try "$HOME/$_sy_f" "$HOME/$_sy_f"; done
+for _sy_e in $SY_READ_ONLY; do add --ro-bind-try "$_sy_e" "$_sy_e"; done
+for _sy_e in $SY_WRITABLE; do add --bind-try "$_sy_e" "$_sy_e"; done
+if [ "$SY_WORKSPACE" = read-only ]; then add --ro-bind "$_sy_ws" "$_sy_ws"
+else add --bind "$_sy_ws" "$_sy_ws"; fi
+add --chdir "$_sy_ws" --setenv TMPDIR /tmp --setenv SYMPHONY_SANDBOX bwrap --
+if command -v prlimit >/dev/null 2>&1; then
+  add prlimit "--data=$SY_MEMORY" "--nproc=$SY_PIDS" --
+fi
+eval "exec bwrap $a \"\$_sy_shell\" -lc \"\$_sy_cmd\""
+"""
+
+
+def launcher(settings: SandboxSettings, credentials: HomeCredentials) -> str:
+    """The sh program that runs `$0 -lc "$1"` in `settings`' sandbox on an SSH host, in the
+    workspace it is started in."""
+    values = {
+        "SY_NET": "full" if settings.network is Network.FULL else "none",
+        "SY_WORKSPACE": "read-only"
+        if settings.workspace is WorkspaceAccess.READ_ONLY
+        else "writable",
+        "SY_CONFIG_DIR": credentials.folder or "",
+        "SY_CONFIG_VAR": credentials.variable or "SY_NONE",
+        "SY_CREDENTIALS": " ".join(credentials.files),
+        "SY_TOP_FILES": " ".join(credentials.top_files),
+        "SY_READ_ONLY": " ".join(str(p) for p in settings.read_only),
+        "SY_WRITABLE": " ".join(str(p) for p in settings.writable),
+        "SY_MEMORY": str(settings.memory_mb * 1024 * 1024),
+        "SY_PIDS": str(settings.pids),
+    }
+    head = "".join(f"{name}={shlex.quote(value)}\n" for name, value in values.items())
+    return head + _LAUNCHER
