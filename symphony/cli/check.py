@@ -215,8 +215,8 @@ def _sandboxes(settings: Settings) -> list[str]:
         )  # fmt: skip
     errors: list[str] = []
     if enabled and settings.worker.hosts:
-        print("sandbox where built on each worker host, from its own folders (bwrap must be "
-              "installed there)")  # fmt: skip
+        print("sandbox where built on each worker host, from its own folders (its bwrap or "
+              "podman must be installed there)")  # fmt: skip
         return errors
     for kind, image in dict.fromkeys((s.kind, s.image) for s in enabled):
         problem = sandbox_problem(kind, image)

@@ -33,7 +33,7 @@ from symphony.config.repository import (
     parse_merge,
     parse_repository,
 )
-from symphony.config.sandbox import Network, SandboxKind, SandboxSettings, parse_sandbox
+from symphony.config.sandbox import Network, SandboxSettings, parse_sandbox
 from symphony.config.sections import (
     DEFAULT_BRANCH,
     DEFAULT_MEMORY_BUDGET_CHARS,
@@ -296,18 +296,19 @@ def _with_sandboxes(
 
 
 def _check_hosts_can_sandbox(sandbox: SandboxSettings, machine: StageMachine | None) -> None:
-    """On SSH hosts the sandbox is bubblewrap's, built there, without the daemon's proxy."""
+    """On SSH hosts the sandbox is built there, without the daemon's proxy, on the host's own
+    system folders."""
     stages = machine.stages if machine is not None else ()
     used = [("sandbox", sandbox)]
     used += [(f"stages.{s.name}.sandbox", s.sandbox) for s in stages if s.sandbox is not None]
     for where, settings in used:
         if not settings.enabled:
             continue
-        if settings.kind is not SandboxKind.BWRAP:
+        if settings.image is not None:
             raise ConfigError(
                 INVALID_CONFIG,
-                f"{where}.kind is {settings.kind.value}; on worker.ssh_hosts a sandbox is "
-                "bwrap, built on each host",
+                f"{where}.image: on worker.ssh_hosts a podman sandbox runs on each host's own "
+                "system folders; remove the image",
             )
         if settings.network is Network.MODEL:
             raise ConfigError(

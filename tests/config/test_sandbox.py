@@ -154,11 +154,11 @@ stages:
 @pytest.mark.parametrize(
     ("block", "message"),
     [
-        ("{kind: podman}", "sandbox.kind is podman; on worker.ssh_hosts a sandbox is bwrap"),
+        ("{kind: podman, network: none, image: x}", "runs on each host's own system folders"),
         ("{kind: bwrap}", "sandbox.network is model, which needs the daemon's proxy"),
     ],
 )
-def test_on_worker_hosts_the_sandbox_is_bwrap_without_the_proxy(
+def test_on_worker_hosts_the_sandbox_has_no_proxy_and_no_image(
     tmp_path: Path, block: str, message: str
 ) -> None:
     path = write_workflow(tmp_path, f"""\

@@ -18,7 +18,9 @@ import httpx
 import pytest
 import yaml
 
+from symphony.config.sandbox import SandboxKind
 from tests.harness import Board, Daemon, is_alive, wait_until
+from tests.hosts.sandbox_lab import require_sandbox
 from tests.hosts.sshd import REPO, SshLab
 
 pytestmark = pytest.mark.slow
@@ -327,9 +329,11 @@ def test_the_dashboard_shows_each_host_with_its_load(tmp_path: Path, fresh: SshL
         assert daemon.stop() == 0
 
 
+@pytest.mark.parametrize("kind", ["bwrap", "podman"])
 def test_a_sandbox_on_a_host_keeps_a_hostile_agent_and_its_hooks_in_their_workspace(
-    tmp_path: Path, fresh: SshLab
+    tmp_path: Path, fresh: SshLab, kind: str
 ) -> None:
+    require_sandbox(SandboxKind(kind))
     lab = fresh
     board = Board(tmp_path)
     board.ticket("ABC-1")
@@ -357,7 +361,7 @@ def test_a_sandbox_on_a_host_keeps_a_hostile_agent_and_its_hooks_in_their_worksp
         codex={"command": f"{lab.python()} {programs / 'fake_app_server.py'}",
                "read_timeout_ms": 10_000},
         hooks={"after_create": 'echo "$SYMPHONY_SANDBOX" > hook.txt; ls -A "$HOME" >> hook.txt'},
-        sandbox={"kind": "bwrap", "network": "none"},
+        sandbox={"kind": kind, "network": "none"},
     )  # fmt: skip
     env = {"FAKE_AGENT_SCENARIO": "probe", "FAKE_AGENT_PROBES": json.dumps(probes)}
     daemon = Daemon(board, env)
@@ -372,7 +376,7 @@ def test_a_sandbox_on_a_host_keeps_a_hostile_agent_and_its_hooks_in_their_worksp
             assert outcome != "ok", f"{attempt} succeeded inside the host's sandbox"
     assert not (lab.shared / "escaped.txt").exists() and not (other / "pwned").exists()
     # The hook ran in the sandbox too, with an empty home.
-    assert (workspace / "hook.txt").read_text().splitlines() == ["bwrap"]
+    assert (workspace / "hook.txt").read_text().splitlines() == [kind]
     leftover = probes["leave"]
     assert wait_until(lambda: not _running(leftover), 10), f"{leftover} outlived the run"
 
