@@ -443,3 +443,20 @@ def test_check_says_when_the_kernel_refuses_the_sandbox_its_namespaces(board: Bo
     assert "are user namespaces allowed?): bwrap: No permissions to creating new namespace" in (
         result.stdout
     )
+
+
+def test_check_names_the_command_that_builds_an_absent_podman_image(board: Board) -> None:
+    if shutil.which("podman") is None:
+        if os.environ.get("SYMPHONY_REQUIRE_SANDBOX"):
+            pytest.fail("podman is not installed (scripts/test installs it)")
+        pytest.skip("podman is not installed (scripts/test installs it)")
+    board.ticket("ABC-1")
+    image = f"localhost/symphony-absent-{os.getpid()}"
+    board.write_workflow(sandbox={"kind": "podman", "image": image})
+    result = run_cli("check", cwd=board.root)
+    assert result.returncode == 1
+    assert f"sandbox       podman, image {image}, network model" in result.stdout
+    assert f"the image {image} is absent; build it with `scripts/build-sandbox-image {image}`" in (
+        result.stdout
+    )
+    assert "Traceback" not in result.stderr

@@ -115,13 +115,27 @@ async def test_a_hostile_agent_and_its_hooks_reach_nothing_outside_their_workspa
 async def test_the_real_codex_works_inside_the_sandbox_through_the_proxy(
     tmp_path: Path, codex_env: dict[str, str], kind: SandboxKind
 ) -> None:
-    """Codex reaches its (fake) model through the daemon's proxy, runs a command in its own
-    sandbox nested in symphony's, and the command's write lands in the workspace."""
+    """Codex reaches its (fake) model through the daemon's proxy; the commands the model has
+    it run write in the workspace, and find nothing of the machine's secrets: the daemon's
+    home and ssh key, the operator's codex history, another ticket's workspace."""
     board = Board(tmp_path)
     board.ticket("ABC-1")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("SECRET-KEY")
+    codex_home = Path(codex_env["CODEX_HOME"])
+    (codex_home / "history.jsonl").write_text("SECRET-HISTORY")
+    other = board.workspaces / "ABC-9"
+    other.mkdir(parents=True)
+    (other / "notes.txt").write_text("SECRET-OTHER")
+    secrets = [home / ".ssh" / "id_ed25519", codex_home / "history.jsonl", other / "notes.txt"]
+    steal = "".join(f"cat {path} >> leaked.txt 2>/dev/null; " for path in secrets)
 
     def script(request: ModelRequest) -> list[Step]:
-        return [Shell("printf %s sandboxed > made.txt"), Say("done in the sandbox")]
+        return [
+            Shell(f"printf %s sandboxed > made.txt; {steal}echo probed >> leaked.txt"),
+            Say("done in the sandbox"),
+        ]
 
     with FakeModel(script) as model:
         port = urlsplit(model.base_url).port
@@ -132,15 +146,16 @@ async def test_the_real_codex_works_inside_the_sandbox_through_the_proxy(
                    "turn_timeout_ms": 60_000},
             sandbox={"kind": kind.value, "network": "model", "allow_hosts": [f"127.0.0.1:{port}"]},
         )  # fmt: skip
-        run = start(board, codex_env, watch=False)
+        run = start(board, {**codex_env, "HOME": str(home)}, watch=False)
         workspace = board.workspaces / "ABC-1"
         try:
-            await run.until(lambda: (workspace / "made.txt").exists(), timeout=60)
+            await run.until(lambda: (workspace / "leaked.txt").exists(), timeout=60)
             await run.until(lambda: not run.orchestrator.state.running, timeout=60)
         finally:
             await run.stop()
     assert model.script_errors == [] and model.unexpected_requests == []
     assert (workspace / "made.txt").read_text() == "sandboxed"
+    assert (workspace / "leaked.txt").read_text() == "probed\n"  # nothing else reached it
 
 
 def test_the_quickstart_plans_in_a_sandbox_without_network_or_write_access(

@@ -99,6 +99,9 @@ async def test_a_hostile_script_reaches_nothing_of_the_machine(
 ) -> None:
     loopback = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
     port = loopback.sockets[0].getsockname()[1]
+    # A local daemon's socket (as Docker's or ssh-agent's), in a folder the user may reach.
+    daemon_socket = machine.state.parent / "daemon.sock"
+    local_daemon = await asyncio.start_unix_server(lambda r, w: w.close(), str(daemon_socket))
     host = await run.host(no_network(kind))
     attempts = {
         "ssh key": f"cat {machine.home}/.ssh/id_ed25519",
@@ -111,6 +114,8 @@ async def test_a_hostile_script_reaches_nothing_of_the_machine(
         "write home of the daemon": f"touch {machine.home}/pwned",
         "write beside": f"touch {machine.other}/pwned",
         "loopback": f"exec 3<>/dev/tcp/127.0.0.1/{port}",
+        "local daemon": f"python3 -c 'import socket; socket.socket(socket.AF_UNIX)"
+        f'.connect("{daemon_socket}")\'',
         "daemon env": "tr '\\0' '\\n' </proc/1/environ | grep -q TRACKER_TOKEN",
     }
     try:
@@ -119,6 +124,7 @@ async def test_a_hostile_script_reaches_nothing_of_the_machine(
             assert code != 0, f"{name} succeeded inside the sandbox: {output}"
     finally:
         loopback.close()
+        local_daemon.close()
     for victim in (machine.home / "pwned", machine.other / "pwned", Path("/usr/pwned")):
         assert not victim.exists()
 
