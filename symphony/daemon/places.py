@@ -14,14 +14,14 @@ from dataclasses import dataclass
 
 from symphony.base.hosts import LOCAL
 from symphony.config.sections import Settings
-from symphony.daemon.sandbox import model_hosts, protected_paths
+from symphony.daemon.sandbox import hook_sandbox
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
 from symphony.hosts.sandbox.home import NO_CREDENTIALS
 from symphony.hosts.sandbox.remote import launcher
 from symphony.hosts.ssh import SshHost
 from symphony.workspace.environment import child_environment, remote_environment
-from symphony.workspace.local import HookSandbox, WorkspaceManager
+from symphony.workspace.local import WorkspaceManager
 from symphony.workspace.remote import RemoteWorkspaces
 
 Workspaces = WorkspaceManager | RemoteWorkspaces
@@ -49,16 +49,13 @@ class Places:
         self._environ = environ
         self._secret_names = tuple(secret_names)
         self._instance_id = instance_id
+        hook_env = self.child_env(settings)
         self.local = WorkspaceManager(
             settings.workspace.root,
             settings.hooks,
-            env=self.child_env(settings),
+            env=hook_env,
             worktrees=settings.workspace.worktrees,
-            sandbox=HookSandbox(
-                settings.sandbox,
-                hosts=model_hosts(settings.agent.kind, environ),
-                protected=protected_paths(settings, environ),
-            ),
+            hook_host=hook_sandbox(settings, environ, hook_env),
         )
         worker, remote_env = settings.worker, self.remote_env(settings)
         root = str(settings.workspace.root)

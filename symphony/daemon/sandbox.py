@@ -14,7 +14,9 @@ import structlog
 from symphony.agents.registry import backend
 from symphony.config.sandbox import HostPattern, SandboxSettings, parse_host_pattern
 from symphony.config.sections import Settings
+from symphony.hosts import Host
 from symphony.hosts.sandbox.host import SandboxRun
+from symphony.workspace.local import HookHost
 
 log = structlog.get_logger(__name__)
 
@@ -75,3 +77,27 @@ async def sandboxed(
         on_refused=on_refused,
     ) as run:
         yield run
+
+
+def hook_sandbox(
+    settings: Settings, environ: Mapping[str, str], hook_env: Mapping[str, str]
+) -> HookHost | None:
+    """What makes each hook's sandbox (the workflow's, workspace writable), or None without
+    one: a run of its own per hook, with no credentials in its home."""
+    sandbox = settings.sandbox.for_hooks()
+    if not sandbox.enabled:
+        return None
+    hosts = model_hosts(settings.agent.kind, environ)
+    protected = protected_paths(settings, environ)
+
+    def refused(host: str, port: int) -> None:
+        log.warning("sandbox refused a connection of a hook", target=f"{host}:{port}")
+
+    @contextlib.asynccontextmanager
+    async def hook_host() -> AsyncIterator[Host]:
+        async with SandboxRun(
+            env=hook_env, default_hosts=hosts, protected=protected, on_refused=refused
+        ) as run:
+            yield await run.host(sandbox)
+
+    return hook_host

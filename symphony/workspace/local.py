@@ -34,7 +34,7 @@ import re
 import shutil
 import stat
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -43,11 +43,9 @@ import structlog
 from liquid import Environment, StrictUndefined
 
 from symphony.base.errors import SymphonyError
-from symphony.config.sandbox import HostPattern, SandboxSettings
 from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST, LocalHost
-from symphony.hosts.sandbox.host import SandboxRun
 from symphony.hosts.shell import Outcome, ScriptResult
 from symphony.workspace.git import git_output
 from symphony.workspace.marks import MARKS_DIR, OwnershipMarks
@@ -58,6 +56,9 @@ log = structlog.get_logger(__name__)
 INVALID_WORKSPACE_PATH = "invalid_workspace_path"
 WORKSPACE_CREATE_FAILED = "workspace_create_failed"
 HOOK_FAILED = "hook_failed"
+HookHost = Callable[[], contextlib.AbstractAsyncContextManager[Host]]
+"""Makes the host one hook runs on and ends it after (a sandbox built for that hook); raises
+SymphonyError when it cannot be made."""
 HOOK_TIMEOUT = "hook_timeout"
 WORKSPACE_REMOVE_FAILED = "workspace_remove_failed"
 WORKSPACE_NOT_OWNED = "workspace_not_owned"
@@ -146,10 +147,10 @@ class WorkspaceManager:
         *,
         env: Mapping[str, str],
         worktrees: WorktreeSettings | None = None,
-        sandbox: HookSandbox | None = None,
+        hook_host: HookHost | None = None,
     ) -> None:
         self._root = Path(os.path.normpath(os.path.abspath(root)))
-        self._sandbox = sandbox
+        self._hook_host_factory = hook_host
         self._hooks = hooks
         self._env = dict(env)
         self._worktrees = (
@@ -472,7 +473,7 @@ class WorkspaceManager:
         )
         bound.debug("hook started", timeout_ms=timeout_ms)
         try:
-            async with self._hook_host(bound) as host:
+            async with self._hook_host() as host:
                 ran = await host.run_script(
                     script, cwd=path, env=env, timeout_ms=timeout_ms, tail_bytes=OUTPUT_TAIL_BYTES
                 )
@@ -482,32 +483,11 @@ class WorkspaceManager:
         _log_result(bound, result, ran)
         return None if ran.ok else result
 
-    @contextlib.asynccontextmanager
-    async def _hook_host(self, bound: Any) -> AsyncIterator[Host]:
-        """This machine, or a sandbox of the hooks' settings made for this one hook."""
-        sandbox = self._sandbox
-        if sandbox is None or not sandbox.settings.enabled:
-            yield self._host
-            return
-
-        def refused(host: str, port: int) -> None:
-            bound.warning("sandbox refused a connection of a hook", target=f"{host}:{port}")
-
-        async with SandboxRun(
-            env=self._env, default_hosts=sandbox.hosts, protected=(self._root,
-            *sandbox.protected), on_refused=refused,
-        ) as run:  # fmt: skip
-            yield await run.host(sandbox.settings.for_hooks())
-
-
-@dataclass(frozen=True, slots=True)
-class HookSandbox:
-    """The sandbox hooks run in: the workflow's settings, the hosts `network: model` reaches
-    without `allow_hosts`, and what no sandbox may mount besides the workspace root."""
-
-    settings: SandboxSettings
-    hosts: tuple[HostPattern, ...] = ()
-    protected: tuple[Path, ...] = ()
+    def _hook_host(self) -> contextlib.AbstractAsyncContextManager[Host]:
+        """Where one hook runs: this machine, or the boundary `hook_host` makes for it."""
+        if self._hook_host_factory is None:
+            return contextlib.nullcontext(self._host)
+        return self._hook_host_factory()
 
 
 async def _git_head(path: Path, env: Mapping[str, str]) -> str | None:

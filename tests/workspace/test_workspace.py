@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import re
@@ -11,7 +12,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,11 @@ from structlog.testing import capture_logs
 
 from symphony.config.sandbox import Network, SandboxKind, SandboxSettings
 from symphony.config.sections import HooksSettings
+from symphony.hosts import Host
 from symphony.hosts.local import LocalHost
+from symphony.hosts.sandbox.host import SandboxRun
 from symphony.workspace.local import (
     OUTPUT_TAIL_BYTES,
-    HookSandbox,
     Workspace,
     WorkspaceError,
     WorkspaceManager,
@@ -817,6 +819,12 @@ async def test_remove_reports_failure_when_deletion_is_impossible(
     assert err.value.category == "workspace_remove_failed"
 
 
+@contextlib.asynccontextmanager
+async def boxed(settings: SandboxSettings) -> AsyncIterator[Host]:
+    async with SandboxRun(env={"PATH": "/usr/bin:/bin"}) as run:
+        yield await run.host(settings)
+
+
 async def test_a_hook_whose_sandbox_cannot_be_made_fails_and_after_run_stays_best_effort(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -828,7 +836,7 @@ async def test_a_hook_whose_sandbox_cannot_be_made_fails_and_after_run_stays_bes
         tmp_path / "root",
         HooksSettings(before_run="touch ran", after_run="touch ran"),
         env={"PATH": "/usr/bin:/bin"},
-        sandbox=HookSandbox(SandboxSettings(kind=SandboxKind.BWRAP, network=Network.NONE)),
+        hook_host=lambda: boxed(SandboxSettings(kind=SandboxKind.BWRAP, network=Network.NONE)),
     )
     workspace = await workspaces.prepare("ABC-1")
     with pytest.raises(WorkspaceError) as error:
