@@ -204,6 +204,10 @@ class SshHost:
         self._client_env = {k: environ[k] for k in CLIENT_NAMES if k in environ}
         self._launcher = ""
 
+    def _sandboxed(self) -> tuple[str, ...]:
+        """The wrapper's fifth argument: the sandbox's launcher, when the host has one."""
+        return (self._launcher,) if self._launcher else ()
+
     def with_sandbox(self, launcher: str) -> SshHost:
         """This host, with every agent, hook and gate started through `launcher`
         (`symphony.hosts.sandbox.remote`)."""
@@ -246,7 +250,7 @@ class SshHost:
         if process.CHILD_VARIABLE in env:
             sent[REMOTE_CHILD_VARIABLE] = env[process.CHILD_VARIABLE]
         return AgentLaunchSpec(
-            self.argv(_RUN, str(workspace), command, "bash", "stdin", self._launcher),
+            self.argv(_RUN, str(workspace), command, "bash", "stdin", *self._sandboxed()),
             None,
             self._client_env,
             encode_env(sent),
@@ -274,7 +278,7 @@ class SshHost:
             output = stack.enter_context(tempfile.TemporaryFile())
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *self.argv(_RUN, str(cwd), script, "sh", "none", self._launcher),
+                    *self.argv(_RUN, str(cwd), script, "sh", "none", *self._sandboxed()),
                     env=self._client_env,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=output,
