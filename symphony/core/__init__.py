@@ -11,7 +11,7 @@ are `publishing` and `follow`. This package's namespace is the scheduler's
 API: `from symphony import core`, then `core.select_dispatches(...)`.
 """
 
-from symphony.core import follow
+from symphony.core import follow, operator
 from symphony.core.accounting import (
     on_agent_event,
     ticket_totals_of,
@@ -86,6 +86,7 @@ from symphony.core.state import (
     FailureReason,
     HostHealth,
     MovePhase,
+    Pause,
     PendingTransition,
     PullRecord,
     RecentEvent,
@@ -128,6 +129,7 @@ __all__ = [
     "MovePhase",
     "NextTurn",
     "Overlap",
+    "Pause",
     "PendingTransition",
     "PerformTransition",
     "PlannedComment",
@@ -186,6 +188,7 @@ __all__ = [
     "on_transition_written",
     "on_worker_exit",
     "open_blockers",
+    "operator",
     "overlaps_of",
     "plan_transition",
     "polled_states",

@@ -101,6 +101,7 @@ class Wait(enum.Enum):
     OVERLAP = "overlap"
     NO_HOST = "no_host"
     HOST_WAIT = "host_wait"
+    PAUSED = "paused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +240,8 @@ def _plan(
             yield issue, Wait.RUNNING
         elif issue.id in state.claimed:
             yield issue, Wait.CLAIMED
+        elif state.paused is not None:
+            yield issue, Wait.PAUSED
         elif free <= 0:
             yield issue, Wait.NO_SLOT
         elif spent_today:
@@ -425,6 +428,12 @@ def describe_wait(
     if wait is Wait.CLAIMED:
         retry = state.retry_attempts.get(issue.id)
         return "waits for its retry" if retry is not None else "claimed"
+    if wait is Wait.PAUSED:
+        assert state.paused is not None
+        return (
+            f"waits: dispatch is paused by {state.paused.by} since "
+            f"{state.paused.at.isoformat(timespec='seconds')} (resume it to go on)"
+        )
     if wait is Wait.DAILY_BUDGET:
         return (
             f"waits for tomorrow (UTC): the fleet spent its {usd(settings.budget.per_day_usd)} "

@@ -470,7 +470,10 @@ def _schedule_retry(
 
 
 def due_retries(state: SchedulerState, now: float) -> list[RetryEntry]:
-    """Retry entries whose time has come, oldest due first; they stay queued until handled."""
+    """Retry entries whose time has come, oldest due first; they stay queued until handled
+    (and while dispatch is paused, until it resumes)."""
+    if state.paused is not None:
+        return []
     return sorted(
         (entry for entry in state.retry_attempts.values() if entry.due_at <= now),
         key=lambda entry: (entry.due_at, entry.identifier),

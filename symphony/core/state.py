@@ -270,10 +270,21 @@ class Totals:
     """Runtime of sessions that have ended; live ones are added at snapshot time."""
 
 
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """A person paused dispatch for the whole daemon: no ticket starts and no retry is
+    dispatched until they resume it; running agents go on."""
+
+    by: str
+    at: datetime
+
+
 @dataclass(slots=True)
 class SchedulerState:
     running: dict[str, RunningEntry] = field(default_factory=dict)
     claimed: set[str] = field(default_factory=set)
+    paused: Pause | None = None
+    """Dispatch paused by a person (`core.operator`); None: dispatching."""
     retry_attempts: dict[str, RetryEntry] = field(default_factory=dict)
     completed: set[str] = field(default_factory=set)
     kept_workspaces: dict[str, str] = field(default_factory=dict)
