@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 LOCAL = "local"
 """The name of the daemon's own machine wherever a host is named (API, store, logs)."""
 
 HOST_UNREACHABLE = "host_unreachable"
 """The error category of a run or a command that could not reach its SSH host."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only (`localhost` or a loopback address)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -27,6 +27,7 @@ import structlog
 import uvloop
 
 from symphony.base.errors import SymphonyError
+from symphony.base.hosts import is_loopback
 from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
 from symphony.cli import check
@@ -367,16 +368,18 @@ async def _serve(
     http = None
     if port is not None:
         # Imported here so a daemon without the HTTP server never loads starlette.
-        from symphony.observability.server import create_app, is_loopback, serve
+        from symphony.observability.server import create_app, serve
 
         http = await serve(
-            create_app(orchestrator, logs_root=logs_root), settings.server.host, port
+            create_app(orchestrator, logs_root=logs_root, auth_token=settings.server.auth_token),
+            settings.server.host,
+            port,
         )
         structlog.get_logger("symphony").info("http server listening", url=http.url)
         if not is_loopback(settings.server.host):
             structlog.get_logger("symphony").warning(
-                "http server reachable from other hosts: it has no authentication; "
-                "bind it to 127.0.0.1 or put an authenticating proxy in front",
+                "http server reachable from other hosts: its read-only pages need no token "
+                "(actions do); bind it to 127.0.0.1 or put an authenticating proxy in front",
                 host=settings.server.host,
             )
     if console is not None:

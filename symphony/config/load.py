@@ -21,9 +21,17 @@ from types import MappingProxyType
 from typing import Any
 
 from symphony.agents.registry import BACKENDS
+from symphony.base.hosts import is_loopback
 from symphony.base.issue import normalize_state
 from symphony.codehost.contract import CodeHostError, code_host_adapter
-from symphony.config.fields import INVALID_CONFIG, ConfigError, env_reference, integer, resolve_path
+from symphony.config.fields import (
+    INVALID_CONFIG,
+    ConfigError,
+    env_reference,
+    integer,
+    resolve_path,
+    resolve_secret,
+)
 from symphony.config.pricing import parse_pricing
 from symphony.config.repository import (
     CodeHost,
@@ -253,7 +261,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         agents=sessions,
         prompt_template=workflow.prompt_template or DEFAULT_PROMPT,
         fingerprint=workflow_fingerprint(workflow),
-        server=_server(_section(raw, "server")),
+        server=_server(_section(raw, "server"), environ),
         warnings=tuple(warnings),
         prompt_line=workflow.prompt_line,
         machine=machine,
@@ -729,7 +737,11 @@ def _editor(raw: Mapping[str, Any]) -> EditorSettings:
     return EditorSettings(command.strip() if isinstance(command, str) else None)
 
 
-def _server(raw: Mapping[str, Any]) -> ServerSettings:
+MIN_TOKEN_CHARS = 16
+"""A shorter `server.auth_token` is refused: it would fall to guessing within the login rate."""
+
+
+def _server(raw: Mapping[str, Any], environ: Mapping[str, str]) -> ServerSettings:
     port: int | None = None
     if raw.get("port") is not None:
         port = integer(raw, "server.port", 0, 0)
@@ -738,7 +750,22 @@ def _server(raw: Mapping[str, Any]) -> ServerSettings:
     host = raw.get("host", ServerSettings().host)
     if not isinstance(host, str) or not host.strip():
         raise ConfigError(INVALID_CONFIG, "server.host must be a non-empty host name or address")
-    return ServerSettings(port=port, host=host.strip())
+    token = raw.get("auth_token")
+    if token is not None and (not isinstance(token, str) or not token.strip()):
+        raise ConfigError(INVALID_CONFIG, "server.auth_token must be a token or $VARIABLE")
+    auth_token = resolve_secret(token, environ)
+    if auth_token is not None and len(auth_token) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            INVALID_CONFIG, f"server.auth_token must be at least {MIN_TOKEN_CHARS} characters"
+        )
+    if not is_loopback(host.strip()) and auth_token is None:
+        raise ConfigError(
+            INVALID_CONFIG,
+            f"server.host {host.strip()} is reachable from other machines, so a person's "
+            "actions there need a token: set server.auth_token (for example $SYMPHONY_TOKEN), "
+            "or bind 127.0.0.1",
+        )
+    return ServerSettings(port=port, host=host.strip(), auth_token=auth_token)
 
 
 def _script(raw: Mapping[str, Any], key: str) -> str | None:

@@ -141,6 +141,8 @@ class ServerSettings:
 
     port: int | None = None
     host: str = "127.0.0.1"
+    auth_token: str | None = field(default=None, repr=False)
+    """What a person's actions need (`server.auth_token`); None: actions are refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,7 +346,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "env",
             "overlap",
         ),
-        "server": ("port", "host"),
+        "server": ("port", "host", "auth_token"),
         "state": ("path", "keep_days"),
         "logs": ("max_file_mb", "keep_days"),
         "editor": ("command",),

@@ -189,6 +189,26 @@ class Orchestrator:
         self._queue.put_nowait(FollowRequested())
         return True
 
+    def pause(self, by: str) -> bool:
+        """A person paused dispatch (the review surface); False when it already was."""
+        paused = core.operator.pause(self.state, by, self.clock.wall())
+        if paused:
+            self.activity.add(self.clock.wall(), "paused", f"dispatch paused by {by}")
+            log.info("dispatch paused", by=by)
+            self._notify()
+        return paused
+
+    def resume(self, by: str) -> bool:
+        """Dispatch again, and poll now; False when it was not paused."""
+        ended = core.operator.resume(self.state)
+        if ended is None:
+            return False
+        self.activity.add(self.clock.wall(), "resumed", f"dispatch resumed by {by}")
+        log.info("dispatch resumed", by=by, paused_by=ended.by)
+        self.request_refresh()
+        self._notify()
+        return True
+
     def request_refresh(self, ids: Sequence[str] | None = None) -> None:
         """Poll now rather than at the next interval; with `ids`, look at those tickets only
         (what a webhook names), which costs one read of them instead of a whole poll."""
@@ -659,7 +679,11 @@ class Orchestrator:
         """The tracker's secrets and the repository's token are never logged or shown."""
         secrets = [self.environ.get(name, "") for name in self.tracker.secret_env_names()]
         repository = self.settings.repository
-        self.masker.set([*secrets, repository.token if repository is not None else ""])
+        self.masker.set([
+            *secrets,
+            repository.token if repository is not None else "",
+            self.settings.server.auth_token or "",
+        ])  # fmt: skip
 
     def _notify(self) -> None:
         for listener in self._listeners:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import os
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import parse_qs
 
 import orjson
 import uvicorn
@@ -31,6 +31,13 @@ from starlette.routing import Route
 
 from symphony.base.secrets import SecretMasker
 from symphony.hosts.serve import serve_embedded
+from symphony.observability.auth import (
+    CSRF_COOKIE,
+    SESSION_COOKIE,
+    Guard,
+    Refused,
+    same_origin,
+)
 from symphony.observability.logging import issue_log_path
 from symphony.observability.metrics import render_metrics
 from symphony.tracker.webhooks import MAX_DELIVERY_BYTES, WebhookReceiver
@@ -85,6 +92,10 @@ class Observed(Protocol):
 
     def open_command(self, path: Path) -> str: ...
 
+    def pause(self, by: str) -> bool: ...
+
+    def resume(self, by: str) -> bool: ...
+
 
 class _Changes:
     """Fans the orchestrator's one change callback out to every open event stream.
@@ -125,9 +136,12 @@ def create_app(
     keepalive_s: float = 15.0,
     min_event_interval_s: float = 0.25,
     logs_root: Path | None = None,
+    auth_token: str | None = None,
 ) -> Starlette:
-    """The API app; `app.state.changes.close()` ends open event streams (done by `serve`)."""
+    """The API app; `app.state.changes.close()` ends open event streams (done by `serve`).
+    `auth_token` opens a person's actions (`symphony.observability.auth`)."""
     masker = orchestrator.masker
+    guard = Guard(auth_token)
     changes = _Changes()
     orchestrator.add_listener(changes.notify)
     logs_root = logs_root.resolve() if logs_root is not None else None
@@ -197,6 +211,64 @@ def create_app(
             status_code=202,
         )
 
+    def refused(error: Refused) -> Response:
+        headers = {"Retry-After": str(error.retry_after_s)} if error.retry_after_s else None
+        body = {"error": {"code": error.code, "message": error.message}}
+        return JSONResponse(body, masker, status_code=error.status, headers=headers)
+
+    async def act(request: Request) -> Response:
+        action = request.path_params["action"]
+        try:
+            by = guard.authorize(
+                request.method, _lower(request.headers), request.cookies, _base_url(request)
+            )
+        except Refused as error:
+            return refused(error)
+        if action == "pause":
+            if not orchestrator.pause(by):
+                return refused(Refused(409, "already_paused", "dispatch is paused already"))
+            return JSONResponse({"action": "pause", "by": by, "paused": True}, masker)
+        if action == "resume":
+            if not orchestrator.resume(by):
+                return refused(Refused(409, "not_paused", "dispatch is not paused"))
+            return JSONResponse({"action": "resume", "by": by, "paused": False}, masker)
+        raise HTTPException(404, f"no daemon action {action!r}: pause or resume")
+
+    async def login_page(request: Request) -> Response:
+        return Response(_login_form(guard.enabled), media_type="text/html; charset=utf-8")
+
+    async def login(request: Request) -> Response:
+        origin = request.headers.get("origin")
+        if origin is not None and not same_origin(origin, _base_url(request)):
+            return refused(Refused(403, "cross_origin", f"a login from {origin} is not taken"))
+        body = await _bounded_body(request)
+        if body is None:
+            raise HTTPException(413, "a login form is small")
+        fields = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+        client = request.client.host if request.client is not None else "?"
+        try:
+            session_id, session = guard.login(
+                client, fields.get("token", ""), fields.get("name", "")
+            )
+        except Refused as error:
+            return refused(error)
+        target = fields.get("next", "/")
+        if not target.startswith("/") or target.startswith("//"):
+            target = "/"  # never a redirect to another site
+        response = Response(status_code=303, headers={"Location": target})
+        secure = request.url.scheme == "https"
+        response.set_cookie(SESSION_COOKIE, session_id, httponly=True, samesite="strict",
+                            secure=secure, path="/")  # fmt: skip
+        response.set_cookie(CSRF_COOKIE, session.csrf, samesite="strict", secure=secure, path="/")
+        return response
+
+    async def logout(request: Request) -> Response:
+        guard.logout(request.cookies)
+        response = Response(status_code=303, headers={"Location": "/"})
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        response.delete_cookie(CSRF_COOKIE, path="/")
+        return response
+
     async def metrics(request: Request) -> Response:
         text = masker.mask(render_metrics(orchestrator.snapshot()))
         return PlainTextResponse(text, headers={"Content-Type": METRICS_CONTENT_TYPE})
@@ -213,6 +285,10 @@ def create_app(
             Route("/", dashboard, methods=["GET"]),
             Route("/api/v1/state", state, methods=["GET"]),
             Route("/api/v1/refresh", refresh, methods=["POST"]),
+            Route("/api/v1/actions/{action}", act, methods=["POST"]),
+            Route("/login", login_page, methods=["GET"]),
+            Route("/login", login, methods=["POST"]),
+            Route("/logout", logout, methods=["POST"]),
             Route("/api/v1/events", events, methods=["GET"]),
             Route("/api/v1/webhooks/{kind}", webhook, methods=["POST"]),
             Route("/api/v1/{issue_identifier}", issue, methods=["GET"]),
@@ -223,6 +299,36 @@ def create_app(
     app.state.changes = changes
     app.state.masker = masker
     return app
+
+
+def _lower(headers: Mapping[str, str]) -> dict[str, str]:
+    return {name.lower(): value for name, value in headers.items()}
+
+
+def _base_url(request: Request) -> str:
+    return f"{request.url.scheme}://{request.url.netloc}"
+
+
+def _login_form(enabled: bool) -> bytes:
+    """The page a browser logs in on; the token is posted, never put in a URL."""
+    if not enabled:
+        note = (
+            "<p>Actions are off: set <code>server.auth_token</code> in WORKFLOW.md (for "
+            "example <code>$SYMPHONY_TOKEN</code>) and restart the daemon.</p>"
+        )
+    else:
+        note = (
+            '<form method="post" action="/login"><label>Your name <input name="name" '
+            'autocomplete="username" required></label> <label>Token <input name="token" '
+            'type="password" autocomplete="current-password" required></label> '
+            '<button type="submit">Log in</button></form>'
+        )
+    return (
+        "<!doctype html><html lang=en><meta charset=utf-8><title>symphony: log in</title>"
+        "<body style='font-family: system-ui, sans-serif; margin: 3rem'><h1>symphony</h1>"
+        f"<p>Reading needs no login; approving, sending back and pausing do.</p>{note}</body>"
+        "</html>"
+    ).encode()
 
 
 async def _bounded_body(request: Request) -> bytes | None:
@@ -325,13 +431,3 @@ async def serve(app: Starlette, host: str, port: int) -> RunningServer:
     """Bind `host:port` (0 = any free port) and serve `app` in the running loop."""
     server, task, url = await serve_embedded(app, host, port, name="http-server")
     return RunningServer(server, task, url, app)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` is reachable from this machine only (`localhost` or a loopback address)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False

@@ -91,15 +91,18 @@ def remote_environment(
 def _without_secrets(
     env: dict[str, str], settings: Settings, secret_names: Collection[str]
 ) -> dict[str, str]:
-    """Drop the tracker's secret variables and the repository's token, under its own name or
-    any other that `agent.env` or a passthrough gave it: the token is the daemon's alone."""
+    """Drop the tracker's secret variables, the repository's token and the server's, under
+    their own name or any other that `agent.env` or a passthrough gave them: they are the
+    daemon's alone."""
     for name in secret_names:
         env.pop(name, None)
     repository = settings.repository
+    tokens = [settings.server.auth_token or ""]
     if repository is not None:
         if repository.token_env is not None:
             env.pop(repository.token_env, None)
-        token = repository.token  # empty for a host that needs none
-        for name in [name for name, value in env.items() if token and value == token]:
+        tokens.append(repository.token)  # empty for a host that needs none
+    for token in filter(None, tokens):  # the server's token opens a person's actions
+        for name in [name for name, value in env.items() if value == token]:
             del env[name]
     return env

@@ -14,10 +14,11 @@ import httpx
 import pytest
 import yaml
 
+from symphony.base.hosts import is_loopback
 from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
 from symphony.config.sections import ServerSettings
-from symphony.observability.server import create_app, is_loopback, serve
+from symphony.observability.server import create_app, serve
 from tests.cli.test_cli import _read_until, _start_daemon
 from tests.harness import Board, Running, scenario_env, start
 
@@ -272,8 +273,9 @@ def _with_server(board: Board, server: dict[str, Any]) -> Path:
 def test_server_settings_default_off_and_read_from_front_matter(board: Board) -> None:
     board.write_workflow()
     assert load_settings(board.workflow, {}).server == ServerSettings(None, "127.0.0.1")
-    path = _with_server(board, {"port": 8080, "host": "0.0.0.0"})
-    assert load_settings(path, {}).server == ServerSettings(8080, "0.0.0.0")
+    path = _with_server(board, {"port": 8080, "host": "0.0.0.0", "auth_token": "$TOKEN"})
+    token = "t" * 32
+    assert load_settings(path, {"TOKEN": token}).server == ServerSettings(8080, "0.0.0.0", token)
     path = _with_server(board, {"port": 0})
     assert load_settings(path, {}).server.port == 0
 
@@ -304,15 +306,15 @@ def test_cli_port_serves_the_api_and_sigterm_exits_zero(board: Board) -> None:
     finally:
         proc.kill()
     assert proc.returncode == 0, rest
-    assert "no authentication" not in "".join(lines) + rest
+    assert "read-only pages need no token" not in "".join(lines) + rest
 
 
 def test_cli_warns_when_the_server_is_reachable_from_other_hosts(board: Board) -> None:
     board.write_workflow()
-    _with_server(board, {"host": "0.0.0.0"})
+    _with_server(board, {"host": "0.0.0.0", "auth_token": "a-token-of-some-length"})
     proc = _start_daemon(board, "--port", "0")
     try:
-        lines = _read_until(proc, "no authentication")
+        lines = _read_until(proc, "read-only pages need no token")
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=20)
     finally:

@@ -9,7 +9,7 @@ import pytest
 
 from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
-from symphony.config.sections import AgentSettings
+from symphony.config.sections import AgentSettings, ServerSettings
 from symphony.workspace.environment import child_environment
 from tests.factories import make_settings
 
@@ -101,3 +101,18 @@ def test_a_bad_environment_setting_is_a_clear_config_error(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         load_settings(workflow(tmp_path, agent), {"HOME": "/nowhere"})
+
+
+def test_the_servers_token_never_reaches_a_child_even_when_passed_through(tmp_path: Path) -> None:
+    token = "server-token-of-some-length"
+    settings = settings_with(tmp_path, env_passthrough=("SYMPHONY_TOKEN", "ALIAS"))
+    settings = dataclasses.replace(
+        settings,  # type: ignore[type-var]
+        server=ServerSettings(auth_token=token),
+    )
+    env = child_environment(
+        {**DAEMON, "SYMPHONY_TOKEN": token, "ALIAS": token},
+        settings,
+        [],  # type: ignore[arg-type]
+    )
+    assert token not in env.values()

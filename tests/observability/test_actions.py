@@ -1,0 +1,146 @@
+"""A person's actions through the HTTP server: the token, the login, CSRF, and pausing and
+resuming dispatch for the whole daemon, against a real orchestrator on a local board."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from symphony.config.fields import ConfigError
+from symphony.config.load import load_settings
+from symphony.observability.auth import CSRF_COOKIE, LOGIN_FAILURES, SESSION_COOKIE
+from symphony.observability.server import create_app
+from tests.harness import Board, Running, scenario_env, start
+from tests.observability.test_server import _with_server
+
+TOKEN = "correct-horse-battery-staple"
+BASE = "http://symphony"
+
+
+@pytest.fixture
+async def idle(tmp_path: Path) -> AsyncIterator[Running]:
+    """A daemon with nothing to do: one ticket, already Done."""
+    board = Board(tmp_path)
+    board.ticket("ABC-1", state="Done")
+    board.write_workflow()
+    run = start(board, scenario_env("complete"), watch=False)
+    try:
+        yield run
+    finally:
+        await run.stop()
+
+
+def client(run: Running, token: str | None = TOKEN) -> httpx.AsyncClient:
+    app = create_app(run.orchestrator, auth_token=token)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE)
+
+
+def bearer(token: str = TOKEN, actor: str = "ada") -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "X-Symphony-Actor": actor}
+
+
+def activity(run: Running) -> list[str]:
+    return [row["message"] for row in run.orchestrator.snapshot()["activity"]]
+
+
+async def test_without_a_token_configured_every_action_is_refused(idle: Running) -> None:
+    async with client(idle, token=None) as http:
+        answer = await http.post("/api/v1/actions/pause", headers=bearer())
+        page = await http.get("/login")
+    assert answer.status_code == 403
+    assert answer.json()["error"]["code"] == "actions_disabled"
+    assert "server.auth_token" in answer.json()["error"]["message"]
+    assert idle.orchestrator.state.paused is None
+    assert "Actions are off" in page.text
+
+
+async def test_the_token_pauses_and_resumes_dispatch_and_the_activity_says_who(
+    idle: Running,
+) -> None:
+    async with client(idle) as http:
+        paused = await http.post("/api/v1/actions/pause", headers=bearer())
+        again = await http.post("/api/v1/actions/pause", headers=bearer())
+        state = (await http.get("/api/v1/state")).json()
+        resumed = await http.post("/api/v1/actions/resume", headers=bearer(actor="bob"))
+        not_paused = await http.post("/api/v1/actions/resume", headers=bearer())
+        unknown = await http.post("/api/v1/actions/explode", headers=bearer())
+    assert paused.status_code == 200 and paused.json() == {
+        "action": "pause", "by": "ada", "paused": True,
+    }  # fmt: skip
+    assert again.status_code == 409 and again.json()["error"]["code"] == "already_paused"
+    assert state["paused"]["by"] == "ada"
+    assert resumed.status_code == 200 and resumed.json()["paused"] is False
+    assert not_paused.status_code == 409
+    assert unknown.status_code == 404
+    assert idle.orchestrator.state.paused is None
+    assert "dispatch paused by ada" in activity(idle)
+    assert "dispatch resumed by bob" in activity(idle)
+
+
+async def test_a_wrong_token_or_another_origin_changes_nothing(idle: Running) -> None:
+    async with client(idle) as http:
+        wrong = await http.post("/api/v1/actions/pause", headers=bearer("not-the-token"))
+        foreign = await http.post(
+            "/api/v1/actions/pause", headers={**bearer(), "Origin": "https://evil.example"}
+        )
+        anonymous = await http.post("/api/v1/actions/pause")
+    assert wrong.status_code == 401
+    assert foreign.status_code == 403 and foreign.json()["error"]["code"] == "cross_origin"
+    assert anonymous.status_code == 401
+    assert idle.orchestrator.state.paused is None
+
+
+async def test_a_browser_logs_in_once_and_acts_with_its_csrf_token(idle: Running) -> None:
+    async with client(idle) as http:
+        form = {"name": "Ada Lovelace", "token": TOKEN, "next": "/review"}
+        login = await http.post("/login", data=form)
+        assert login.status_code == 303 and login.headers["location"] == "/review"
+        cookies = login.headers.get_list("set-cookie")
+        session = next(c for c in cookies if c.startswith(f"{SESSION_COOKIE}="))
+        assert "HttpOnly" in session and "SameSite=strict" in session
+        csrf = http.cookies[CSRF_COOKIE]
+        no_csrf = await http.post("/api/v1/actions/pause")
+        wrong_csrf = await http.post("/api/v1/actions/pause", headers={"X-Symphony-CSRF": "x"})
+        assert idle.orchestrator.state.paused is None
+        paused = await http.post("/api/v1/actions/pause", headers={"X-Symphony-CSRF": csrf})
+        await http.post("/logout")
+        after = await http.post("/api/v1/actions/resume", headers={"X-Symphony-CSRF": csrf})
+    assert no_csrf.status_code == 403 and no_csrf.json()["error"]["code"] == "csrf"
+    assert wrong_csrf.status_code == 403
+    assert paused.status_code == 200 and paused.json()["by"] == "Ada Lovelace"
+    assert after.status_code == 401  # logged out: the session opens nothing
+    assert idle.orchestrator.state.paused is not None
+
+
+async def test_failed_logins_are_limited_per_address_and_never_redirect_away(
+    idle: Running,
+) -> None:
+    async with client(idle) as http:
+        for _ in range(LOGIN_FAILURES):
+            failed = await http.post("/login", data={"name": "x", "token": "guess"})
+            assert failed.status_code == 401
+        limited = await http.post("/login", data={"name": "x", "token": TOKEN})
+    assert limited.status_code == 429 and int(limited.headers["retry-after"]) > 0
+    async with client(idle) as http:
+        away = await http.post(
+            "/login", data={"name": "x", "token": TOKEN, "next": "//evil.example/"}
+        )
+    assert away.status_code == 303 and away.headers["location"] == "/"
+
+
+def test_a_server_reachable_from_other_machines_needs_a_token(tmp_path: Path) -> None:
+    board = Board(tmp_path)
+    board.write_workflow()
+    path = _with_server(board, {"port": 8080, "host": "0.0.0.0"})
+    with pytest.raises(ConfigError, match=r"set server\.auth_token"):
+        load_settings(path, {})
+    path = _with_server(board, {"host": "0.0.0.0", "auth_token": "$SYMPHONY_TOKEN"})
+    with pytest.raises(ConfigError, match=r"set server\.auth_token"):
+        load_settings(path, {})  # unset: no token
+    assert load_settings(path, {"SYMPHONY_TOKEN": TOKEN}).server.auth_token == TOKEN
+    path = _with_server(board, {"auth_token": "short"})
+    with pytest.raises(ConfigError, match="at least 16 characters"):
+        load_settings(path, {})
