@@ -14,6 +14,7 @@ reported outcome means (the target state and the comments on the way) is decided
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import enum
 from collections.abc import Iterable, Mapping, Sequence
@@ -51,6 +52,8 @@ STAGE_KEYS = (
     "agent",
     "publish",
     "sandbox",
+    "on_approved",
+    "on_changes_requested",
 )
 GATE_KEYS = ("name", "run", "timeout_ms")
 DEFAULT_MAX_FIX_TURNS = 2
@@ -100,6 +103,11 @@ class Stage:
     (`symphony.config.repository`); None: the stage publishes nothing."""
     sandbox: SandboxSettings | None = None
     """The workflow's `sandbox:` with this stage's block over it; None: no block here."""
+    on_approved: str = ""
+    """Where a person's Approve at this stage's `on_success` checkpoint moves the ticket
+    (default: the next stage's first state; after the last stage, the first terminal one)."""
+    on_changes_requested: str = ""
+    """Where Request changes moves it (default: this stage's last state, its rework state)."""
     sessions: Mapping[str, Any] = field(default_factory=dict)
     """An agent kind's block as this stage changes it (`stages.plan.claude: {model: …}`), by
     kind; kinds it does not change use the workflow's block."""
@@ -194,6 +202,12 @@ class Outcome(enum.Enum):
     MERGED = "merged"
     CLOSED = "closed"
     """The pull request was closed without being merged."""
+    APPROVED = "approved"
+    """A person approved the ticket at a checkpoint (the review surface)."""
+    REPLAN = "replan"
+    """A person sent the ticket back to be planned again."""
+    CANCELLED = "cancelled"
+    """A person cancelled the ticket."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +304,8 @@ def parse_stages(
             for key in ("max_fix_turns", "on_verify_failed", "verify_output_chars"):
                 if key in body:
                     warnings.append(f"{where}.{key} is used only with {where}.verify")
+    bodies = {str(name).strip(): body for name, body in stages_raw.items()}
+    stages = _with_review_targets(stages, bodies, terminal_states)
     terminal = {normalize_state(s) for s in terminal_states}
     for stage in stages:
         for state in stage.states:
@@ -314,6 +330,26 @@ def parse_stages(
                     "where a person takes over, or the agent would start again at once",
                 )
     return StageMachine(tuple(stages), escalation)
+
+
+def _with_review_targets(
+    stages: list[Stage], raw: Mapping[str, Any], terminal_states: Sequence[str]
+) -> list[Stage]:
+    """Each stage's `on_approved` and `on_changes_requested`, given or by default."""
+    done = terminal_states[0] if terminal_states else "Done"
+    changed = []
+    for index, stage in enumerate(stages):
+        body = raw[stage.name]
+        where = f"stages.{stage.name}"
+        following = stages[index + 1].states[0] if index + 1 < len(stages) else done
+        approved = body.get("on_approved", following)
+        requested = body.get("on_changes_requested", stage.states[-1])
+        changed.append(dataclasses.replace(
+            stage,
+            on_approved=_state_name(approved, f"{where}.on_approved"),
+            on_changes_requested=_state_name(requested, f"{where}.on_changes_requested"),
+        ))  # fmt: skip
+    return changed
 
 
 def _publish(body: Mapping[str, Any], where: str, warnings: list[str]) -> PublishSettings | None:

@@ -314,3 +314,23 @@ def _stage(tmp_path: Path, name: str):  # type: ignore[no-untyped-def]
     settings = load_settings(workflow(tmp_path, TWO_STAGES), {})
     assert settings.machine is not None
     return next(s for s in settings.machine.stages if s.name == name)
+
+
+def test_a_persons_approval_and_changes_go_where_the_stages_say(tmp_path: Path) -> None:
+    settings = load_settings(workflow(tmp_path, TWO_STAGES), {})
+    assert settings.machine is not None
+    plan, implement = settings.machine.stages
+    # By default: approval to the next stage (after the last, done); changes to the stage's
+    # last state (its rework state).
+    assert (plan.on_approved, plan.on_changes_requested) == ("Ready", "Todo")
+    assert (implement.on_approved, implement.on_changes_requested) == ("Done", "Rework")
+    named = TWO_STAGES.replace(
+        "    on_stuck: Stuck\n", "    on_stuck: Stuck\n    on_approved: Accepted\n"
+    )
+    settings = load_settings(workflow(tmp_path, named), {})
+    assert settings.machine is not None and settings.machine.stages[1].on_approved == "Accepted"
+    broken = TWO_STAGES.replace(
+        "    on_stuck: Stuck\n", "    on_stuck: Stuck\n    on_approved: 3\n"
+    )
+    with pytest.raises(ConfigError, match=r"stages\.implement\.on_approved"):
+        load_settings(workflow(tmp_path, broken), {})
