@@ -11,7 +11,7 @@ are `publishing` and `follow`. This package's namespace is the scheduler's
 API: `from symphony import core`, then `core.select_dispatches(...)`.
 """
 
-from symphony.core import follow, operator
+from symphony.core import follow, operator, review_actions
 from symphony.core.accounting import (
     on_agent_event,
     ticket_totals_of,
@@ -194,6 +194,7 @@ __all__ = [
     "polled_states",
     "prune_footprints",
     "retry_delay_s",
+    "review_actions",
     "select_dispatches",
     "sort_for_dispatch",
     "stage_outcome",

@@ -40,6 +40,8 @@ class TransitionPlan:
     publish: PublishIntent | None = None
     """The stage publishes: the branch is pushed and its pull request opened or brought up to
     date before the comments and the move."""
+    by: str | None = None
+    """A person's action (`core.review_actions`), attributed to them; None: the daemon's."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,6 +154,8 @@ def moves_from(pending: PendingTransition, settings: Settings) -> frozenset[str]
     found it and its stage's states (a budget stop: every active state). In any other state
     but the target a person moved the ticket meanwhile, and the daemon gives way."""
     states = {normalize_state(pending.issue.state)}
+    if pending.plan.by is not None:
+        return frozenset(states)  # a person's action: from the checkpoint they saw it at
     machine = settings.machine
     stage = machine.stage_named(pending.plan.stage) if machine is not None else None
     if pending.plan.outcome is Outcome.BUDGET_EXCEEDED:
@@ -273,7 +275,7 @@ def _record_move(
         if entered is not None:
             data["seconds"] = round(max((wall - entered).total_seconds(), 0.0), 1)
         state.new_outcomes.append(OutcomeRecord(wall, HANDOFF, issue_id, pending.identifier, data))
-    elif plan.outcome is not Outcome.DONE:
+    elif plan.outcome is not Outcome.DONE and plan.by is None:  # a person's move is no escalation
         state.new_outcomes.append(
             OutcomeRecord(
                 wall, ESCALATED, issue_id, pending.identifier,

@@ -209,6 +209,45 @@ class Orchestrator:
         self._notify()
         return True
 
+    async def review_action(
+        self, wanted: str, action: str, *, comment: str, by: str
+    ) -> dict[str, Any] | core.review_actions.Refusal:
+        """A person's action at a checkpoint (`core.review_actions`), on the ticket as the
+        tracker has it now; the move is written through the outbox like the daemon's own."""
+        try:
+            kind = core.review_actions.ReviewAction(action)
+        except ValueError:
+            return core.review_actions.Refusal("unknown_action", f"no ticket action {action!r}")
+        row = self.board.row(wanted)
+        if row is None:
+            return core.review_actions.Refusal("not_found", f"the daemon has not seen {wanted!r}")
+        try:
+            fresh = await self._reads.read(
+                "action", self.tracker.fetch_issues_by_ids([row.issue_id])
+            )
+        except TrackerError as exc:
+            return core.review_actions.Refusal("tracker_unreachable", str(exc))
+        issue = next((i for i in fresh if i.id == row.issue_id), None)
+        if issue is None:
+            return core.review_actions.Refusal("not_found", f"{wanted} is gone from the tracker")
+        result = core.review_actions.take(
+            self.state, issue, kind, self.settings, by=by, comment=comment,
+            now=self.clock.monotonic(),
+        )  # fmt: skip
+        if isinstance(result, core.review_actions.Refusal):
+            return result
+        self.activity.add(
+            self.clock.wall(), "review_action",
+            f"{by}: {kind.value} {issue.identifier}, moving it to {result.target}",
+            issue_identifier=issue.identifier,
+        )  # fmt: skip
+        log.info("review action", by=by, action=kind.value, issue_identifier=issue.identifier,
+                 target=result.target)  # fmt: skip
+        self._perform([result])
+        self._notify()
+        return {"action": kind.value, "ticket": issue.identifier, "by": by,
+                "target": result.target, "queued": True}  # fmt: skip
+
     def request_refresh(self, ids: Sequence[str] | None = None) -> None:
         """Poll now rather than at the next interval; with `ids`, look at those tickets only
         (what a webhook names), which costs one read of them instead of a whole poll."""

@@ -30,6 +30,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from symphony.base.secrets import SecretMasker
+from symphony.core.review_actions import Refusal
 from symphony.hosts.serve import serve_embedded
 from symphony.observability.auth import (
     CSRF_COOKIE,
@@ -95,6 +96,10 @@ class Observed(Protocol):
     def pause(self, by: str) -> bool: ...
 
     def resume(self, by: str) -> bool: ...
+
+    async def review_action(
+        self, wanted: str, action: str, *, comment: str, by: str
+    ) -> dict[str, Any] | Refusal: ...
 
 
 class _Changes:
@@ -234,6 +239,30 @@ def create_app(
             return JSONResponse({"action": "resume", "by": by, "paused": False}, masker)
         raise HTTPException(404, f"no daemon action {action!r}: pause or resume")
 
+    async def ticket_action(request: Request) -> Response:
+        wanted, action = request.path_params["issue_identifier"], request.path_params["action"]
+        try:
+            by = guard.authorize(
+                request.method, _lower(request.headers), request.cookies, _base_url(request)
+            )
+        except Refused as error:
+            return refused(error)
+        body = await _bounded_body(request)
+        if body is None:
+            raise HTTPException(413, "an action's body is small")
+        try:
+            fields = json.loads(body) if body.strip() else {}
+        except ValueError:
+            raise HTTPException(400, "the body is not JSON") from None
+        comment = fields.get("comment", "") if isinstance(fields, dict) else ""
+        if not isinstance(comment, str):
+            raise HTTPException(400, "comment must be text")
+        answer = await orchestrator.review_action(wanted, action, comment=comment, by=by)
+        if isinstance(answer, Refusal):
+            status = _REFUSAL_STATUS.get(answer.code, 409)
+            return refused(Refused(status, answer.code, answer.message))
+        return JSONResponse(answer, masker)
+
     async def login_page(request: Request) -> Response:
         return Response(_login_form(guard.enabled), media_type="text/html; charset=utf-8")
 
@@ -286,6 +315,7 @@ def create_app(
             Route("/api/v1/state", state, methods=["GET"]),
             Route("/api/v1/refresh", refresh, methods=["POST"]),
             Route("/api/v1/actions/{action}", act, methods=["POST"]),
+            Route("/api/v1/{issue_identifier}/actions/{action}", ticket_action, methods=["POST"]),
             Route("/login", login_page, methods=["GET"]),
             Route("/login", login, methods=["POST"]),
             Route("/logout", logout, methods=["POST"]),
@@ -299,6 +329,16 @@ def create_app(
     app.state.changes = changes
     app.state.masker = masker
     return app
+
+
+_REFUSAL_STATUS = {
+    "unknown_action": 404,
+    "not_found": 404,
+    "comment_required": 400,
+    "comment_too_long": 400,
+    "tracker_unreachable": 503,
+}
+"""A refused ticket action's HTTP status; any other refusal is 409 (not at that checkpoint)."""
 
 
 def _lower(headers: Mapping[str, str]) -> dict[str, str]:

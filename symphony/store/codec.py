@@ -65,6 +65,7 @@ def plan_to_json(plan: TransitionPlan) -> str:
             "evidence": plan.evidence,
             "hands_off": plan.hands_off,
             "publish": dataclasses.asdict(plan.publish) if plan.publish is not None else None,
+            "by": plan.by,
         }
     )
 
@@ -83,6 +84,7 @@ def plan_from_json(text: str) -> TransitionPlan:
         data.get("evidence"),
         bool(data.get("hands_off", False)),
         _intent(data.get("publish")),
+        data.get("by"),
     )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
@@ -144,3 +145,82 @@ def test_a_server_reachable_from_other_machines_needs_a_token(tmp_path: Path) ->
     path = _with_server(board, {"auth_token": "short"})
     with pytest.raises(ConfigError, match="at least 16 characters"):
         load_settings(path, {})
+
+
+STAGES = {
+    # The harness writes its keys sorted: the approval target is named, not left to the order.
+    "plan": {"states": ["Todo"], "on_success": "Plan Review", "on_approved": "Ready"},
+    "implement": {"states": ["Ready", "Rework"], "on_success": "Human Review"},
+}
+
+
+@pytest.fixture
+async def reviewing(tmp_path: Path) -> AsyncIterator[tuple[Board, Running]]:
+    """A stage-mode daemon whose board has a plan and a diff waiting for a person."""
+    board = Board(tmp_path)
+    board.ticket("ABC-1", state="Plan Review")
+    board.ticket("ABC-2", state="Human Review")
+    board.write_workflow(stages=STAGES)
+    _, front, prompt = board.workflow.read_text().split("---\n", 2)
+    config = yaml.safe_load(front)
+    del config["tracker"]["active_states"]  # the stages define them
+    board.workflow.write_text(f"---\n{yaml.safe_dump(config)}---\n{prompt}")
+    run = start(board, scenario_env("complete"), watch=False)
+    try:
+        await run.until(lambda: run.orchestrator.board.row("ABC-2") is not None)
+        yield board, run
+    finally:
+        await run.stop()
+
+
+async def test_approving_a_plan_moves_the_ticket_and_says_who_on_it(
+    reviewing: tuple[Board, Running],
+) -> None:
+    board, run = reviewing
+    async with client(run) as http:
+        answer = await http.post("/api/v1/ABC-1/actions/approve", headers=bearer())
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {
+        "action": "approve", "ticket": "ABC-1", "by": "ada", "target": "Ready", "queued": True,
+    }  # fmt: skip
+    await run.until(lambda: board.state_of("ABC-1") != "Plan Review")
+    assert board.state_of("ABC-1") == "Ready"
+    text = (board.tickets / "ABC-1.md").read_text()
+    assert "ada approved at Plan Review; moving the ticket to Ready." in text
+    assert any("ada: approve ABC-1" in line for line in activity(run))
+
+
+async def test_requesting_changes_puts_the_words_on_the_ticket_for_its_next_run(
+    reviewing: tuple[Board, Running],
+) -> None:
+    board, run = reviewing
+    async with client(run) as http:
+        empty = await http.post("/api/v1/ABC-2/actions/request_changes", headers=bearer())
+        wrong = await http.post("/api/v1/ABC-2/actions/approve_everything", headers=bearer())
+        unknown = await http.post("/api/v1/NOPE-9/actions/approve", headers=bearer())
+        sent = await http.post(
+            "/api/v1/ABC-2/actions/request_changes", headers=bearer(actor="bob"),
+            json={"comment": "Handle negative numbers too."},
+        )  # fmt: skip
+    assert empty.status_code == 400 and empty.json()["error"]["code"] == "comment_required"
+    assert wrong.status_code == 404 and unknown.status_code == 404
+    assert sent.status_code == 200 and sent.json()["target"] == "Rework"
+    await run.until(lambda: board.state_of("ABC-2") == "Rework", timeout=10)
+    text = (board.tickets / "ABC-2.md").read_text()
+    assert "bob requested changes at Human Review" in text
+    assert "Handle negative numbers too." in text
+
+
+async def test_an_action_away_from_a_checkpoint_is_refused_and_changes_nothing(
+    reviewing: tuple[Board, Running],
+) -> None:
+    board, run = reviewing
+    async with client(run) as http:
+        first = await http.post("/api/v1/ABC-1/actions/approve", headers=bearer())
+        await run.until(lambda: board.state_of("ABC-1") == "Ready")
+        again = await http.post("/api/v1/ABC-1/actions/approve", headers=bearer())
+        no_token = await http.post("/api/v1/ABC-2/actions/cancel")
+    assert first.status_code == 200
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] in ("not_at_checkpoint", "busy")
+    assert no_token.status_code == 401 and board.state_of("ABC-2") == "Human Review"

@@ -1,0 +1,143 @@
+"""What a person's action at a checkpoint does to a ticket: the move and the comment, written
+through the daemon's outbox like its own transitions (`core.transitions.pend`).
+
+A checkpoint is where a stage hands its tickets to a person (its `on_success` target, such as
+`Plan Review` or `Human Review`) or where escalated tickets wait (`escalation_state`):
+
+- approve: to the stage's `on_approved` (the next stage, or done after the last);
+- request_changes: a comment with the person's words, then to the stage's
+  `on_changes_requested`, so the next run gets them as `{{ comments }}`;
+- replan: an optional comment, then back to the first stage's first state;
+- cancel: to the tracker's cancelled state.
+
+Pure: a refusal is a `Refusal` with the reason, and nothing changes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from symphony.base.issue import Issue, normalize_state
+from symphony.config.sections import Settings
+from symphony.config.stages import Outcome, Stage
+from symphony.core.effects import PerformTransition
+from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
+from symphony.core.state import SchedulerState
+from symphony.core.transitions import pend
+
+MAX_COMMENT_CHARS = 20_000
+
+
+class ReviewAction(enum.StrEnum):
+    APPROVE = "approve"
+    REQUEST_CHANGES = "request_changes"
+    REPLAN = "replan"
+    CANCEL = "cancel"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why an action was not taken (an HTTP 409 or 400): `code` is stable, `message` words."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Where a ticket waits for a person: the stage that handed it over (None: escalated)."""
+
+    stage: Stage | None
+    state: str
+
+
+def checkpoint_of(issue: Issue, settings: Settings) -> Checkpoint | None:
+    """The checkpoint the ticket is at, or None (running, terminal, or not in stage mode)."""
+    machine = settings.machine
+    if machine is None:
+        return None
+    here = normalize_state(issue.state)
+    if machine.stage_for(issue.state) is not None:
+        return None
+    for stage in machine.stages:
+        if normalize_state(stage.on_success) == here:
+            return Checkpoint(stage, issue.state)
+    if here == normalize_state(machine.escalation_state):
+        return Checkpoint(None, issue.state)
+    return None
+
+
+def take(
+    state: SchedulerState,
+    issue: Issue,
+    action: ReviewAction,
+    settings: Settings,
+    *,
+    by: str,
+    comment: str = "",
+    now: float,
+) -> PerformTransition | Refusal:
+    """The transition `action` starts for `issue` as it is now, or why it cannot."""
+    machine = settings.machine
+    checkpoint = checkpoint_of(issue, settings)
+    if machine is None or checkpoint is None:
+        return Refusal(
+            "not_at_checkpoint",
+            f"{issue.identifier} is in {issue.state}, where no person's review is waited for",
+        )
+    if issue.id in state.claimed or issue.id in state.running:
+        return Refusal("busy", f"the daemon is working on {issue.identifier} right now")
+    words = comment.strip()
+    if len(words) > MAX_COMMENT_CHARS:
+        return Refusal("comment_too_long", f"a comment is at most {MAX_COMMENT_CHARS} characters")
+    stage = checkpoint.stage
+    if action is ReviewAction.APPROVE:
+        if stage is None:
+            return Refusal(
+                "not_approvable",
+                f"{issue.identifier} was escalated, not handed over: send it back or cancel it",
+            )
+        if issue.id in state.pull_requests:
+            return Refusal(
+                "approve_the_pull_request",
+                f"{issue.identifier} has a pull request: approve it there, and the merge "
+                "policy merges it once its checks pass",
+            )
+        target, outcome, verb = stage.on_approved, Outcome.APPROVED, "approved"
+    elif action is ReviewAction.REQUEST_CHANGES:
+        if not words:
+            return Refusal("comment_required", "say what should change: the comment is empty")
+        if stage is None:
+            return Refusal(
+                "no_stage", f"{issue.identifier} was escalated: send it back with replan instead"
+            )
+        target, outcome, verb = (
+            stage.on_changes_requested,
+            Outcome.CHANGES_REQUESTED,
+            ("requested changes"),
+        )
+    elif action is ReviewAction.REPLAN:
+        target, outcome, verb = machine.stages[0].states[0], Outcome.REPLAN, "asked for a new plan"
+    else:
+        target, outcome, verb = cancelled_state(settings), Outcome.CANCELLED, "cancelled it"
+    body = f"{by} {verb} at {checkpoint.state}; moving the ticket to {target}."
+    if words:
+        body += f"\n\n{words}"
+    plan = TransitionPlan(
+        stage.name if stage is not None else "review",
+        outcome,
+        target,
+        (PlannedComment("review_action", body),),
+        by=by,
+    )
+    return pend(state, issue, plan, turns=0, now=now)
+
+
+def cancelled_state(settings: Settings) -> str:
+    """The terminal state a cancel moves to: one called Cancelled, else the last terminal."""
+    terminal = settings.tracker.terminal_states
+    for name in terminal:
+        if normalize_state(name) in ("cancelled", "canceled"):
+            return name
+    return terminal[-1] if terminal else "Cancelled"
