@@ -16,6 +16,7 @@ from symphony.config.stages import Stage
 from symphony.core.costs import day_key, usd
 from symphony.core.effects import Effect, PostComment, StartWorker
 from symphony.core.footprint import Footprint, overlap
+from symphony.core.operator import release_changed_holds
 from symphony.core.outcomes import REWORK, OutcomeRecord
 from symphony.core.state import RetryEntry, RunningEntry, SchedulerState, StageProgress
 
@@ -102,6 +103,7 @@ class Wait(enum.Enum):
     NO_HOST = "no_host"
     HOST_WAIT = "host_wait"
     PAUSED = "paused"
+    HELD = "held"
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +240,8 @@ def _plan(
             yield issue, Wait.MISSING_LABELS
         elif issue.id in state.running:
             yield issue, Wait.RUNNING
+        elif issue.id in state.held:
+            yield issue, Wait.HELD
         elif issue.id in state.claimed:
             yield issue, Wait.CLAIMED
         elif state.paused is not None:
@@ -331,6 +335,8 @@ def select_dispatches(
 ) -> list[Effect]:
     """Claim and start eligible candidates in dispatch order while slots remain."""
     effects: list[Effect] = []
+    candidates = list(candidates)
+    release_changed_holds(state, candidates)
     if len(state.running) >= settings.agent.max_concurrent_agents:
         return effects  # no slot: skip the sort, the common case of a busy fleet
     overlaps: dict[str, list[Overlap]] = {}
@@ -428,6 +434,8 @@ def describe_wait(
     if wait is Wait.CLAIMED:
         retry = state.retry_attempts.get(issue.id)
         return "waits for its retry" if retry is not None else "claimed"
+    if wait is Wait.HELD:
+        return "stopped by a person: waits until it changes or is retried"
     if wait is Wait.PAUSED:
         assert state.paused is not None
         return (

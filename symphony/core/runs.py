@@ -389,6 +389,10 @@ def _after_exit(
         return []
     if reason is StopReason.BUDGET:
         return [budget_transition(state, entry, settings, now)]
+    if reason is StopReason.PERSON:  # held where it is until it changes or is retried
+        state.claimed.discard(issue_id)
+        state.kept_workspaces[issue_id] = entry.identifier
+        return [Released(issue_id, entry.identifier, "stopped by a person")]
     if reason in (
         StopReason.TERMINAL,
         StopReason.INACTIVE,

@@ -41,6 +41,8 @@ class StopReason(enum.Enum):
     """Stage mode: a person moved the ticket to a state of another stage."""
     BUDGET = "budget"
     """The ticket spent its budget window (`budget.per_ticket_usd`)."""
+    PERSON = "person"
+    """A person stopped the run (the review surface); the ticket stays where it is."""
 
 
 class MovePhase(enum.Enum):
@@ -285,6 +287,9 @@ class SchedulerState:
     claimed: set[str] = field(default_factory=set)
     paused: Pause | None = None
     """Dispatch paused by a person (`core.operator`); None: dispatching."""
+    held: dict[str, tuple[str, datetime | None]] = field(default_factory=dict)
+    """Tickets a person stopped (id -> their state and last update then): not dispatched again
+    until the ticket changes or the person retries it (`core.operator`)."""
     retry_attempts: dict[str, RetryEntry] = field(default_factory=dict)
     completed: set[str] = field(default_factory=set)
     kept_workspaces: dict[str, str] = field(default_factory=dict)

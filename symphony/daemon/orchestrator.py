@@ -32,6 +32,7 @@ from symphony.codehost.contract import CodeHostError, code_host_adapter
 from symphony.config.sections import Settings
 from symphony.core.budgets import check_budgets
 from symphony.daemon import startup
+from symphony.daemon.actions import PersonActions
 from symphony.daemon.events import (
     AgentUpdate,
     Clock,
@@ -143,6 +144,17 @@ class Orchestrator:
             session_factory=session_factory,
             changed=self._notify,
         )
+        self._actions = PersonActions(
+            self.state,
+            self.board,
+            self.activity,
+            self.clock,
+            self._reads,
+            lambda: (self.settings, self.tracker),
+            perform=self._perform,
+            changed=self._notify,
+            refresh=self.request_refresh,
+        )
         self._tasks: asyncio.TaskGroup | None = None
         self._stopping = False
         self._watch = watch
@@ -191,62 +203,17 @@ class Orchestrator:
 
     def pause(self, by: str) -> bool:
         """A person paused dispatch (the review surface); False when it already was."""
-        paused = core.operator.pause(self.state, by, self.clock.wall())
-        if paused:
-            self.activity.add(self.clock.wall(), "paused", f"dispatch paused by {by}")
-            log.info("dispatch paused", by=by)
-            self._notify()
-        return paused
+        return self._actions.pause(by)
 
     def resume(self, by: str) -> bool:
         """Dispatch again, and poll now; False when it was not paused."""
-        ended = core.operator.resume(self.state)
-        if ended is None:
-            return False
-        self.activity.add(self.clock.wall(), "resumed", f"dispatch resumed by {by}")
-        log.info("dispatch resumed", by=by, paused_by=ended.by)
-        self.request_refresh()
-        self._notify()
-        return True
+        return self._actions.resume(by)
 
-    async def review_action(
+    async def ticket_action(
         self, wanted: str, action: str, *, comment: str, by: str
     ) -> dict[str, Any] | core.review_actions.Refusal:
-        """A person's action at a checkpoint (`core.review_actions`), on the ticket as the
-        tracker has it now; the move is written through the outbox like the daemon's own."""
-        try:
-            kind = core.review_actions.ReviewAction(action)
-        except ValueError:
-            return core.review_actions.Refusal("unknown_action", f"no ticket action {action!r}")
-        row = self.board.row(wanted)
-        if row is None:
-            return core.review_actions.Refusal("not_found", f"the daemon has not seen {wanted!r}")
-        try:
-            fresh = await self._reads.read(
-                "action", self.tracker.fetch_issues_by_ids([row.issue_id])
-            )
-        except TrackerError as exc:
-            return core.review_actions.Refusal("tracker_unreachable", str(exc))
-        issue = next((i for i in fresh if i.id == row.issue_id), None)
-        if issue is None:
-            return core.review_actions.Refusal("not_found", f"{wanted} is gone from the tracker")
-        result = core.review_actions.take(
-            self.state, issue, kind, self.settings, by=by, comment=comment,
-            now=self.clock.monotonic(),
-        )  # fmt: skip
-        if isinstance(result, core.review_actions.Refusal):
-            return result
-        self.activity.add(
-            self.clock.wall(), "review_action",
-            f"{by}: {kind.value} {issue.identifier}, moving it to {result.target}",
-            issue_identifier=issue.identifier,
-        )  # fmt: skip
-        log.info("review action", by=by, action=kind.value, issue_identifier=issue.identifier,
-                 target=result.target)  # fmt: skip
-        self._perform([result])
-        self._notify()
-        return {"action": kind.value, "ticket": issue.identifier, "by": by,
-                "target": result.target, "queued": True}  # fmt: skip
+        """A person's action on one ticket (`symphony.daemon.actions`)."""
+        return await self._actions.on_ticket(wanted, action, comment=comment, by=by)
 
     def request_refresh(self, ids: Sequence[str] | None = None) -> None:
         """Poll now rather than at the next interval; with `ids`, look at those tickets only

@@ -97,7 +97,7 @@ class Observed(Protocol):
 
     def resume(self, by: str) -> bool: ...
 
-    async def review_action(
+    async def ticket_action(
         self, wanted: str, action: str, *, comment: str, by: str
     ) -> dict[str, Any] | Refusal: ...
 
@@ -257,7 +257,7 @@ def create_app(
         comment = fields.get("comment", "") if isinstance(fields, dict) else ""
         if not isinstance(comment, str):
             raise HTTPException(400, "comment must be text")
-        answer = await orchestrator.review_action(wanted, action, comment=comment, by=by)
+        answer = await orchestrator.ticket_action(wanted, action, comment=comment, by=by)
         if isinstance(answer, Refusal):
             status = _REFUSAL_STATUS.get(answer.code, 409)
             return refused(Refused(status, answer.code, answer.message))
@@ -337,6 +337,8 @@ _REFUSAL_STATUS = {
     "comment_required": 400,
     "comment_too_long": 400,
     "tracker_unreachable": 503,
+    "not_running": 409,
+    "nothing_to_retry": 409,
 }
 """A refused ticket action's HTTP status; any other refusal is 409 (not at that checkpoint)."""
 

@@ -224,3 +224,33 @@ async def test_an_action_away_from_a_checkpoint_is_refused_and_changes_nothing(
     assert again.status_code == 409
     assert again.json()["error"]["code"] in ("not_at_checkpoint", "busy")
     assert no_token.status_code == 401 and board.state_of("ABC-2") == "Human Review"
+
+
+async def test_stop_ends_the_agent_and_holds_the_ticket_until_retried(tmp_path: Path) -> None:
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    board.write_workflow(polling_ms=100)
+    run = start(board, scenario_env("hang"), watch=False)
+    running = run.orchestrator.state.running
+    try:
+        await run.until(lambda: "id-ABC-1" in running or "ABC-1" in running)
+        (issue_id,) = running
+        async with client(run) as http:
+            stopped = await http.post("/api/v1/ABC-1/actions/stop", headers=bearer())
+            await run.until(lambda: issue_id not in running)
+            row = run.orchestrator.board.row
+            # Polls pass: the held ticket is not started again, and says why.
+            await run.until(lambda: (row("ABC-1").reason or "").startswith("stopped"), timeout=5)
+            assert issue_id not in running
+            detail = (await http.get("/api/v1/ABC-1")).json()
+            again = await http.post("/api/v1/ABC-1/actions/stop", headers=bearer())
+            retried = await http.post("/api/v1/ABC-1/actions/retry", headers=bearer())
+            await run.until(lambda: issue_id in running)
+    finally:
+        await run.stop()
+    assert stopped.status_code == 200 and stopped.json()["action"] == "stop"
+    assert board.state_of("ABC-1") == "Todo"  # it stays where it is
+    assert detail["reason"] == "stopped by a person: waits until it changes or is retried"
+    assert again.status_code == 409 and again.json()["error"]["code"] == "not_running"
+    assert retried.status_code == 200
+    assert any("ada stopped ABC-1's agent" in line for line in activity(run))

@@ -1,0 +1,156 @@
+"""A person's actions, performed for the review surface (`symphony.observability.server`):
+pausing and resuming dispatch, stopping a ticket's agent, retrying a ticket now, and the
+actions at a checkpoint (approve, request changes, replan, cancel).
+
+Each one decides in the core (`core.operator`, `core.review_actions`) on the orchestrator's
+state, performs what that returns through the orchestrator, and records who did it in the
+activity and the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+
+from symphony import core
+from symphony.config.sections import Settings
+from symphony.core.review_actions import Refusal
+from symphony.daemon.events import Clock
+from symphony.daemon.reads import TrackerReads
+from symphony.observability.activity import Activity
+from symphony.observability.board import Board
+from symphony.tracker.contract import Tracker, TrackerError
+
+log = structlog.get_logger(__name__)
+
+
+class PersonActions:
+    def __init__(
+        self,
+        state: core.SchedulerState,
+        board: Board,
+        activity: Activity,
+        clock: Clock,
+        reads: TrackerReads,
+        current: Callable[[], tuple[Settings, Tracker]],
+        *,
+        perform: Callable[[Sequence[core.Effect]], None],
+        changed: Callable[[], None],
+        refresh: Callable[[], None],
+    ) -> None:
+        self.state, self.board, self.activity, self.clock = state, board, activity, clock
+        self._reads = reads
+        self._current = current
+        self._perform_effects = perform
+        self._changed = changed
+        self._refresh = refresh
+
+    def pause(self, by: str) -> bool:
+        """A person paused dispatch (the review surface); False when it already was."""
+        paused = core.operator.pause(self.state, by, self.clock.wall())
+        if paused:
+            self.activity.add(self.clock.wall(), "paused", f"dispatch paused by {by}")
+            log.info("dispatch paused", by=by)
+            self._changed()
+        return paused
+
+    def resume(self, by: str) -> bool:
+        """Dispatch again, and poll now; False when it was not paused."""
+        ended = core.operator.resume(self.state)
+        if ended is None:
+            return False
+        self.activity.add(self.clock.wall(), "resumed", f"dispatch resumed by {by}")
+        log.info("dispatch resumed", by=by, paused_by=ended.by)
+        self._refresh()
+        self._changed()
+        return True
+
+    async def on_ticket(
+        self, wanted: str, action: str, *, comment: str, by: str
+    ) -> dict[str, Any] | Refusal:
+        """A person's action on one ticket: `stop` its agent, `retry` it now, or an action at
+        a checkpoint (`review_action`)."""
+        if action in ("stop", "retry"):
+            return self._operator_action(wanted, action, by)
+        return await self.review_action(wanted, action, comment=comment, by=by)
+
+    def _operator_action(self, wanted: str, action: str, by: str) -> dict[str, Any] | Refusal:
+        issue_id = self._issue_id_of(wanted)
+        if issue_id is None:
+            return Refusal("not_found", f"the daemon knows no ticket {wanted!r}")
+        identifier = self._identifier_of(issue_id) or wanted
+        if action == "stop":
+            stopped = core.operator.stop(self.state, issue_id, by)
+            if isinstance(stopped, str):
+                return Refusal("not_running", f"{identifier}: {stopped}")
+            self._perform_effects([stopped])
+            words = f"{by} stopped {identifier}'s agent; it waits until it changes or is retried"
+        else:
+            why = core.operator.retry_now(self.state, issue_id, self.clock.monotonic())
+            if why is not None:
+                return Refusal("nothing_to_retry", f"{identifier}: {why}")
+            self._refresh()
+            words = f"{by} retried {identifier} now"
+        self.activity.add(self.clock.wall(), action, words, issue_identifier=identifier)
+        log.info("operator action", by=by, action=action, issue_identifier=identifier)
+        self._changed()
+        return {"action": action, "ticket": identifier, "by": by, "queued": True}
+
+    def _identifier_of(self, issue_id: str) -> str | None:
+        entry, retry = self.state.running.get(issue_id), self.state.retry_attempts.get(issue_id)
+        row = self.board.row(issue_id)
+        for known in (entry, retry, row):
+            if known is not None:
+                return known.identifier
+        return None
+
+    def _issue_id_of(self, wanted: str) -> str | None:
+        """The id of a ticket the daemon runs, retries, holds or last saw, by id or identifier."""
+        for issue_id, entry in self.state.running.items():
+            if wanted in (issue_id, entry.identifier):
+                return issue_id
+        for issue_id, retry in self.state.retry_attempts.items():
+            if wanted in (issue_id, retry.identifier):
+                return issue_id
+        row = self.board.row(wanted)
+        return row.issue_id if row is not None else None
+
+    async def review_action(
+        self, wanted: str, action: str, *, comment: str, by: str
+    ) -> dict[str, Any] | Refusal:
+        """A person's action at a checkpoint (`core.review_actions`), on the ticket as the
+        tracker has it now; the move is written through the outbox like the daemon's own."""
+        try:
+            kind = core.review_actions.ReviewAction(action)
+        except ValueError:
+            return Refusal("unknown_action", f"no ticket action {action!r}")
+        row = self.board.row(wanted)
+        if row is None:
+            return Refusal("not_found", f"the daemon has not seen {wanted!r}")
+        settings, tracker = self._current()
+        try:
+            fresh = await self._reads.read("action", tracker.fetch_issues_by_ids([row.issue_id]))
+        except TrackerError as exc:
+            return Refusal("tracker_unreachable", str(exc))
+        issue = next((i for i in fresh if i.id == row.issue_id), None)
+        if issue is None:
+            return Refusal("not_found", f"{wanted} is gone from the tracker")
+        result = core.review_actions.take(
+            self.state, issue, kind, settings, by=by, comment=comment,
+            now=self.clock.monotonic(),
+        )  # fmt: skip
+        if isinstance(result, Refusal):
+            return result
+        self.activity.add(
+            self.clock.wall(), "review_action",
+            f"{by}: {kind.value} {issue.identifier}, moving it to {result.target}",
+            issue_identifier=issue.identifier,
+        )  # fmt: skip
+        log.info("review action", by=by, action=kind.value, issue_identifier=issue.identifier,
+                 target=result.target)  # fmt: skip
+        self._perform_effects([result])
+        self._changed()
+        return {"action": kind.value, "ticket": issue.identifier, "by": by,
+                "target": result.target, "queued": True}  # fmt: skip
