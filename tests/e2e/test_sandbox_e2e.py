@@ -104,7 +104,7 @@ async def test_a_hostile_agent_and_its_hooks_reach_nothing_outside_their_workspa
     assert "SYMPHONY_TEST_SECRET" not in results["environ"]
     for victim in (tmp_path / "outside.txt", home / "pwned", other / "pwned"):
         assert not victim.exists()
-    assert leftovers(MARKER) == []
+    assert wait_until(lambda: leftovers(MARKER) == [], 5.0), leftovers(MARKER)
     uid, hook_home = (workspace / "hook.txt").read_text().split()
     if os.getuid() == 0:
         assert uid != "0"  # a root daemon hands its hooks no root
