@@ -1,0 +1,168 @@
+"""A ticket's branch against its base, file by file, for a person's review (the review page).
+
+`branch_diff` reads `git diff <base>...HEAD` in the workspace, bounded like every git query
+the daemon makes: per file its status, added and removed lines and its patch, with the patch
+left out (and said so) for a binary file, a file whose patch is too large to read in a
+browser, or a generated one (lock files, minified bundles), which a reviewer opens on demand.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from symphony.workspace.git import git_output, is_own_work_tree
+
+MAX_FILES = 300
+MAX_PATCH_LINES = 2_500
+"""A file's patch longer than this is collapsed: its counts are shown, its lines are not."""
+MAX_TOTAL_BYTES = 4_000_000
+GENERATED = (
+    "*.lock",
+    "package-lock.json",
+    "pnpm-lock.yaml",
+    "poetry.lock",
+    "Cargo.lock",
+    "go.sum",
+    "*.min.js",
+    "*.min.css",
+    "*.map",
+    "*_pb2.py",
+    "*.pb.go",
+)
+_FILE_HEADER = re.compile(r"^diff --git a/(.*) b/(.*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class FileDiff:
+    path: str
+    status: str
+    """added, deleted, renamed or modified."""
+    added: int | None
+    removed: int | None
+    """None for a binary file."""
+    patch: str | None
+    """The unified diff of the file, or None when it is collapsed (`collapsed` says why)."""
+    collapsed: str | None = None
+    old_path: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "old_path": self.old_path,
+            "status": self.status,
+            "added": self.added,
+            "removed": self.removed,
+            "patch": self.patch,
+            "collapsed": self.collapsed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BranchDiff:
+    base: str
+    head: str | None
+    files: tuple[FileDiff, ...]
+    more_files: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "base": self.base,
+            "head": self.head,
+            "files": [f.to_json() for f in self.files],
+            "more_files": self.more_files,
+            "added": sum(f.added or 0 for f in self.files),
+            "removed": sum(f.removed or 0 for f in self.files),
+        }
+
+
+async def branch_diff(path: Path, base: str, env: Mapping[str, str]) -> BranchDiff | None:
+    """The branch's changes since `base` (committed), or None when `path` is not a git work
+    tree or `base` is unknown there."""
+    if not await is_own_work_tree(path, env):
+        return None
+    if (
+        await git_output(path, env, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
+        is None
+    ):
+        return None
+    head = (await git_output(path, env, "rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
+    span = f"{base}...HEAD"
+    numstat = await git_output(path, env, "diff", "--numstat", "-z", "-M", span) or ""
+    counts = _numstat(numstat)
+    status = await git_output(path, env, "diff", "--name-status", "-M", span) or ""
+    kinds = _statuses(status)
+    text = await git_output(path, env, "diff", "-M", "--no-color", "--no-ext-diff", span) or ""
+    patches = _split(text[:MAX_TOTAL_BYTES])
+    files = []
+    for name, (added, removed, old) in list(counts.items())[:MAX_FILES]:
+        patch = patches.get(name)
+        collapsed = None
+        if added is None:
+            collapsed, patch = "binary", None
+        elif any(fnmatch.fnmatch(Path(name).name, pattern) for pattern in GENERATED):
+            collapsed, patch = "generated", None
+        elif patch is not None and patch.count("\n") > MAX_PATCH_LINES:
+            collapsed, patch = "large", None
+        elif patch is None:
+            collapsed = "not read (the diff is too large)"
+        files.append(
+            FileDiff(name, kinds.get(name, "modified"), added, removed, patch, collapsed, old)
+        )
+    return BranchDiff(base, head or None, tuple(files), max(len(counts) - MAX_FILES, 0))
+
+
+def _numstat(text: str) -> dict[str, tuple[int | None, int | None, str | None]]:
+    """`git diff --numstat -z`: `added\tremoved\tpath\0`, or for a rename
+    `added\tremoved\t\0old\0new\0`."""
+    found: dict[str, tuple[int | None, int | None, str | None]] = {}
+    parts = text.split("\0")
+    i = 0
+    while i < len(parts):
+        entry = parts[i]
+        i += 1
+        if not entry:
+            continue
+        fields = entry.split("\t", 2)
+        if len(fields) < 3:
+            continue
+        added = int(fields[0]) if fields[0].isdigit() else None
+        removed = int(fields[1]) if fields[1].isdigit() else None
+        old = None
+        name = fields[2]
+        if not name and i + 1 < len(parts):  # a rename: the old and the new path follow
+            old, name = parts[i], parts[i + 1]
+            i += 2
+        found[name] = (added, removed, old)
+    return found
+
+
+def _statuses(text: str) -> dict[str, str]:
+    kinds = {"A": "added", "D": "deleted", "R": "renamed", "M": "modified", "C": "copied"}
+    found = {}
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 2 and fields[0]:
+            found[fields[-1]] = kinds.get(fields[0][0], "modified")
+    return found
+
+
+def _split(text: str) -> dict[str, str]:
+    """The unified diff cut at each file's `diff --git` header, by the file's new path."""
+    patches: dict[str, str] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in text.splitlines(keepends=True):
+        match = _FILE_HEADER.match(line.rstrip("\n"))
+        if match is not None:
+            if name is not None:
+                patches[name] = "".join(lines)
+            name, lines = match.group(2), []
+        lines.append(line)
+    if name is not None:
+        patches[name] = "".join(lines)
+    return patches
