@@ -54,17 +54,22 @@ class Checkpoint:
 
 def checkpoint_of(issue: Issue, settings: Settings) -> Checkpoint | None:
     """The checkpoint the ticket is at, or None (running, terminal, or not in stage mode)."""
+    return checkpoint_at(issue.state, settings)
+
+
+def checkpoint_at(state_name: str, settings: Settings) -> Checkpoint | None:
+    """The checkpoint `state_name` is, or None (a stage's state, terminal, unknown)."""
     machine = settings.machine
     if machine is None:
         return None
-    here = normalize_state(issue.state)
-    if machine.stage_for(issue.state) is not None:
+    here = normalize_state(state_name)
+    if machine.stage_for(state_name) is not None:
         return None
     for stage in machine.stages:
         if normalize_state(stage.on_success) == here:
-            return Checkpoint(stage, issue.state)
+            return Checkpoint(stage, state_name)
     if here == normalize_state(machine.escalation_state):
-        return Checkpoint(None, issue.state)
+        return Checkpoint(None, state_name)
     return None
 
 

@@ -61,6 +61,7 @@ from symphony.daemon.reload import (
     WorkflowStatus,
     reload_workflow,
 )
+from symphony.daemon.review import review_detail, review_queue
 from symphony.daemon.watch import watch_tracker, watch_workflow
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board
@@ -252,6 +253,18 @@ class Orchestrator:
     def _evidence_of(self, identifier: str) -> dict[str, Any] | None:
         workspace = self._places.local.owned_path(identifier)
         return read_evidence_file(workspace) if workspace is not None else None
+
+    def review_queue(self) -> list[dict[str, Any]]:
+        """The tickets waiting for a person (`symphony.daemon.review`)."""
+        return review_queue(self.board, self.settings, self.state)
+
+    async def review_detail(self, wanted: str) -> dict[str, Any] | None:
+        """One waiting ticket's review: its words, plan, evidence and diff."""
+        return await review_detail(
+            wanted, board=self.board, settings=self.settings, state=self.state,
+            tracker=self.tracker, workspace_path=self.workspace_path,
+            open_command=self.open_command, env=self.environ,
+        )  # fmt: skip
 
     def workspace_path(self, identifier: str) -> Path:
         """Where the issue's workspace is (or would be) under the current settings."""

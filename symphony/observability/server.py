@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import json
 import os
 import time
@@ -101,6 +102,10 @@ class Observed(Protocol):
         self, wanted: str, action: str, *, comment: str, by: str
     ) -> dict[str, Any] | Refusal: ...
 
+    def review_queue(self) -> list[dict[str, Any]]: ...
+
+    async def review_detail(self, wanted: str) -> dict[str, Any] | None: ...
+
 
 class _Changes:
     """Fans the orchestrator's one change callback out to every open event stream.
@@ -151,6 +156,7 @@ def create_app(
     orchestrator.add_listener(changes.notify)
     logs_root = logs_root.resolve() if logs_root is not None else None
     page = resources.files(__package__).joinpath("dashboard.html").read_bytes()
+    review_page = resources.files(__package__).joinpath("review.html").read_bytes()
 
     async def dashboard(request: Request) -> Response:
         return Response(page, media_type="text/html; charset=utf-8")
@@ -263,8 +269,28 @@ def create_app(
             return refused(Refused(status, answer.code, answer.message))
         return JSONResponse(answer, masker)
 
+    async def review(request: Request) -> Response:
+        return Response(review_page, media_type="text/html; charset=utf-8")
+
+    async def review_queue(request: Request) -> Response:
+        body = {
+            "queue": orchestrator.review_queue(),
+            "actions": guard.enabled,
+            "paused": orchestrator.snapshot().get("paused"),
+        }
+        return JSONResponse(body, masker)
+
+    async def review_detail(request: Request) -> Response:
+        wanted = request.path_params["issue_identifier"]
+        detail = await orchestrator.review_detail(wanted)
+        if detail is None:
+            raise IssueNotFound(wanted)
+        return JSONResponse(detail, masker)
+
     async def login_page(request: Request) -> Response:
-        return Response(_login_form(guard.enabled), media_type="text/html; charset=utf-8")
+        target = request.query_params.get("next", "/")
+        page_bytes = _login_form(guard.enabled, target)
+        return Response(page_bytes, media_type="text/html; charset=utf-8")
 
     async def login(request: Request) -> Response:
         origin = request.headers.get("origin")
@@ -312,6 +338,8 @@ def create_app(
     app = Starlette(
         routes=[
             Route("/", dashboard, methods=["GET"]),
+            Route("/review", review, methods=["GET"]),
+            Route("/api/v1/review", review_queue, methods=["GET"]),
             Route("/api/v1/state", state, methods=["GET"]),
             Route("/api/v1/refresh", refresh, methods=["POST"]),
             Route("/api/v1/actions/{action}", act, methods=["POST"]),
@@ -322,6 +350,7 @@ def create_app(
             Route("/api/v1/events", events, methods=["GET"]),
             Route("/api/v1/webhooks/{kind}", webhook, methods=["POST"]),
             Route("/api/v1/{issue_identifier}", issue, methods=["GET"]),
+            Route("/api/v1/{issue_identifier}/review", review_detail, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
         ],
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
@@ -351,8 +380,11 @@ def _base_url(request: Request) -> str:
     return f"{request.url.scheme}://{request.url.netloc}"
 
 
-def _login_form(enabled: bool) -> bytes:
-    """The page a browser logs in on; the token is posted, never put in a URL."""
+def _login_form(enabled: bool, target: str = "/") -> bytes:
+    """The page a browser logs in on; the token is posted, never put in a URL. `target` is
+    where it goes after (a path here; anything else is `/`)."""
+    if not target.startswith("/") or target.startswith("//"):
+        target = "/"
     if not enabled:
         note = (
             "<p>Actions are off: set <code>server.auth_token</code> in WORKFLOW.md (for "
@@ -360,7 +392,9 @@ def _login_form(enabled: bool) -> bytes:
         )
     else:
         note = (
-            '<form method="post" action="/login"><label>Your name <input name="name" '
+            '<form method="post" action="/login">'
+            f'<input type="hidden" name="next" value="{html.escape(target, quote=True)}">'
+            '<label>Your name <input name="name" '
             'autocomplete="username" required></label> <label>Token <input name="token" '
             'type="password" autocomplete="current-password" required></label> '
             '<button type="submit">Log in</button></form>'

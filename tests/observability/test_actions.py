@@ -150,7 +150,7 @@ def test_a_server_reachable_from_other_machines_needs_a_token(tmp_path: Path) ->
 STAGES = {
     # The harness writes its keys sorted: the approval target is named, not left to the order.
     "plan": {"states": ["Todo"], "on_success": "Plan Review", "on_approved": "Ready"},
-    "implement": {"states": ["Ready", "Rework"], "on_success": "Human Review"},
+    "implement": {"states": ["Ready", "Rework"], "on_success": "Human Review", "evidence": True},
 }
 
 
@@ -254,3 +254,24 @@ async def test_stop_ends_the_agent_and_holds_the_ticket_until_retried(tmp_path: 
     assert again.status_code == 409 and again.json()["error"]["code"] == "not_running"
     assert retried.status_code == 200
     assert any("ada stopped ABC-1's agent" in line for line in activity(run))
+
+
+async def test_the_review_queue_lists_plans_before_diffs_and_a_ticket_reads_whole(
+    reviewing: tuple[Board, Running],
+) -> None:
+    _, run = reviewing
+    async with client(run) as http:
+        queue = (await http.get("/api/v1/review")).json()
+        detail = await http.get("/api/v1/ABC-2/review")
+        missing = await http.get("/api/v1/NOPE-1/review")
+        page = await http.get("/review")
+    assert queue["actions"] is True
+    assert [(r["issue_identifier"], r["checkpoint"]) for r in queue["queue"]] == [
+        ("ABC-1", "plan"), ("ABC-2", "diff"),
+    ]  # fmt: skip
+    body = detail.json()
+    assert body["issue_identifier"] == "ABC-2" and body["checkpoint"] == "diff"
+    assert body["description"] == "Do the thing for ABC-2."
+    assert body["diff"] is None and body["evidence"] is None  # no workspace yet
+    assert missing.status_code == 404
+    assert page.status_code == 200 and "<title>symphony: review</title>" in page.text

@@ -58,7 +58,11 @@ def _artifacts() -> Path:
 
 @contextlib.contextmanager
 def _daemon(
-    root: Path, delay_ms: str, without: tuple[str, ...] = (), **settings: str
+    root: Path,
+    delay_ms: str,
+    without: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    **settings: str,
 ) -> Iterator[str]:
     """The CLI daemon on the quickstart board with `--port 0`, the tickets `without` taken off
     the board, and the quickstart's `settings` (`key: value` lines of its WORKFLOW.md) changed;
@@ -71,7 +75,9 @@ def _daemon(
         text, found = re.subn(rf"(?m)^(\s*{key}:) \S+", rf"\g<1> {value}", text)
         assert found == 1, key
     workflow.write_text(text)
-    daemon = Daemon(Folder(root, workflow), {"DEMO_AGENT_DELAY_MS": delay_ms}, "--port", "0")
+    daemon = Daemon(
+        Folder(root, workflow), {"DEMO_AGENT_DELAY_MS": delay_ms, **(env or {})}, "--port", "0"
+    )
     try:
         yield daemon.url()
     finally:

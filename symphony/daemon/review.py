@@ -1,0 +1,118 @@
+"""What the review page reads: the queue of tickets waiting for a person, and one ticket's
+review (its text and comments, its plan, its evidence, its branch's diff), read from the
+tracker and the workspace when asked. The actions it offers are `symphony.daemon.actions`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from symphony.config.sections import Settings
+from symphony.core.markers import marker_of, unmarked
+from symphony.core.review_actions import checkpoint_at
+from symphony.core.state import SchedulerState
+from symphony.observability.board import Board
+from symphony.tracker.contract import Tracker, TrackerError
+from symphony.workspace.diff import branch_diff
+from symphony.workspace.facts import read_evidence_file
+
+CHECKPOINT_ORDER = ("plan", "diff", "escalated")
+
+
+def review_queue(board: Board, settings: Settings, state: SchedulerState) -> list[dict[str, Any]]:
+    """The tickets waiting for a person, plans first, then diffs, then escalations; within a
+    group in the tracker's order. A ticket the daemon is moving is not waiting any more."""
+    machine = settings.machine
+    if machine is None:
+        return []
+    rows = []
+    for row in board.rows.values():
+        if row.issue_id in state.transitions or row.issue_id in state.claimed:
+            continue
+        checkpoint = _checkpoint(row.state, settings)
+        if checkpoint is None:
+            continue
+        kind, stage = checkpoint
+        rows.append({
+            "issue_id": row.issue_id, "issue_identifier": row.identifier, "title": row.title,
+            "state": row.state, "checkpoint": kind, "stage": stage, "url": row.url,
+            "pull_request": _pull_url(state, row.issue_id),
+        })  # fmt: skip
+    return sorted(rows, key=lambda r: CHECKPOINT_ORDER.index(r["checkpoint"]))
+
+
+def _checkpoint(state_name: str, settings: Settings) -> tuple[str, str | None] | None:
+    found = checkpoint_at(state_name, settings)
+    if found is None:
+        return None
+    if found.stage is None:
+        return "escalated", None
+    # A stage with evidence (its gates, or `evidence: true`) hands over its branch; one
+    # without hands over what it reported: its plan.
+    return ("diff" if found.stage.evidence else "plan"), found.stage.name
+
+
+def _pull_url(state: SchedulerState, issue_id: str) -> str | None:
+    record = state.pull_requests.get(issue_id)
+    return record.url if record is not None else None
+
+
+async def review_detail(
+    wanted: str,
+    *,
+    board: Board,
+    settings: Settings,
+    state: SchedulerState,
+    tracker: Tracker,
+    workspace_path: Callable[[str], Path],
+    open_command: Callable[[Path], str],
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any] | None:
+    """One ticket's review, or None when the last poll did not see it. The tracker's words
+    are read now; a tracker that fails leaves them out and says why."""
+    row = board.row(wanted)
+    if row is None:
+        return None
+    env = dict(os.environ if env is None else env)
+    checkpoint = _checkpoint(row.state, settings)
+    detail: dict[str, Any] = {
+        "issue_id": row.issue_id, "issue_identifier": row.identifier, "title": row.title,
+        "state": row.state, "url": row.url,
+        "checkpoint": checkpoint[0] if checkpoint else None,
+        "stage": checkpoint[1] if checkpoint else None,
+        "description": None, "comments": [], "plan": None, "tracker_error": None,
+        "pull_request": _pull_url(state, row.issue_id),
+    }  # fmt: skip
+    try:
+        fresh = await tracker.fetch_issues_by_ids([row.issue_id])
+        issue = next((i for i in fresh if i.id == row.issue_id), None)
+        if issue is not None:
+            detail["description"] = issue.description
+            for comment in await tracker.list_comments(issue):
+                marker = marker_of(comment.body)
+                body = unmarked(comment.body)
+                if marker is not None and marker[0] == "plan":
+                    detail["plan"] = body
+                detail["comments"].append({**comment.to_template(), "body": body})
+    except TrackerError as exc:
+        detail["tracker_error"] = str(exc)
+    path = workspace_path(row.identifier)
+    detail["workspace_path"] = str(path)
+    detail["open_command"] = open_command(path)
+    evidence = read_evidence_file(path) if path.is_dir() else None
+    detail["evidence"] = evidence
+    base = _base_of(evidence, settings)
+    diff = await branch_diff(path, base, env) if base is not None and path.is_dir() else None
+    detail["diff"] = diff.to_json() if diff is not None else None
+    return detail
+
+
+def _base_of(evidence: Mapping[str, Any] | None, settings: Settings) -> str | None:
+    """What the branch is reviewed against: the base its evidence names, else the workflow's."""
+    workspace = evidence.get("workspace") if evidence else None
+    if isinstance(workspace, Mapping) and isinstance(workspace.get("base"), str):
+        return str(workspace["base"])
+    return settings.workspace.base_ref

@@ -1,0 +1,82 @@
+"""The review page in a real headless Chromium on the quickstart: log in once, then approve a
+plan and send another back with words, keyboard only, and find both on the board's files.
+Screenshots at desktop and laptop widths are kept under `test-artifacts/`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.harness import wait_until
+from tests.observability.test_dashboard_browser import _artifacts, _daemon, _page
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "review-token-for-the-browser"
+
+
+def _state(ticket: Path) -> str:
+    match = re.search(r"(?m)^state: (.*)$", ticket.read_text())
+    return match.group(1).strip() if match else ""
+
+
+def test_a_person_reviews_plans_with_the_keyboard_alone(tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    board = tmp_path / ".symphony" / "board"
+    artifacts = _artifacts()
+    with _daemon(tmp_path, "0", env={"SYMPHONY_TOKEN": TOKEN}) as url:
+
+        def plans() -> list[str]:
+            queue = httpx.get(f"{url}api/v1/review").json()["queue"]
+            return [r["issue_identifier"] for r in queue if r["checkpoint"] == "plan"]
+
+        assert wait_until(lambda: len(plans()) >= 2, 60), plans()
+        with _page("review", 900) as page:
+            # Not logged in: reading works, acting says to log in.
+            page.goto(f"{url}review")
+            expect(page.locator("#approve")).to_be_visible()  # the first ticket is open
+            page.keyboard.press("a")
+            expect(page.locator("#result")).to_contain_text("Log in to act")
+
+            page.goto(f"{url}login?next=/review")
+            page.fill("input[name=name]", "Ada")
+            page.fill("input[name=token]", TOKEN)
+            page.keyboard.press("Enter")
+            page.wait_for_url("**/review")
+            first = page.locator(".item.selected")
+            expect(page.locator("#approve")).to_be_visible()
+            chosen = first.get_attribute("data-issue")
+            assert chosen in plans()
+            expect(page.locator("#plan")).to_be_visible()
+            page.screenshot(path=artifacts / "review-desktop.png", full_page=True)
+            page.set_viewport_size({"width": 1280, "height": 800})
+            page.screenshot(path=artifacts / "review-laptop.png", full_page=True)
+
+            page.keyboard.press("a")
+            expect(page.locator("#result")).to_contain_text(f"approve: moving {chosen} to Ready")
+            assert chosen is not None
+            assert wait_until(lambda: _state(board / f"{chosen}.md") == "Ready", 30)
+            assert "Ada approved at Plan Review" in (board / f"{chosen}.md").read_text()
+
+            # Another plan, reached with j and k (the approved one may be back already as a
+            # diff to review: the demonstration agent is quick).
+            assert wait_until(lambda: chosen not in plans(), 30)
+            other = plans()[0]
+            page.keyboard.press("k")
+            for _ in range(10):
+                if page.locator(".item.selected").get_attribute("data-issue") == other:
+                    break
+                page.keyboard.press("j")
+            expect(page.locator(".item.selected")).to_have_attribute("data-issue", other)
+            expect(page.locator("#detail h2")).to_contain_text(other)
+            page.keyboard.press("r")
+            expect(page.locator("#feedback")).to_be_focused()
+            page.keyboard.type("Split this into two tickets, please.")
+            page.keyboard.press("Control+Enter")
+            expect(page.locator("#result")).to_contain_text(f"request_changes: moving {other}")
+            assert wait_until(lambda: _state(board / f"{other}.md") == "Todo", 30)
+            assert "Split this into two tickets, please." in (board / f"{other}.md").read_text()
