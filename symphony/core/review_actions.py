@@ -34,6 +34,12 @@ class ReviewAction(enum.StrEnum):
     REQUEST_CHANGES = "request_changes"
     REPLAN = "replan"
     CANCEL = "cancel"
+    SPLIT = "split"
+    """The plan checkpoint: the person's sub-tickets are created (`split_tickets`), then the
+    ticket is closed as split into them."""
+
+
+MAX_SPLIT_TICKETS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,17 +79,25 @@ def checkpoint_at(state_name: str, settings: Settings) -> Checkpoint | None:
     return None
 
 
-def take(
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Where an allowed action takes the ticket, from which checkpoint, in words."""
+
+    checkpoint: Checkpoint
+    target: str
+    outcome: Outcome
+    verb: str
+
+
+def decide(
     state: SchedulerState,
     issue: Issue,
     action: ReviewAction,
     settings: Settings,
-    *,
-    by: str,
     comment: str = "",
-    now: float,
-) -> PerformTransition | Refusal:
-    """The transition `action` starts for `issue` as it is now, or why it cannot."""
+) -> Decision | Refusal:
+    """Whether `action` may be taken on `issue` as it is now, and where it goes; changes
+    nothing (a split checks here before creating its tickets)."""
     machine = settings.machine
     checkpoint = checkpoint_of(issue, settings)
     if machine is None or checkpoint is None:
@@ -124,8 +138,33 @@ def take(
         )
     elif action is ReviewAction.REPLAN:
         target, outcome, verb = machine.stages[0].states[0], Outcome.REPLAN, "asked for a new plan"
+    elif action is ReviewAction.SPLIT:
+        if stage is None or stage.evidence:
+            return Refusal("not_a_plan", f"{issue.identifier} is not at a plan checkpoint")
+        target, outcome, verb = cancelled_state(settings), Outcome.CANCELLED, "split it"
     else:
         target, outcome, verb = cancelled_state(settings), Outcome.CANCELLED, "cancelled it"
+    return Decision(checkpoint, target, outcome, verb)
+
+
+def take(
+    state: SchedulerState,
+    issue: Issue,
+    action: ReviewAction,
+    settings: Settings,
+    *,
+    by: str,
+    comment: str = "",
+    now: float,
+) -> PerformTransition | Refusal:
+    """The transition `action` starts for `issue` as it is now, or why it cannot."""
+    decision = decide(state, issue, action, settings, comment)
+    if isinstance(decision, Refusal):
+        return decision
+    checkpoint, target, outcome, verb = (
+        decision.checkpoint, decision.target, decision.outcome, decision.verb,
+    )  # fmt: skip
+    stage, words = checkpoint.stage, comment.strip()
     body = f"{by} {verb} at {checkpoint.state}; moving the ticket to {target}."
     if words:
         body += f"\n\n{words}"
@@ -146,3 +185,22 @@ def cancelled_state(settings: Settings) -> str:
         if normalize_state(name) in ("cancelled", "canceled"):
             return name
     return terminal[-1] if terminal else "Cancelled"
+
+
+def split_tickets(raw: object) -> list[tuple[str, str]] | Refusal:
+    """The sub-tickets a split names: `[{"title", "description"}]`, one to ten, each title one
+    line; or why not."""
+    if not isinstance(raw, list) or not 0 < len(raw) <= MAX_SPLIT_TICKETS:
+        return Refusal(
+            "tickets_required", f"split needs tickets: a list of 1 to {MAX_SPLIT_TICKETS}"
+        )
+    found = []
+    for index, entry in enumerate(raw, 1):
+        title = entry.get("title") if isinstance(entry, dict) else None
+        description = entry.get("description", "") if isinstance(entry, dict) else None
+        if not isinstance(title, str) or not title.strip() or "\n" in title.strip():
+            return Refusal("tickets_required", f"ticket {index} needs a one-line title")
+        if not isinstance(description, str) or len(description) > MAX_COMMENT_CHARS:
+            return Refusal("tickets_required", f"ticket {index}'s description is not text")
+        found.append((title.strip()[:200], description.strip()))
+    return found

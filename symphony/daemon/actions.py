@@ -15,13 +15,14 @@ from typing import Any
 import structlog
 
 from symphony import core
+from symphony.base.issue import Issue
 from symphony.config.sections import Settings
 from symphony.core.review_actions import Refusal
 from symphony.daemon.events import Clock
 from symphony.daemon.reads import TrackerReads
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board
-from symphony.tracker.contract import Tracker, TrackerError
+from symphony.tracker.contract import NewTicket, Tracker, TrackerError
 
 log = structlog.get_logger(__name__)
 
@@ -68,13 +69,13 @@ class PersonActions:
         return True
 
     async def on_ticket(
-        self, wanted: str, action: str, *, comment: str, by: str
+        self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None
     ) -> dict[str, Any] | Refusal:
         """A person's action on one ticket: `stop` its agent, `retry` it now, or an action at
         a checkpoint (`review_action`)."""
         if action in ("stop", "retry"):
             return self._operator_action(wanted, action, by)
-        return await self.review_action(wanted, action, comment=comment, by=by)
+        return await self.review_action(wanted, action, comment=comment, by=by, tickets=tickets)
 
     def _operator_action(self, wanted: str, action: str, by: str) -> dict[str, Any] | Refusal:
         issue_id = self._issue_id_of(wanted)
@@ -117,8 +118,37 @@ class PersonActions:
         row = self.board.row(wanted)
         return row.issue_id if row is not None else None
 
+    async def _split(
+        self, issue: Issue, raw: object, settings: Settings, tracker: Tracker, by: str
+    ) -> list[str] | Refusal:
+        """Create the person's sub-tickets in the first stage, each blocked by the one before
+        (they are the plan's steps, in order); their identifiers, or why none could be."""
+        tickets = core.review_actions.split_tickets(raw)
+        if isinstance(tickets, Refusal):
+            return tickets
+        allowed = core.review_actions.decide(
+            self.state, issue, core.review_actions.ReviewAction.SPLIT, settings
+        )
+        if isinstance(allowed, Refusal):  # checked before any ticket is made
+            return allowed
+        assert settings.machine is not None
+        first = settings.machine.stages[0].states[0]
+        created: list[str] = []
+        for title, description in tickets:
+            blocked = (created[-1],) if created else ()
+            try:
+                new = await tracker.create_issue(
+                    NewTicket(title, description or title, first, blocked, issue)
+                )
+            except TrackerError as exc:
+                made = f" (made so far: {', '.join(created)})" if created else ""
+                return Refusal("tracker_unreachable", f"{exc}{made}")
+            created.append(new.identifier)
+        log.info("split", by=by, issue_identifier=issue.identifier, into=created)
+        return created
+
     async def review_action(
-        self, wanted: str, action: str, *, comment: str, by: str
+        self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None
     ) -> dict[str, Any] | Refusal:
         """A person's action at a checkpoint (`core.review_actions`), on the ticket as the
         tracker has it now; the move is written through the outbox like the daemon's own."""
@@ -137,6 +167,11 @@ class PersonActions:
         issue = next((i for i in fresh if i.id == row.issue_id), None)
         if issue is None:
             return Refusal("not_found", f"{wanted} is gone from the tracker")
+        if kind is core.review_actions.ReviewAction.SPLIT:
+            split = await self._split(issue, tickets, settings, tracker, by)
+            if isinstance(split, Refusal):
+                return split
+            comment = "Split into " + ", ".join(split) + (f".\n\n{comment}" if comment else ".")
         result = core.review_actions.take(
             self.state, issue, kind, settings, by=by, comment=comment,
             now=self.clock.monotonic(),

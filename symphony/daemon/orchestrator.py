@@ -211,10 +211,12 @@ class Orchestrator:
         return self._actions.resume(by)
 
     async def ticket_action(
-        self, wanted: str, action: str, *, comment: str, by: str
+        self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None
     ) -> dict[str, Any] | core.review_actions.Refusal:
         """A person's action on one ticket (`symphony.daemon.actions`)."""
-        return await self._actions.on_ticket(wanted, action, comment=comment, by=by)
+        return await self._actions.on_ticket(
+            wanted, action, comment=comment, by=by, tickets=tickets
+        )
 
     def request_refresh(self, ids: Sequence[str] | None = None) -> None:
         """Poll now rather than at the next interval; with `ids`, look at those tickets only

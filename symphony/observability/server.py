@@ -99,7 +99,7 @@ class Observed(Protocol):
     def resume(self, by: str) -> bool: ...
 
     async def ticket_action(
-        self, wanted: str, action: str, *, comment: str, by: str
+        self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None
     ) -> dict[str, Any] | Refusal: ...
 
     def review_queue(self) -> list[dict[str, Any]]: ...
@@ -263,7 +263,10 @@ def create_app(
         comment = fields.get("comment", "") if isinstance(fields, dict) else ""
         if not isinstance(comment, str):
             raise HTTPException(400, "comment must be text")
-        answer = await orchestrator.ticket_action(wanted, action, comment=comment, by=by)
+        tickets = fields.get("tickets") if isinstance(fields, dict) else None
+        answer = await orchestrator.ticket_action(
+            wanted, action, comment=comment, by=by, tickets=tickets
+        )
         if isinstance(answer, Refusal):
             status = _REFUSAL_STATUS.get(answer.code, 409)
             return refused(Refused(status, answer.code, answer.message))
@@ -366,6 +369,7 @@ _REFUSAL_STATUS = {
     "comment_required": 400,
     "comment_too_long": 400,
     "tracker_unreachable": 503,
+    "tickets_required": 400,
     "not_running": 409,
     "nothing_to_retry": 409,
 }

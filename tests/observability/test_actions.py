@@ -148,8 +148,7 @@ def test_a_server_reachable_from_other_machines_needs_a_token(tmp_path: Path) ->
 
 
 STAGES = {
-    # The harness writes its keys sorted: the approval target is named, not left to the order.
-    "plan": {"states": ["Todo"], "on_success": "Plan Review", "on_approved": "Ready"},
+    "plan": {"states": ["Todo"], "on_success": "Plan Review"},
     "implement": {"states": ["Ready", "Rework"], "on_success": "Human Review", "evidence": True},
 }
 
@@ -164,7 +163,8 @@ async def reviewing(tmp_path: Path) -> AsyncIterator[tuple[Board, Running]]:
     _, front, prompt = board.workflow.read_text().split("---\n", 2)
     config = yaml.safe_load(front)
     del config["tracker"]["active_states"]  # the stages define them
-    board.workflow.write_text(f"---\n{yaml.safe_dump(config)}---\n{prompt}")
+    config["stages"] = STAGES  # in their order: the plan stage first
+    board.workflow.write_text(f"---\n{yaml.safe_dump(config, sort_keys=False)}---\n{prompt}")
     run = start(board, scenario_env("complete"), watch=False)
     try:
         await run.until(lambda: run.orchestrator.board.row("ABC-2") is not None)
@@ -275,3 +275,35 @@ async def test_the_review_queue_lists_plans_before_diffs_and_a_ticket_reads_whol
     assert body["diff"] is None and body["evidence"] is None  # no workspace yet
     assert missing.status_code == 404
     assert page.status_code == 200 and "<title>symphony: review</title>" in page.text
+
+
+async def test_splitting_a_plan_makes_the_tickets_in_order_and_closes_the_plan(
+    reviewing: tuple[Board, Running],
+) -> None:
+    board, run = reviewing
+    tickets = [
+        {"title": "Parse the input", "description": "First half of the plan."},
+        {"title": "Print the report", "description": "Second half."},
+    ]
+    async with client(run) as http:
+        empty = await http.post("/api/v1/ABC-1/actions/split", headers=bearer(), json={})
+        diff = await http.post(
+            "/api/v1/ABC-2/actions/split", headers=bearer(), json={"tickets": tickets}
+        )
+        split = await http.post(
+            "/api/v1/ABC-1/actions/split", headers=bearer(), json={"tickets": tickets}
+        )
+    assert empty.status_code == 400 and empty.json()["error"]["code"] == "tickets_required"
+    assert diff.status_code == 409 and diff.json()["error"]["code"] == "not_a_plan"
+    assert split.status_code == 200, split.text
+    assert split.json()["target"] == "Cancelled"
+    await run.until(lambda: board.state_of("ABC-1") == "Cancelled", timeout=10)
+    made = sorted(p for p in board.tickets.glob("*.md") if p.stem not in ("ABC-1", "ABC-2"))
+    assert len(made) == 2
+    texts = {p.stem: p.read_text() for p in made}
+    first = next(k for k, v in texts.items() if "Parse the input" in v)
+    second = next(k for k, v in texts.items() if "Print the report" in v)
+    assert board.state_of(first) == "Todo" and board.state_of(second) == "Todo"
+    assert first in texts[second]  # the second waits for the first
+    closing = (board.tickets / "ABC-1.md").read_text()
+    assert f"Split into {first}, {second}." in closing and "ada split it at Plan Review" in closing

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -69,20 +70,46 @@ def test_a_person_reviews_plans_with_the_keyboard_alone(tmp_path: Path) -> None:
             assert "Ada approved at Plan Review" in (board / f"{chosen}.md").read_text()
 
             # Another plan, reached with j and k (the approved one may be back already as a
-            # diff to review: the demonstration agent is quick).
+            # diff to review: the demonstration agent is quick), split into two tickets.
             assert wait_until(lambda: chosen not in plans(), 30)
             other = plans()[0]
-            page.keyboard.press("k")
-            for _ in range(10):
-                if page.locator(".item.selected").get_attribute("data-issue") == other:
-                    break
-                page.keyboard.press("j")
-            expect(page.locator(".item.selected")).to_have_attribute("data-issue", other)
-            expect(page.locator("#detail h2")).to_contain_text(other)
+            select(page, other)
+            page.locator("#split").click()
+            page.keyboard.type("Guard divide by zero -- raise a clear error")
+            page.keyboard.press("Enter")
+            page.keyboard.type("Document the error")
+            page.keyboard.press("Control+Enter")
+            expect(page.locator("#result")).to_contain_text(f"split: moving {other} to Cancelled")
+            assert wait_until(lambda: _state(board / f"{other}.md") == "Cancelled", 30)
+            made = [p for p in board.glob("*.md") if "Guard divide by zero" in p.read_text()]
+            assert len(made) == 1
+            page.screenshot(path=artifacts / "review-after-split.png", full_page=True)
+
+            # A diff sent back with words, keyboard only.
+            diff = next(r["issue_identifier"] for r in queue_of(url) if r["checkpoint"] == "diff")
+            select(page, diff)
             page.keyboard.press("r")
             expect(page.locator("#feedback")).to_be_focused()
-            page.keyboard.type("Split this into two tickets, please.")
+            page.keyboard.type("Name the test after what it checks, please.")
             page.keyboard.press("Control+Enter")
-            expect(page.locator("#result")).to_contain_text(f"request_changes: moving {other}")
-            assert wait_until(lambda: _state(board / f"{other}.md") == "Todo", 30)
-            assert "Split this into two tickets, please." in (board / f"{other}.md").read_text()
+            expect(page.locator("#result")).to_contain_text(f"request_changes: moving {diff}")
+            assert wait_until(lambda: _state(board / f"{diff}.md") == "Rework", 30)
+            assert "Name the test after what it checks" in (board / f"{diff}.md").read_text()
+
+
+def queue_of(url: str) -> list[dict[str, str]]:
+    return list(httpx.get(f"{url}api/v1/review").json()["queue"])
+
+
+def select(page: Any, identifier: str) -> None:
+    """Move the selection to `identifier` with j and k, and wait until its review shows."""
+    from playwright.sync_api import expect
+
+    page.reload()
+    items = page.locator(".item")
+    expect(items.first).to_be_visible()
+    order = items.evaluate_all("rows => rows.map(r => r.dataset.issue)")
+    now = order.index(page.locator(".item.selected").get_attribute("data-issue"))
+    for _ in range(abs(order.index(identifier) - now)):
+        page.keyboard.press("j" if order.index(identifier) > now else "k")
+    expect(page.locator("#detail h2")).to_contain_text(identifier)
