@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from symphony.config.sandbox import SandboxKind
-from tests.e2e.conftest import codex_command
+from tests.e2e.conftest import CLAUDE_BIN, claude_environment, codex_command
 from tests.e2e.fake_model import FakeModel, ModelRequest, Say, Shell, Step
+from tests.fakes.fake_anthropic import FakeAnthropic
 from tests.harness import Board, Daemon, Folder, scenario_env, start, wait_until
 from tests.hosts.sandbox_lab import require_bwrap, require_sandbox
 from tests.quickstart import prepare_quickstart
@@ -222,3 +223,30 @@ async def test_a_connection_the_proxy_refuses_shows_on_the_tickets_run(
         "permission_denied",
         "sandbox refused a connection to exfiltrate.example.com:443 (not in sandbox.allow_hosts)",
     ) in events
+
+
+async def test_the_real_claude_reaches_its_model_and_the_trackers_tool_from_a_sandbox(
+    tmp_path: Path, claude_home: Path, bwrap: None
+) -> None:
+    """Under `network: model` with no allow_hosts: the agent's own *_BASE_URL host is allowed,
+    and the daemon's MCP tool server is carried in, so the move tool works from inside."""
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    move = json.dumps({"state": "Human Review"})
+    with FakeAnthropic() as anthropic:
+        board.write_workflow(
+            agent={"kind": "claude", "max_turns": 2},
+            prompt="Finish {{ issue.identifier }}. "
+            f"<<tool mcp__symphony__local_move_issue {move}>>",
+            claude={"command": str(CLAUDE_BIN), "model": "claude-sonnet-4-5",
+                    "read_timeout_ms": 30_000},
+            sandbox={"kind": "bwrap", "network": "model"},
+        )  # fmt: skip
+        env = {**claude_environment(claude_home, anthropic.base_url), "HOME": str(tmp_path)}
+        run = start(board, env, watch=False)
+        try:
+            await run.until(lambda: board.state_of("ABC-1") == "Human Review", timeout=60)
+        finally:
+            await run.stop()
+    results = [r for request in anthropic.requests for r in request["tool_results"]]
+    assert any("Human Review" in r for r in results), results
