@@ -208,3 +208,19 @@ def test_instances_are_remembered_for_the_next_restart(tmp_path: Path) -> None:
     store, _ = Store.open(tmp_path / "state.db")
     assert store.register_instance("first", 10, NOW) == []
     assert store.register_instance("second", 11, NOW) == ["first"]
+
+
+def test_a_persons_pending_move_comes_back_attributed_to_them(tmp_path: Path) -> None:
+    store, _ = Store.open(tmp_path / "state.db")
+    state = core.SchedulerState()
+    plan = TransitionPlan(
+        "plan", Outcome.APPROVED, "Ready", (PlannedComment("review_action", "ada approved"),),
+        by="ada",
+    )  # fmt: skip
+    state.transitions["id-C-1"] = core.PendingTransition(
+        make_issue("C-1", state="Plan Review"), plan, "plan-1", 0, attempts=1, due_at=0.0
+    )
+    store.save(state, mono_now=0.0, wall_now=NOW)
+    store.close()
+    (move,) = Store.open(tmp_path / "state.db")[0].load(NOW).transitions
+    assert move.plan == plan and move.plan.by == "ada"
