@@ -32,6 +32,17 @@ found."""
 _live: set[int] = set()
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (one of another user's counts: it is not gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def track(pgid: int) -> None:
     """Remember a process group this daemon started."""
     _live.add(pgid)

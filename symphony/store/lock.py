@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from symphony.base.errors import SymphonyError
+from symphony.hosts.process import pid_alive
 
 DAEMON_RUNNING = "daemon_already_running"
 
@@ -67,21 +68,11 @@ def _holder_pid(fd: int, patience_s: float = 1.0) -> int | None:
     deadline = time.monotonic() + patience_s
     while True:
         pid = _read_pid(fd)
-        if pid is not None and _alive(pid):
+        if pid is not None and pid_alive(pid):
             return pid
         if time.monotonic() >= deadline:
             return None
         time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _read_pid(fd: int) -> int | None:

@@ -23,6 +23,7 @@ from symphony.base.errors import SymphonyError
 from symphony.base.hosts import LOCAL
 from symphony.config.sandbox import HostPattern, Network, SandboxKind, SandboxSettings
 from symphony.hosts import AgentLaunchSpec
+from symphony.hosts.process import pid_alive
 from symphony.hosts.sandbox.bwrap import (
     PROXY_SOCKET,
     bridges,
@@ -301,20 +302,10 @@ def sweep_stale(root: Path) -> None:
     with contextlib.suppress(OSError):
         for entry in root.iterdir():
             pid = entry.name.split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 stale.append(entry)
     podman = shutil.which("podman")
     if stale and podman is not None:
         remove_stale_containers(podman, [entry.name for entry in stale], client_environment())
     for entry in stale:
         remove_home(entry)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -128,14 +128,8 @@ class AllowlistProxy(_UnixServer):
         request_line, _, rest = head.partition(b"\r\n")
         method, target, version = request_line.decode("latin-1").split(" ", 2)
         if method.upper() == "CONNECT":
-            host, port = _split_host(target, 443)
-            if not self._permit(host, port):
-                writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
-                return
-            try:
-                upstream = await asyncio.open_connection(host, port)
-            except OSError:
-                writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+            upstream = await self._http_upstream(*_split_host(target, 443), writer)
+            if upstream is None:
                 return
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             await writer.drain()
@@ -146,17 +140,25 @@ class AllowlistProxy(_UnixServer):
             writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
             return
         authority, _, path = target[len("http://") :].partition("/")
-        host, port = _split_host(authority, 80)
-        if not self._permit(host, port):
-            writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
-            return
-        try:
-            upstream = await asyncio.open_connection(host, port)
-        except OSError:
-            writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+        upstream = await self._http_upstream(*_split_host(authority, 80), writer)
+        if upstream is None:
             return
         upstream[1].write(f"{method} /{path} {version}\r\n".encode("latin-1") + rest)
         await _splice((reader, writer), upstream)
+
+    async def _http_upstream(
+        self, host: str, port: int, writer: asyncio.StreamWriter
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """The connection to an allowed `host:port`; None once the client was told 403 (not
+        allowed) or 502 (not reachable)."""
+        if not self._permit(host, port):
+            writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+            return None
+        try:
+            return await asyncio.open_connection(host, port)
+        except OSError:
+            writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+            return None
 
     async def _socks(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         count = (await reader.readexactly(1))[0]
