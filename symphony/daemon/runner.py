@@ -39,7 +39,7 @@ from symphony.core.markers import marker_of, unmarked
 from symphony.core.runs import TurnLimits, Verdict, before_first_turn, next_turn, turn_limits
 from symphony.core.state import Failure, FailureReason, MovePhase
 from symphony.core.verification import GateRound, Verification, fix_prompt
-from symphony.daemon.sandbox import protected_paths, sandboxed
+from symphony.daemon.sandbox import attempt_sandbox, protected_paths
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
 from symphony.hosts.sandbox.remote import launcher
@@ -277,15 +277,13 @@ class _Attempt:
                 launch, host=remote, settings=agent.inside_sandbox(launch.settings)
             )
         run = await self.resources.enter_async_context(
-            sandboxed(
-                settings,
+            attempt_sandbox(
                 kind=launch.kind,
                 env=launch.env,
                 protected=protected_paths(self.settings, self.ctx.agent_env),
                 on_refused=self.refused,
             )
         )
-        assert run is not None
         if self.grant is not None:
             await run.forward(_port_of(self.grant.url))
         host = await run.host(settings)

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from symphony.agents.registry import backend
-from symphony.config.sandbox import HostPattern, SandboxSettings, parse_host_pattern
+from symphony.config.sandbox import HostPattern, parse_host_pattern
 from symphony.config.sections import Settings
 from symphony.hosts import Host
 from symphony.hosts.sandbox.host import SandboxRun
@@ -55,28 +55,19 @@ def protected_paths(settings: Settings, env: Mapping[str, str]) -> tuple[Path, .
     return tuple(paths)
 
 
-@contextlib.asynccontextmanager
-async def sandboxed(
-    sandbox: SandboxSettings,
-    *,
-    kind: str,
-    env: Mapping[str, str],
-    protected: Sequence[Path],
-    on_refused: Refused,
-) -> AsyncIterator[SandboxRun | None]:
-    """The run's sandbox resources while the block lasts; None (nothing made) when `sandbox`
-    is off. The caller asks the run for the host of each set of settings."""
-    if not sandbox.enabled:
-        yield None
-        return
-    async with SandboxRun(
+def attempt_sandbox(
+    *, kind: str, env: Mapping[str, str], protected: Sequence[Path], on_refused: Refused
+) -> SandboxRun:
+    """An attempt's sandbox resources (`async with` it): the agent kind's login files in the
+    private home, and its model hosts as what `network: model` reaches by default. The caller
+    asks the run for the host of each set of settings."""
+    return SandboxRun(
         credentials=backend(kind).sandbox_home,
         env=env,
         default_hosts=model_hosts(kind, env),
         protected=protected,
         on_refused=on_refused,
-    ) as run:
-        yield run
+    )
 
 
 def hook_sandbox(
