@@ -280,6 +280,9 @@ class Pause:
     by: str
     at: datetime
 
+    def to_json(self) -> dict[str, str]:
+        return {"by": self.by, "at": self.at.isoformat()}
+
 
 @dataclass(slots=True)
 class SchedulerState:

@@ -256,9 +256,14 @@ class Orchestrator:
         workspace = self._places.local.owned_path(identifier)
         return read_evidence_file(workspace) if workspace is not None else None
 
-    def review_queue(self) -> list[dict[str, Any]]:
-        """The tickets waiting for a person (`symphony.daemon.review`)."""
-        return review_queue(self.board, self.settings, self.state)
+    def review_queue(self) -> dict[str, Any]:
+        """The tickets waiting for a person (`symphony.daemon.review`), and whether dispatch is
+        paused: what the review page polls, without the whole snapshot."""
+        paused = self.state.paused
+        return {
+            "queue": review_queue(self.board, self.settings, self.state),
+            "paused": paused.to_json() if paused is not None else None,
+        }
 
     async def review_detail(self, wanted: str) -> dict[str, Any] | None:
         """One waiting ticket's review: its words, plan, evidence and diff."""

@@ -102,7 +102,7 @@ class Observed(Protocol):
         self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None
     ) -> dict[str, Any] | Refusal: ...
 
-    def review_queue(self) -> list[dict[str, Any]]: ...
+    def review_queue(self) -> dict[str, Any]: ...
 
     async def review_detail(self, wanted: str) -> dict[str, Any] | None: ...
 
@@ -276,11 +276,7 @@ def create_app(
         return Response(review_page, media_type="text/html; charset=utf-8")
 
     async def review_queue(request: Request) -> Response:
-        body = {
-            "queue": orchestrator.review_queue(),
-            "actions": guard.enabled,
-            "paused": orchestrator.snapshot().get("paused"),
-        }
+        body = {**orchestrator.review_queue(), "actions": guard.enabled}
         return JSONResponse(body, masker)
 
     async def review_detail(request: Request) -> Response:

@@ -91,10 +91,7 @@ def daemon_snapshot(
     snapshot["costs"] = build_costs(state, wall, settings.budget)
     snapshot["mode"] = "stages" if settings.machine is not None else "spec"
     snapshot["hosts"] = host_rows(state, settings, now, host_roots)
-    paused = state.paused
-    snapshot["paused"] = (
-        {"by": paused.by, "at": paused.at.isoformat()} if paused is not None else None
-    )
+    snapshot["paused"] = state.paused.to_json() if state.paused is not None else None
     return snapshot
 
 
