@@ -132,6 +132,12 @@ async def report(
     print(f"poll every    {settings.polling.interval_ms} ms")
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
     print(f"overlap       {settings.agent.overlap} (agent.overlap)")
+    if settings.server.port is not None or settings.server.auth_token is not None:
+        print(
+            "actions       "
+            + ("on: the review page and the actions API take server.auth_token"
+               if settings.server.auth_token else "off: set server.auth_token to act from /review")
+        )  # fmt: skip
     kind = settings.agent.kind
     print(f"agent         {kind}: {settings.session_settings(kind).command}")
     for warning in preflight_warnings(settings):
@@ -169,6 +175,10 @@ def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
             f"  {stage.name:<12} {', '.join(stage.states):<24} -> done: {stage.on_success}; "
             f"blocked: {stage.on_blocked}; stuck after {stage.max_total_turns} turns: "
             f"{stage.on_stuck}; agent: {stage.agent or settings.agent.kind}"
+        )
+        print(
+            f"  {'':<12} at {stage.on_success} a person's approve moves it to "
+            f"{stage.on_approved}, request changes to {stage.on_changes_requested}"
         )
         if stage.verify:
             print(

@@ -408,7 +408,9 @@ def test_check_shows_each_stages_sandbox_and_fails_where_it_cannot_start(board: 
                  "sandbox": {"network": "none", "workspace": "read-only"}},
         "build": {"states": ["In Progress"], "on_success": "Human Review"},
     }  # fmt: skip
-    board.write_workflow(sandbox={"kind": "bwrap"}, stages=stages)
+    board.write_workflow(
+        sandbox={"kind": "bwrap"}, stages=stages, server={"auth_token": "a-token-of-some-length"}
+    )
     tools = board.root / "bin"
     tools.mkdir()
     (tools / "python3").symlink_to(sys.executable)
@@ -418,6 +420,8 @@ def test_check_shows_each_stages_sandbox_and_fails_where_it_cannot_start(board: 
     for result in (without, with_path):
         assert "sandbox       bwrap, network model, workspace writable" in result.stdout
         assert "sandbox: bwrap, network none, workspace read-only" in result.stdout
+        assert "at Plan Review a person's approve moves it to " in result.stdout
+        assert "actions       on: the review page and the actions API take" in result.stdout
         assert "Traceback" not in result.stderr
     assert without.returncode == 1
     assert "error: sandbox.kind bwrap cannot start: bwrap is not installed" in without.stdout
