@@ -27,7 +27,7 @@ async def idle(tmp_path: Path) -> AsyncIterator[Running]:
     board = Board(tmp_path)
     board.ticket("ABC-1", state="Done")
     board.write_workflow()
-    run = start(board, scenario_env("complete"), watch=False)
+    run = start(board, scenario_env("complete", HOME=str(tmp_path)), watch=False)
     try:
         yield run
     finally:
@@ -165,7 +165,7 @@ async def reviewing(tmp_path: Path) -> AsyncIterator[tuple[Board, Running]]:
     del config["tracker"]["active_states"]  # the stages define them
     config["stages"] = STAGES  # in their order: the plan stage first
     board.workflow.write_text(f"---\n{yaml.safe_dump(config, sort_keys=False)}---\n{prompt}")
-    run = start(board, scenario_env("complete"), watch=False)
+    run = start(board, scenario_env("complete", HOME=str(tmp_path)), watch=False)
     try:
         await run.until(lambda: run.orchestrator.board.row("ABC-2") is not None)
         yield board, run
@@ -230,7 +230,8 @@ async def test_stop_ends_the_agent_and_holds_the_ticket_until_retried(tmp_path: 
     board = Board(tmp_path)
     board.ticket("ABC-1")
     board.write_workflow(polling_ms=100)
-    run = start(board, scenario_env("hang"), watch=False)
+    # A home of its own: a login shell killed mid-profile must not slow later tests.
+    run = start(board, scenario_env("hang", HOME=str(tmp_path)), watch=False)
     running = run.orchestrator.state.running
     try:
         await run.until(lambda: "id-ABC-1" in running or "ABC-1" in running)
