@@ -32,6 +32,7 @@ from symphony.config.fields import (
     resolve_path,
     resolve_secret,
 )
+from symphony.config.notify import parse_notify
 from symphony.config.pricing import parse_pricing
 from symphony.config.repository import (
     CodeHost,
@@ -275,6 +276,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         follow=follow,
         merge=merge,
         pricing=parse_pricing(raw.get("pricing")),
+        notify=parse_notify(raw.get("notify"), environ, workflow.path.parent),
         budget=_budget(
             _section(raw, "budget"),
             machine.escalation_state if machine is not None else None,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from symphony.base.issue import normalize_state
 from symphony.config.agents import SessionSettings
+from symphony.config.notify import NOTIFY_KEYS, NotifySettings
 from symphony.config.repository import (
     FOLLOW_KEYS,
     MERGE_KEYS,
@@ -260,14 +261,16 @@ class Settings:
     """The settings block of every agent kind, by kind (`codex`, `claude`, `acp`)."""
     editor: EditorSettings = field(default_factory=EditorSettings)
     memory: MemorySettings | None = None
+    """None only in settings built by hand (tests): no notes, no `record_learning`."""
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     """The boundary around every run (`symphony.config.sandbox`); a stage may change it."""
-    """None only in settings built by hand (tests): no notes, no `record_learning`."""
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     repository: RepositorySettings | None = None
     """The code host the daemon publishes to (`symphony.config.repository`); None: it does not."""
     follow: FollowSettings = field(default_factory=FollowSettings)
     merge: MergeSettings = field(default_factory=MergeSettings)
+    notify: NotifySettings = field(default_factory=NotifySettings)
+    """Who is told when a person is needed (`symphony.config.notify`)."""
 
     @property
     def workflow_dir(self) -> Path:
@@ -328,8 +331,10 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "follow",
             "merge",
             "sandbox",
+            "notify",
         ),
         "sandbox": SANDBOX_KEYS,
+        "notify": NOTIFY_KEYS,
         "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
         "polling": ("interval_ms",),
         "workspace": ("root", "base_ref", "strategy", "repository", "base", "branch"),
