@@ -279,9 +279,19 @@ def _record_move(
         state.new_outcomes.append(
             OutcomeRecord(
                 wall, ESCALATED, issue_id, pending.identifier,
-                {"stage": plan.stage, "outcome": plan.outcome.value, "state": plan.target},
+                {"stage": plan.stage, "outcome": plan.outcome.value, "state": plan.target,
+                 "reason": _reason(plan)},
             )
         )  # fmt: skip
+
+
+def _reason(plan: TransitionPlan) -> str:
+    """The first words of the comment an escalation posts: why, for a person's notice."""
+    for comment in plan.comments:
+        for line in comment.body.splitlines():
+            if line.strip():
+                return line.strip()[:300]
+    return ""
 
 
 def _escalate_unpublished(
