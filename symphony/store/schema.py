@@ -126,6 +126,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE TABLE reviews (issue_id TEXT PRIMARY KEY, request TEXT NOT NULL);
         """,
     ),
+    Migration(
+        7,
+        """
+        -- The notification outbox: one row per channel and notice (event:ticket:revision),
+        -- queued in the transaction that saved what it tells, sent after; a sent row stays a
+        -- while so the same notice is never queued again. Times are Unix seconds.
+        CREATE TABLE notifications (
+            channel TEXT NOT NULL, key TEXT NOT NULL, notice TEXT NOT NULL,
+            created_at REAL NOT NULL, due_at REAL NOT NULL, attempts INTEGER NOT NULL,
+            error TEXT, sent_at REAL, PRIMARY KEY (channel, key)
+        );
+        CREATE INDEX notifications_due ON notifications (sent_at, due_at);
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -32,6 +32,7 @@ from symphony.base.issue import Issue
 from symphony.base.times import parse_instant
 from symphony.core.costs import Spend
 from symphony.core.footprint import Footprint
+from symphony.core.notifications import Delivery
 from symphony.core.outcomes import OutcomeRecord
 from symphony.core.stage_outcomes import TransitionPlan
 from symphony.core.state import PullRecord, ReviewRequest, SchedulerState, TicketTotals, Totals
@@ -48,6 +49,7 @@ from symphony.store.codec import (
     ticket_from_row,
     time_or,
 )
+from symphony.store.notifications import NotificationOutbox
 from symphony.store.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 
 STORE_NEWER = "store_newer_schema"
@@ -141,6 +143,7 @@ class Store:
         self._issues: dict[str, tuple[Issue, str]] = {}
         self.writes = 0
         """Rows written or deleted since the store was opened (for benchmarks)."""
+        self.notifications = NotificationOutbox(connection)
 
     # Opening
 
@@ -312,9 +315,11 @@ class Store:
         wall_now: datetime,
         *,
         keep_runs: bool = False,
+        deliveries: Sequence[Delivery] = (),
     ) -> None:
         """Write what changed since the last save, in one transaction. `keep_runs` leaves the
-        saved runs as they are (a graceful stop, so the next daemon continues them)."""
+        saved runs as they are (a graceful stop, so the next daemon continues them);
+        `deliveries` are queued in the same transaction (`symphony.store.notifications`)."""
 
         def wall(at: float) -> str:
             # Computed once per due time: converting again each pass would jitter by
@@ -441,6 +446,7 @@ class Store:
                     ),
                 )  # fmt: skip
                 self.writes += 1
+            self.writes += self.notifications.queue(deliveries, wall_now)
             fleet = state.totals
             self._sync(
                 "meta",
@@ -471,6 +477,7 @@ class Store:
                 "DELETE FROM ticket_totals WHERE updated_at < ?", (cutoff.isoformat(),)
             )
             self._db.execute("DELETE FROM outcomes WHERE at < ?", (cutoff.isoformat(),))
+            self.notifications.forget_sent(cutoff)
         return cursor.rowcount
 
     def ticket_costs(self, since: datetime, limit: int = 20) -> list[tuple[str, float | None, int]]:
