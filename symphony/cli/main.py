@@ -375,6 +375,7 @@ async def _serve(
             settings.server.host,
             port,
         )
+        orchestrator.served_at = http.url
         structlog.get_logger("symphony").info("http server listening", url=http.url)
         if not is_loopback(settings.server.host):
             structlog.get_logger("symphony").warning(

@@ -17,6 +17,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,6 +31,7 @@ from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
 from symphony.codehost.contract import CodeHostError, code_host_adapter
 from symphony.config.sections import Settings
+from symphony.core import notifications
 from symphony.core.budgets import check_budgets
 from symphony.daemon import startup
 from symphony.daemon.actions import PersonActions
@@ -50,6 +52,7 @@ from symphony.daemon.events import (
 )
 from symphony.daemon.follow import CodeHostFactory, CodeHosts, create_code_host
 from symphony.daemon.notices import Notices
+from symphony.daemon.notify import Notifier, Sender
 from symphony.daemon.performer import Current, Performer
 from symphony.daemon.places import Places
 from symphony.daemon.reads import TrackerReads
@@ -63,6 +66,7 @@ from symphony.daemon.reload import (
 )
 from symphony.daemon.review import review_detail, review_queue
 from symphony.daemon.watch import watch_tracker, watch_workflow
+from symphony.notify.channels import send
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board
 from symphony.observability.figures import OutcomeFigures
@@ -88,6 +92,8 @@ T = TypeVar("T")
 PROGRESS_SAVE_S = 1.0
 """How stale the store may let an agent's progress (tokens, turns, last message) get. A kill -9
 loses at most this much of it, and a continued thread's usage catches up on its first report."""
+RECENT_NOTICES = 50
+"""How many of the newest notices the snapshot carries (the dashboard's browser notices)."""
 SCAN_INTERVAL_S = 0.25
 """How often the loop looks over every session for stalls, budgets and due moves."""
 
@@ -105,6 +111,7 @@ class Orchestrator:
         store: Store | None = None,
         masker: SecretMasker | None = None,
         code_host_factory: CodeHostFactory = create_code_host,
+        notify_sender: Sender = send,
     ) -> None:
         self.settings = settings
         self.masker = masker or SecretMasker()
@@ -156,6 +163,16 @@ class Orchestrator:
             changed=self._notify,
             refresh=self.request_refresh,
         )
+        self.served_at: str | None = None
+        """The HTTP server's address once it listens (the review page messages link to)."""
+        self._notifier = Notifier(
+            store, lambda: self.settings.notify, self.review_url, self.clock, self.activity,
+            self.masker, sender=notify_sender,
+        )  # fmt: skip
+        self._unhealthy = notifications.Unhealthy()
+        self._unsaved_deliveries: list[notifications.Delivery] = []
+        self._recent_notices: dict[str, notifications.Notice] = {}
+        """Health notices of past passes not yet in the store (it was failing)."""
         self._tasks: asyncio.TaskGroup | None = None
         self._stopping = False
         self._watch = watch
@@ -237,6 +254,8 @@ class Orchestrator:
             outcomes=self.outcomes.report,
             held_for_review=self._held_for_review,
             host_roots=self._places.host_roots(),
+            notify=self._notifier.status(),
+            notices=[n.to_json() for n in self._recent_notices.values()],
         )
 
     def issue_snapshot(self, wanted: str) -> dict[str, Any] | None:
@@ -272,6 +291,14 @@ class Orchestrator:
             tracker=self.tracker, workspace_path=self.workspace_path,
             open_command=self.open_command, env=self.environ,
         )  # fmt: skip
+
+    def review_url(self) -> str | None:
+        """Where messages link to: `notify.review_url`, else the server's own address."""
+        return self.settings.notify.review_url or self.served_at
+
+    def notify_status(self) -> list[dict[str, Any]]:
+        """Each notification channel's deliveries (pending, sent, failing)."""
+        return self._notifier.status()
 
     def workspace_path(self, identifier: str) -> Path:
         """Where the issue's workspace is (or would be) under the current settings."""
@@ -310,10 +337,12 @@ class Orchestrator:
                 else None
             )
             self._watch_tracker()
+            notifier = tasks.create_task(self._notifier.run())
             try:
                 await self._loop()
             finally:
                 await self._shutdown()
+                notifier.cancel()  # what is not sent stays queued for the next daemon
                 if watcher is not None:
                     watcher.cancel()
                 if self._tracker_watcher is not None:
@@ -370,6 +399,8 @@ class Orchestrator:
             if core.due_retries(self.state, self.clock.monotonic()):
                 await self._process_retries()
                 self._unsaved = True
+            if scanned:
+                self._observe_health()
             self._save_pass()
             self._notify()
             if scanned or self._wake_stale:
@@ -580,16 +611,26 @@ class Orchestrator:
             self._save()
 
     def _save(self, *, keep_runs: bool = False) -> None:
-        """Write this pass's changes to the store; a failing disk is reported, never fatal."""
+        """Write this pass's changes to the store, with the notices they carry; a failing disk
+        is reported, never fatal (the pass's records and notices wait for the next save)."""
         self._unsaved, self._saved_at = False, self.clock.monotonic()
+        notices = notifications.from_outcomes(self.state.new_outcomes)
+        self._recent(notices)
+        deliveries = [
+            *notifications.route(notices, self.settings.notify),
+            *self._unsaved_deliveries,
+        ]
         if self.store is None:
             self.state.new_outcomes.clear()  # only a store keeps outcome records
+            self._unsaved_deliveries.clear()
+            self._notifier.hold(deliveries)
             return
         recorded = list(self.state.new_outcomes)
         try:
             self.store.save(
-                self.state, self.clock.monotonic(), self.clock.wall(), keep_runs=keep_runs
-            )
+                self.state, self.clock.monotonic(), self.clock.wall(), keep_runs=keep_runs,
+                deliveries=deliveries,
+            )  # fmt: skip
         except Exception as exc:
             if self.health.store_error != str(exc):
                 log.error("saving state failed; a restart would lose this pass", reason=str(exc))
@@ -597,6 +638,36 @@ class Orchestrator:
         else:
             self.health.store_error = None
             self.outcomes.add(recorded)  # new figures at the next poll
+            self._unsaved_deliveries.clear()
+            if deliveries:
+                self._notifier.wake()
+
+    def _recent(self, notices: Sequence[notifications.Notice]) -> None:
+        """The newest notices, for the open dashboard's browser notifications."""
+        for notice in notices:
+            self._recent_notices[notice.key] = notice
+        while len(self._recent_notices) > RECENT_NOTICES:
+            del self._recent_notices[next(iter(self._recent_notices))]
+
+    def _observe_health(self) -> None:
+        """Notices of the daemon's own trouble: the tracker unreachable for a while, the store
+        failing (sent from memory: the store cannot hold it), WORKFLOW.md rejected."""
+        notify, health = self.settings.notify, self.health
+        said = self._unhealthy.observe(
+            {"tracker": health.tracker_error, "store": health.store_error,
+             "workflow": health.workflow_error},
+            self.clock.wall(),
+            after={"tracker": timedelta(minutes=notify.unhealthy_after_minutes)},
+        )  # fmt: skip
+        if not said:
+            return
+        self._recent(said)
+        for delivery in notifications.route(said, notify):
+            if delivery.notice.key.startswith("unhealthy:store:"):
+                self._notifier.hold([delivery])
+            else:
+                self._unsaved_deliveries.append(delivery)
+        self._unsaved = True
 
     async def _shutdown(self) -> None:
         waiting = [t.identifier for t in self.state.transitions.values() if not t.in_flight]
@@ -709,6 +780,7 @@ class Orchestrator:
             *secrets,
             repository.token if repository is not None else "",
             self.settings.server.auth_token or "",
+            *(secret for channel in self.settings.notify.channels for secret in channel.secrets()),
         ])  # fmt: skip
 
     def _notify(self) -> None:

@@ -63,6 +63,8 @@ def daemon_snapshot(
     outcomes: dict[str, Any] | None,
     held_for_review: int,
     host_roots: Mapping[str, str | None],
+    notify: list[dict[str, Any]] | None = None,
+    notices: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Everything `/api/v1/state`, the dashboard and the terminal table show, in one view."""
     snapshot = build_snapshot(
@@ -92,6 +94,8 @@ def daemon_snapshot(
     snapshot["mode"] = "stages" if settings.machine is not None else "spec"
     snapshot["hosts"] = host_rows(state, settings, now, host_roots)
     snapshot["paused"] = state.paused.to_json() if state.paused is not None else None
+    snapshot["notify"] = notify or []
+    snapshot["notices"] = notices or []
     return snapshot
 
 
