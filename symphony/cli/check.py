@@ -138,6 +138,7 @@ async def report(
             + ("on: the review page and the actions API take server.auth_token"
                if settings.server.auth_token else "off: set server.auth_token to act from /review")
         )  # fmt: skip
+    _notify(settings)
     kind = settings.agent.kind
     print(f"agent         {kind}: {settings.session_settings(kind).command}")
     for warning in preflight_warnings(settings):
@@ -205,6 +206,24 @@ def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
         "change the stages"
         for state in missing
     ]
+
+
+def _notify(settings: Settings) -> None:
+    """Who is told of what, and where the messages link to."""
+    notify = settings.notify
+    if not notify.channels:
+        print("notify        none (notify.channels tells a person when a review waits)")
+        return
+    for channel in notify.channels:
+        print(f"notify        {channel.name}: {channel.describe()}")
+    link = notify.review_url or (
+        f"http://{settings.server.host}:{settings.server.port}"
+        if settings.server.port else None
+    )  # fmt: skip
+    print(
+        f"notify links  {link}/review" if link else
+        "notify links  none: set notify.review_url (or server.port) for links to the review page"
+    )  # fmt: skip
 
 
 def _sandboxes(settings: Settings) -> list[str]:

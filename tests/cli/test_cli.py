@@ -464,3 +464,22 @@ def test_check_names_the_command_that_builds_an_absent_podman_image(board: Board
         result.stdout
     )
     assert "Traceback" not in result.stderr
+
+
+def test_check_names_each_notification_channel_without_its_secrets(board: Board) -> None:
+    board.ticket("ABC-1")
+    hook = "https://hooks.slack.test/services/T0/B0/s3cr3t"
+    board.write_workflow(notify={"channels": [
+        {"kind": "slack", "url": "$HOOK", "events": ["review_waiting"], "digest_minutes": 30},
+        {"kind": "email", "smtp": {"host": "smtp.example.com"}, "from": "s@example.com",
+         "to": ["team@example.com"]},
+    ]})  # fmt: skip
+    result = run_cli("check", cwd=board.root, env={**os.environ, "HOOK": hook})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "notify        slack: slack incoming webhook at hooks.slack.test (review_waiting, "
+        "digest every 30 min)" in result.stdout
+    )
+    assert "notify        email: email smtp.example.com:587 to team@example.com" in result.stdout
+    assert "notify links  none: set notify.review_url" in result.stdout
+    assert "s3cr3t" not in result.stdout + result.stderr

@@ -113,3 +113,47 @@ def select(page: Any, identifier: str) -> None:
     for _ in range(abs(order.index(identifier) - now)):
         page.keyboard.press("j" if order.index(identifier) > now else "k")
     expect(page.locator("#detail h2")).to_contain_text(identifier)
+
+
+BROWSER_NOTICES = """
+window.__shown = [];
+window.Notification = class {
+  constructor(title, options) { window.__shown.push({ title, ...options }); }
+  static get permission() { return "granted"; }
+  static requestPermission() { return Promise.resolve("granted"); }
+};
+"""
+"""Headless Chromium shows no notification: the page's calls are recorded instead, as if the
+person had granted the permission."""
+
+
+def test_the_open_dashboard_notifies_the_browser_when_a_diff_waits(tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    with _daemon(tmp_path, "0", env={"SYMPHONY_TOKEN": TOKEN}) as url:
+
+        def plans() -> list[str]:
+            return [r["issue_identifier"] for r in queue_of(url) if r["checkpoint"] == "plan"]
+
+        assert wait_until(lambda: len(plans()) >= 1, 60), plans()
+        with _page("browser-notices", 900) as page:
+            page.add_init_script(BROWSER_NOTICES)
+            page.goto(url)
+            expect(page.locator("#connection")).to_have_text("live")
+            shown_before = page.evaluate("window.__shown.length")
+            chosen = plans()[0]
+            approved = httpx.post(
+                f"{url}api/v1/{chosen}/actions/approve",
+                headers={"Authorization": f"Bearer {TOKEN}", "X-Symphony-Actor": "ada"},
+            )
+            assert approved.status_code == 200, approved.text
+            page.wait_for_function(
+                "(id) => window.__shown.some(n => n.title === "
+                "`${id}: its work waits for your review in Human Review`)",
+                arg=chosen,
+            )
+            shown = page.evaluate("window.__shown")
+    # What was there when the page opened is not repeated; each notice shows once.
+    assert shown_before == 0
+    tags = [n["tag"] for n in shown]
+    assert len(tags) == len(set(tags))
