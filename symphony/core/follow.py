@@ -477,6 +477,12 @@ def merge_reasons(
     if status.review_decision is ReviewDecision.APPROVED:
         approvers = sorted({r.author for r in status.reviews if r.state == "approved"})
         approved = "approved" + (f" by {', '.join(approvers)}" if approvers else "")
+    elif (
+        record.approved_by is not None
+        and record.approved_head == record.head_sha
+        and status.review_decision is not ReviewDecision.CHANGES_REQUESTED
+    ):
+        approved = f"approved by {record.approved_by} on the review page"
     elif status.review_decision is ReviewDecision.NONE and status.approvals_required == 0:
         approved = "the base branch requires no approval"
     else:

@@ -4,7 +4,9 @@ through the daemon's outbox like its own transitions (`core.transitions.pend`).
 A checkpoint is where a stage hands its tickets to a person (its `on_success` target, such as
 `Plan Review` or `Human Review`) or where escalated tickets wait (`escalation_state`):
 
-- approve: to the stage's `on_approved` (the next stage, or done after the last);
+- approve: to the stage's `on_approved` (the next stage, or done after the last); a diff whose
+  pull request the merge policy merges stays where it is, approved: the policy merges it once
+  its checks pass (`core.follow`);
 - request_changes: a comment with the person's words, then to the stage's
   `on_changes_requested`, so the next run gets them as `{{ comments }}`;
 - replan: an optional comment, then back to the first stage's first state;
@@ -19,11 +21,12 @@ import enum
 from dataclasses import dataclass
 
 from symphony.base.issue import Issue, normalize_state
+from symphony.config.repository import MergePolicy
 from symphony.config.sections import Settings
 from symphony.config.stages import Outcome, Stage
-from symphony.core.effects import PerformTransition
+from symphony.core.effects import PerformTransition, PostComment
 from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
-from symphony.core.state import SchedulerState
+from symphony.core.state import PullRecord, SchedulerState
 from symphony.core.transitions import pend
 
 MAX_COMMENT_CHARS = 20_000
@@ -87,6 +90,9 @@ class Decision:
     target: str
     outcome: Outcome
     verb: str
+    merge: PullRecord | None = None
+    """An approval of a diff whose pull request the merge policy merges: no move, the
+    approval is noted on the record and the policy merges once the checks pass."""
 
 
 def decide(
@@ -117,12 +123,14 @@ def decide(
                 "not_approvable",
                 f"{issue.identifier} was escalated, not handed over: send it back or cancel it",
             )
-        if issue.id in state.pull_requests:
-            return Refusal(
-                "approve_the_pull_request",
-                f"{issue.identifier} has a pull request: approve it there, and the merge "
-                "policy merges it once its checks pass",
-            )
+        record = state.pull_requests.get(issue.id)
+        if record is not None and settings.merge.policy is not MergePolicy.NONE:
+            if record.head_sha is None:
+                return Refusal(
+                    "pull_request_unread",
+                    f"pull request #{record.number} has not been read yet: try again shortly",
+                )
+            return Decision(checkpoint, "", Outcome.APPROVED, "approved", merge=record)
         target, outcome, verb = stage.on_approved, Outcome.APPROVED, "approved"
     elif action is ReviewAction.REQUEST_CHANGES:
         if not words:
@@ -156,11 +164,14 @@ def take(
     by: str,
     comment: str = "",
     now: float,
-) -> PerformTransition | Refusal:
-    """The transition `action` starts for `issue` as it is now, or why it cannot."""
+) -> PerformTransition | PostComment | Refusal:
+    """The transition `action` starts for `issue` as it is now (or, approving a pull request
+    the policy merges, the comment that says so), or why it cannot."""
     decision = decide(state, issue, action, settings, comment)
     if isinstance(decision, Refusal):
         return decision
+    if decision.merge is not None:
+        return _approve_pull(decision.merge, issue, decision.checkpoint, by, comment)
     checkpoint, target, outcome, verb = (
         decision.checkpoint, decision.target, decision.outcome, decision.verb,
     )  # fmt: skip
@@ -176,6 +187,23 @@ def take(
         by=by,
     )
     return pend(state, issue, plan, turns=0, now=now)
+
+
+def _approve_pull(
+    record: PullRecord, issue: Issue, checkpoint: Checkpoint, by: str, comment: str
+) -> PostComment:
+    """Note the approval of the pull request's current head and read it again now: the merge
+    policy (`core.follow.merge_reasons`) takes it from there."""
+    record.approved_by, record.approved_head = by, record.head_sha
+    record.next_read_at = 0.0
+    head = str(record.head_sha)[:12]
+    body = (
+        f"{by} approved pull request #{record.number} at {checkpoint.state} (head {head}); "
+        "the daemon merges it once its checks pass and the code host allows it."
+    )
+    if comment.strip():
+        body += f"\n\n{comment.strip()}"
+    return PostComment(issue, "review_approval", f"{record.number}:{head}", body)
 
 
 def cancelled_state(settings: Settings) -> str:

@@ -204,6 +204,10 @@ class PullRecord:
     """What the daemon acted on already, once each: a failure on a head commit, a conflict,
     a review, a refused merge (`core.pulls` names the keys)."""
     published_at: datetime | None = None
+    approved_by: str | None = None
+    """A person approved it on the review surface, at `approved_head`: the merge policy counts
+    that as an approval of that head (a later push needs a new one)."""
+    approved_head: str | None = None
     pending_since: float | None = None
     """When the current head was first seen with its checks pending or none reported yet
     (monotonic)."""

@@ -178,6 +178,8 @@ class PersonActions:
         )  # fmt: skip
         if isinstance(result, Refusal):
             return result
+        if isinstance(result, core.PostComment):
+            return self._approved_pull(issue, result, by)
         self.activity.add(
             self.clock.wall(), "review_action",
             f"{by}: {kind.value} {issue.identifier}, moving it to {result.target}",
@@ -189,3 +191,18 @@ class PersonActions:
         self._changed()
         return {"action": kind.value, "ticket": issue.identifier, "by": by,
                 "target": result.target, "queued": True}  # fmt: skip
+
+    def _approved_pull(self, issue: Issue, said: core.PostComment, by: str) -> dict[str, Any]:
+        record = self.state.pull_requests[issue.id]
+        self.activity.add(
+            self.clock.wall(), "review_action",
+            f"{by}: approve {issue.identifier}; pull request #{record.number} merges once "
+            "its checks pass", issue_identifier=issue.identifier,
+        )  # fmt: skip
+        log.info("review action", by=by, action="approve", issue_identifier=issue.identifier,
+                 pull_request=record.number)  # fmt: skip
+        self._perform_effects([said])
+        self._changed()
+        return {"action": "approve", "ticket": issue.identifier, "by": by,
+                "pull_request": record.number, "merge": "when its checks pass",
+                "queued": True}  # fmt: skip

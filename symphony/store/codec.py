@@ -118,6 +118,8 @@ def pull_to_json(record: PullRecord) -> str:
             "handled": sorted(record.handled),
             "published_at": record.published_at.isoformat() if record.published_at else None,
             "escalated": record.escalated,
+            "approved_by": record.approved_by,
+            "approved_head": record.approved_head,
         }
     )
 
@@ -141,6 +143,8 @@ def pull_from_json(text: str) -> PullRecord:
         handled=frozenset(str(k) for k in data.get("handled") or ()),
         published_at=parse_instant(data.get("published_at")),
         escalated=bool(data.get("escalated")),
+        approved_by=data.get("approved_by"),
+        approved_head=data.get("approved_head"),
     )
 
 

@@ -473,3 +473,36 @@ def test_no_decision_while_the_daemon_works_on_the_ticket() -> None:
     state.claimed.add(issue_id)
     assert read(state, issue_id, status(state=PullState.MERGED), settings) == []
     assert state.pull_requests[issue_id].state is PullState.OPEN
+
+
+def test_a_persons_approval_on_the_review_page_lets_the_policy_merge_that_head_only() -> None:
+    state, settings = core.SchedulerState(), with_merge(follow_settings())
+    issue_id = published(state, settings)
+    needs_approval = status(GREEN, approvals_required=1)
+    assert read(state, issue_id, needs_approval, settings) == []  # nobody approved yet
+    issue = make_issue("A-1", state="Human Review")
+    said = core.review_actions.take(
+        state, issue, core.review_actions.ReviewAction.APPROVE, settings, by="ada", now=11.0
+    )
+    assert isinstance(said, core.PostComment)
+    assert said.body.startswith("ada approved pull request #7 at Human Review (head aaaaaaaaaaaa)")
+    assert issue_id not in state.transitions  # no move: the merge moves it
+    record = state.pull_requests[issue_id]
+    assert record.next_read_at == 0.0  # read again now
+    (merge,) = read(state, issue_id, needs_approval, settings, now=12.0)
+    assert isinstance(merge, core.MergePullRequest)
+    assert "approved by ada on the review page" in merge.why
+    # A new head after the approval is not approved.
+    record.merging = False
+    assert read(state, issue_id, status(GREEN, approvals_required=1, sha="b" * 40), settings,
+                now=13.0) == []  # fmt: skip
+
+
+def test_without_a_merge_policy_approving_a_pull_request_moves_the_ticket_on() -> None:
+    state, settings = core.SchedulerState(), follow_settings()
+    published(state, settings)
+    issue = make_issue("A-1", state="Human Review")
+    effect = core.review_actions.take(
+        state, issue, core.review_actions.ReviewAction.APPROVE, settings, by="ada", now=11.0
+    )
+    assert isinstance(effect, core.PerformTransition)
