@@ -86,8 +86,23 @@ def test_a_person_reviews_plans_with_the_keyboard_alone(tmp_path: Path) -> None:
             page.screenshot(path=artifacts / "review-after-split.png", full_page=True)
 
             # A diff sent back with words, keyboard only.
-            diff = next(r["issue_identifier"] for r in queue_of(url) if r["checkpoint"] == "diff")
+            assert wait_until(lambda: python_diff(url) is not None, 60)
+            diff = python_diff(url)
+            assert diff is not None
             select(page, diff)
+            # The diff is highlighted, and `s` lays it out side by side (and back).
+            python = page.locator('#diff details[data-path$=".py"]').first
+            expect(python.locator(".tok-kw").first).to_be_visible()
+            page.keyboard.press("s")
+            expect(page.locator("#diff")).to_have_attribute("data-layout", "side-by-side")
+            side = page.locator("#diff details[open] table.side").first
+            expect(side).to_be_visible()
+            added = side.locator("td.code.l-add").first
+            expect(added).to_be_visible()
+            assert side.locator("td.num").count() >= 2
+            page.screenshot(path=artifacts / "review-side-by-side.png", full_page=True)
+            page.keyboard.press("s")
+            expect(page.locator("#diff pre.diff").first).to_be_visible()
             page.keyboard.press("r")
             expect(page.locator("#feedback")).to_be_focused()
             page.keyboard.type("Name the test after what it checks, please.")
@@ -95,6 +110,18 @@ def test_a_person_reviews_plans_with_the_keyboard_alone(tmp_path: Path) -> None:
             expect(page.locator("#result")).to_contain_text(f"request_changes: moving {diff}")
             assert wait_until(lambda: _state(board / f"{diff}.md") == "Rework", 30)
             assert "Name the test after what it checks" in (board / f"{diff}.md").read_text()
+
+
+def python_diff(url: str) -> str | None:
+    """A diff waiting for review that changes a Python file (DEMO-4's adds a function)."""
+    for row in queue_of(url):
+        if row["checkpoint"] != "diff":
+            continue
+        review = httpx.get(f"{url}api/v1/{row['issue_identifier']}/review").json()
+        files = (review.get("diff") or {}).get("files") or []
+        if any(f["path"].endswith(".py") and f.get("patch") for f in files):
+            return row["issue_identifier"]
+    return None
 
 
 def queue_of(url: str) -> list[dict[str, str]]:
