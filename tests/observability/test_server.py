@@ -133,7 +133,7 @@ async def test_secrets_are_masked_in_every_json_answer(board: Board) -> None:
 async def test_unknown_issue_and_path_are_json_404s(hanging: Running) -> None:
     async with client_for(hanging) as client:
         unknown_issue = await client.get("/api/v1/ABC-2")
-        unknown_path = await client.get("/api/v1/state/extra")
+        unknown_path = await client.get("/api/v2/state")
         outside_api = await client.get("/nope")
     assert unknown_issue.status_code == 404
     assert unknown_issue.json()["error"]["code"] == "issue_not_found"

@@ -299,3 +299,65 @@ async def test_a_move_github_fails_twice_is_retried_until_it_lands_and_runs_once
         if r.method == "POST" and r.path == f"/repos/{REPO}/issues/1/labels"
     ]
     assert [r.status for r in failed] == [502, 502, 200]
+
+
+# 5. A person's actions from the review surface, as GitHub sees them
+
+
+async def test_review_actions_are_label_moves_comments_and_issues_on_github(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    import httpx
+
+    from symphony.observability.server import create_app
+
+    secret = "review-token-for-github-e2e"
+    github.add(1, labels=["status:todo"])
+    github.add(2, labels=["status:todo"])
+    daemon = start(tmp_path, github)
+    app = create_app(daemon.orchestrator, auth_token=secret)
+    person = {"Authorization": f"Bearer {secret}", "X-Symphony-Actor": "ada"}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://symphony"
+    ) as http:
+        try:
+            await daemon.settle_label(1, "status:plan-review")
+            await daemon.settle_label(2, "status:plan-review")
+            approved = await http.post(f"/api/v1/{REPO}%231/actions/approve", headers=person)
+            assert approved.status_code == 200, approved.text
+            assert approved.json()["target"] == "Ready"
+            await daemon.settle_label(1, "status:human-review")
+            sent_back = await http.post(
+                f"/api/v1/{REPO}%231/actions/request_changes", headers=person,
+                json={"comment": "Name the test after what it checks."},
+            )  # fmt: skip
+            assert sent_back.status_code == 200, sent_back.text
+            await daemon.settle_label(1, "status:human-review")  # reworked and handed back
+            split = await http.post(
+                f"/api/v1/{REPO}%232/actions/split", headers=person,
+                json={"tickets": [{"title": "Guard divide by zero"},
+                                  {"title": "Document the error", "description": "In README"}]},
+            )  # fmt: skip
+            assert split.status_code == 200, split.text
+            await daemon.settle_label(2, "status:cancelled")
+            twice = await http.post(f"/api/v1/{REPO}%232/actions/split", headers=person,
+                                    json={"tickets": [{"title": "Again"}]})  # fmt: skip
+        finally:
+            await daemon.stop()
+    comments = github.comments_of(1)
+    assert any("ada approved at Plan Review; moving the ticket to Ready." in c for c in comments)
+    assert any(
+        "ada requested changes at Human Review" in c and "Name the test after what it checks." in c
+        for c in comments
+    )
+    assert "Name the test after what it checks." in daemon.notes(f"{REPO}#1")
+    made = {n: i for n, i in github.issues.items() if n not in (1, 2)}
+    titles = sorted(i.title for i in made.values())
+    assert titles == ["Document the error", "Guard divide by zero"]
+    guard = next(n for n, i in made.items() if i.title == "Guard divide by zero")
+    document = next(i for i in made.values() if i.title == "Document the error")
+    assert document.blocked_by == [guard]  # the plan's steps, in order
+    assert any("Split into" in c for c in github.comments_of(2))
+    # Cancelled: no longer at its checkpoint (409) or, once a poll has dropped it, unknown (404).
+    assert twice.status_code in (404, 409)  # and no second set of tickets
+    assert len(github.issues) == 4
