@@ -47,6 +47,9 @@ class PersonActions:
         self._perform_effects = perform
         self._changed = changed
         self._refresh = refresh
+        self._acting: set[str] = set()
+        """Tickets with a person's action under way (its tracker read, a split's new tickets):
+        a second action on one of them waits its turn rather than racing it."""
 
     def pause(self, by: str) -> bool:
         """A person paused dispatch (the review surface); False when it already was."""
@@ -159,12 +162,29 @@ class PersonActions:
         row = self.board.row(wanted)
         if row is None:
             return Refusal("not_found", f"the daemon has not seen {wanted!r}")
+        if row.issue_id in self._acting:
+            return Refusal("busy", f"another action on {row.identifier} is under way")
+        self._acting.add(row.issue_id)
+        try:
+            return await self._review_action(row.issue_id, wanted, kind, comment, by, tickets)
+        finally:
+            self._acting.discard(row.issue_id)
+
+    async def _review_action(
+        self,
+        issue_id: str,
+        wanted: str,
+        kind: core.review_actions.ReviewAction,
+        comment: str,
+        by: str,
+        tickets: object,
+    ) -> dict[str, Any] | Refusal:
         settings, tracker = self._current()
         try:
-            fresh = await self._reads.read("action", tracker.fetch_issues_by_ids([row.issue_id]))
+            fresh = await self._reads.read("action", tracker.fetch_issues_by_ids([issue_id]))
         except TrackerError as exc:
             return Refusal("tracker_unreachable", str(exc))
-        issue = next((i for i in fresh if i.id == row.issue_id), None)
+        issue = next((i for i in fresh if i.id == issue_id), None)
         if issue is None:
             return Refusal("not_found", f"{wanted} is gone from the tracker")
         if kind is core.review_actions.ReviewAction.SPLIT:

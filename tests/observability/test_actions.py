@@ -308,3 +308,24 @@ async def test_splitting_a_plan_makes_the_tickets_in_order_and_closes_the_plan(
     assert first in texts[second]  # the second waits for the first
     closing = (board.tickets / "ABC-1.md").read_text()
     assert f"Split into {first}, {second}." in closing and "ada split it at Plan Review" in closing
+
+
+async def test_a_split_sent_twice_at_once_makes_its_tickets_once(
+    reviewing: tuple[Board, Running],
+) -> None:
+    import asyncio
+
+    board, run = reviewing
+    tickets = [{"title": "Parse the input"}, {"title": "Print the report"}]
+    async with client(run) as http:
+        first, second = await asyncio.gather(*(
+            http.post("/api/v1/ABC-1/actions/split", headers=bearer(), json={"tickets": tickets})
+            for _ in range(2)
+        ))  # fmt: skip
+    codes = sorted([first.status_code, second.status_code])
+    assert codes == [200, 409], (first.text, second.text)
+    refused = first if first.status_code == 409 else second
+    assert refused.json()["error"]["code"] == "busy"
+    await run.until(lambda: board.state_of("ABC-1") == "Cancelled", timeout=10)
+    made = [p for p in board.tickets.glob("*.md") if p.stem not in ("ABC-1", "ABC-2")]
+    assert len(made) == 2
