@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from symphony.config.stages import Report
 
 
+OUTPUT_TAIL_CHARS = 2000
+"""How much of each gate's last output the evidence keeps, for a reviewer."""
+
+
 @dataclass(frozen=True, slots=True)
 class WorkspaceFacts:
     """A git workspace as the daemon found it after the stage's last turn."""
@@ -134,7 +138,10 @@ def build_evidence(
             "rounds": len(verification.rounds),
             "fix_turns": verification.fix_turns,
             "results": [
-                {k: v for k, v in result.to_json().items() if k != "output"}
+                {
+                    **{k: v for k, v in result.to_json().items() if k != "output"},
+                    "output_tail": result.output[-OUTPUT_TAIL_CHARS:],
+                }
                 for result in verification.last.results
             ],
         }

@@ -36,10 +36,11 @@ def review_queue(board: Board, settings: Settings, state: SchedulerState) -> lis
         if checkpoint is None:
             continue
         kind, stage = checkpoint
+        record = state.pull_requests.get(row.issue_id)
         rows.append({
             "issue_id": row.issue_id, "issue_identifier": row.identifier, "title": row.title,
             "state": row.state, "checkpoint": kind, "stage": stage, "url": row.url,
-            "pull_request": _pull_url(state, row.issue_id),
+            "pull_request": record.url if record is not None else None,
         })  # fmt: skip
     return sorted(rows, key=lambda r: CHECKPOINT_ORDER.index(r["checkpoint"]))
 
@@ -55,9 +56,17 @@ def _checkpoint(state_name: str, settings: Settings) -> tuple[str, str | None] |
     return ("diff" if found.stage.evidence else "plan"), found.stage.name
 
 
-def _pull_url(state: SchedulerState, issue_id: str) -> str | None:
+def _pull(state: SchedulerState, issue_id: str) -> dict[str, Any] | None:
+    """The followed pull request as a reviewer needs it: where, its checks, its review."""
     record = state.pull_requests.get(issue_id)
-    return record.url if record is not None else None
+    if record is None:
+        return None
+    return {
+        "number": record.number, "url": record.url, "state": record.state.value,
+        "head": record.head_sha, "checks": record.checks or None,
+        "review": record.review.value, "mergeable": record.mergeable,
+        "approved_by": record.approved_by if record.approved_head == record.head_sha else None,
+    }  # fmt: skip
 
 
 async def review_detail(
@@ -78,13 +87,15 @@ async def review_detail(
         return None
     env = dict(os.environ if env is None else env)
     checkpoint = _checkpoint(row.state, settings)
+    pull = _pull(state, row.issue_id)
     detail: dict[str, Any] = {
         "issue_id": row.issue_id, "issue_identifier": row.identifier, "title": row.title,
         "state": row.state, "url": row.url,
         "checkpoint": checkpoint[0] if checkpoint else None,
         "stage": checkpoint[1] if checkpoint else None,
         "description": None, "comments": [], "plan": None, "tracker_error": None,
-        "pull_request": _pull_url(state, row.issue_id),
+        "pull_request": pull["url"] if pull is not None else None,
+        "pull": pull,
     }  # fmt: skip
     try:
         fresh = await tracker.fetch_issues_by_ids([row.issue_id])

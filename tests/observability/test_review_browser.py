@@ -90,6 +90,10 @@ def test_a_person_reviews_plans_with_the_keyboard_alone(tmp_path: Path) -> None:
             diff = python_diff(url)
             assert diff is not None
             select(page, diff)
+            # The evidence says whether it merges, the pull request's checks show beside it.
+            expect(page.locator("#merge-check")).to_contain_text("Merges cleanly onto")
+            expect(page.locator("#pull-checks")).to_contain_text("checks: ")
+            expect(page.locator("#evidence details.tail").first).to_be_attached()
             # The diff is highlighted, and `s` lays it out side by side (and back).
             python = page.locator('#diff details[data-path$=".py"]').first
             expect(python.locator(".tok-kw").first).to_be_visible()
