@@ -11,7 +11,7 @@ are `publishing` and `follow`. This package's namespace is the scheduler's
 API: `from symphony import core`, then `core.select_dispatches(...)`.
 """
 
-from symphony.core import follow, operator, review_actions
+from symphony.core import fleet, follow, operator, review_actions
 from symphony.core.accounting import (
     on_agent_event,
     ticket_totals_of,
@@ -23,6 +23,7 @@ from symphony.core.dispatch import (
     Wait,
     agent_kind_for,
     daily_budget_spent,
+    demand,
     describe_wait,
     dispatch_sort_key,
     explain_dispatch,
@@ -164,6 +165,7 @@ __all__ = [
     "before_first_turn",
     "budget_transition",
     "daily_budget_spent",
+    "demand",
     "describe_wait",
     "detect_stalls",
     "dispatch_sort_key",
@@ -171,6 +173,7 @@ __all__ = [
     "due_transitions",
     "explain_dispatch",
     "failure_reason",
+    "fleet",
     "follow",
     "has_required_fields",
     "has_slot",

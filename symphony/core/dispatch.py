@@ -76,9 +76,16 @@ def _running_in_state(state: SchedulerState, state_key: str) -> int:
     )
 
 
+def capacity(state: SchedulerState, agent: AgentSettings) -> int:
+    """How many agents may run at once: the workflow's cap, or its fleet share when lower."""
+    if state.fleet_slots is None:
+        return agent.max_concurrent_agents
+    return min(agent.max_concurrent_agents, state.fleet_slots)
+
+
 def has_slot(state: SchedulerState, agent: AgentSettings, issue_state: str) -> bool:
     """A global slot and a slot for the issue's state (the per-state limit defaults to global)."""
-    if len(state.running) >= agent.max_concurrent_agents:
+    if len(state.running) >= capacity(state, agent):
         return False
     key = normalize_state(issue_state)
     limit = agent.max_concurrent_agents_by_state.get(key)
@@ -219,7 +226,7 @@ def _plan(
     `hosts_chosen` the host of each proposed dispatch (`now` tells which hosts are down).
     """
     tracker, agent = settings.tracker, settings.agent
-    free = agent.max_concurrent_agents - len(state.running)
+    free = capacity(state, agent) - len(state.running)
     # Per-state counts kept incrementally: one pass over `running` per tick, not per candidate.
     per_state: dict[str, int] = {}
     for entry in state.running.values():
@@ -337,7 +344,7 @@ def select_dispatches(
     effects: list[Effect] = []
     candidates = list(candidates)
     release_changed_holds(state, candidates)
-    if len(state.running) >= settings.agent.max_concurrent_agents:
+    if len(state.running) >= capacity(state, settings.agent):
         return effects  # no slot: skip the sort, the common case of a busy fleet
     overlaps: dict[str, list[Overlap]] = {}
     hosts: dict[str, str] = {}
@@ -362,6 +369,25 @@ def _overlap_warning(issue: Issue, found: Sequence[Overlap]) -> PostComment:
         f"conflict:\n\n{lines}\n\nWith `agent.overlap: serialize` the daemon would hold "
         "this ticket until they are done.",
     )
+
+
+def demand(
+    state: SchedulerState,
+    candidates: Iterable[Issue],
+    settings: Settings,
+    wall: datetime,
+    now: float,
+) -> int:
+    """How many of `candidates` this workflow would start now if the fleet gave it every slot
+    its own cap allows: what it asks of the fleet (`core.fleet.Demand.waiting`)."""
+    share, state.fleet_slots = state.fleet_slots, None
+    try:
+        return sum(
+            1 for _, wait in _plan(state, candidates, settings, wall, {}, now)
+            if wait is None or wait is Wait.NO_SLOT
+        )  # fmt: skip
+    finally:
+        state.fleet_slots = share
 
 
 def explain_dispatch(
@@ -427,6 +453,11 @@ def describe_wait(
             "(agent.max_concurrent_agents_by_state)"
         )
     if wait is Wait.NO_SLOT:
+        if capacity(state, agent) < agent.max_concurrent_agents:
+            return (
+                f"waits for a slot: this workflow's share of the fleet is "
+                f"{capacity(state, agent)} agents now (fleet.max_concurrent_agents, by weight)"
+            )
         return (
             f"waits for a slot: all {agent.max_concurrent_agents} agents busy "
             "(agent.max_concurrent_agents)"

@@ -293,6 +293,9 @@ class SchedulerState:
     running: dict[str, RunningEntry] = field(default_factory=dict)
     claimed: set[str] = field(default_factory=set)
     paused: Pause | None = None
+    fleet_slots: int | None = None
+    """The most agents this workflow's share of its fleet lets it run now (`core.fleet`, set
+    by the daemon before each dispatch); None: no fleet, its own cap alone."""
     """Dispatch paused by a person (`core.operator`); None: dispatching."""
     held: dict[str, tuple[str, datetime | None]] = field(default_factory=dict)
     """Tickets a person stopped (id -> their state and last update then): not dispatched again
