@@ -24,11 +24,16 @@ class SecretMasker:
     def __init__(self) -> None:
         self._secrets: tuple[str, ...] = ()
         self._encoded: tuple[bytes, ...] = ()
+        self._sources: dict[str, frozenset[str]] = {}
 
-    def set(self, values: Iterable[str]) -> None:
+    def set(self, values: Iterable[str], *, source: str = "") -> None:
+        """The secrets `source` knows now (replacing what it knew): each workflow of a fleet
+        sets its own, and every one of them is masked everywhere."""
+        self._sources[source] = frozenset(values)
+        known = set().union(*self._sources.values())
         # Longest first so a secret containing another is masked whole; short values are skipped
         # because masking them would garble ordinary text.
-        self._secrets = tuple(sorted({v for v in values if len(v) >= 6}, key=len, reverse=True))
+        self._secrets = tuple(sorted({v for v in known if len(v) >= 6}, key=len, reverse=True))
         # In a JSON document a secret appears as written or, if it has characters JSON escapes,
         # in its escaped form.
         self._encoded = tuple(

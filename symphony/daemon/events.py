@@ -24,6 +24,14 @@ class Clock(Protocol):
     def wall(self) -> datetime: ...
 
 
+class Seat(Protocol):
+    """A workflow's place in a fleet's shared pool of agent slots."""
+
+    def slots(self, waiting: int) -> int:
+        """How many agents the workflow may run now, having `waiting` more it could start."""
+        ...
+
+
 class SystemClock:
     def monotonic(self) -> float:
         return time.monotonic()

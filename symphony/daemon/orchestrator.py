@@ -44,6 +44,7 @@ from symphony.daemon.events import (
     PullRead,
     QueueEvent,
     RefreshRequested,
+    Seat,
     StopRequested,
     SystemClock,
     TransitionWritten,
@@ -173,6 +174,8 @@ class Orchestrator:
         self._unsaved_deliveries: list[notifications.Delivery] = []
         self._recent_notices: dict[str, notifications.Notice] = {}
         """Health notices of past passes not yet in the store (it was failing)."""
+        self.seat: Seat | None = None
+        """Its place in a fleet's shared pool of slots (`symphony.daemon.fleet`); None alone."""
         self._tasks: asyncio.TaskGroup | None = None
         self._stopping = False
         self._watch = watch
@@ -516,6 +519,7 @@ class Orchestrator:
             return
         self._judge_refresh(fresh, ids)
         candidates = [i for i in fresh if self.settings.tracker.is_active(i.state)]
+        self._take_share(candidates)
         self._perform(
             core.select_dispatches(
                 self.state, candidates, self.settings, self.clock.monotonic(), self.clock.wall()
@@ -561,6 +565,7 @@ class Orchestrator:
         core.observe_review_queue(self.state, issues, settings)
         core.prune_footprints(self.state, issues)
         self._held_for_review = core.held_for_review(self.state, candidates, settings)
+        self._take_share(candidates)
         effects = core.select_dispatches(
             self.state, candidates, settings, self.clock.monotonic(), self.clock.wall()
         )
@@ -574,6 +579,16 @@ class Orchestrator:
         pending = {i: t.plan.target for i, t in self.state.transitions.items()}
         self._notices.person_moves(self.board.update(issues, reasons, settings, pending))
 
+    def _take_share(self, candidates: Sequence[Issue]) -> None:
+        """In a fleet, how many agents this workflow may run now: its share of the pool,
+        given how many of `candidates` it could start (`core.fleet`)."""
+        if self.seat is None:
+            return
+        waiting = core.demand(
+            self.state, candidates, self.settings, self.clock.wall(), self.clock.monotonic()
+        )
+        self.state.fleet_slots = self.seat.slots(waiting)
+
     async def _process_retries(self) -> None:
         if self.health.workflow_error is not None or not self.settings.tracker.active_states:
             return  # dispatch is paused until WORKFLOW.md is valid again; retries wait
@@ -586,6 +601,8 @@ class Orchestrator:
         except TrackerError as exc:
             log.warning("retry refresh failed", reason=str(exc))
             refreshed = None
+        if self.seat is not None:
+            self.state.fleet_slots = self.seat.slots(len(due))
         effects = core.on_retries_refreshed(
             self.state, due, refreshed, self.settings, self.clock.monotonic(), self.clock.wall()
         )
@@ -776,7 +793,7 @@ class Orchestrator:
         """The tracker's secrets and the repository's token are never logged or shown."""
         secrets = [self.environ.get(name, "") for name in self.tracker.secret_env_names()]
         repository = self.settings.repository
-        self.masker.set([
+        self.masker.set(source=str(self.settings.workflow_path), values=[
             *secrets,
             repository.token if repository is not None else "",
             self.settings.server.auth_token or "",
