@@ -40,6 +40,7 @@ from symphony.observability.auth import (
     Refused,
     same_origin,
 )
+from symphony.observability.health import notes, unready
 from symphony.observability.logging import issue_log_path
 from symphony.observability.metrics import render_metrics
 from symphony.tracker.webhooks import MAX_DELIVERY_BYTES, WebhookReceiver
@@ -287,8 +288,8 @@ def create_app(
         return JSONResponse(detail, masker)
 
     async def login_page(request: Request) -> Response:
-        target = request.query_params.get("next", "/")
-        page_bytes = _login_form(guard.enabled, target)
+        target = request.query_params.get("next", _root(request))
+        page_bytes = _login_form(guard.enabled, target, _root(request))
         return Response(page_bytes, media_type="text/html; charset=utf-8")
 
     async def login(request: Request) -> Response:
@@ -306,26 +307,38 @@ def create_app(
             )
         except Refused as error:
             return refused(error)
-        target = fields.get("next", "/")
+        root = _root(request)
+        target = fields.get("next", root)
         if not target.startswith("/") or target.startswith("//"):
-            target = "/"  # never a redirect to another site
+            target = root  # never a redirect to another site
         response = Response(status_code=303, headers={"Location": target})
         secure = request.url.scheme == "https"
+        # Under a fleet's `/w/<name>/` each workflow keeps its own session.
         response.set_cookie(SESSION_COOKIE, session_id, httponly=True, samesite="strict",
-                            secure=secure, path="/")  # fmt: skip
-        response.set_cookie(CSRF_COOKIE, session.csrf, samesite="strict", secure=secure, path="/")
+                            secure=secure, path=root)  # fmt: skip
+        response.set_cookie(CSRF_COOKIE, session.csrf, samesite="strict", secure=secure, path=root)
         return response
 
     async def logout(request: Request) -> Response:
         guard.logout(request.cookies)
-        response = Response(status_code=303, headers={"Location": "/"})
-        response.delete_cookie(SESSION_COOKIE, path="/")
-        response.delete_cookie(CSRF_COOKIE, path="/")
+        root = _root(request)
+        response = Response(status_code=303, headers={"Location": root})
+        response.delete_cookie(SESSION_COOKIE, path=root)
+        response.delete_cookie(CSRF_COOKIE, path=root)
         return response
 
     async def metrics(request: Request) -> Response:
         text = masker.mask(render_metrics(orchestrator.snapshot()))
         return PlainTextResponse(text, headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+    async def livez(request: Request) -> Response:
+        return JSONResponse({"live": True}, masker)
+
+    async def readyz(request: Request) -> Response:
+        snapshot = orchestrator.snapshot()
+        reasons = unready(snapshot)
+        body = {"ready": not reasons, "reasons": reasons, "notes": notes(snapshot)}
+        return JSONResponse(body, masker, status_code=200 if not reasons else 503)
 
     async def events(request: Request) -> Response:
         return StreamingResponse(
@@ -356,6 +369,8 @@ def create_app(
             Route("/api/v1/{issue_identifier:path}/review", review_detail, methods=["GET"]),
             Route("/api/v1/{issue_identifier:path}", issue, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
+            Route("/livez", livez, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
         ],
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )
@@ -385,11 +400,16 @@ def _base_url(request: Request) -> str:
     return f"{request.url.scheme}://{request.url.netloc}"
 
 
-def _login_form(enabled: bool, target: str = "/") -> bytes:
+def _root(request: Request) -> str:
+    """Where this app is mounted (`/w/<name>/` in a fleet), ending in a slash."""
+    return str(request.scope.get("root_path") or "").rstrip("/") + "/"
+
+
+def _login_form(enabled: bool, target: str = "/", root: str = "/") -> bytes:
     """The page a browser logs in on; the token is posted, never put in a URL. `target` is
-    where it goes after (a path here; anything else is `/`)."""
+    where it goes after (a path here; anything else is the app's root)."""
     if not target.startswith("/") or target.startswith("//"):
-        target = "/"
+        target = root
     if not enabled:
         note = (
             "<p>Actions are off: set <code>server.auth_token</code> in WORKFLOW.md (for "
@@ -397,7 +417,7 @@ def _login_form(enabled: bool, target: str = "/") -> bytes:
         )
     else:
         note = (
-            '<form method="post" action="/login">'
+            f'<form method="post" action="{root}login">'
             f'<input type="hidden" name="next" value="{html.escape(target, quote=True)}">'
             '<label>Your name <input name="name" '
             'autocomplete="username" required></label> <label>Token <input name="token" '

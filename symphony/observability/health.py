@@ -1,0 +1,35 @@
+"""What a supervisor asks (systemd's watchdog, Kubernetes' probes): is the loop turning
+(`/livez`), and can the daemon do its work (`/readyz`)?
+
+Live is answered by the event loop itself: a handler that runs proves it turns. Ready needs a
+first poll done, the store saving and the tracker answering at its last read; a WORKFLOW.md
+rejected on reload is reported but leaves the daemon ready, since it runs on its last good
+settings and a restart would not help.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def unready(snapshot: Mapping[str, Any]) -> list[str]:
+    """Why a workflow's daemon is not ready, in words; empty when it is."""
+    health = snapshot.get("health") or {}
+    reasons = []
+    if health.get("last_tick_at") is None:
+        reasons.append("its first poll has not finished")
+    if health.get("store_error"):
+        reasons.append(f"its state cannot be saved: {health['store_error']}")
+    if health.get("tracker_error"):
+        reasons.append(f"its tracker did not answer at the last read: {health['tracker_error']}")
+    return reasons
+
+
+def notes(snapshot: Mapping[str, Any]) -> list[str]:
+    """What is wrong without making it unready."""
+    health = snapshot.get("health") or {}
+    found = []
+    if health.get("workflow_error"):
+        found.append("WORKFLOW.md was rejected; running on the last good settings")
+    return found
