@@ -70,6 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _open(_open_parser().parse_intermixed_args(args[1:]))
         if args and args[0] == "memory":
             return _memory(_memory_parser().parse_intermixed_args(args[1:]))
+        if args and args[0] == "serve":
+            from symphony.cli.serve import serve, serve_parser
+
+            return serve(serve_parser(_port).parse_intermixed_args(args[1:]))
         return _run(_run_parser().parse_intermixed_args(args))
     except SymphonyError as exc:
         print(f"symphony: {exc}", file=sys.stderr)
@@ -101,7 +105,7 @@ def _run_parser() -> argparse.ArgumentParser:
         prog="symphony",
         description=(
             "Run coding agents on tracker tickets. Subcommands: check, render, init, report, "
-            "open, memory."
+            "open, memory, serve (several workflows in one daemon)."
         ),
     )
     parser.add_argument("--version", action="version", version=f"symphony {version()}")

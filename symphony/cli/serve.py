@@ -1,0 +1,103 @@
+"""`symphony serve`: several workflows in one daemon (`symphony.daemon.fleet`).
+
+    symphony serve a/WORKFLOW.md b/WORKFLOW.md [--port N]
+    symphony serve workflows/            # every */WORKFLOW.md inside
+    symphony serve fleet.yaml            # names, weights and the fleet's limits
+
+Each workflow runs as `symphony WORKFLOW.md` would, with its own store, lock and reloads; they
+share `max_concurrent_agents` slots by weight, and one HTTP server shows them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+import uvloop
+
+from symphony.base.secrets import SecretMasker
+from symphony.daemon.events import SystemClock
+from symphony.daemon.fleet import FleetPlan, FleetRunner, plan_fleet
+from symphony.observability.logging import configure_logging
+
+EXIT_OK = 0
+
+
+def serve_parser(port: Callable[[str], int]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symphony serve",
+        description=(
+            "Run several workflows in one daemon, sharing one pool of agent slots by weight, "
+            "with one HTTP server for all of them."
+        ),
+    )
+    parser.add_argument(
+        "paths", nargs="+", type=Path,
+        help="WORKFLOW.md files, folders of them, or one fleet.yaml",
+    )  # fmt: skip
+    parser.add_argument("--port", type=port, default=None,
+                        help="serve the fleet's HTTP surface here (0 = any free port)")  # fmt: skip
+    parser.add_argument("--log-format", choices=("console", "json"), default="console")
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
+    )
+    return parser
+
+
+def serve(args: argparse.Namespace) -> int:
+    masker = SecretMasker()
+    configure_logging(fmt=args.log_format, level=args.log_level, logs_root=None, stream=None,
+                      masker=masker)  # fmt: skip
+    plan = plan_fleet(args.paths)
+    port = args.port if args.port is not None else plan.port
+    return uvloop.run(_serve(plan, masker, port))
+
+
+async def _serve(plan: FleetPlan, masker: SecretMasker, port: int | None) -> int:
+    log = structlog.get_logger("symphony")
+    runner = FleetRunner(plan, masker, SystemClock())
+    loop = asyncio.get_running_loop()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            log.info("stopping: every workflow's agents are being stopped")
+            runner.stop()
+        else:
+            log.warning("still stopping: waiting for agents to exit")
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(signum, on_signal)
+    log.info("fleet started", workflows=[m.name for m in plan.members],
+             max_concurrent_agents=plan.max_concurrent_agents)  # fmt: skip
+    http = app = None
+    if port is not None:
+        from symphony.hosts.serve import serve_embedded
+        from symphony.observability.fleet import FleetApp, Seen
+
+        def seen() -> list[Seen]:
+            return [
+                Seen(s.member.name, s.member.weight, s.orchestrator, s.error,
+                     s.orchestrator.settings.server.auth_token if s.orchestrator else None)
+                for s in runner.statuses
+            ]  # fmt: skip
+
+        app = FleetApp(seen, runner.fleet.to_json, masker)
+        server, task, url = await serve_embedded(app, plan.host, port, name="http-server")
+        http = (server, task)
+        log.info("http server listening", url=url)
+    try:
+        await runner.run()
+    finally:
+        if http is not None and app is not None:
+            app.close()
+            http[0].should_exit = True
+            await http[1]
+    log.info("stopped")
+    return EXIT_OK

@@ -1,0 +1,377 @@
+"""Several workflows in one daemon: each keeps its own orchestrator (tracker, stage machine,
+store, workspaces, reloads), and all of them share one pool of agent slots.
+
+`FleetPlan` is what the command line names: the workflows (from paths, folders or a
+`fleet.yaml`), each with a unique name and a weight, and the fleet's own limits. `Fleet` runs
+them: a workflow that cannot be loaded at start is reported and looked at again when its file
+changes, without holding up the others; each loaded one runs until the fleet stops. The pool:
+before each dispatch an orchestrator asks its `Seat` how many agents it may run; the seat
+reports that workflow's demand and the fleet answers from `core.fleet` with what every member
+runs and wants now, and holds new work fleet-wide once `daily_budget_usd` is spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+import yaml
+
+from symphony.base.errors import SymphonyError
+from symphony.base.secrets import SecretMasker
+from symphony.config.fields import INVALID_CONFIG, ConfigError
+from symphony.config.load import load_settings
+from symphony.config.prompt import check_prompts
+from symphony.config.sections import Settings
+from symphony.core.costs import day_key
+from symphony.core.fleet import Demand, FleetShares, may_start
+from symphony.daemon.events import Clock
+from symphony.daemon.orchestrator import Orchestrator
+from symphony.store import Store
+from symphony.store.lock import DaemonLock
+
+log = structlog.get_logger("symphony.fleet")
+
+DEFAULT_FLEET_AGENTS = 10
+RETRY_LOAD_S = 2.0
+"""How often a workflow that could not be loaded is looked at again (its file's change)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    name: str
+    workflow: Path
+    weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FleetPlan:
+    members: tuple[Member, ...]
+    max_concurrent_agents: int = DEFAULT_FLEET_AGENTS
+    daily_budget_usd: float | None = None
+    port: int | None = None
+    host: str = "127.0.0.1"
+
+
+def plan_fleet(paths: Sequence[Path]) -> FleetPlan:
+    """The fleet the command line names: WORKFLOW.md files, folders holding one (or holding
+    folders that do), or one `fleet.yaml`. Raises ConfigError with what to change."""
+    if len(paths) == 1 and paths[0].suffix in (".yaml", ".yml") and paths[0].is_file():
+        return _fleet_file(paths[0])
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = path / "WORKFLOW.md"
+            nested = sorted(path.glob("*/WORKFLOW.md"))
+            if inside.is_file():
+                found.append(inside)
+            elif nested:
+                found.extend(nested)
+            else:
+                raise ConfigError(
+                    INVALID_CONFIG, f"{path} holds no WORKFLOW.md, nor folders that do"
+                )
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise ConfigError(INVALID_CONFIG, f"{path} does not exist")
+    return FleetPlan(_named([Member(_name_of(p), p.resolve()) for p in found]))
+
+
+def _name_of(workflow: Path) -> str:
+    """A workflow's name: its folder's, made safe for a URL path segment."""
+    folder = workflow.resolve().parent.name or "workflow"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", folder).strip("-") or "workflow"
+
+
+def _named(members: Sequence[Member]) -> tuple[Member, ...]:
+    seen: dict[str, Path] = {}
+    for member in members:
+        if member.name in seen:
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"two workflows are named {member.name} ({seen[member.name]} and "
+                f"{member.workflow}): name them in a fleet.yaml",
+            )
+        seen[member.name] = member.workflow
+    return tuple(members)
+
+
+def _fleet_file(path: Path) -> FleetPlan:
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(INVALID_CONFIG, f"{path} cannot be read: {exc}") from None
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("workflows"), list):
+        raise ConfigError(INVALID_CONFIG, f"{path} needs `workflows:`, a list of paths or maps")
+    unknown = sorted(set(raw) - {"workflows", "max_concurrent_agents", "daily_budget_usd",
+                                 "server"})  # fmt: skip
+    if unknown:
+        raise ConfigError(INVALID_CONFIG, f"{path}: {', '.join(unknown)} is not a fleet setting")
+    members = []
+    for index, item in enumerate(raw["workflows"]):
+        where = f"{path.name}: workflows[{index}]"
+        if isinstance(item, str):
+            item = {"path": item}
+        if not isinstance(item, Mapping) or not isinstance(item.get("path"), str):
+            raise ConfigError(
+                INVALID_CONFIG, f"{where} needs `path:` (a WORKFLOW.md or its folder)"
+            )
+        target = (path.parent / item["path"]).resolve()
+        if target.is_dir():
+            target = target / "WORKFLOW.md"
+        weight = item.get("weight", 1)
+        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+            raise ConfigError(INVALID_CONFIG, f"{where}.weight must be a whole number >= 1")
+        name = item.get("name", _name_of(target))
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+            raise ConfigError(INVALID_CONFIG, f"{where}.name must be letters, digits, . _ or -")
+        members.append(Member(name, target, weight))
+    agents = raw.get("max_concurrent_agents", DEFAULT_FLEET_AGENTS)
+    if isinstance(agents, bool) or not isinstance(agents, int) or agents < 1:
+        raise ConfigError(INVALID_CONFIG, f"{path.name}: max_concurrent_agents must be >= 1")
+    budget = raw.get("daily_budget_usd")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float)
+                               or budget <= 0):  # fmt: skip
+        raise ConfigError(INVALID_CONFIG, f"{path.name}: daily_budget_usd must be above 0")
+    server = raw.get("server") or {}
+    if not isinstance(server, Mapping):
+        raise ConfigError(INVALID_CONFIG, f"{path.name}: server must be a map (port, host)")
+    port = server.get("port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int)
+                             or not 0 <= port <= 65535):  # fmt: skip
+        raise ConfigError(INVALID_CONFIG, f"{path.name}: server.port must be 0-65535")
+    return FleetPlan(
+        _named(members), agents, float(budget) if budget is not None else None, port,
+        str(server.get("host", "127.0.0.1")),
+    )  # fmt: skip
+
+
+@dataclass(slots=True)
+class Seat:
+    """One workflow's place in the fleet's pool, handed to its orchestrator."""
+
+    fleet: Fleet
+    name: str
+
+    def slots(self, waiting: int) -> int:
+        """How many agents this workflow may run now, having `waiting` more it could start."""
+        return self.fleet.slots_for(self.name, waiting)
+
+
+@dataclass(slots=True)
+class _Live:
+    running: Callable[[], int]
+    cap: Callable[[], int]
+    spent_today: Callable[[str], float]
+
+
+@dataclass(slots=True)
+class Fleet:
+    plan: FleetPlan
+    clock: Clock
+    shares: FleetShares = field(default_factory=FleetShares)
+    waiting: dict[str, int] = field(default_factory=dict)
+    live: dict[str, _Live] = field(default_factory=dict)
+    last_shares: dict[str, int] = field(default_factory=dict)
+
+    def seat(
+        self,
+        name: str,
+        *,
+        running: Callable[[], int],
+        cap: Callable[[], int],
+        spent_today: Callable[[str], float],
+    ) -> Seat:
+        self.live[name] = _Live(running, cap, spent_today)
+        return Seat(self, name)
+
+    def leave(self, name: str) -> None:
+        self.live.pop(name, None)
+        self.waiting.pop(name, None)
+
+    def weight(self, name: str) -> int:
+        return next((m.weight for m in self.plan.members if m.name == name), 1)
+
+    def budget_spent(self) -> bool:
+        limit = self.plan.daily_budget_usd
+        if limit is None:
+            return False
+        today = day_key(self.clock.wall())
+        return sum(live.spent_today(today) for live in self.live.values()) >= limit
+
+    def slots_for(self, name: str, waiting: int) -> int:
+        self.waiting[name] = waiting
+        running = {n: live.running() for n, live in self.live.items()}
+        if self.budget_spent():
+            return running.get(name, 0)  # the fleet's day is spent: nothing new starts
+        # A workflow that has not said what it wants yet (it has not polled) is counted as
+        # wanting its whole cap, so the first to poll cannot take the others' shares.
+        demands = {
+            n: Demand(self.weight(n), running[n], self.waiting.get(n, live.cap()), live.cap())
+            for n, live in self.live.items()
+        }
+        self.last_shares = self.shares.allocate(
+            self.plan.max_concurrent_agents, demands, self.clock.monotonic()
+        )
+        free = self.plan.max_concurrent_agents - sum(running.values())
+        mine = running.get(name, 0)
+        return mine + may_start(self.last_shares.get(name, 0), mine, free)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "max_concurrent_agents": self.plan.max_concurrent_agents,
+            "daily_budget_usd": self.plan.daily_budget_usd,
+            "budget_spent": self.budget_spent(),
+            "running": sum(live.running() for live in self.live.values()),
+            "shares": dict(self.last_shares),
+        }
+
+
+async def wait_for_change(path: Path, seen: float | None) -> None:
+    """Until `path`'s modification time differs from `seen` (polled: the file may be on a
+    volume without inotify)."""
+    while True:
+        with contextlib.suppress(OSError):
+            if path.stat().st_mtime != seen:
+                return
+        await asyncio.sleep(RETRY_LOAD_S)
+
+
+@dataclass(slots=True)
+class MemberStatus:
+    """What the fleet's surfaces show of one workflow."""
+
+    member: Member
+    orchestrator: Orchestrator | None = None
+    error: str | None = None
+    """Why it is not running (its WORKFLOW.md rejected at start, its store locked)."""
+
+
+async def run_member(
+    status: MemberStatus,
+    fleet: Fleet,
+    masker: SecretMasker,
+    *,
+    started: Callable[[MemberStatus], None],
+    stopping: asyncio.Event,
+    environ: Mapping[str, str] | None = None,
+) -> None:
+    """Load one workflow and run it until the fleet stops; one that cannot be loaded is said
+    and looked at again whenever its file changes, never stopping the others."""
+    member = status.member
+    bound = log.bind(workflow=member.name)
+    while not stopping.is_set():
+        try:
+            seen = member.workflow.stat().st_mtime
+        except OSError:
+            seen = None
+        try:
+            settings = load_settings(member.workflow, environ)
+            check_prompts(settings)
+        except SymphonyError as exc:
+            if status.error != str(exc):
+                bound.error(
+                    "workflow not loaded; fix the file and it is picked up", reason=str(exc)
+                )
+            status.error = str(exc)
+            changed = asyncio.ensure_future(wait_for_change(member.workflow, seen))
+            stop = asyncio.ensure_future(stopping.wait())
+            await asyncio.wait({changed, stop}, return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+            stop.cancel()
+            continue
+        await _serve_member(status, settings, fleet, masker, started, stopping, bound, environ)
+        return
+
+
+async def _serve_member(
+    status: MemberStatus,
+    settings: Settings,
+    fleet: Fleet,
+    masker: SecretMasker,
+    started: Callable[[MemberStatus], None],
+    stopping: asyncio.Event,
+    bound: Any,
+    environ: Mapping[str, str] | None,
+) -> None:
+    member = status.member
+    assert settings.state is not None
+    lock = DaemonLock(Path(f"{settings.state.path}.lock"))
+    try:
+        lock.acquire(str(settings.workflow_path))
+        store, damage = Store.open(settings.state.path)
+    except SymphonyError as exc:
+        lock.release()
+        status.error = str(exc)
+        bound.error("workflow not started", reason=str(exc))
+        return
+    if damage is not None:
+        bound.error(damage)
+    try:
+        orchestrator = Orchestrator(settings, store=store, masker=masker, environ=environ)
+        orchestrator.seat = fleet.seat(
+            member.name,
+            running=lambda: len(orchestrator.state.running),
+            cap=lambda: orchestrator.settings.agent.max_concurrent_agents,
+            spent_today=lambda day: _spent(orchestrator, day),
+        )
+        status.orchestrator, status.error = orchestrator, None
+        started(status)
+        run = asyncio.ensure_future(orchestrator.run())
+        stop = asyncio.ensure_future(stopping.wait())
+        await asyncio.wait({run, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not run.done():
+            orchestrator.stop()
+        stop.cancel()
+        await run
+    finally:
+        fleet.leave(member.name)
+        store.close()
+        lock.release()
+
+
+def _spent(orchestrator: Orchestrator, day: str) -> float:
+    today = orchestrator.state.daily_costs.get(day)
+    return today.usd if today is not None else 0.0
+
+
+class FleetRunner:
+    """Every workflow of a plan run side by side in this event loop, sharing one `Fleet`."""
+
+    def __init__(
+        self,
+        plan: FleetPlan,
+        masker: SecretMasker,
+        clock: Clock,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.fleet = Fleet(plan, clock)
+        self.environ = environ
+        self.statuses = [MemberStatus(member) for member in plan.members]
+        self.masker = masker
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        """Stop every workflow gracefully (safe from signal handlers)."""
+        self._stopping.set()
+        for status in self.statuses:
+            if status.orchestrator is not None:
+                status.orchestrator.stop()
+
+    async def run(self) -> None:
+        def started(status: MemberStatus) -> None:
+            log.info("workflow started", workflow=status.member.name,
+                     path=str(status.member.workflow))  # fmt: skip
+
+        await asyncio.gather(*(
+            run_member(status, self.fleet, self.masker, started=started,
+                       stopping=self._stopping, environ=self.environ)
+            for status in self.statuses
+        ))  # fmt: skip

@@ -1,0 +1,156 @@
+"""Several workflows in one daemon (`symphony.daemon.fleet`): real orchestrators on local
+boards sharing one pool of slots by weight, one invalid workflow beside them, and the fleet's
+HTTP surface read through its ASGI app."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from symphony.base.secrets import SecretMasker
+from symphony.config.fields import ConfigError
+from symphony.daemon.events import SystemClock
+from symphony.daemon.fleet import FleetRunner, plan_fleet
+from symphony.observability.fleet import FleetApp, Seen, labelled, merge_metrics
+from tests.harness import Board
+
+
+def board(root: Path, name: str, tickets: int) -> Board:
+    folder = root / name
+    folder.mkdir()
+    made = Board(folder)
+    for n in range(1, tickets + 1):
+        made.ticket(f"{name.upper()}-{n}")
+    made.write_workflow(polling_ms=200, agent={"max_concurrent_agents": 4})
+    return made
+
+
+def env(root: Path) -> dict[str, str]:
+    return {**os.environ, "HOME": str(root), "FAKE_AGENT_SCENARIO": "slow",
+            "FAKE_AGENT_DURATION_MS": "60000"}  # fmt: skip
+
+
+def app_of(runner: FleetRunner) -> FleetApp:
+    def seen() -> list[Seen]:
+        return [Seen(s.member.name, s.member.weight, s.orchestrator, s.error)
+                for s in runner.statuses]  # fmt: skip
+
+    return FleetApp(seen, runner.fleet.to_json, runner.masker)
+
+
+@contextlib.asynccontextmanager
+async def running(runner: FleetRunner) -> AsyncIterator[httpx.AsyncClient]:
+    task = asyncio.create_task(runner.run())
+    app = app_of(runner)
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://fleet"
+        ) as client:
+            yield client
+    finally:
+        runner.stop()
+        await asyncio.wait_for(task, 60)
+        app.close()
+
+
+async def until(check: Callable[[], bool], seconds: float = 30) -> None:
+    async def wait() -> None:
+        while not check():
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(wait(), seconds)
+
+
+def running_in(runner: FleetRunner, name: str) -> int:
+    status = next(s for s in runner.statuses if s.member.name == name)
+    return len(status.orchestrator.state.running) if status.orchestrator is not None else 0
+
+
+async def test_two_workflows_share_the_pool_by_weight_beside_an_invalid_one(tmp_path: Path) -> None:
+    board(tmp_path, "alpha", 4)
+    board(tmp_path, "beta", 4)
+    broken = tmp_path / "gamma"
+    broken.mkdir()
+    (broken / "WORKFLOW.md").write_text("---\ntracker: [\n---\nDo it.\n")
+    fleet_file = tmp_path / "fleet.yaml"
+    fleet_file.write_text(yaml.safe_dump({
+        "max_concurrent_agents": 3,
+        "workflows": [{"path": "alpha"}, {"path": "beta", "weight": 2}, {"path": "gamma"}],
+    }))  # fmt: skip
+    plan = plan_fleet([fleet_file])
+    assert [(m.name, m.weight) for m in plan.members] == [("alpha", 1), ("beta", 2), ("gamma", 1)]
+    runner = FleetRunner(plan, SecretMasker(), SystemClock(), env(tmp_path))
+    async with running(runner) as http:
+        await until(lambda: running_in(runner, "alpha") + running_in(runner, "beta") == 3)
+        await asyncio.sleep(0.6)  # a few more polls: nobody starts beyond its share
+        shares = (running_in(runner, "alpha"), running_in(runner, "beta"))
+        overview = (await http.get("/api/v1/fleet")).json()
+        ready = await http.get("/readyz")
+        page = await http.get("/w/alpha/")
+        state = await http.get("/w/beta/api/v1/state")
+        redirect = await http.get("/w/alpha", follow_redirects=False)
+        gone = await http.get("/w/gamma/api/v1/state")
+        metrics = (await http.get("/metrics")).text
+        live = await http.get("/livez")
+    assert shares == (1, 2)
+    rows = {row["name"]: row for row in overview["workflows"]}
+    assert rows["gamma"]["status"] == "not loaded"
+    assert "tracker" in rows["gamma"]["error"] or "YAML" in rows["gamma"]["error"]
+    assert rows["alpha"]["status"] == "running" and rows["beta"]["running"] == 2
+    assert overview["fleet"]["max_concurrent_agents"] == 3 and overview["fleet"]["running"] == 3
+    assert ready.status_code == 503 and any(r.startswith("gamma: not loaded") for r in
+                                            ready.json()["reasons"])  # fmt: skip
+    assert live.status_code == 200
+    assert page.status_code == 200 and "<title>symphony" in page.text
+    assert state.status_code == 200 and state.json()["counts"]["running"] == 2
+    assert redirect.status_code == 308 and redirect.headers["location"] == "/w/alpha/"
+    assert gone.status_code == 503 and "gamma is not running" in gone.text
+    assert 'symphony_running{workflow="beta"} 2' in metrics
+    assert metrics.count("# TYPE symphony_running gauge") == 1
+
+
+async def test_an_invalid_workflow_starts_once_its_file_is_fixed(tmp_path: Path) -> None:
+    good = board(tmp_path, "alpha", 1)
+    text = good.workflow.read_text()
+    good.workflow.write_text("---\ntracker: [\n---\n")
+    runner = FleetRunner(plan_fleet([tmp_path]), SecretMasker(), SystemClock(), env(tmp_path))
+    async with running(runner):
+        await until(lambda: runner.statuses[0].error is not None)
+        good.workflow.write_text(text)
+        await until(lambda: running_in(runner, "alpha") == 1, 20)
+    assert runner.statuses[0].error is None
+
+
+def test_names_come_from_folders_and_must_be_unique(tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "WORKFLOW.md").write_text("---\ntracker: {kind: local}\n---\n")
+    plan = plan_fleet([tmp_path])
+    assert [m.name for m in plan.members] == ["one", "two"]
+    twin = tmp_path / "else" / "one"
+    twin.mkdir(parents=True)
+    (twin / "WORKFLOW.md").write_text("---\n---\n")
+    with pytest.raises(ConfigError) as clash:
+        plan_fleet([tmp_path / "one" / "WORKFLOW.md", twin / "WORKFLOW.md"])
+    assert "two workflows are named one" in clash.value.message
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError) as empty:
+        plan_fleet([tmp_path / "empty"])
+    assert "holds no WORKFLOW.md" in empty.value.message
+
+
+def test_metrics_of_several_workflows_carry_their_names() -> None:
+    text = '# HELP m A thing.\n# TYPE m gauge\nm 1\nm{kind="x"} 2\n'
+    merged = merge_metrics([labelled(text, "a"), labelled(text, "b")])
+    assert merged.splitlines() == [
+        "# HELP m A thing.", "# TYPE m gauge",
+        'm{workflow="a"} 1', 'm{workflow="a",kind="x"} 2',
+        'm{workflow="b"} 1', 'm{workflow="b",kind="x"} 2',
+    ]  # fmt: skip
