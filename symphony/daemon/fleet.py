@@ -267,6 +267,8 @@ async def run_member(
     and looked at again whenever its file changes, never stopping the others."""
     member = status.member
     bound = log.bind(workflow=member.name)
+    # Everything this workflow logs, from this task and every task it starts, says its name.
+    structlog.contextvars.bind_contextvars(workflow=member.name)
     while not stopping.is_set():
         try:
             seen = member.workflow.stat().st_mtime
