@@ -52,7 +52,7 @@ def test_a_built_wheel_gives_a_working_symphony_outside_the_repository(tmp_path:
     dist = tmp_path / "dist"
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
     subprocess.run([*build, "-w", str(dist), str(ROOT)], check=True, capture_output=True)
-    [wheel] = dist.glob("symphony-*.whl")
+    [wheel] = dist.glob("symphony_daemon-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     tops = {
@@ -124,3 +124,29 @@ def test_a_built_wheel_gives_a_working_symphony_outside_the_repository(tmp_path:
         check=True,
     ).stdout.split()
     assert all(path.startswith(str(venv)) for path in where), where
+
+
+@pytest.mark.slow
+def test_pipx_installs_the_wheel_under_its_own_name(tmp_path: Path) -> None:
+    """README's way to install: `pipx install symphony-daemon` (here the wheel just built);
+    the command is `symphony`, in a venv of its own."""
+    dist = tmp_path / "dist"
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+    subprocess.run([*build, "-w", str(dist), str(ROOT)], check=True, capture_output=True)
+    [wheel] = dist.glob("symphony_daemon-*.whl")
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
+        "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin"),
+        "PIPX_MAN_DIR": str(tmp_path / "man"), "HOME": str(tmp_path),
+    }  # fmt: skip
+    pipx = Path(sys.executable).parent / "pipx"
+    installed = subprocess.run(
+        [str(pipx), "install", str(wheel)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    listed = subprocess.run([str(pipx), "list", "--short"], env=env, capture_output=True,
+                            text=True, check=True)  # fmt: skip
+    assert listed.stdout.startswith("symphony-daemon ")
+    version = subprocess.run([str(tmp_path / "bin" / "symphony"), "--version"], env=env,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert version.returncode == 0 and version.stdout.startswith("symphony 0."), version.stderr

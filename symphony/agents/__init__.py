@@ -46,8 +46,10 @@ def client_version() -> str:
     """Symphony's version, as it introduces itself to an agent."""
     from importlib import metadata
 
+    from symphony import DISTRIBUTION
+
     try:
-        return metadata.version("symphony")
+        return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return "0.0.0"
 

@@ -26,6 +26,7 @@ from typing import Any
 import structlog
 import uvloop
 
+from symphony import DISTRIBUTION
 from symphony.base.errors import SymphonyError
 from symphony.base.hosts import is_loopback
 from symphony.base.issue import Issue
@@ -287,7 +288,7 @@ def _memory(args: argparse.Namespace) -> int:
 
 def version() -> str:
     try:
-        return metadata.version("symphony")
+        return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return "unknown"
 
