@@ -30,6 +30,7 @@ Posture:
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +69,7 @@ _log = structlog.get_logger(__name__)
 
 PROTOCOL_VERSION = 1
 APPROVALS = ("allow", "deny")
-KEYS = ("command", "approve", "turn_timeout_ms", "read_timeout_ms", "stall_timeout_ms")
+KEYS = ("command", "approve", "turn_timeout_ms", "read_timeout_ms", "stall_timeout_ms", "model")
 ENV_NAMES = (
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
@@ -94,6 +95,9 @@ class AcpSettings:
     turn_timeout_ms: int = 3_600_000
     read_timeout_ms: int = 30_000
     stall_timeout_ms: int = 300_000
+    model: str | None = None
+    """The model to ask the agent for (`session/set_model`) and to price its tokens by; None:
+    the agent's own choice, resolved from what it advertises (`concrete_model`)."""
 
 
 def parse_settings(raw: Mapping[str, Any]) -> AcpSettings:
@@ -104,6 +108,9 @@ def parse_settings(raw: Mapping[str, Any]) -> AcpSettings:
     approve = raw.get("approve", defaults.approve)
     if approve not in APPROVALS:
         raise ConfigError(INVALID_CONFIG, f"acp.approve must be one of {', '.join(APPROVALS)}")
+    model = raw.get("model")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise ConfigError(INVALID_CONFIG, "acp.model must name a model, like claude-sonnet-4-5")
 
     return AcpSettings(
         command=command.strip(),
@@ -111,7 +118,34 @@ def parse_settings(raw: Mapping[str, Any]) -> AcpSettings:
         turn_timeout_ms=integer(raw, "acp.turn_timeout_ms", defaults.turn_timeout_ms, 1),
         read_timeout_ms=integer(raw, "acp.read_timeout_ms", defaults.read_timeout_ms, 1),
         stall_timeout_ms=integer(raw, "acp.stall_timeout_ms", defaults.stall_timeout_ms, None),
+        model=model.strip() if isinstance(model, str) else None,
     )
+
+
+_FAMILY = re.compile(r"\b(opus|sonnet|haiku)\s+(\d+(?:\.\d+)?)", re.IGNORECASE)
+
+
+def concrete_model(models: object) -> str | None:
+    """The model a session really uses, from the `models` an agent advertises when a session
+    opens. An id that names no version (the Claude Code adapter's `default`, `opus`) is an
+    alias: its entry's words say what it stands for ("Use the default model (currently
+    Sonnet 4.5)"), which becomes the API's name (`claude-sonnet-4-5`), so its tokens are
+    priced. None when the agent names no model."""
+    current = dig(models, "currentModelId")
+    if not isinstance(current, str) or not current:
+        return None
+    if any(ch.isdigit() for ch in current):
+        return current
+    listed = dig(models, "availableModels")
+    entry = next(
+        (m for m in listed if isinstance(m, dict) and m.get("modelId") == current), None
+    ) if isinstance(listed, list) else None  # fmt: skip
+    words = " ".join(str(entry.get(k) or "") for k in ("name", "description")) if entry else ""
+    match = _FAMILY.search(words) or _FAMILY.search(current)
+    if match is None:
+        return current
+    family, version = match.group(1).lower(), match.group(2).replace(".", "-")
+    return f"claude-{family}-{version}"
 
 
 @dataclass(slots=True)
@@ -199,6 +233,7 @@ class AcpSession:
             else:
                 self._session_id = load
                 self.resumed = self.resumed or load == self._launch.resume_thread_id
+                await self._choose_model(rpc, opened)
                 self._note_model(opened)
                 return
         opened = await rpc.request("session/new", params, timeout_s=timeout_s)
@@ -206,6 +241,7 @@ class AcpSession:
         if not isinstance(session_id, str) or not session_id:
             raise AgentError(RESPONSE_ERROR, "session/new returned no sessionId")
         self._session_id = session_id
+        await self._choose_model(rpc, opened)
         self._note_model(opened)
 
     async def _spawn(self) -> JsonRpcPeer:
@@ -262,9 +298,26 @@ class AcpSession:
             }
         ]
 
+    async def _choose_model(self, rpc: JsonRpcPeer, opened: Any) -> None:
+        """With `acp.model`, ask the agent for it; the session's model is what it then uses."""
+        wanted = self._settings.model
+        if wanted is None or self._session_id is None:
+            self._model = concrete_model(dig(opened, "models"))
+            return
+        try:
+            await rpc.request(
+                "session/set_model", {"sessionId": self._session_id, "modelId": wanted},
+                timeout_s=self._settings.read_timeout_ms / 1000,
+            )  # fmt: skip
+        except AgentError as exc:
+            self._logger.warning("agent_model_refused", model=wanted, reason=str(exc))
+            self._model = concrete_model(dig(opened, "models"))
+            return
+        advertised = dig(opened, "models")
+        listed = advertised if isinstance(advertised, dict) else {}
+        self._model = concrete_model({**listed, "currentModelId": wanted}) or wanted
+
     def _note_model(self, opened: Any) -> None:
-        model = dig(opened, "models", "currentModelId")
-        self._model = model if isinstance(model, str) and model else None
         if not self._started_event:
             self._started_event = True
             self._emit(

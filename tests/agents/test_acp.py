@@ -121,3 +121,60 @@ async def test_an_error_reply_fails_the_turn(harness: Harness) -> None:
     finally:
         await session.stop()
     assert failed.value.category == "turn_failed" and "boom" in failed.value.message
+
+
+# What the Claude Code adapter advertises: an alias as the current model, its words saying
+# which model it stands for.
+ADAPTER_MODELS = {
+    "currentModelId": "default",
+    "availableModels": [
+        {"modelId": "default", "name": "Default (recommended)",
+         "description": "Use the default model (currently Sonnet 4.5) · $3/$15 per Mtok"},
+        {"modelId": "opus", "name": "Opus", "description": "Opus 4.1 for complex work"},
+        {"modelId": "haiku", "name": "Haiku", "description": "Haiku 4.5 for quick answers"},
+    ],
+}  # fmt: skip
+
+
+def test_an_alias_is_resolved_to_the_model_it_stands_for() -> None:
+    from symphony.agents.acp import concrete_model
+
+    assert concrete_model(ADAPTER_MODELS) == "claude-sonnet-4-5"
+    assert concrete_model({**ADAPTER_MODELS, "currentModelId": "opus"}) == "claude-opus-4-1"
+    assert concrete_model({"currentModelId": "gemini-2.5-pro"}) == "gemini-2.5-pro"
+    assert concrete_model({"currentModelId": "mystery"}) == "mystery"  # honest: unknown price
+    assert concrete_model({}) is None and concrete_model(None) is None
+
+
+async def test_the_session_reports_the_resolved_model_and_asks_for_a_configured_one(
+    harness: Harness, tmp_path: Path
+) -> None:
+    models = json.dumps(ADAPTER_MODELS)
+    session = harness.session(FAKE_ACP_MODELS=models)
+    await session.start()
+    await session.stop()
+    (started,) = [e for e in harness.events if e.kind == "session_started"]
+    assert started.model == "claude-sonnet-4-5"
+    assert not [m for m in harness.received() if m.get("method") == "session/set_model"]
+
+    harness.events.clear()
+    launch = AgentLaunch(
+        workspace=harness.workspace,
+        settings=parse_settings(
+            {"command": f"{sys.executable} {FAKE}", "model": "haiku", "read_timeout_ms": 5000}
+        ),
+        env={
+            "PATH": os.environ["PATH"],
+            "FAKE_ACP_RECORD": str(harness.record),
+            "FAKE_ACP_MODELS": models,
+        },
+        on_event=harness.events.append,
+        kind="acp",
+    )
+    chosen = AcpSession(launch, stop_grace_s=0.5)
+    await chosen.start()
+    await chosen.stop()
+    (asked,) = [m for m in harness.received() if m.get("method") == "session/set_model"]
+    assert asked["params"] == {"sessionId": "sess-1", "modelId": "haiku"}
+    (started,) = [e for e in harness.events if e.kind == "session_started"]
+    assert started.model == "claude-haiku-4-5"  # the alias, as the agent describes it

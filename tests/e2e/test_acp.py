@@ -83,6 +83,9 @@ async def test_plan_on_an_acp_agent_and_implement_on_codex_move_the_ticket_throu
             await run.settle("ABC-1", lambda: state_of(tmp_path, "ABC-1") == "Plan Review")
             assert "— symphony · plan" in (tmp_path / "board" / "ABC-1.md").read_text()
             assert anthropic.requests and not model.requests
+            # The adapter's session says `default`; the run is priced by what it stands for.
+            (totals,) = run.orchestrator.state.ticket_totals.values()
+            assert totals.unpriced_tokens == 0 and totals.cost_by_stage["plan"] > 0
             path = tmp_path / "board" / "ABC-1.md"
             path.write_text(path.read_text().replace("state: Plan Review", "state: Ready", 1))
             run.orchestrator.request_refresh()

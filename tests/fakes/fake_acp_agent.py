@@ -8,6 +8,8 @@ Run as `python3 fake_acp_agent.py`. The environment picks the behaviour:
   (ask `fs/read_text_file` and say whether it was refused), `say:<text>`, `hang` (never answer
   until `session/cancel`, then answer `cancelled`), `error` (answer a JSON-RPC error);
   default `say:done`;
+- `FAKE_ACP_MODELS`: the `models` a session opens with (JSON, as the Claude Code adapter sends
+  them); with it `session/set_model` is answered, without it refused as unknown;
 - `FAKE_ACP_IGNORE_TERM=1`: ignore SIGTERM (and stdin closing, as real adapters do).
 
 Every message it receives, and every answer it gets to its own requests, is appended to
@@ -143,15 +145,12 @@ def main() -> None:
             )
         elif method in ("session/new", "session/load"):
             session = params.get("sessionId") or "sess-1"
-            send(
-                {
-                    "id": message["id"],
-                    "result": {
-                        "sessionId": session,
-                        "models": {"currentModelId": "fake-acp-model"},
-                    },
-                }
-            )
+            models = json.loads(os.environ.get("FAKE_ACP_MODELS") or "null") or {
+                "currentModelId": "fake-acp-model"
+            }
+            send({"id": message["id"], "result": {"sessionId": session, "models": models}})
+        elif method == "session/set_model" and os.environ.get("FAKE_ACP_MODELS"):
+            send({"id": message["id"], "result": {}})
         elif method == "session/prompt":
             threading.Thread(target=prompt, args=(message["id"], params), daemon=True).start()
         elif method == "session/cancel":
