@@ -33,11 +33,17 @@ async def watch_tracker(tracker: Watchable, changed: Callable[[], None]) -> None
         tracker.watching(False)
 
 
+CONFIGMAP_SWAP = "..data"
+"""What a Kubernetes ConfigMap volume replaces to update its files (a symlink to a new
+timestamped folder): the file itself sees no event of its own."""
+
+
 async def watch_workflow(path: Path, changed: Callable[[], None]) -> None:
-    """Call `changed` whenever the file at `path` is written, created or removed."""
+    """Call `changed` whenever the file at `path` is written, created or removed, or the
+    ConfigMap volume it is in swaps its contents."""
     try:
         async for changes in awatch(path.parent, debounce=200, recursive=False):
-            if any(Path(name).name == path.name for _, name in changes):
+            if any(Path(name).name in (path.name, CONFIGMAP_SWAP) for _, name in changes):
                 changed()
     except Exception as exc:  # the per-tick check still catches every change
         log.warning("workflow watcher stopped; changes seen at the next tick", reason=str(exc))
