@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -34,9 +35,11 @@ from symphony.base.secrets import SecretMasker
 from symphony.cli import check
 from symphony.cli.init import TRACKERS, init_workflow
 from symphony.cli.report import parse_window, report_text
+from symphony.config.fields import INVALID_CONFIG, ConfigError
 from symphony.config.load import load_settings
 from symphony.config.prompt import check_prompts, render_prompt
 from symphony.config.sections import Settings
+from symphony.daemon.fleet import Member, plan_fleet
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.daemon.runner import stage_context
 from symphony.hosts import process
@@ -127,6 +130,12 @@ def _run_parser() -> argparse.ArgumentParser:
         default=None,
         help="serve the HTTP API on this port (0 = any free port; overrides server.port)",
     )
+    parser.add_argument(
+        "--host",
+        default=None,
+        help="bind the HTTP API to this address (overrides server.host; beyond loopback it "
+        "needs server.auth_token), e.g. 0.0.0.0 in a container",
+    )
     return parser
 
 
@@ -142,7 +151,9 @@ def _port(value: str) -> int:
 
 def _check_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="symphony check", description="Validate a workflow and show the next poll."
+        prog="symphony check",
+        description="Validate a workflow and show the next poll; given a fleet.yaml or a "
+        "folder of workflows, each of them.",
     )
     _workflow_arg(parser)
     return parser
@@ -188,7 +199,8 @@ def _init(args: argparse.Namespace) -> int:
 def _report_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="symphony report",
-        description="Print the workflow's outcome figures (hand-offs, rework, gates).",
+        description="Print the workflow's outcome figures (hand-offs, rework, gates); given a "
+        "fleet.yaml or a folder of workflows, each one's.",
     )
     _workflow_arg(parser)
     parser.add_argument("--since", default="7d", help="how far back: 90m, 24h, 7d (default) or 2w")
@@ -196,8 +208,15 @@ def _report_parser() -> argparse.ArgumentParser:
 
 
 def _report(args: argparse.Namespace) -> int:
-    window = parse_window(args.since)
-    settings = load_settings(args.workflow)
+    members = _fleet_of(args.workflow)
+    if members is not None:
+        return _each(members, lambda path: _report_one(path, args.since))
+    return _report_one(_single(args.workflow), args.since)
+
+
+def _report_one(workflow: Path, since: str) -> int:
+    window = parse_window(since)
+    settings = load_settings(workflow)
     assert settings.state is not None
     store = Store.read_only(settings.state.path)
     try:
@@ -206,7 +225,7 @@ def _report(args: argparse.Namespace) -> int:
                 store,
                 workflow=str(settings.workflow_path),
                 window=window,
-                label=args.since.strip(),
+                label=since.strip(),
                 now=datetime.now(UTC),
             )
         )
@@ -302,6 +321,20 @@ def _load(path: Path, masker: SecretMasker) -> tuple[Settings, Tracker]:
     return settings, tracker
 
 
+def _bound_to(settings: Settings, host: str) -> Settings:
+    """`--host`: the server binds there, under the rule WORKFLOW.md's `server.host` follows."""
+    host = host.strip()
+    if not host:
+        raise ConfigError(INVALID_CONFIG, "--host must be a host name or address")
+    if not is_loopback(host) and settings.server.auth_token is None:
+        raise ConfigError(
+            INVALID_CONFIG,
+            f"--host {host} is reachable from other machines, so a person's actions there need "
+            "a token: set server.auth_token (for example $SYMPHONY_TOKEN)",
+        )
+    return dataclasses.replace(settings, server=dataclasses.replace(settings.server, host=host))
+
+
 def _run(args: argparse.Namespace) -> int:
     # The live table is for a person at a terminal: off when stderr is piped or logged to JSON.
     console = None
@@ -319,6 +352,8 @@ def _run(args: argparse.Namespace) -> int:
         masker=masker,
     )
     settings, tracker = _load(args.workflow, masker)
+    if args.host is not None:
+        settings = _bound_to(settings, args.host)
     if files is not None:
         files.keep(settings.logs.max_file_mb * 1024 * 1024, settings.logs.keep_days)
     assert settings.state is not None
@@ -457,9 +492,41 @@ class StopSignals:
             self._exit_now(EXIT_FAILED)
 
 
+def _fleet_of(path: Path) -> list[Member] | None:
+    """The workflows `path` names when it is a fleet (a fleet.yaml, or a folder of folders
+    with a WORKFLOW.md each); None for one workflow."""
+    if path.is_dir() and (path / "WORKFLOW.md").is_file():
+        return None
+    if path.is_dir() or path.suffix in (".yaml", ".yml"):
+        return list(plan_fleet([path]).members)
+    return None
+
+
+def _each(members: list[Member], one: Callable[[Path], int]) -> int:
+    """`one` for every workflow of a fleet, each under its name; failed if any failed."""
+    failed = False
+    for member in members:
+        print(f"== {member.name} ({member.workflow}) ==")
+        try:
+            failed = one(member.workflow) != EXIT_OK or failed
+        except SymphonyError as exc:
+            print(f"symphony: {exc}")
+            failed = True
+        print()
+    return EXIT_FAILED if failed else EXIT_OK
+
+
 def _check(args: argparse.Namespace) -> int:
-    settings, tracker = _load(args.workflow, SecretMasker())
-    return uvloop.run(check.report(settings, tracker))
+    def one(path: Path) -> int:
+        settings, tracker = _load(path, SecretMasker())
+        return uvloop.run(check.report(settings, tracker))
+
+    members = _fleet_of(args.workflow)
+    return one(_single(args.workflow)) if members is None else _each(members, one)
+
+
+def _single(path: Path) -> Path:
+    return path / "WORKFLOW.md" if path.is_dir() else path
 
 
 def _render(args: argparse.Namespace) -> int:

@@ -483,3 +483,35 @@ def test_check_names_each_notification_channel_without_its_secrets(board: Board)
     assert "notify        email: email smtp.example.com:587 to team@example.com" in result.stdout
     assert "notify links  none: set notify.review_url" in result.stdout
     assert "s3cr3t" not in result.stdout + result.stderr
+
+
+def test_host_beyond_loopback_needs_a_token(board: Board) -> None:
+    board.ticket("ABC-1", state="Done")
+    board.write_workflow()
+    refused = run_cli(str(board.workflow), "--no-tui", "--host", "0.0.0.0", "--port", "0",
+                      cwd=board.root)  # fmt: skip
+    assert refused.returncode == 1
+    assert "--host 0.0.0.0 is reachable from other machines" in refused.stderr
+    assert "server.auth_token" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_check_and_report_go_over_every_workflow_of_a_fleet(tmp_path: Path) -> None:
+    for name in ("alpha", "beta"):
+        (tmp_path / name).mkdir()
+        made = Board(tmp_path / name)
+        made.ticket(f"{name[0].upper()}-1")
+        made.write_workflow()
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "WORKFLOW.md").write_text("---\ntracker: [\n---\n")
+    checked = run_cli("check", str(tmp_path), cwd=tmp_path)
+    assert checked.returncode == 1  # the broken one fails the fleet's check
+    out = checked.stdout
+    assert "== alpha (" in out and "== beta (" in out and "== broken (" in out
+    assert "A-1" in out and "B-1" in out
+    assert "Traceback" not in checked.stderr
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("workflows: [alpha, beta]\n")
+    assert run_cli("check", str(fleet), cwd=tmp_path).returncode == 0
+    reported = run_cli("report", str(fleet), cwd=tmp_path)
+    assert reported.returncode == 0, reported.stderr
+    assert reported.stdout.count("== ") == 2
