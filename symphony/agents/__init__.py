@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from symphony import DISTRIBUTION
 from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent
 from symphony.base.tools import ToolResult, ToolSpec
@@ -45,8 +46,6 @@ def truncate(text: str, limit: int = 200) -> str:
 def client_version() -> str:
     """Symphony's version, as it introduces itself to an agent."""
     from importlib import metadata
-
-    from symphony import DISTRIBUTION
 
     try:
         return metadata.version(DISTRIBUTION)
