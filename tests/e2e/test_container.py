@@ -7,9 +7,11 @@ mmdebstrap is missing (under SYMPHONY_REQUIRE_IMAGE=1, as in CI, that fails inst
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import socket
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -34,18 +36,50 @@ def need(tool: str) -> None:
 
 
 def podman(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout)
+    """podman as this machine needs it: runc where installed (crun refuses some cgroup
+    layouts), cgroupfs without systemd, as the sandbox does."""
+    global_flags = ["--runtime", "runc"] if shutil.which("runc") else []
+    if not Path("/run/systemd/system").is_dir():
+        global_flags += ["--cgroup-manager", "cgroupfs"]
+    return subprocess.run(["podman", *global_flags, *args], capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+def limits() -> list[str]:
+    """Open files and processes within this process's hard limits, and processes at most
+    32,768 (what the runtime raises without CAP_SYS_RESOURCE): podman's defaults ask for
+    more, which a container here may not raise."""
+    flags = []
+    for name, which in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):
+        _, hard = resource.getrlimit(which)
+        value = 32768 if hard == resource.RLIM_INFINITY else min(hard, 32768)
+        flags += ["--ulimit", f"{name}={value}:{value}"]
+    return flags
 
 
 @pytest.fixture(scope="module")
-def image() -> str:
+def image(tmp_path_factory: pytest.TempPathFactory) -> str:
     need("podman")
     need("mmdebstrap")
     base = subprocess.run([str(REPO / "scripts" / "build-base-image"), BASE],
                           capture_output=True, text=True, timeout=1200)  # fmt: skip
     assert base.returncode == 0, base.stdout + base.stderr
+    # Offline: the image installs symphony and its dependencies from wheels made here.
+    context = tmp_path_factory.mktemp("context")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, context / name)
+    for name in ("symphony", "adapters", "examples"):
+        shutil.copytree(REPO / name, context / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "node_modules"))  # fmt: skip
+    wheels = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "-w",
+         str(context / "wheels"), str(context)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert wheels.returncode == 0, wheels.stderr
     built = podman("build", "--quiet", "-f", str(REPO / "examples" / "deploy" / "Containerfile"),
-                   "--build-arg", f"BASE={BASE}", "-t", IMAGE, str(REPO))  # fmt: skip
+                   "--build-arg", f"BASE={BASE}", "--build-arg", "WHEELS=wheels",
+                   "-t", IMAGE, str(context))  # fmt: skip
     assert built.returncode == 0, built.stdout + built.stderr
     return IMAGE
 
@@ -69,7 +103,7 @@ def test_the_quickstart_runs_in_the_image_and_its_api_answers_outside(
     assert owned.returncode == 0, owned.stderr
     port, name = free_port(), f"symphony-test-{uuid.uuid4().hex[:8]}"
     started = podman(
-        "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080",
+        "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080", *limits(),
         "-v", f"{root}:/work", "-e", f"SYMPHONY_TOKEN={TOKEN}", "-e", "SYMPHONY_SANDBOX=none",
         image, "/work/WORKFLOW.md", "--no-tui", "--log-format", "json", "--port", "8080",
         "--host", "0.0.0.0",
