@@ -384,7 +384,23 @@ class AppServerSession:
     # -- stdout --------------------------------------------------------------------------------
 
     def _on_line(self, line: bytes | bytearray) -> None:
+        if self._coalesced_delta(line):
+            return
         self._rpc.handle_line(line)
+
+    def _coalesced_delta(self, line: bytes | bytearray) -> bool:
+        """A streaming delta inside the coalescing interval, known without decoding it: most
+        of a streaming agent's lines are these, and nothing of them is used but the sign of
+        life the read already noted. The method is read from the raw line; anything else is
+        decoded as usual."""
+        start = line.find(b'"method":')
+        if start < 0:
+            return False
+        start = line.find(b'"', start + 9) + 1  # the value's opening quote, after any space
+        end = line.find(b'"', start) if start > 0 else -1
+        if end < 0 or not line.endswith(b"}") or line[end - 5 : end] not in (b"delta", b"Delta"):
+            return False
+        return self._process.last_output - self._last_delta_event < DELTA_INTERVAL_S
 
     def _skip_long_line(self) -> None:
         self._emit(

@@ -38,7 +38,10 @@ _READ_CHUNK = 256 * 1024
 EXIT_GRACE_S = 5.0
 """How long an agent whose stdout closed is given to exit and finish its stderr."""
 _SMALL_READ = 4096
-_BATCH_PAUSE_S = 0.01
+_BATCH_PAUSE_S = 0.05
+"""After a short read, how long the pipe may gather more before the next: a streaming agent's
+lines arrive by the dozen per read rather than one by one, at most this much later (a turn's
+end, a request for approval). Each read wakes the whole event loop."""
 
 _STDERR_TAIL_LINES = 20
 _STDERR_LINES_IN_ERRORS = 5

@@ -816,3 +816,23 @@ async def test_a_burst_of_streaming_deltas_reaches_the_sink_coalesced(harness: H
     # Everything else still arrives: the turn's outcome, its usage and its last message.
     assert harness.of_kind("turn_completed")[0].message == "streamed"
     assert harness.of_kind("token_usage")
+
+
+def test_a_delta_inside_the_interval_is_known_from_its_raw_line() -> None:
+    """The coalescing fast path: only a delta's method, in compact or spaced JSON, is read
+    without decoding; anything else is decoded."""
+    from types import SimpleNamespace
+
+    from symphony.agents.codex import AppServerSession
+
+    session = AppServerSession.__new__(AppServerSession)
+    session._process = SimpleNamespace(last_output=10.0)  # type: ignore[assignment]
+    session._last_delta_event = 9.9  # a delta event went out 100 ms ago
+    skip = session._coalesced_delta
+    assert skip(b'{"method":"item/agentMessage/delta","params":{"delta":"x"}}')
+    assert skip(b'{"method": "item/commandExecution/outputDelta", "params": {}}')
+    assert not skip(b'{"method":"turn/completed","params":{"turn":{"id":"t"}}}')
+    assert not skip(b'{"id":3,"result":{}}')
+    assert not skip(b'{"method":"item/agentMessage/delta","params":{"delta":"cut')  # malformed
+    session._last_delta_event = 9.0  # the interval passed: this one is decoded and passed on
+    assert not skip(b'{"method":"item/agentMessage/delta","params":{"delta":"x"}}')
