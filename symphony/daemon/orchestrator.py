@@ -584,10 +584,14 @@ class Orchestrator:
         given how many of `candidates` it could start (`core.fleet`)."""
         if self.seat is None:
             return
-        waiting = core.demand(
-            self.state, candidates, self.settings, self.clock.wall(), self.clock.monotonic()
-        )
-        self.state.fleet_slots = self.seat.slots(waiting)
+        state, settings = self.state, self.settings
+        if state.paused is not None or len(state.running) >= settings.agent.max_concurrent_agents:
+            waiting = 0  # it starts nothing now whatever the fleet says: no need to count
+        else:
+            waiting = core.demand(
+                state, candidates, settings, self.clock.wall(), self.clock.monotonic()
+            )
+        state.fleet_slots = self.seat.slots(waiting)
 
     async def _process_retries(self) -> None:
         if self.health.workflow_error is not None or not self.settings.tracker.active_states:
