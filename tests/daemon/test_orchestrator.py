@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -308,6 +309,15 @@ async def test_an_invalid_workflow_pauses_dispatch_and_a_valid_one_resumes_it(
         await run.stop()
 
 
+async def readyz(run: Running) -> httpx.Response:
+    """The supervisor's question, asked of the daemon's HTTP app."""
+    from symphony.observability.server import create_app
+
+    app = create_app(run.orchestrator)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://d") as c:
+        return await c.get("/readyz")
+
+
 class FailingTracker(MemoryTracker):
     """A tracker whose reads fail while `down` is set."""
 
@@ -333,10 +343,16 @@ async def test_a_failing_tracker_shows_in_the_health_and_dispatch_resumes_when_i
         await wake_after(run, clock, 30)
         assert run.orchestrator.health.tracker_error == "tracker_status: the tracker answered 502"
         assert not run.orchestrator.state.running
+        unready = await readyz(run)
+        assert unready.status_code == 503
+        assert unready.json()["reasons"] == [
+            "its tracker did not answer at the last read: tracker_status: the tracker answered 502"
+        ]
         tracker.down = False
         await wake_after(run, clock, 30)
         await run.until(lambda: "id-A-1" in run.orchestrator.state.running)
         assert run.orchestrator.health.tracker_error is None
+        assert (await readyz(run)).status_code == 200
         events = [row["event"] for row in run.orchestrator.activity.newest()]
         assert events.count("tracker_failed") == 1 and events.count("tracker_recovered") == 1
     finally:
