@@ -33,8 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+import structlog
+
 from symphony.hosts import AgentLaunchSpec, process
 from symphony.hosts.shell import Outcome, ScriptResult, read_tail
+
+log = structlog.get_logger("symphony.hosts")
 
 if TYPE_CHECKING:
     from symphony.config.sections import HostSpec, SshSettings
@@ -104,7 +108,8 @@ fi
 echo not-ours
 """
 # $1 process group, $2 grace in tenths of a second, $3 the run's mark: a process that left
-# the group (a daemonizing tool) still carries the mark in its environment.
+# the group (a daemonizing tool) still carries the mark in its environment. `kill -SIG -PGID`
+# is the form every /bin/sh takes: dash refuses `kill -SIG -- -PGID` ("Illegal number: -").
 _END_GROUP = r"""
 marked() {
   [ -n "$3" ] || return 0
@@ -115,14 +120,14 @@ marked() {
       && printf '%s ' "$pid"
   done
 }
-kill -TERM -- "-$1" 2>/dev/null
+if kill -TERM -"$1" 2>/dev/null; then echo group-signalled; else echo group-gone; fi
 found=$(marked "$@"); [ -n "$found" ] && kill -TERM $found 2>/dev/null
 i=0
 while [ "$i" -lt "$2" ]; do
-  kill -0 -- "-$1" 2>/dev/null || [ -n "$(marked "$@")" ] || exit 0
+  kill -0 -"$1" 2>/dev/null || [ -n "$(marked "$@")" ] || exit 0
   sleep 0.1; i=$((i + 1))
 done
-kill -KILL -- "-$1" 2>/dev/null
+kill -KILL -"$1" 2>/dev/null && echo group-killed
 found=$(marked "$@"); [ -n "$found" ] && kill -KILL $found 2>/dev/null
 exit 0
 """
@@ -340,7 +345,12 @@ class SshHost:
         """SIGTERM the group on the host, and the processes carrying the run's `mark`;
         SIGKILL what is left after `grace_s`. Best effort."""
         tenths = str(max(int(grace_s * 10), 1))
-        await self.command(_END_GROUP, str(pgid), tenths, mark or "", timeout_s=grace_s + 15)
+        result = await self.command(
+            _END_GROUP, str(pgid), tenths, mark or "", timeout_s=grace_s + 15
+        )
+        if "group-signalled" not in result.out and "group-gone" not in result.out:
+            log.warning("the process group on the host could not be signalled", host=self.name,
+                        pgid=pgid, reason=(result.err or result.out).strip()[:300])  # fmt: skip
 
     async def command(
         self, script: str, *args: str, timeout_s: float = COMMAND_TIMEOUT_S

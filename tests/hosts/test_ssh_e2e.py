@@ -390,3 +390,32 @@ def _running(marker: str) -> bool:
             except OSError:
                 pass
     return False
+
+
+async def test_the_group_kill_works_where_the_hosts_sh_is_dash(fresh: SshLab) -> None:
+    """Only the group kill can end these: nothing of them carries the run's mark. Debian's
+    /bin/sh (dash, as on this machine's hosts) refuses `kill -TERM -- -PGID`."""
+    from symphony.config.sections import HostSpec, SshSettings
+    from symphony.hosts.ssh import SshHost
+
+    assert Path("/bin/sh").resolve().name == "dash"
+    server = fresh.servers["w1"]
+    host = SshHost(HostSpec("w1", workspace_root=str(server.workspace_root)),
+                   SshSettings(config_file=fresh.ssh_config), dict(os.environ),
+                   str(server.workspace_root))  # fmt: skip
+    started = await host.command(
+        "setsid sh -c 'trap \"\" TERM; sleep 300 & sleep 300 & wait' </dev/null >/dev/null 2>&1 &"
+        " echo $!"
+    )
+    pgid = int(started.out.strip())
+
+    def group_alive() -> bool:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    assert wait_until(group_alive, 5)
+    await host.end_group(pgid, 1.0, None)
+    assert wait_until(lambda: not group_alive(), 10), f"group {pgid} survived"
