@@ -676,12 +676,12 @@ def _ssh(raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]) -> 
     config_file = raw.get("config_file")
     if config_file is not None and (not isinstance(config_file, str) or not config_file.strip()):
         raise ConfigError(INVALID_CONFIG, "worker.ssh.config_file must be a path")
-    checking = raw.get("strict_host_key_checking", "yes")
+    checking = raw.get("strict_host_key_checking")
     if checking is True:
         checking = "yes"
     elif checking is False:
         checking = "no"
-    if checking not in ("yes", "accept-new", "no"):
+    if checking is not None and checking not in ("yes", "accept-new", "no"):
         raise ConfigError(
             INVALID_CONFIG, "worker.ssh.strict_host_key_checking must be yes, accept-new or no"
         )
@@ -700,7 +700,7 @@ def _ssh(raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]) -> 
             else None
         ),
         connect_timeout_s=integer(raw, "worker.ssh.connect_timeout_s", 10, 1),
-        strict_host_key_checking=str(checking),
+        strict_host_key_checking=str(checking) if checking is not None else None,
         pass_env=names,
         max_failures=integer(raw, "worker.ssh.max_failures", 3, 1),
         cooloff_s=integer(raw, "worker.ssh.cooloff_s", 60, 1),

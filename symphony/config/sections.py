@@ -195,8 +195,10 @@ class HostSpec:
 class SshSettings:
     config_file: Path | None = None
     connect_timeout_s: int = 10
-    strict_host_key_checking: str = "yes"
-    """`yes`, `accept-new` or `no`, passed to ssh as StrictHostKeyChecking."""
+    strict_host_key_checking: str | None = None
+    """`yes`, `accept-new` or `no`, passed to ssh as StrictHostKeyChecking; None: ssh's own
+    configuration decides (the user's `~/.ssh/config` or `config_file`; under BatchMode an
+    unknown host is refused)."""
     pass_env: tuple[str, ...] = ()
     """The daemon's variables (names, or prefixes ending in `*`) a remote agent gets; nothing
     else of the daemon's environment crosses."""

@@ -234,9 +234,12 @@ class SshHost:
             "-o", f"ConnectTimeout={self._ssh.connect_timeout_s}",
             "-o", "ServerAliveInterval=15",
             "-o", "ServerAliveCountMax=3",
-            "-o", f"StrictHostKeyChecking={self._ssh.strict_host_key_checking}",
             "-o", "LogLevel=ERROR",
         ]  # fmt: skip
+        # Forced only when the workflow says so: otherwise the user's ssh configuration (its
+        # accept-new for build hosts, say) applies.
+        if self._ssh.strict_host_key_checking is not None:
+            options += ["-o", f"StrictHostKeyChecking={self._ssh.strict_host_key_checking}"]
         if self._ssh.config_file is not None:
             options += ["-F", str(self._ssh.config_file)]
         remote = " ".join(

@@ -139,3 +139,11 @@ def test_check_lists_the_hosts_and_does_not_look_for_the_agent_here(tmp_path: Pa
     assert "ssh hosts     build-1 (4 at once), build-2 (2 at once)" in result.stdout
     warnings = [line for line in result.stdout.splitlines() if line.startswith("warning:")]
     assert not [w for w in warnings if "codex-only-on-the-hosts" in w]  # it runs there
+
+
+def test_host_key_checking_is_forced_only_when_the_workflow_sets_it() -> None:
+    spec = HostSpec("build-1", workspace_root="/srv/ws")
+    mine = SshHost(spec, SshSettings(), {}, "/tmp/ignored").argv("true")
+    assert not any(word.startswith("StrictHostKeyChecking") for word in mine)
+    forced = SshHost(spec, SshSettings(strict_host_key_checking="accept-new"), {}, "/x")
+    assert "StrictHostKeyChecking=accept-new" in forced.argv("true")

@@ -419,3 +419,30 @@ async def test_the_group_kill_works_where_the_hosts_sh_is_dash(fresh: SshLab) ->
     assert wait_until(group_alive, 5)
     await host.end_group(pgid, 1.0, None)
     assert wait_until(lambda: not group_alive(), 10), f"group {pgid} survived"
+
+
+async def test_the_users_ssh_settings_decide_about_an_unknown_host_key(
+    fresh: SshLab, tmp_path: Path
+) -> None:
+    """With `worker.ssh.strict_host_key_checking` unset, an ssh config's `accept-new` and an
+    empty known_hosts let runs start (and learn the key); without it ssh refuses, in its words."""
+    from symphony.config.sections import HostSpec, SshSettings
+    from symphony.hosts.ssh import SshHost
+
+    server = fresh.servers["w1"]
+    lines = fresh.ssh_config.read_text().replace(str(fresh.base / "known_hosts"),
+                                                 str(tmp_path / "known_hosts"))  # fmt: skip
+
+    def host(config: str) -> SshHost:
+        path = tmp_path / "ssh_config"
+        path.write_text(config)
+        return SshHost(HostSpec("w1", workspace_root=str(server.workspace_root)),
+                       SshSettings(config_file=path), dict(os.environ), "/x")  # fmt: skip
+
+    (tmp_path / "known_hosts").write_text("")
+    refused = await host(lines).command("echo reached")
+    assert refused.returncode != 0 and "Host key verification failed" in refused.err
+    accept_new = lines.replace("Host w1\n", "Host w1\n  StrictHostKeyChecking accept-new\n")
+    accepting = await host(accept_new).command("echo reached")
+    assert accepting.returncode == 0 and accepting.out.strip() == "reached", accepting.err
+    assert (tmp_path / "known_hosts").read_text().strip()  # the key was learned
