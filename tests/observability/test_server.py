@@ -100,7 +100,7 @@ async def test_dashboard_page_is_served_at_the_root(hanging: Running) -> None:
     assert response.headers["content-type"] == "text/html; charset=utf-8"
     # The page draws from the API rather than carrying state of its own.
     assert 'new EventSource("api/v1/events")' in response.text
-    assert "fetch(`/api/v1/${encodeURIComponent(identifier)}`)" in response.text
+    assert "fetch(`api/v1/${encodeURIComponent(identifier)}`)" in response.text
     assert wrong_method.status_code == 405
     assert wrong_method.json()["error"]["code"] == "method_not_allowed"
 
