@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from symphony.config.notify import NoticeEvent, NotifySettings
+from symphony.config.stages import StageMachine
 from symphony.core.outcomes import ESCALATED, HANDOFF, MERGED, OutcomeRecord
 
 ESCALATING_OUTCOMES = frozenset(
@@ -71,19 +72,24 @@ class Delivery:
     error: str | None = None
 
 
-def from_outcomes(records: Iterable[OutcomeRecord]) -> list[Notice]:
-    """The notices a pass's outcome records carry: hand-offs, escalations, merges."""
+def from_outcomes(
+    records: Iterable[OutcomeRecord], machine: StageMachine | None = None
+) -> list[Notice]:
+    """The notices a pass's outcome records carry: hand-offs, escalations, merges. A hand-off
+    is of a plan or of changes as the review queue tells them apart: a stage with evidence
+    hands over changes."""
     notices = []
     for record in records:
         data, who = record.data, record.identifier
         revision = record.at.isoformat()
         state = str(data.get("state") or "") or None
         if record.kind == HANDOFF:
-            what = "plan" if "plan" in str(data.get("stage", "")).lower() else "work"
+            stage = machine.stage_named(str(data.get("stage"))) if machine is not None else None
+            what = "its changes wait" if stage is None or stage.evidence else "its plan waits"
             notices.append(
                 Notice(
                     f"review_waiting:{record.issue_id}:{revision}", NoticeEvent.REVIEW_WAITING,
-                    record.at, f"{who}: its {what} waits for your review in {state}",
+                    record.at, f"{who}: {what} for your review in {state}",
                     "sent back after changes were asked for" if data.get("rework") else "",
                     who, state,
                 )

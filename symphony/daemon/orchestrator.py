@@ -635,7 +635,7 @@ class Orchestrator:
         """Write this pass's changes to the store, with the notices they carry; a failing disk
         is reported, never fatal (the pass's records and notices wait for the next save)."""
         self._unsaved, self._saved_at = False, self.clock.monotonic()
-        notices = notifications.from_outcomes(self.state.new_outcomes)
+        notices = notifications.from_outcomes(self.state.new_outcomes, self.settings.machine)
         self._recent(notices)
         deliveries = [
             *notifications.route(notices, self.settings.notify),

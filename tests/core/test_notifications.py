@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from symphony.config.notify import Channel, ChannelKind, NoticeEvent, NotifySettings
+from symphony.config.stages import StageMachine
 from symphony.core import notifications
 from symphony.core.notifications import Delivery, Notice, Unhealthy
 from symphony.core.outcomes import CLOSED, ESCALATED, HANDOFF, MERGED, OutcomeRecord
+from tests.factories import make_stage
 
 AT = datetime(2026, 12, 4, 10, 7, 30, tzinfo=UTC)
 
@@ -31,11 +33,16 @@ def test_hand_offs_escalations_and_merges_become_notices_and_nothing_else_does()
         OutcomeRecord(AT, MERGED, "id-5", "ABC-5", {"number": 12}),
         OutcomeRecord(AT, CLOSED, "id-6", "ABC-6", {}),
     ]  # fmt: skip
-    plan, diff, escalated, merged = notifications.from_outcomes(records)
+    machine = StageMachine(
+        (make_stage("plan", ("Todo",), on_success="Plan Review"),
+         make_stage("implement", ("Ready",), evidence=True)),
+        "Needs Attention",
+    )  # fmt: skip
+    plan, diff, escalated, merged = notifications.from_outcomes(records, machine)
     assert plan.event is NoticeEvent.REVIEW_WAITING
     assert plan.title == "ABC-1: its plan waits for your review in Plan Review"
     assert plan.key == f"review_waiting:id-1:{AT.isoformat()}"
-    assert diff.title == "ABC-2: its work waits for your review in Human Review"
+    assert diff.title == "ABC-2: its changes wait for your review in Human Review"
     assert "sent back" in diff.detail
     assert escalated.event is NoticeEvent.ESCALATED
     assert escalated.title == "ABC-3 needs a person: verify failed in stage implement"

@@ -22,7 +22,7 @@ from tests.fakes.receivers import hook_receiver, mail_server
 AT = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
 WAITING = Notice(
     "review_waiting:id-4:x", NoticeEvent.REVIEW_WAITING, AT,
-    "DEMO-4: its work waits for your review in Human Review", "", "DEMO-4", "Human Review",
+    "DEMO-4: its changes wait for your review in Human Review", "", "DEMO-4", "Human Review",
 )  # fmt: skip
 MERGED = Notice("merged:id-5:y", NoticeEvent.MERGED, AT, "DEMO-5: pull request #3 merged")
 
@@ -39,7 +39,7 @@ async def test_slack_gets_text_with_the_review_link() -> None:
             await send(channel, message, client)
         (got,) = receiver.taken()
     assert got.json() == {
-        "text": "DEMO-4: its work waits for your review in Human Review\n"
+        "text": "DEMO-4: its changes wait for your review in Human Review\n"
         "  http://127.0.0.1:8080/review#DEMO-4"
     }
 

@@ -180,7 +180,7 @@ def test_the_open_dashboard_notifies_the_browser_when_a_diff_waits(tmp_path: Pat
             assert approved.status_code == 200, approved.text
             page.wait_for_function(
                 "(id) => window.__shown.some(n => n.title === "
-                "`${id}: its work waits for your review in Human Review`)",
+                "`${id}: its changes wait for your review in Human Review`)",
                 arg=chosen,
             )
             shown = page.evaluate("window.__shown")
