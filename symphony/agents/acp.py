@@ -190,7 +190,8 @@ class AcpSession:
             raise AgentError(STARTUP_FAILED, "the session was already started")
         if not self._settings.command:
             raise AgentError(STARTUP_FAILED, "acp.command is not set: which agent should run?")
-        check_workspace(self._launch.workspace)
+        if self._launch.host.is_local:
+            check_workspace(self._launch.workspace)
         try:
             await self._open(self._launch.resume_thread_id)
         except BaseException as exc:
@@ -261,6 +262,7 @@ class AcpSession:
                 EventKind.MALFORMED, message=f"skipped a line longer than {MAX_LINE_BYTES} bytes"
             ),
             logger=self._logger,
+            host=self._launch.host,
         )
         rpc = JsonRpcPeer(
             process.write,

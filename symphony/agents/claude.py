@@ -207,7 +207,8 @@ class ClaudeSession:
         """Launch Claude Code and check it answers; raises AgentError."""
         if self._process is not None or self._stop.started:
             raise AgentError(STARTUP_FAILED, "the session was already started")
-        check_workspace(self._launch.workspace)
+        if self._launch.host.is_local:
+            check_workspace(self._launch.workspace)
         try:
             resume = self._launch.resume_thread_id
             if resume is not None:
@@ -246,6 +247,7 @@ class ClaudeSession:
                 EventKind.MALFORMED, message=f"skipped a line longer than {MAX_LINE_BYTES} bytes"
             ),
             logger=self._logger,
+            host=self._launch.host,
         )
         self._process = process
         await process.spawn(self._on_stdout_closed)

@@ -29,7 +29,7 @@ from symphony.agents import (
 from symphony.base.hosts import HOST_UNREACHABLE
 from symphony.hosts import Host, process
 from symphony.hosts.local import LOCAL_HOST
-from symphony.hosts.ssh import NO_WORKSPACE, SSH_FAILED, remote_pgid_of
+from symphony.hosts.ssh import NO_WORKSPACE, SSH_FAILED, forward_refused, remote_pgid_of
 
 MAX_LINE_BYTES = 10 * 1024 * 1024
 """Longest protocol line accepted (spec §10.1); longer lines are skipped, not fatal."""
@@ -207,6 +207,13 @@ class AgentProcess:
         meaningful = [line for line in self._stderr_tail if not _BACKTRACE_LINE.match(line)]
         tail = meaningful[-_STDERR_LINES_IN_ERRORS:]
         stderr = truncate(f"; stderr: {' | '.join(tail)}", 1000) if tail else ""
+        if not self.host.is_local and returncode == SSH_FAILED and forward_refused(tail):
+            return AgentError(
+                STARTUP_FAILED,
+                f"{self.host.name} would not forward symphony's tool server to the agent "
+                "(its sshd forbids forwarding: AllowTcpForwarding; or the port was taken)"
+                f"{stderr}",
+            )
         if not self.host.is_local and returncode == SSH_FAILED:
             return AgentError(
                 HOST_UNREACHABLE, f"lost the connection to {self.host.name} (ssh exit 255){stderr}"

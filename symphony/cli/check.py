@@ -10,6 +10,7 @@ dispatch or a transition would fail as things stand.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import shutil
@@ -17,6 +18,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+from symphony.agents.registry import backend
 from symphony.base.errors import SymphonyError
 from symphony.base.issue import Issue, normalize_state
 from symphony.base.secrets import SecretMasker
@@ -31,6 +33,7 @@ from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
 from symphony.daemon.follow import create_code_host
 from symphony.hosts.sandbox.probe import sandbox_problem
+from symphony.hosts.ssh import SshHost
 from symphony.memory import memory_of
 from symphony.store import Store, StoreError
 from symphony.tracker.contract import Tracker, resolve_states
@@ -146,6 +149,7 @@ async def report(
     for note in merge_notes:
         print(note)
     errors = _sandboxes(settings)
+    errors += await _tool_forwards(settings)
     errors += _machine(settings, known)
     state = _daemon_claims(settings)
     if settings.agent.max_in_review is not None and settings.machine is not None:
@@ -164,6 +168,31 @@ async def report(
         print(f"\n{len(errors)} problem(s): a dispatch or a transition would fail.")
         return 1
     return 0
+
+
+async def _tool_forwards(settings: Settings) -> list[str]:
+    """Whether each worker host carries the forward its claude or ACP agents take their tools
+    through: a host whose sshd forbids it fails every such run."""
+    over_mcp = [k for k in used_agent_kinds(settings) if backend(k).tools_over_mcp]
+    if not settings.worker.hosts or not over_mcp:
+        return []
+    root = str(settings.workspace.root)
+    hosts = [SshHost(h, settings.worker.ssh, os.environ, root) for h in settings.worker.hosts]
+    probes = await asyncio.gather(*(host.probe_tool_forward() for host in hosts))
+    shown, errors = [], []
+    for host, probe in zip(hosts, probes, strict=True):
+        if probe.returncode == 0:
+            shown.append(f"{host.name} ok")
+        elif probe.forward_refused:
+            shown.append(f"{host.name} refused")
+            errors.append(
+                f"{host.name} refuses remote port forwarding (its sshd's AllowTcpForwarding), "
+                f"so {' and '.join(over_mcp)} runs there cannot reach symphony's tools"
+            )
+        else:
+            shown.append(f"{host.name} not checked ({probe.reason()})")
+    print(f"tool forward  {', '.join(shown)} ({' and '.join(over_mcp)} take tools over MCP)")
+    return errors
 
 
 def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:

@@ -246,7 +246,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
     if machine is not None:
         machine = _with_sandboxes(machine, raw, workflow.path.parent, environ)
     if worker.hosts:
-        _check_hosts_can_run(agent, machine, worktrees)
+        _check_hosts_can_run(worktrees)
         _check_hosts_can_sandbox(sandbox, machine)
     return Settings(
         workflow_path=workflow.path,
@@ -642,7 +642,7 @@ def _worker(raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]) 
     )
 
 
-def _check_hosts_can_run(agent: AgentSettings, machine: Any, worktrees: Any) -> None:
+def _check_hosts_can_run(worktrees: Any) -> None:
     """What SSH worker hosts cannot do yet is refused at load, not at every dispatch."""
     if worktrees is not None:
         raise ConfigError(
@@ -650,19 +650,6 @@ def _check_hosts_can_run(agent: AgentSettings, machine: Any, worktrees: Any) -> 
             "workspace.strategy: worktree works on this machine only; with worker.ssh_hosts, "
             "populate each workspace with hooks (after_create: git clone ...)",
         )
-    kinds = {agent.kind}
-    if machine is not None:
-        kinds |= {stage.agent for stage in machine.stages if stage.agent is not None}
-    if agent.label_override:
-        kinds |= set(BACKENDS)
-    for kind in sorted(kinds):
-        if BACKENDS[kind].tools_over_mcp:
-            raise ConfigError(
-                INVALID_CONFIG,
-                f"agent kind {kind} takes symphony's tools from a server on this machine's "
-                "loopback, which an SSH worker host cannot reach; run codex on worker hosts"
-                + (" (or turn agent.label_override off)" if agent.label_override else ""),
-            )
 
 
 def _ssh(raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]) -> SshSettings:

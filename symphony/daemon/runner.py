@@ -361,7 +361,7 @@ class _Attempt:
             return await self.finish(AttemptEnd(stuck=True))
         if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and launch.tools:
             self.grant = await ctx.tool_server.grant(launch.tools, self.handle_tool)
-            launch = dataclasses.replace(launch, tool_grant=self.grant)
+            launch = _with_tools(launch, self.grant)
         launch = await _step("sandbox", FailureReason.AGENT_STARTUP, self.sandbox(launch))
         session = ctx.open_session(launch)
         try:
@@ -681,6 +681,16 @@ def _check_cwd(workspaces: WorkspaceManager | RemoteWorkspaces, workspace: Works
         workspaces.check_agent_cwd(workspace)
     except SymphonyError as exc:
         raise AttemptFailed(_failure("workspace", FailureReason.WORKSPACE, exc)) from None
+
+
+def _with_tools(launch: AgentLaunch, grant: Grant) -> AgentLaunch:
+    """The launch with its session's tool grant; on an SSH host the agent reaches the tool
+    server through a forward on the run's own connection, at a loopback port there."""
+    if not isinstance(launch.host, SshHost):
+        return dataclasses.replace(launch, tool_grant=grant)
+    host, port = launch.host.with_tool_forward(_port_of(grant.url))
+    there = urlsplit(grant.url)._replace(netloc=f"127.0.0.1:{port}").geturl()
+    return dataclasses.replace(launch, host=host, tool_grant=Grant(there, grant.token))
 
 
 def _port_of(url: str) -> int:

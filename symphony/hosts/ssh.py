@@ -13,8 +13,10 @@ Every remote command runs through one small POSIX `sh` wrapper, started by
   hook or gate, with no stdin).
 
 No TTY, no agent or X forwarding, keepalives on, and ssh never asks for a password or a host
-key (BatchMode). ssh's own failure (exit 255: no route, refused, authentication, a dropped
-connection) is `host_unreachable`.
+key (BatchMode). The one forward is an agent's own: the daemon's tool server, carried to a
+loopback port on the host for the run's claude or ACP agent (`with_tool_forward`). ssh's own
+failure (exit 255: no route, refused, authentication, a dropped connection) is
+`host_unreachable`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import base64
 import contextlib
 import copy
 import re
+import secrets
 import shlex
 import signal
 import tempfile
@@ -54,6 +57,12 @@ REMOTE_CHILD_VARIABLE = "SYMPHONY_REMOTE_CHILD"
 """What marks a run's processes on its host (`SYMPHONY_CHILD` does on this machine)."""
 
 _PGID_LINE = re.compile(r"^symphony-remote-pgid (\d+)$")
+
+FORWARD_PORTS = range(20000, 32768)
+"""Where on a host's loopback the daemon's tool server is forwarded to, for one run: below
+Linux's ephemeral range, which outgoing connections draw from."""
+_FORWARD_REFUSED = "remote port forwarding failed"
+"""What ssh says (under ExitOnForwardFailure) when sshd would not listen for the forward."""
 
 # $1 workspace, $2 command, $3 shell (bash for agents, sh for scripts), $4 stdin|none,
 # $5 the launcher of the run's sandbox, or nothing.
@@ -168,6 +177,11 @@ def remote_pgid_of(line: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def forward_refused(stderr: Sequence[str]) -> bool:
+    """Whether ssh ended because the host would not carry a run's forward."""
+    return any(_FORWARD_REFUSED in line for line in stderr)
+
+
 def encode_env(env: Mapping[str, str]) -> bytes:
     """The environment as the wrapper reads it from stdin."""
     lines = [
@@ -187,7 +201,11 @@ class CommandResult:
 
     @property
     def unreachable(self) -> bool:
-        return self.returncode in (None, SSH_FAILED)
+        return self.returncode in (None, SSH_FAILED) and not self.forward_refused
+
+    @property
+    def forward_refused(self) -> bool:
+        return self.returncode == SSH_FAILED and forward_refused(self.err.splitlines())
 
     def reason(self) -> str:
         if self.returncode is None:
@@ -208,6 +226,7 @@ class SshHost:
         self._ssh = ssh
         self._client_env = {k: environ[k] for k in CLIENT_NAMES if k in environ}
         self._launcher = ""
+        self._forward: tuple[str, ...] = ()
 
     def _sandboxed(self) -> tuple[str, ...]:
         """The wrapper's fifth argument: the sandbox's launcher, when the host has one."""
@@ -220,11 +239,29 @@ class SshHost:
         host._launcher = launcher
         return host
 
+    def with_tool_forward(self, local_port: int) -> tuple[SshHost, int]:
+        """This host, with an agent's connection carrying a forward from a loopback port on
+        the host to the daemon's tool server (`127.0.0.1:local_port` here); and that port.
+
+        The agents that take tools over MCP speak HTTP over TCP only, so the forward is a
+        port, not a socket; like the server here it opens nothing without the session's
+        bearer token, and it ends with the run's connection. The port is drawn at random:
+        ExitOnForwardFailure makes ssh fail the run rather than start an agent whose tools
+        are unreachable (a port taken there, or an sshd that forbids forwarding)."""
+        port = FORWARD_PORTS[secrets.randbelow(len(FORWARD_PORTS))]
+        host = copy.copy(self)
+        host._forward = (
+            "-o", "ExitOnForwardFailure=yes",
+            "-o", "ClearAllForwardings=no",
+            "-R", f"127.0.0.1:{port}:127.0.0.1:{local_port}",
+        )  # fmt: skip
+        return host, port
+
     @property
     def is_local(self) -> bool:
         return False
 
-    def argv(self, script: str, *args: str) -> tuple[str, ...]:
+    def argv(self, script: str, *args: str, forward: Sequence[str] = ()) -> tuple[str, ...]:
         """`ssh ... host` running `script` under /bin/sh with `args` as $1, $2, ..."""
         options = [
             "-T",
@@ -242,6 +279,7 @@ class SshHost:
             options += ["-o", f"StrictHostKeyChecking={self._ssh.strict_host_key_checking}"]
         if self._ssh.config_file is not None:
             options += ["-F", str(self._ssh.config_file)]
+        options += forward
         remote = " ".join(
             ["exec", "/bin/sh", "-c", shlex.quote(script), "symphony", *map(shlex.quote, args)]
         )
@@ -258,7 +296,15 @@ class SshHost:
         if process.CHILD_VARIABLE in env:
             sent[REMOTE_CHILD_VARIABLE] = env[process.CHILD_VARIABLE]
         return AgentLaunchSpec(
-            self.argv(_RUN, str(workspace), command, "bash", "stdin", *self._sandboxed()),
+            self.argv(
+                _RUN,
+                str(workspace),
+                command,
+                "bash",
+                "stdin",
+                *self._sandboxed(),
+                forward=self._forward,
+            ),
             None,
             self._client_env,
             encode_env(sent),
@@ -356,12 +402,16 @@ class SshHost:
                         pgid=pgid, reason=(result.err or result.out).strip()[:300])  # fmt: skip
 
     async def command(
-        self, script: str, *args: str, timeout_s: float = COMMAND_TIMEOUT_S
+        self,
+        script: str,
+        *args: str,
+        timeout_s: float = COMMAND_TIMEOUT_S,
+        forward: Sequence[str] = (),
     ) -> CommandResult:
         """Run one of symphony's own scripts on the host (no environment is sent)."""
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self.argv(script, *args),
+                *self.argv(script, *args, forward=forward),
                 env=self._client_env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -383,6 +433,12 @@ class SshHost:
         return CommandResult(
             proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
         )
+
+    async def probe_tool_forward(self) -> CommandResult:
+        """Whether the host carries the forward a run's tool server needs (`check`): ssh's
+        own refusal is `forward_refused`."""
+        host, _ = self.with_tool_forward(9)  # nothing listens: the forward is only opened
+        return await host.command("true", forward=host._forward)
 
     async def stop_marked(self, variable: str, values: Sequence[str]) -> CommandResult:
         """End every process on the host whose environment has `variable` set to one of

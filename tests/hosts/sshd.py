@@ -75,7 +75,10 @@ class Server:
 
 
 class SshLab:
-    def __init__(self, names: tuple[str, ...] = ("w1", "w2")) -> None:
+    def __init__(
+        self, names: tuple[str, ...] = ("w1", "w2"), sshd_options: dict[str, str] | None = None
+    ) -> None:
+        """`sshd_options`: more sshd_config lines for a host, by its name."""
         require_sshd()
         self.base = Path(tempfile.mkdtemp(prefix="symphony-ssh-", dir="/tmp"))
         self.base.chmod(0o755)
@@ -108,7 +111,7 @@ class SshLab:
                 f"PidFile {folder / 'sshd.pid'}\nAuthorizedKeysFile {authorized}\n"
                 "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
                 "PermitRootLogin no\nStrictModes no\nUsePAM no\nPrintMotd no\n"
-                f"AllowUsers {self.user}\nLogLevel ERROR\n"
+                f"AllowUsers {self.user}\nLogLevel ERROR\n" + (sshd_options or {}).get(name, "")
             )
             root = folder / "workspaces"
             root.mkdir()

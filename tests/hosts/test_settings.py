@@ -13,7 +13,7 @@ import yaml
 from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
 from symphony.config.sections import HostSpec, SshSettings
-from symphony.hosts.ssh import SshHost, encode_env, remote_pgid_of
+from symphony.hosts.ssh import FORWARD_PORTS, CommandResult, SshHost, encode_env, remote_pgid_of
 from tests.harness import Board
 
 
@@ -74,8 +74,24 @@ def test_what_hosts_cannot_run_yet_is_refused_at_load(tmp_path: Path) -> None:
             worker=hosts,
             workspace={"root": "ws", "strategy": "worktree", "repository": "/srv/repo"},
         )
-    with pytest.raises(ConfigError, match="run codex on worker hosts"):
-        settings_with(tmp_path, worker=hosts, agent={"kind": "claude"})
+    # Agents that take their tools over MCP run there: the tool server is forwarded.
+    assert settings_with(tmp_path, worker=hosts, agent={"kind": "claude"}).worker.hosts
+
+
+def test_an_agent_s_connection_alone_carries_the_tool_server_to_a_loopback_port_there() -> None:
+    host = SshHost(HostSpec("build-1"), SshSettings(), {}, "/srv/ws")
+    forwarded, port = host.with_tool_forward(4711)
+    assert port in FORWARD_PORTS
+    argv = list(forwarded.agent_launch("claude", Path("/srv/ws/A-1"), {}).argv)
+    assert argv[argv.index("-R") + 1] == f"127.0.0.1:{port}:127.0.0.1:4711"
+    assert "ExitOnForwardFailure=yes" in argv
+    assert argv.index("-R") < argv.index("--")  # an ssh option, not part of the command
+    # Scripts on the same host, and the host itself, open no forward.
+    assert "-R" not in host.agent_launch("claude", Path("/srv/ws/A-1"), {}).argv
+    assert "-R" not in forwarded.argv("true")
+    refused = CommandResult(255, "", "Error: remote port forwarding failed for listen port 1")
+    assert refused.forward_refused and not refused.unreachable
+    assert CommandResult(255, "", "Connection refused").unreachable
 
 
 def test_the_ssh_command_line_is_batch_mode_and_quotes_every_argument() -> None:
