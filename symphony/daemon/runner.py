@@ -444,7 +444,6 @@ class _Attempt:
         facts = None
         if (
             stage.evidence
-            and ctx.host.is_local  # git in a host's workspace is not read from here
             and report.outcome is Outcome.DONE
             and (verification is None or verification.passed)
         ):
@@ -453,6 +452,7 @@ class _Attempt:
                 base_ref=self.settings.workspace.base_ref,
                 start_commit=self.workspace.base,
                 env=self.workspace_env,
+                git=ctx.workspaces.git,
             )
             if facts is not None and facts.head is not None:
                 facts = await _with_merges(facts, ctx, self.workspace, self.workspace_env)
@@ -607,23 +607,22 @@ async def _with_merges(
     tickets' branches it conflicts with."""
     base_ref = ctx.settings.workspace.base_ref
     target = (base_ref, base_ref) if base_ref else await ctx.workspaces.merge_target()
-    others = [
-        (identifier, path)
-        for identifier in ctx.open_tickets()
-        if identifier != workspace.identifier
-        and (path := ctx.workspaces.owned_path(identifier)) is not None
-    ]
-    merge, conflicts = await merge_checks(workspace.path, base=target, others=others, env=env)
+    others = await ctx.workspaces.peer_paths(
+        [identifier for identifier in ctx.open_tickets() if identifier != workspace.identifier]
+    )
+    merge, conflicts = await merge_checks(
+        workspace.path, base=target, others=others, env=env, git=ctx.workspaces.git
+    )
     return dataclasses.replace(facts, merge=merge, conflicts_with=conflicts)
 
 
 async def _changed(
     ctx: AttemptContext, workspace: Workspace, env: Mapping[str, str]
 ) -> frozenset[str]:
-    """The files the ticket's branch changed; none known for a workspace on an SSH host."""
-    if not ctx.host.is_local:
-        return frozenset()
-    return await changed_files(workspace.path, _base(ctx.settings, workspace), env)
+    """The files the ticket's branch changed, asked where its workspace is."""
+    return await changed_files(
+        workspace.path, _base(ctx.settings, workspace), env, ctx.workspaces.git
+    )
 
 
 def _base(settings: Settings, workspace: Workspace) -> str | None:

@@ -109,12 +109,34 @@ echo pending > "$mark" && mkdir -- "$ws" && stat -c %d:%i -- "$ws" > "$mark" && 
 """
 _REMOVE = r"""
 ws="$1/$2"; mark="$1/.symphony-owned/$2"
-if [ ! -e "$ws" ] && [ ! -L "$ws" ]; then rm -f -- "$mark"; echo none; exit 0; fi
+if [ ! -e "$ws" ] && [ ! -L "$ws" ]; then rm -f -- "$mark" "$mark.base"; echo none; exit 0; fi
 if [ -d "$ws" ] && [ ! -L "$ws" ] && [ -f "$mark" ] \
     && [ "$(cat -- "$mark")" = "$(stat -c %d:%i -- "$ws")" ]; then
-  rm -rf -- "$ws" && rm -f -- "$mark" && echo removed; exit $?
+  rm -rf -- "$ws" && rm -f -- "$mark" "$mark.base" && echo removed; exit $?
 fi
 echo not-ours
+"""
+# Where a ticket's work starts from: the commit its workspace was at once made (after
+# `after_create`), kept beside its mark as `<key>.base`. $1 root, $2 key, $3 `stamp` or `read`.
+_BASE = r"""
+ws="$1/$2"; base="$1/.symphony-owned/$2.base"
+if [ "$3" = stamp ]; then
+  head=$(cd -- "$ws" 2>/dev/null \
+    && GIT_OPTIONAL_LOCKS=0 git rev-parse --verify --quiet HEAD 2>/dev/null)
+  printf '%s\n' "$head" > "$base" || exit 1
+fi
+cat -- "$base" 2>/dev/null
+exit 0
+"""
+# Which of the keys name a workspace of symphony's on the host: $1 root, then the keys.
+_OWNED = r"""
+root=$1; shift
+for key in "$@"; do
+  mark="$root/.symphony-owned/$key"
+  [ -d "$root/$key" ] && [ ! -L "$root/$key" ] && [ -f "$mark" ] \
+    && [ "$(cat -- "$mark")" = "$(stat -c %d:%i -- "$root/$key")" ] && echo "$key"
+done
+exit 0
 """
 # $1 process group, $2 grace in tenths of a second, $3 the run's mark: a process that left
 # the group (a daemonizing tool) still carries the mark in its environment. `kill -SIG -PGID`
@@ -448,6 +470,17 @@ class SshHost:
     async def prepare_dir(self, key: str) -> CommandResult:
         """Create `<workspace_root>/<key>` with its mark: `created`, `existing` or `not-ours`."""
         return await self.command(_PREPARE, self.workspace_root, key)
+
+    async def workspace_base(self, key: str, *, stamp: bool) -> str | None:
+        """The commit the workspace `key` started from: recorded now (`stamp`, once it is
+        made) or as recorded then; None when it is no git checkout or cannot be read."""
+        said = await self.command(_BASE, self.workspace_root, key, "stamp" if stamp else "read")
+        head = said.out.strip() if said.returncode == 0 else ""
+        return head if re.fullmatch(r"[0-9a-f]{40,64}", head) else None
+
+    async def owned_dirs(self, keys: Sequence[str]) -> CommandResult:
+        """Which of `keys` are workspaces of symphony's on the host, one per line."""
+        return await self.command(_OWNED, self.workspace_root, *keys)
 
     async def remove_dir(self, key: str) -> CommandResult:
         """Delete the workspace if symphony made it: `removed`, `none` or `not-ours`."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from symphony.core.evidence import MergeCheck, WorkspaceFacts
 from symphony.core.footprint import MAX_FILES, normalize_path
-from symphony.workspace.git import git_output, is_own_work_tree, run_git
+from symphony.workspace.git import LOCAL_GIT, Git, git_output, is_own_work_tree
 
 EVIDENCE_DIR = ".symphony"
 EVIDENCE_FILE = "evidence.json"
@@ -29,19 +29,26 @@ MAX_OTHER_BRANCHES = 20
 
 
 async def workspace_facts(
-    path: Path, *, base_ref: str | None, start_commit: str | None, env: Mapping[str, str]
+    path: Path,
+    *,
+    base_ref: str | None,
+    start_commit: str | None,
+    env: Mapping[str, str],
+    git: Git = LOCAL_GIT,
 ) -> WorkspaceFacts | None:
     """What git says about the workspace, or None when it is not a git work tree."""
-    if not await is_own_work_tree(path, env):
+    if not await is_own_work_tree(path, env, git):
         return None
-    head = (await git_output(path, env, "rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
-    branch = (await git_output(path, env, "rev-parse", "--abbrev-ref", "HEAD") or "").strip()
-    status = await git_output(path, env, "status", "--porcelain", "--untracked-files=all") or ""
+
+    async def ask(*args: str) -> str | None:
+        return await git_output(path, env, *args, git=git)
+
+    head = (await ask("rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
+    branch = (await ask("rev-parse", "--abbrev-ref", "HEAD") or "").strip()
+    status = await ask("status", "--porcelain", "--untracked-files=all") or ""
     uncommitted = sum(1 for line in status.splitlines() if line.strip())
     if base_ref is not None:
-        resolved = await git_output(
-            path, env, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}"
-        )
+        resolved = await ask("rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}")
         base = base_ref if resolved else None
         source = "workspace.base_ref" if resolved else f"workspace.base_ref {base_ref!r} not found"
     else:
@@ -56,13 +63,11 @@ async def workspace_facts(
     )
     if base is None or not head:
         return facts
-    log = await git_output(
-        path, env, "log", f"--max-count={MAX_COMMITS + 1}", "--format=%h %s", f"{base}..HEAD"
-    )
+    log = await ask("log", f"--max-count={MAX_COMMITS + 1}", "--format=%h %s", f"{base}..HEAD")
     commits = [line for line in (log or "").splitlines() if line.strip()]
-    total = await git_output(path, env, "rev-list", "--count", f"{base}..HEAD")
+    total = await ask("rev-list", "--count", f"{base}..HEAD")
     count = int(total.strip()) if total and total.strip().isdigit() else len(commits)
-    stat = await git_output(path, env, "diff", "--stat", f"{base}...HEAD") or ""
+    stat = await ask("diff", "--stat", f"{base}...HEAD") or ""
     if len(stat) > MAX_DIFF_STAT_CHARS:
         stat = stat[:MAX_DIFF_STAT_CHARS] + "\n... (diff stat cut)"
     return WorkspaceFacts(
@@ -77,13 +82,14 @@ async def workspace_facts(
     )
 
 
-async def merge_check(path: Path, onto: str, commit: str, env: Mapping[str, str]) -> MergeCheck:
+async def merge_check(
+    path: Path, onto: str, commit: str, env: Mapping[str, str], git: Git = LOCAL_GIT
+) -> MergeCheck:
     """Merge HEAD with `commit` in memory (`git merge-tree --write-tree`): nothing in the
     workspace or its repository changes. `onto` names the other side for people."""
-    run = await run_git(
-        "-C", str(path), "merge-tree", "--write-tree", "--name-only", "--no-messages",
-        "HEAD", commit,
-        env={**env, "GIT_OPTIONAL_LOCKS": "0"},
+    run = await git.run(
+        path, "merge-tree", "--write-tree", "--name-only", "--no-messages", "HEAD", commit,
+        env=env,
     )  # fmt: skip
     if run.returncode == 0:
         return MergeCheck(onto, True)
@@ -101,17 +107,18 @@ async def merge_checks(
     base: tuple[str, str] | None,
     others: Sequence[tuple[str, Path]],
     env: Mapping[str, str],
+    git: Git = LOCAL_GIT,
 ) -> tuple[MergeCheck | None, tuple[MergeCheck, ...]]:
     """Whether HEAD merges onto `base` ((name, ref)), and which `others` ((identifier,
     workspace)) conflict with it. Another ticket's branch is seen only when both workspaces
     share one repository (`workspace.strategy: worktree`); the others are skipped."""
-    onto = await merge_check(path, base[0], base[1], env) if base is not None else None
+    onto = await merge_check(path, base[0], base[1], env, git) if base is not None else None
     conflicts = []
     for identifier, workspace in others[:MAX_OTHER_BRANCHES]:
-        head = await git_output(workspace, env, "rev-parse", "--verify", "--quiet", "HEAD")
+        head = await git_output(workspace, env, "rev-parse", "--verify", "--quiet", "HEAD", git=git)
         if not head:
             continue
-        check = await merge_check(path, identifier, head.strip(), env)
+        check = await merge_check(path, identifier, head.strip(), env, git)
         if check.clean is False:
             conflicts.append(check)
     return onto, tuple(conflicts)
@@ -142,16 +149,22 @@ def read_evidence_file(workspace: Path) -> dict[str, Any] | None:
     return None
 
 
-async def changed_files(path: Path, base: str | None, env: Mapping[str, str]) -> frozenset[str]:
+async def changed_files(
+    path: Path, base: str | None, env: Mapping[str, str], git: Git = LOCAL_GIT
+) -> frozenset[str]:
     """The paths the workspace's branch changed since `base` (committed) and those changed but
     not committed; empty when the workspace is not a git work tree."""
-    if not await is_own_work_tree(path, env):
+    if not await is_own_work_tree(path, env, git):
         return frozenset()
+
+    async def ask(*args: str) -> str | None:
+        return await git_output(path, env, *args, git=git)
+
     found: set[str] = set()
     if base is not None:
-        committed = await git_output(path, env, "diff", "--name-only", f"{base}...HEAD")
+        committed = await ask("diff", "--name-only", f"{base}...HEAD")
         found.update(line.strip() for line in (committed or "").splitlines())
-    status = await git_output(path, env, "status", "--porcelain", "--untracked-files=all")
+    status = await ask("status", "--porcelain", "--untracked-files=all")
     for line in (status or "").splitlines():
         name = line[3:].strip()
         if " -> " in name:  # a rename: the new name is the one the branch has

@@ -34,7 +34,7 @@ import re
 import shutil
 import stat
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -47,7 +47,7 @@ from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST, LocalHost
 from symphony.hosts.shell import Outcome, ScriptResult
-from symphony.workspace.git import git_output
+from symphony.workspace.git import LOCAL_GIT, git_output
 from symphony.workspace.marks import MARKS_DIR, OwnershipMarks
 from symphony.workspace.worktrees import WorktreeError, Worktrees, slugify
 
@@ -157,6 +157,8 @@ class WorkspaceManager:
             Worktrees(worktrees, self._root, self._env) if worktrees is not None else None
         )
         self._marks = OwnershipMarks(self._root)
+        self.git = LOCAL_GIT
+        """Where git answers about these workspaces: here."""
         # Paths already reported as not ours: a terminal ticket is looked at every sweep.
         self._reported_foreign: set[Path] = set()
         self._host: LocalHost = LOCAL_HOST
@@ -176,6 +178,10 @@ class WorkspaceManager:
         """The ticket's workspace when it exists and symphony made it, else None."""
         path = self.path_for(identifier)
         return path if self._marks.owns(path.name, path) and path.is_dir() else None
+
+    async def peer_paths(self, identifiers: Sequence[str]) -> list[tuple[str, Path]]:
+        """Those of `identifiers` with a workspace of symphony's here, and its path."""
+        return [(i, path) for i in identifiers if (path := self.owned_path(i)) is not None]
 
     async def merge_target(self) -> tuple[str, str] | None:
         """(name, ref) of the branch a ticket's work must merge onto, fetched fresh, in

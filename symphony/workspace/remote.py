@@ -4,13 +4,15 @@
 one host: the workspace of a ticket is `<workspace_root>/<key>` on that host, created with an
 ownership mark (`.symphony-owned/<key>`, the directory's device and inode) and deleted only
 when its mark matches, so a folder symphony did not make is never used or removed there
-either. Hooks run there with `sh -lc` in the workspace. Only the `empty` strategy runs on
-hosts: hooks populate a workspace (a clone), as without worktrees here.
+either. Hooks run there with `sh -lc` in the workspace, and git's questions about it (evidence,
+footprints, merge checks) are asked there (`git`). Only the `empty` strategy runs on hosts:
+hooks populate a workspace (a clone), as without worktrees here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 import structlog
@@ -18,6 +20,7 @@ import structlog
 from symphony.base.hosts import HOST_UNREACHABLE
 from symphony.config.sections import HooksSettings
 from symphony.hosts.ssh import SshHost
+from symphony.workspace.git import Git
 from symphony.workspace.local import (
     HOOK_FAILED,
     HOOK_TIMEOUT,
@@ -42,6 +45,8 @@ class RemoteWorkspaces:
         self._root = PurePosixPath(host.workspace_root)
         self._hooks = hooks
         self._env = dict(env)
+        self.git = Git(host)
+        """Where git answers about these workspaces: on the host."""
 
     @property
     def root(self) -> Path:
@@ -56,6 +61,17 @@ class RemoteWorkspaces:
 
     async def merge_target(self) -> tuple[str, str] | None:
         return None
+
+    async def peer_paths(self, identifiers: Sequence[str]) -> list[tuple[str, Path]]:
+        """Those of `identifiers` with a workspace of symphony's on this host, and its path
+        (one connection for all)."""
+        keys = {workspace_key(identifier): identifier for identifier in identifiers}
+        if not keys:
+            return []
+        found = await self.host.owned_dirs(list(keys))
+        if found.returncode != 0:
+            return []
+        return [(keys[key], self.path_for(keys[key])) for key in found.out.split() if key in keys]
 
     async def prepare(self, identifier: str, branch: str | None = None) -> Workspace:
         key = workspace_key(identifier)
@@ -87,7 +103,9 @@ class RemoteWorkspaces:
                 if failure is not None:
                     await self.host.remove_dir(key)  # a failed after_create leaves nothing
                     raise failure
-        return workspace
+        # Where the ticket's work starts from: its commit once made, as recorded since.
+        base = await self.host.workspace_base(key, stamp=workspace.created_now)
+        return dataclasses.replace(workspace, base=base)
 
     async def before_run(self, workspace: Workspace) -> None:
         if self._hooks.before_run is not None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -259,6 +261,62 @@ def test_gates_run_on_the_host_in_the_ticket_s_workspace(tmp_path: Path, fresh: 
     assert (workspace / "gate-user.txt").read_text().strip() == lab.user
     assert (workspace / "NOTES" / "DEMO-1.md").is_file()  # the agent worked there too
     assert "| on-host |" in board.text("DEMO-1")  # and the hand-off's evidence says so
+
+
+async def test_a_remote_ticket_s_evidence_and_footprint_are_what_git_says_on_the_host(
+    tmp_path: Path, fresh: SshLab
+) -> None:
+    from tests.stage_flow import StageBoard, StageRun
+
+    lab = fresh
+    board = StageBoard(tmp_path)
+    board.ticket("DEMO-1", state="Ready")
+    root = str(lab.servers["w1"].workspace_root)
+    # A repository with one commit, made by the hook on the host; the agent commits its notes
+    # and leaves one file uncommitted.
+    hook = (
+        "git init -q && echo base > README && git add README && "
+        "git -c user.name=t -c user.email=t@example.com commit -q -m start"
+    )
+    gate = {"name": "leave-one", "run": "echo draft > draft.txt"}
+    board.write_workflow(
+        implement={"verify": [gate], "evidence": True}, hooks={"after_create": hook}
+    )
+    config = yaml.safe_load(board.workflow.read_text().split("---")[1])
+    config["codex"] = {
+        "command": f"{lab.python()} {lab.base / 'demo_agent.py'}",
+        "read_timeout_ms": 10_000,
+    }
+    config["worker"] = worker_section(lab, [{"host": "w1", "workspace_root": root}])
+    board.workflow.write_text(f"---\n{yaml.safe_dump(config, sort_keys=False)}---\n")
+    run = StageRun(board.workflow, {"DEMO_AGENT_DELAY_MS": "0"}, timeout=60)
+    try:
+        await run.settle("DEMO-1", lambda: board.state_of("DEMO-1") == "Human Review")
+        footprint = run.orchestrator.state.footprints["DEMO-1"]
+    finally:
+        await run.stop()
+    workspace = f"{root}/DEMO-1"
+
+    def on_host(*args: str) -> str:
+        done = subprocess.run(
+            ["ssh", "-F", str(lab.ssh_config), "-o", "BatchMode=yes", "w1",
+             shlex.join(["git", "-C", workspace, *args])],
+            capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+        return done.stdout
+
+    start = on_host("rev-list", "--max-parents=0", "HEAD").strip()
+    commits = on_host("log", "--format=%h %s", f"{start}..HEAD").splitlines()
+    stat = on_host("diff", "--stat", f"{start}...HEAD").rstrip()
+    changed = set(on_host("diff", "--name-only", f"{start}...HEAD").split())
+    assert commits and stat
+    text = board.text("DEMO-1")
+    assert "— symphony · evidence" in text
+    for commit in commits:
+        assert f"- {commit}" in text, text
+    assert stat.splitlines()[-1].strip() in text
+    assert "Not committed: 1 path." in text  # draft.txt, as `git status` there has it
+    assert footprint.changed == frozenset({*changed, "draft.txt"})
 
 
 def test_a_restart_after_kill_9_ends_what_the_old_daemon_left_running_on_the_host(
