@@ -44,7 +44,10 @@ def preflight_warnings(settings: Settings) -> list[str]:
     warnings = list(settings.warnings)
     environ = {**os.environ, "SYMPHONY_WORKFLOW_DIR": str(settings.workflow_dir)}
     worktrees = settings.workspace.worktrees
-    local = worktrees is not None and worktrees.repository.startswith("/")
+    # With worker hosts the repository is a path on each host, which this machine cannot see.
+    local = (
+        worktrees is not None and worktrees.repository.startswith("/") and not settings.worker.hosts
+    )
     if worktrees is not None and local and not os.path.isdir(worktrees.repository):
         warnings.append(
             f"workspace.repository {worktrees.repository} does not exist, so no ticket can "

@@ -246,7 +246,6 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
     if machine is not None:
         machine = _with_sandboxes(machine, raw, workflow.path.parent, environ)
     if worker.hosts:
-        _check_hosts_can_run(worktrees)
         _check_hosts_can_sandbox(sandbox, machine)
     return Settings(
         workflow_path=workflow.path,
@@ -640,16 +639,6 @@ def _worker(raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]) 
     return WorkerSettings(
         tuple(hosts), per_host, _ssh(_section(raw, "ssh"), base_dir, environ), retry_on_same_host
     )
-
-
-def _check_hosts_can_run(worktrees: Any) -> None:
-    """What SSH worker hosts cannot do yet is refused at load, not at every dispatch."""
-    if worktrees is not None:
-        raise ConfigError(
-            INVALID_CONFIG,
-            "workspace.strategy: worktree works on this machine only; with worker.ssh_hosts, "
-            "populate each workspace with hooks (after_create: git clone ...)",
-        )
 
 
 def _ssh(raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]) -> SshSettings:

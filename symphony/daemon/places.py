@@ -69,6 +69,7 @@ class Places:
                 SshHost(spec, worker.ssh, environ, root).with_sandbox(hooks_launcher),
                 settings.hooks,
                 env=remote_env,
+                worktrees=settings.workspace.worktrees,
             )
             for spec in worker.hosts
         }

@@ -114,6 +114,7 @@ async def remove_terminal_workspaces(
 ) -> None:
     """Remove the workspaces of terminal tickets, each on the host the store says it is on."""
     await startup_prune(places.local)
+    await asyncio.gather(*(remote.prune() for remote in places.remote.values()))
     try:
         terminal = await reads.read(
             "startup_cleanup", tracker.fetch_issues_by_states(settings.tracker.terminal_states)

@@ -5,12 +5,16 @@ one host: the workspace of a ticket is `<workspace_root>/<key>` on that host, cr
 ownership mark (`.symphony-owned/<key>`, the directory's device and inode) and deleted only
 when its mark matches, so a folder symphony did not make is never used or removed there
 either. Hooks run there with `sh -lc` in the workspace, and git's questions about it (evidence,
-footprints, merge checks) are asked there (`git`). Only the `empty` strategy runs on hosts:
-hooks populate a workspace (a clone), as without worktrees here.
+footprints, merge checks) are asked there (`git`). With `workspace.strategy: worktree` each
+host has its own store (`symphony.workspace.worktrees`, run on the host) and a ticket's
+workspace is a worktree of it on the ticket's branch, made, half-made and removed by the same
+rules as here.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
@@ -18,7 +22,7 @@ from pathlib import Path, PurePosixPath
 import structlog
 
 from symphony.base.hosts import HOST_UNREACHABLE
-from symphony.config.sections import HooksSettings
+from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.hosts.ssh import SshHost
 from symphony.workspace.git import Git
 from symphony.workspace.local import (
@@ -32,21 +36,46 @@ from symphony.workspace.local import (
     HookName,
     Workspace,
     WorkspaceError,
+    render_branch,
     valid_key,
     workspace_key,
 )
+from symphony.workspace.worktrees import WorktreeError, Worktrees
 
 log = structlog.get_logger(__name__)
 
+# A worktree whose creation was cut short (a killed daemon): symphony's own (its mark matches),
+# no start commit recorded yet (that comes once it is complete), and either empty or a `.git`
+# that points into this root's store. $1 root, $2 key, $3 the store.
+_HALF_MADE = r"""
+ws="$1/$2"; mark="$1/.symphony-owned/$2"
+[ -d "$ws" ] && [ ! -L "$ws" ] && [ -f "$mark" ] || exit 0
+[ "$(cat -- "$mark")" = "$(stat -c %d:%i -- "$ws")" ] || exit 0
+[ -s "$mark.base" ] && exit 0
+if [ -z "$(ls -A -- "$ws")" ]; then echo half-made; exit 0; fi
+case $(head -c 4096 -- "$ws/.git" 2>/dev/null) in "gitdir:"*"$3"*) echo half-made ;; esac
+exit 0
+"""
+
 
 class RemoteWorkspaces:
-    def __init__(self, host: SshHost, hooks: HooksSettings, *, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        host: SshHost,
+        hooks: HooksSettings,
+        *,
+        env: Mapping[str, str],
+        worktrees: WorktreeSettings | None = None,
+    ) -> None:
         self.host = host
         self._root = PurePosixPath(host.workspace_root)
         self._hooks = hooks
         self._env = dict(env)
         self.git = Git(host)
         """Where git answers about these workspaces: on the host."""
+        self._worktrees = (
+            Worktrees(worktrees, Path(self._root), {}, host=host) if worktrees else None
+        )
 
     @property
     def root(self) -> Path:
@@ -60,7 +89,25 @@ class RemoteWorkspaces:
         return None
 
     async def merge_target(self) -> tuple[str, str] | None:
-        return None
+        """(name, ref) of the branch a hand-off must merge onto, fetched fresh on the host's
+        store, with worktrees; None otherwise or when it cannot be fetched."""
+        if self._worktrees is None:
+            return None
+        try:
+            ref = await self._worktrees.current_base()
+        except WorktreeError as exc:
+            log.warning("base branch not fetched; merge not checked", host=self.host.name,
+                        error=exc.message)  # fmt: skip
+            return None
+        return ref.removeprefix("refs/remotes/"), ref
+
+    async def prune(self) -> None:
+        """Forget the worktrees of the host's store whose folders are gone (at start-up)."""
+        if self._worktrees is not None:
+            try:
+                await self._worktrees.prune()
+            except WorktreeError as exc:
+                log.warning("git worktree prune failed", host=self.host.name, reason=exc.message)
 
     async def peer_paths(self, identifiers: Sequence[str]) -> list[tuple[str, Path]]:
         """Those of `identifiers` with a workspace of symphony's on this host, and its path
@@ -76,6 +123,8 @@ class RemoteWorkspaces:
     async def prepare(self, identifier: str, branch: str | None = None) -> Workspace:
         key = workspace_key(identifier)
         path = self.path_for(identifier)
+        if self._worktrees is not None:
+            await self._discard_half_made(key, path)
         made = await self.host.prepare_dir(key)
         if made.unreachable:
             raise WorkspaceError(
@@ -96,16 +145,50 @@ class RemoteWorkspaces:
         workspace = Workspace(
             path=path, key=key, created_now=said == "created", identifier=identifier
         )
+        if workspace.created_now and self._worktrees is not None:
+            await self._add_worktree(workspace, branch)
         if workspace.created_now:
             log.info("workspace created", workspace=str(path), host=self.host.name)
             if self._hooks.after_create is not None:
                 failure = await self._run_hook("after_create", self._hooks.after_create, workspace)
                 if failure is not None:
                     await self.host.remove_dir(key)  # a failed after_create leaves nothing
+                    await self.prune()
                     raise failure
         # Where the ticket's work starts from: its commit once made, as recorded since.
         base = await self.host.workspace_base(key, stamp=workspace.created_now)
         return dataclasses.replace(workspace, base=base)
+
+    async def _discard_half_made(self, key: str, path: Path) -> None:
+        assert self._worktrees is not None
+        found = await self.host.command(
+            _HALF_MADE, str(self._root), key, str(self._worktrees.mirror)
+        )
+        if found.out.strip() != "half-made":
+            return
+        log.info("removing a half-made worktree", workspace=str(path), host=self.host.name)
+        await self.host.remove_dir(key)
+        await self.prune()
+
+    async def _add_worktree(self, workspace: Workspace, branch: str | None) -> None:
+        """Make the new, empty workspace a worktree of the host's store on its branch; a
+        failure leaves nothing behind."""
+        assert self._worktrees is not None
+        identifier = workspace.identifier or workspace.key
+        wanted = branch or render_branch(self._worktrees.settings.branch, identifier)
+        try:
+            name = await self._worktrees.branch_name(wanted, identifier)
+            await self._worktrees.add(workspace.path, name)
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.host.remove_dir(workspace.key))
+                await self.prune()
+            if isinstance(exc, WorktreeError):
+                raise WorkspaceError(
+                    WORKSPACE_CREATE_FAILED, f"{workspace.path} on {self.host.name}: {exc.message}"
+                ) from None
+            raise
+        log.info("worktree added", workspace=str(workspace.path), branch=name, host=self.host.name)
 
     async def before_run(self, workspace: Workspace) -> None:
         if self._hooks.before_run is not None:
@@ -125,6 +208,12 @@ class RemoteWorkspaces:
         if self._hooks.before_remove is not None:
             workspace = Workspace(path=path, key=key, created_now=False, identifier=identifier)
             await self._run_hook("before_remove", self._hooks.before_remove, workspace)
+        if self._worktrees is not None:
+            try:
+                await self._worktrees.remove(path)  # its branch stays
+            except WorktreeError as exc:
+                log.warning("worktree not unregistered", workspace=str(path), host=self.host.name,
+                            reason=exc.message)  # fmt: skip
         gone = await self.host.remove_dir(key)
         said = gone.out.strip()
         if gone.unreachable or gone.returncode != 0:

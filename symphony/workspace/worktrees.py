@@ -10,6 +10,10 @@ Liquid template, default `symphony/{{ issue.identifier | slugify }}`). The branc
 `workspace.base` the first time and checked out as it was left after that (a rework keeps its
 commits). Removing a worktree keeps its branch. Git commands on the store run one at a time
 (one lock per store), so two tickets never race `git worktree add`.
+
+On an SSH worker host (`host`), the store is `<the host's workspace root>/.symphony-mirror.git`
+there, and every git command and file operation on it runs on the host (`symphony.hosts.ssh`):
+this machine's git never sees it, and `workspace.repository` is a URL or a path there.
 """
 
 from __future__ import annotations
@@ -19,18 +23,30 @@ import contextlib
 import re
 import shutil
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from symphony.base.errors import SymphonyError
 from symphony.config.sections import WorktreeSettings
-from symphony.workspace.git import run_git
+from symphony.hosts.ssh import SshHost
+from symphony.workspace.git import GitRun, run_git
 
 WORKTREE_FAILED = "worktree_failed"
 MIRROR_NAME = ".symphony-mirror.git"
 GIT_TIMEOUT_S = 300.0
 """A clone or fetch of a large repository takes a while; a query (`workspace.git`) does not."""
 
-_locks: dict[Path, asyncio.Lock] = {}
+_locks: dict[tuple[str, Path], asyncio.Lock] = {}
+
+# On a host: $1 the operation, then its paths or git's arguments.
+_ON_HOST = r"""
+op=$1; shift
+case $op in
+  git) GIT_TERMINAL_PROMPT=0 exec git "$@" ;;
+  exists) [ -e "$1" ] && echo yes; exit 0 ;;
+  discard) rm -rf -- "$1" ;;
+  rename) mv -T -- "$1" "$2" ;;
+esac
+"""
 
 
 class WorktreeError(SymphonyError):
@@ -44,31 +60,66 @@ def slugify(text: str) -> str:
 
 
 class Worktrees:
-    def __init__(self, settings: WorktreeSettings, root: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        settings: WorktreeSettings,
+        root: Path,
+        env: Mapping[str, str],
+        host: SshHost | None = None,
+    ) -> None:
         self.settings = settings
-        self.mirror = root / MIRROR_NAME
+        self.mirror = Path(PurePosixPath(root) / MIRROR_NAME) if host else root / MIRROR_NAME
         self._env = dict(env)
+        self._host = host
+
+    async def _run(self, op: str, *args: str) -> GitRun:
+        """One operation on the store: here, or on the host over its own connection."""
+        if self._host is None:
+            if op == "git":
+                return await run_git(*args, env=self._env, timeout_s=GIT_TIMEOUT_S)
+            path = Path(args[0])
+            if op == "exists":
+                return GitRun(0, "yes" if path.exists() else "", "")
+            if op == "discard":
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.rename(args[1])
+            return GitRun(0, "", "")
+        done = await self._host.command(_ON_HOST, op, *args, timeout_s=GIT_TIMEOUT_S)
+        if done.unreachable:
+            return GitRun(done.returncode, "", f"cannot reach {self._host.name}: {done.reason()}")
+        return GitRun(done.returncode, done.out, done.err)
 
     async def _git(self, *args: str) -> str:
-        run = await run_git(*args, env=self._env, timeout_s=GIT_TIMEOUT_S)
+        run = await self._run("git", *args)
         if run.returncode != 0:
-            detail = " ".join(run.err.strip().splitlines())[-500:]
-            raise WorktreeError(WORKTREE_FAILED, f"git {' '.join(args[:2])} failed: {detail}")
+            detail = " ".join(run.err.strip().splitlines())[-500:] or "timed out"
+            where = f" on {self._host.name}" if self._host is not None else ""
+            raise WorktreeError(
+                WORKTREE_FAILED, f"git {' '.join(args[:2])} failed{where}: {detail}"
+            )
         return run.out
 
+    async def _has_store(self) -> bool:
+        return (await self._run("exists", str(self.mirror / "HEAD"))).out.strip() == "yes"
+
     def _lock(self) -> asyncio.Lock:
-        return _locks.setdefault(self.mirror, asyncio.Lock())
+        where = self._host.name if self._host is not None else ""
+        return _locks.setdefault((where, self.mirror), asyncio.Lock())
 
     async def _refresh_mirror(self) -> None:
-        if not (self.mirror / "HEAD").exists():
+        if not await self._has_store():
             staging = self.mirror.with_name(self.mirror.name + ".partial")
-            shutil.rmtree(staging, ignore_errors=True)
+            await self._run("discard", str(staging))
             await self._git("clone", "--bare", "--quiet", self.settings.repository, str(staging))
             await self._git(
                 "--git-dir", str(staging), "config", "remote.origin.fetch",
                 "+refs/heads/*:refs/remotes/origin/*",
             )  # fmt: skip
-            staging.rename(self.mirror)  # a clone cut short is never taken for the store
+            # A clone cut short is never taken for the store.
+            renamed = await self._run("rename", str(staging), str(self.mirror))
+            if renamed.returncode != 0:
+                raise WorktreeError(WORKTREE_FAILED, f"cannot make {self.mirror}: {renamed.err}")
         await self._git("--git-dir", str(self.mirror), "fetch", "--prune", "--quiet", "origin")
 
     async def _base(self) -> str:
@@ -126,7 +177,7 @@ class Worktrees:
 
     async def remove(self, path: Path) -> None:
         """Unregister the worktree at `path` (its branch stays); the caller deletes leftovers."""
-        if not (self.mirror / "HEAD").exists():
+        if not await self._has_store():
             return
         async with self._lock():
             # Not a worktree any more: prune forgets it once its folder is gone.
@@ -137,5 +188,5 @@ class Worktrees:
             await self.prune()
 
     async def prune(self) -> None:
-        if (self.mirror / "HEAD").exists():
+        if await self._has_store():
             await self._git("--git-dir", str(self.mirror), "worktree", "prune")

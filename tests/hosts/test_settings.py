@@ -66,14 +66,11 @@ def test_bad_worker_settings_are_refused_naming_the_setting(
     assert message in str(raised.value)
 
 
-def test_what_hosts_cannot_run_yet_is_refused_at_load(tmp_path: Path) -> None:
+def test_worktrees_and_agents_over_mcp_are_accepted_with_hosts(tmp_path: Path) -> None:
     hosts = {"ssh_hosts": ["build-1"]}
-    with pytest.raises(ConfigError, match="worktree works on this machine only"):
-        settings_with(
-            tmp_path,
-            worker=hosts,
-            workspace={"root": "ws", "strategy": "worktree", "repository": "/srv/repo"},
-        )
+    worktree = {"root": "ws", "strategy": "worktree", "repository": "/srv/repo"}
+    settings = settings_with(tmp_path, worker=hosts, workspace=worktree)
+    assert settings.workspace.worktrees is not None and settings.worker.hosts
     # Agents that take their tools over MCP run there: the tool server is forwarded.
     assert settings_with(tmp_path, worker=hosts, agent={"kind": "claude"}).worker.hosts
 
