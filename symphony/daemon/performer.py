@@ -23,6 +23,7 @@ from symphony import core
 from symphony.agents import AgentLaunch, AgentSession
 from symphony.agents.registry import backend
 from symphony.agents.tool_server import ToolServer
+from symphony.base.hosts import LOCAL
 from symphony.base.secrets import SecretMasker
 from symphony.codehost.contract import CodeHost
 from symphony.config.sections import Settings
@@ -175,7 +176,9 @@ class Performer:
             if host is not None and settings.repository is not None:
                 git_env = places.child_env(settings)
                 publisher = Publisher(host, settings.repository, git_env, self._masker)
-            move = writes.move(tracker, places.local, pending, own, publisher)
+            # The ticket's workspace is where its run was: here, or its SSH host.
+            where = self._state.workspace_hosts.get(perform.issue_id, LOCAL)
+            move = writes.move(tracker, places.on(where), pending, own, publisher)
             self._spawn(move, then=self._report)
 
     def _follow(self, effect: core.ReadPullRequest | core.MergePullRequest) -> None:

@@ -34,7 +34,7 @@ from symphony.config.repository import CodeHost as CodeHostKind
 from symphony.config.repository import RepositorySettings
 from symphony.core.follow import addressed_reply
 from symphony.core.stage_outcomes import PublishIntent
-from symphony.workspace.git import git_output
+from symphony.workspace.git import LOCAL_GIT, Git, git_output
 from symphony.workspace.push import PUSH_REJECTED, PushError, push_branch
 
 log = structlog.get_logger("symphony.publish")
@@ -78,11 +78,13 @@ class Publisher:
     masker: SecretMasker
 
     async def publish(
-        self, workspace: Path | None, intent: PublishIntent, issue: Issue
+        self, workspace: Path | None, intent: PublishIntent, issue: Issue, git: Git = LOCAL_GIT
     ) -> Publication:
+        """Push the workspace's branch (from where `git` runs: here or its SSH host) and
+        open or update its pull request."""
         if workspace is None:
-            return Refused("the ticket has no workspace on this machine to publish from")
-        branch = await _branch(workspace, self.git_env)
+            return Refused("the ticket has no workspace of symphony's to publish from")
+        branch = await _branch(workspace, self.git_env, git)
         if branch is None:
             return Refused(f"the workspace {workspace} is on no branch (a detached HEAD)")
         if intent.base is not None and branch == intent.base:
@@ -92,6 +94,7 @@ class Publisher:
             pushed = await push_branch(
                 workspace, branch, repository.remote, token=repository.token,
                 username=PUSH_USERNAME[repository.kind], env=self.git_env, masker=self.masker,
+                git=git,
             )  # fmt: skip
         except PushError as exc:
             kind = Refused if exc.category == PUSH_REJECTED else Failed
@@ -143,6 +146,6 @@ def title_of(intent: PublishIntent, issue: Issue) -> str:
     return title or f"{issue.identifier}: {issue.title}"
 
 
-async def _branch(workspace: Path, env: Mapping[str, str]) -> str | None:
-    name = await git_output(workspace, env, "symbolic-ref", "--quiet", "--short", "HEAD")
+async def _branch(workspace: Path, env: Mapping[str, str], git: Git) -> str | None:
+    name = await git_output(workspace, env, "symbolic-ref", "--quiet", "--short", "HEAD", git=git)
     return name.strip() or None if name is not None else None

@@ -24,14 +24,13 @@ from symphony.daemon.publish import Publication, Published, Publisher, Refused
 from symphony.tracker.contract import Tracker, TrackerError
 from symphony.tracker.writes import post_comment_once, write_transition
 from symphony.workspace.facts import write_evidence_file
-from symphony.workspace.local import WorkspaceManager
 
 log = structlog.get_logger("symphony.orchestrator")
 
 
 async def move(
     tracker: Tracker,
-    workspaces: WorkspaceManager,
+    workspaces: Workspaces,
     pending: core.PendingTransition,
     own: frozenset[str],
     publisher: Publisher | None = None,
@@ -64,7 +63,7 @@ async def move(
 
 async def _publish(
     tracker: Tracker,
-    workspaces: WorkspaceManager,
+    workspaces: Workspaces,
     pending: core.PendingTransition,
     publisher: Publisher | None,
 ) -> Publication:
@@ -72,8 +71,10 @@ async def _publish(
     assert intent is not None
     if publisher is None:
         return Refused("the workflow names no `repository:` to publish to any more")
-    workspace = workspaces.owned_path(pending.identifier)
-    published = await publisher.publish(workspace, intent, pending.issue)
+    # Published from where the ticket's workspace is: here, or its SSH host.
+    found = await workspaces.peer_paths([pending.identifier])
+    workspace = found[0][1] if found else None
+    published = await publisher.publish(workspace, intent, pending.issue, git=workspaces.git)
     if isinstance(published, Published):
         pull = published.pull
         log.info(
@@ -86,9 +87,7 @@ async def _publish(
     return published
 
 
-def _write_evidence(
-    workspaces: WorkspaceManager, identifier: str, evidence: Mapping[str, Any]
-) -> None:
+def _write_evidence(workspaces: Workspaces, identifier: str, evidence: Mapping[str, Any]) -> None:
     """The evidence as JSON in the workspace; a failure costs only the file."""
     path = workspaces.owned_path(identifier)
     if path is None:

@@ -261,6 +261,14 @@ class SshHost:
         host._launcher = launcher
         return host
 
+    def without_sandbox(self) -> SshHost:
+        """This host, running commands as its user (the daemon's own git, a push)."""
+        if not self._launcher:
+            return self
+        host = copy.copy(self)
+        host._launcher = ""
+        return host
+
     def with_tool_forward(self, local_port: int) -> tuple[SshHost, int]:
         """This host, with an agent's connection carrying a forward from a loopback port on
         the host to the daemon's tool server (`127.0.0.1:local_port` here); and that port.

@@ -8,6 +8,7 @@ footprints and merge checks of a ticket on a host are read there, bounded the sa
 from __future__ import annotations
 
 import asyncio
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -18,6 +19,8 @@ GIT_TIMEOUT_S = 20.0
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 """What a question may print on a host before the answer is cut (the review's diff is the
 largest)."""
+
+_SENT_OUTPUT_BYTES = 64 * 1024
 
 # $1 the workspace, then git's arguments. The host's git, in the workspace, never prompting
 # and taking no optional locks (an agent may be working there); exit 97 without the folder.
@@ -88,6 +91,33 @@ class Git:
             return GitRun(None, "", f"cannot reach {self.host.name}: {done.reason()}")
         out = done.out[:MAX_OUTPUT_BYTES]
         return GitRun(done.returncode, out, done.err)
+
+    async def run_sending(
+        self,
+        path: Path,
+        *args: str,
+        env: Mapping[str, str],
+        sent: Mapping[str, str],
+        timeout_s: float = GIT_TIMEOUT_S,
+    ) -> GitRun:
+        """`git -C path <args>` with the variables `sent` in its environment and nowhere
+        else: here beside `env`; on a host they are all it gets beyond the host's own login
+        environment, carried on the connection's stdin, never in a command line and never
+        written there. On a host what git prints comes back as one text, in `out` and `err`
+        both."""
+        if self.host is None:
+            return await run_git(
+                "-C", str(path), *args, env={**env, **sent}, timeout_s=timeout_s
+            )  # fmt: skip
+        ran = await self.host.without_sandbox().run_script(
+            shlex.join(["git", "-C", str(PurePosixPath(path)), *args]),
+            cwd=path, env={"GIT_TERMINAL_PROMPT": "0", **sent},
+            timeout_ms=int(timeout_s * 1000), tail_bytes=_SENT_OUTPUT_BYTES,
+        )  # fmt: skip
+        said = ran.output
+        if ran.outcome == "timed_out":
+            return GitRun(None, said, f"took over {timeout_s:.0f} s on {self.host.name}")
+        return GitRun(ran.exit_code, said, said or ran.detail)
 
 
 LOCAL_GIT = Git()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from symphony.base.errors import SymphonyError
 from symphony.base.secrets import REDACTED, SecretMasker
-from symphony.workspace.git import git_output, run_git
+from symphony.workspace.git import LOCAL_GIT, Git, git_output
 
 PUSH_TOKEN_VARIABLE = "SYMPHONY_PUSH_TOKEN"
 """The variable the daemon's push carries the token in (that process only)."""
@@ -60,21 +60,25 @@ async def push_branch(
     env: Mapping[str, str],
     masker: SecretMasker,
     timeout_s: float = PUSH_TIMEOUT_S,
+    git: Git = LOCAL_GIT,
 ) -> Pushed:
     """Push the workspace's HEAD to `refs/heads/<branch>` of `remote` (a remote's name or a
     URL). `env` is the environment of the daemon's git (without the token); `token` is empty
-    for a remote that needs none (a path). Raises PushError."""
-    sha = (await git_output(workspace, env, "rev-parse", "--verify", "HEAD^{commit}") or "").strip()
+    for a remote that needs none (a path). On an SSH host (`git`) the push runs there, from
+    the workspace, with the token sent for that command alone. Raises PushError."""
+    sha = (
+        await git_output(workspace, env, "rev-parse", "--verify", "HEAD^{commit}", git=git) or ""
+    ).strip()
     if not sha:
         raise PushError(PUSH_FAILED, f"{workspace} has no commit to push")
-    run = await run_git(
-        "-C", str(workspace),
+    run = await git.run_sending(
+        workspace,
         "-c", "credential.helper=",
         "-c", f"credential.helper={_HELPER}",
         "-c", "core.askPass=",
         "push", "--porcelain", remote, f"HEAD:refs/heads/{branch}",
-        env={
-            **env,
+        env=env,
+        sent={
             PUSH_TOKEN_VARIABLE: token,
             "SYMPHONY_PUSH_USER": username,
             "GIT_ASKPASS": "",
