@@ -22,12 +22,15 @@ failure (exit 255: no route, refused, authentication, a dropped connection) is
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import contextlib
 import copy
+import hashlib
 import re
 import secrets
 import shlex
+import shutil
 import signal
 import tempfile
 import time
@@ -57,6 +60,10 @@ REMOTE_CHILD_VARIABLE = "SYMPHONY_REMOTE_CHILD"
 """What marks a run's processes on its host (`SYMPHONY_CHILD` does on this machine)."""
 
 _PGID_LINE = re.compile(r"^symphony-remote-pgid (\d+)$")
+
+SHARED_CONNECTION_S = 30
+"""How long the connection symphony's own commands share stays open after the last one."""
+_control_dir: str | None = None
 
 FORWARD_PORTS = range(20000, 32768)
 """Where on a host's loopback the daemon's tool server is forwarded to, for one run: below
@@ -199,6 +206,25 @@ def remote_pgid_of(line: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _shared_connection(settings: SshSettings) -> tuple[str, ...]:
+    """ssh options that let symphony's own short commands to a host (workspace marks, git
+    questions, kills) share one connection, kept open SHARED_CONNECTION_S after the last:
+    each then costs a round trip, not a login. One connection per host and settings (a
+    workflow with another ssh config file gets its own); the control sockets are in a folder
+    only this process's user can open, removed when the process ends. Agents, hooks and gates
+    get connections of their own."""
+    global _control_dir
+    if _control_dir is None:
+        _control_dir = tempfile.mkdtemp(prefix="symphony-ssh-mux-")  # mode 0700
+        atexit.register(shutil.rmtree, _control_dir, True)
+    which = hashlib.sha256(repr(settings).encode()).hexdigest()[:10]
+    return (
+        "-o", "ControlMaster=auto",
+        "-o", f"ControlPath={_control_dir}/{which}-%C",
+        "-o", f"ControlPersist={SHARED_CONNECTION_S}",
+    )  # fmt: skip
+
+
 def forward_refused(stderr: Sequence[str]) -> bool:
     """Whether ssh ended because the host would not carry a run's forward."""
     return any(_FORWARD_REFUSED in line for line in stderr)
@@ -291,9 +317,10 @@ class SshHost:
     def is_local(self) -> bool:
         return False
 
-    def argv(self, script: str, *args: str, forward: Sequence[str] = ()) -> tuple[str, ...]:
-        """`ssh ... host` running `script` under /bin/sh with `args` as $1, $2, ..."""
-        options = [
+    def argv(self, script: str, *args: str, options: Sequence[str] = ()) -> tuple[str, ...]:
+        """`ssh ... host` running `script` under /bin/sh with `args` as $1, $2, ...; `options`
+        are more of ssh's own (a forward, a shared connection)."""
+        forced = [
             "-T",
             "-a",
             "-x",
@@ -306,14 +333,14 @@ class SshHost:
         # Forced only when the workflow says so: otherwise the user's ssh configuration (its
         # accept-new for build hosts, say) applies.
         if self._ssh.strict_host_key_checking is not None:
-            options += ["-o", f"StrictHostKeyChecking={self._ssh.strict_host_key_checking}"]
+            forced += ["-o", f"StrictHostKeyChecking={self._ssh.strict_host_key_checking}"]
         if self._ssh.config_file is not None:
-            options += ["-F", str(self._ssh.config_file)]
-        options += forward
+            forced += ["-F", str(self._ssh.config_file)]
+        forced += options
         remote = " ".join(
             ["exec", "/bin/sh", "-c", shlex.quote(script), "symphony", *map(shlex.quote, args)]
         )
-        return ("ssh", *options, "--", self.name, remote)
+        return ("ssh", *forced, "--", self.name, remote)
 
     # Agents
 
@@ -333,7 +360,7 @@ class SshHost:
                 "bash",
                 "stdin",
                 *self._sandboxed(),
-                forward=self._forward,
+                options=self._forward,
             ),
             None,
             self._client_env,
@@ -436,12 +463,13 @@ class SshHost:
         script: str,
         *args: str,
         timeout_s: float = COMMAND_TIMEOUT_S,
-        forward: Sequence[str] = (),
+        options: Sequence[str] = (),
     ) -> CommandResult:
-        """Run one of symphony's own scripts on the host (no environment is sent)."""
+        """Run one of symphony's own scripts on the host (no environment is sent), over the
+        connection these commands share unless `options` asks for one of its own."""
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self.argv(script, *args, forward=forward),
+                *self.argv(script, *args, options=options or _shared_connection(self._ssh)),
                 env=self._client_env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -468,7 +496,7 @@ class SshHost:
         """Whether the host carries the forward a run's tool server needs (`check`): ssh's
         own refusal is `forward_refused`."""
         host, _ = self.with_tool_forward(9)  # nothing listens: the forward is only opened
-        return await host.command("true", forward=host._forward)
+        return await host.command("true", options=host._forward)
 
     async def stop_marked(self, variable: str, values: Sequence[str]) -> CommandResult:
         """End every process on the host whose environment has `variable` set to one of

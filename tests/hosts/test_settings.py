@@ -86,6 +86,8 @@ def test_an_agent_s_connection_alone_carries_the_tool_server_to_a_loopback_port_
     # Scripts on the same host, and the host itself, open no forward.
     assert "-R" not in host.agent_launch("claude", Path("/srv/ws/A-1"), {}).argv
     assert "-R" not in forwarded.argv("true")
+    # An agent's connection is its own: the forward ends with it, and so does the run.
+    assert not any("ControlMaster" in a for a in argv)
     refused = CommandResult(255, "", "Error: remote port forwarding failed for listen port 1")
     assert refused.forward_refused and not refused.unreachable
     assert CommandResult(255, "", "Connection refused").unreachable
