@@ -175,7 +175,9 @@ class HostSlots:
         self._now = now
         fallback = settings.agent.max_concurrent_agents
         self._capacity = {h.name: self._worker.capacity(h) or fallback for h in self._worker.hosts}
-        self.load = {host.name: 0 for host in self._worker.hosts}
+        # In a fleet, what the other workflows run on a host counts against its capacity too.
+        self.load = {host.name: state.hosts_busy_elsewhere.get(host.name, 0)
+                     for host in self._worker.hosts}  # fmt: skip
         for entry in state.running.values():
             if entry.host in self.load:
                 self.load[entry.host] += 1

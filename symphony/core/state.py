@@ -296,6 +296,9 @@ class SchedulerState:
     fleet_slots: int | None = None
     """The most agents this workflow's share of its fleet lets it run now (`core.fleet`, set
     by the daemon before each dispatch); None: no fleet, its own cap alone."""
+    hosts_busy_elsewhere: dict[str, int] = field(default_factory=dict)
+    """Agents the other workflows of its fleet run on each SSH host, by the host's name (set
+    with `fleet_slots`): a host's capacity is shared by every workflow that lists it."""
     """Dispatch paused by a person (`core.operator`); None: dispatching."""
     held: dict[str, tuple[str, datetime | None]] = field(default_factory=dict)
     """Tickets a person stopped (id -> their state and last update then): not dispatched again

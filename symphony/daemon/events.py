@@ -31,6 +31,10 @@ class Seat(Protocol):
         """How many agents the workflow may run now, having `waiting` more it could start."""
         ...
 
+    def hosts_busy_elsewhere(self) -> dict[str, int]:
+        """The agents the fleet's other workflows run on each SSH host now."""
+        ...
+
 
 class SystemClock:
     def monotonic(self) -> float:

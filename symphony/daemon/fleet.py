@@ -24,6 +24,7 @@ import structlog
 import yaml
 
 from symphony.base.errors import SymphonyError
+from symphony.base.hosts import LOCAL
 from symphony.base.secrets import SecretMasker
 from symphony.config.fields import INVALID_CONFIG, ConfigError
 from symphony.config.load import load_settings
@@ -164,12 +165,18 @@ class Seat:
         """How many agents this workflow may run now, having `waiting` more it could start."""
         return self.fleet.slots_for(self.name, waiting)
 
+    def hosts_busy_elsewhere(self) -> dict[str, int]:
+        """The agents the fleet's other workflows run on each SSH host now."""
+        return self.fleet.hosts_busy_except(self.name)
+
 
 @dataclass(slots=True)
 class _Live:
     running: Callable[[], int]
     cap: Callable[[], int]
     spent_today: Callable[[str], float]
+    hosts: Callable[[], Mapping[str, int]]
+    """Its running agents per SSH host."""
 
 
 @dataclass(slots=True)
@@ -188,9 +195,18 @@ class Fleet:
         running: Callable[[], int],
         cap: Callable[[], int],
         spent_today: Callable[[str], float],
+        hosts: Callable[[], Mapping[str, int]] = dict,
     ) -> Seat:
-        self.live[name] = _Live(running, cap, spent_today)
+        self.live[name] = _Live(running, cap, spent_today, hosts)
         return Seat(self, name)
+
+    def hosts_busy_except(self, name: str) -> dict[str, int]:
+        busy: dict[str, int] = {}
+        for other, live in self.live.items():
+            if other != name:
+                for host, count in live.hosts().items():
+                    busy[host] = busy.get(host, 0) + count
+        return busy
 
     def leave(self, name: str) -> None:
         self.live.pop(name, None)
@@ -323,6 +339,7 @@ async def _serve_member(
             running=lambda: len(orchestrator.state.running),
             cap=lambda: orchestrator.settings.agent.max_concurrent_agents,
             spent_today=lambda day: _spent(orchestrator, day),
+            hosts=lambda: _on_hosts(orchestrator),
         )
         status.orchestrator, status.error = orchestrator, None
         started(status)
@@ -337,6 +354,14 @@ async def _serve_member(
         fleet.leave(member.name)
         store.close()
         lock.release()
+
+
+def _on_hosts(orchestrator: Orchestrator) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for entry in orchestrator.state.running.values():
+        if entry.host != LOCAL:
+            counts[entry.host] = counts.get(entry.host, 0) + 1
+    return counts
 
 
 def _spent(orchestrator: Orchestrator, day: str) -> float:

@@ -592,6 +592,7 @@ class Orchestrator:
                 state, candidates, settings, self.clock.wall(), self.clock.monotonic()
             )
         state.fleet_slots = self.seat.slots(waiting)
+        state.hosts_busy_elsewhere = self.seat.hosts_busy_elsewhere()
 
     async def _process_retries(self) -> None:
         if self.health.workflow_error is not None or not self.settings.tracker.active_states:
@@ -607,6 +608,7 @@ class Orchestrator:
             refreshed = None
         if self.seat is not None:
             self.state.fleet_slots = self.seat.slots(len(due))
+            self.state.hosts_busy_elsewhere = self.seat.hosts_busy_elsewhere()
         effects = core.on_retries_refreshed(
             self.state, due, refreshed, self.settings, self.clock.monotonic(), self.clock.wall()
         )

@@ -976,6 +976,19 @@ def test_tickets_spread_over_hosts_by_free_capacity_and_then_wait_for_one() -> N
     assert state.workspace_hosts == {"id-A-1": "w1", "id-A-2": "w2", "id-A-3": "w2"}
 
 
+def test_in_a_fleet_what_other_workflows_run_on_a_host_counts_against_its_capacity() -> None:
+    state = core.SchedulerState()
+    settings = host_settings()
+    state.hosts_busy_elsewhere = {"w2": 2, "elsewhere-only": 3}  # w2 is full already
+    issues = [make_issue(f"A-{n}", priority=n) for n in range(1, 4)]
+    effects = core.select_dispatches(state, issues, settings, 0.0, WALL)
+    assert started_on(effects) == {"A-1": "w1"}
+    # Once the other workflow's agents end there, this one may use the host.
+    state.hosts_busy_elsewhere = {"w2": 1}
+    effects = core.select_dispatches(state, issues, settings, 0.0, WALL)
+    assert started_on(effects) == {"A-2": "w2"}
+
+
 def test_a_retry_waits_for_the_host_with_its_workspace_or_moves_when_allowed() -> None:
     from symphony.base.hosts import HOST_UNREACHABLE
 

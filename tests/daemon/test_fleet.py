@@ -154,3 +154,20 @@ def test_metrics_of_several_workflows_carry_their_names() -> None:
         'm{workflow="a"} 1', 'm{workflow="a",kind="x"} 2',
         'm{workflow="b"} 1', 'm{workflow="b",kind="x"} 2',
     ]  # fmt: skip
+
+
+def test_a_host_two_workflows_list_is_one_pool_each_sees_what_the_other_runs_there() -> None:
+    from symphony.daemon.fleet import Fleet, FleetPlan, Member
+
+    fleet = Fleet(FleetPlan((Member("a", Path("a")), Member("b", Path("b")))), SystemClock())
+    on_a = {"build-1": 2}
+    a = fleet.seat("a", running=lambda: 2, cap=lambda: 4, spent_today=lambda day: 0.0,
+                   hosts=lambda: on_a)  # fmt: skip
+    b = fleet.seat("b", running=lambda: 1, cap=lambda: 4, spent_today=lambda day: 0.0,
+                   hosts=lambda: {"build-1": 1, "build-2": 1})  # fmt: skip
+    assert b.hosts_busy_elsewhere() == {"build-1": 2}
+    assert a.hosts_busy_elsewhere() == {"build-1": 1, "build-2": 1}
+    on_a.clear()  # a's agents there ended
+    assert b.hosts_busy_elsewhere() == {}
+    fleet.leave("b")
+    assert a.hosts_busy_elsewhere() == {}
