@@ -45,7 +45,7 @@ from symphony.daemon.runner import stage_context
 from symphony.hosts import process
 from symphony.memory import Listing, Ticket, memory_of
 from symphony.observability.logging import configure_logging
-from symphony.observability.terminal import ConsoleLogStream, TerminalStatus
+from symphony.observability.terminal import ConsoleLogStream, TerminalStatus, render_status
 from symphony.store import Store
 from symphony.store.lock import DaemonLock
 from symphony.tracker.contract import Tracker, TrackerContext, create_tracker, resolve_states
@@ -425,7 +425,9 @@ async def _serve(
             )
     if console is not None:
         status = asyncio.create_task(
-            TerminalStatus(orchestrator.snapshot, console, orchestrator.masker).run()
+            TerminalStatus(
+                lambda: render_status(orchestrator.snapshot(), orchestrator.masker), console
+            ).run()
         )
     try:
         await orchestrator.run()

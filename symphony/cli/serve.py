@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import structlog
 import uvloop
@@ -23,6 +26,12 @@ from symphony.base.secrets import SecretMasker
 from symphony.daemon.events import SystemClock
 from symphony.daemon.fleet import FleetPlan, FleetRunner, plan_fleet
 from symphony.observability.logging import configure_logging
+from symphony.observability.terminal import (
+    ConsoleLogStream,
+    FleetMember,
+    TerminalStatus,
+    render_fleet,
+)
 
 EXIT_OK = 0
 
@@ -41,6 +50,10 @@ def serve_parser(port: Callable[[str], int]) -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--port", type=port, default=None,
                         help="serve the fleet's HTTP surface here (0 = any free port)")  # fmt: skip
+    parser.add_argument(
+        "--no-tui", action="store_true",
+        help="no live table of the fleet (it is shown only when stderr is a terminal)",
+    )  # fmt: skip
     parser.add_argument("--log-format", choices=("console", "json"), default="console")
     parser.add_argument(
         "--log-level", choices=("debug", "info", "warning", "error"), default="info"
@@ -50,14 +63,23 @@ def serve_parser(port: Callable[[str], int]) -> argparse.ArgumentParser:
 
 def serve(args: argparse.Namespace) -> int:
     masker = SecretMasker()
-    configure_logging(fmt=args.log_format, level=args.log_level, logs_root=None, stream=None,
-                      masker=masker)  # fmt: skip
+    console = None
+    if not args.no_tui and args.log_format == "console" and sys.stderr.isatty():
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    configure_logging(
+        fmt=args.log_format, level=args.log_level, logs_root=None, masker=masker,
+        stream=ConsoleLogStream(console) if console is not None else None,
+    )  # fmt: skip
     plan = plan_fleet(args.paths)
     port = args.port if args.port is not None else plan.port
-    return uvloop.run(_serve(plan, masker, port))
+    return uvloop.run(_serve(plan, masker, port, console))
 
 
-async def _serve(plan: FleetPlan, masker: SecretMasker, port: int | None) -> int:
+async def _serve(
+    plan: FleetPlan, masker: SecretMasker, port: int | None, console: Any = None
+) -> int:
     log = structlog.get_logger("symphony")
     runner = FleetRunner(plan, masker, SystemClock())
     loop = asyncio.get_running_loop()
@@ -92,9 +114,25 @@ async def _serve(plan: FleetPlan, masker: SecretMasker, port: int | None) -> int
         server, task, url = await serve_embedded(app, plan.host, port, name="http-server")
         http = (server, task)
         log.info("http server listening", url=url)
+    status = None
+    if console is not None:
+
+        def table() -> Any:
+            members = [
+                FleetMember(s.member.name, s.member.weight,
+                            s.orchestrator.snapshot() if s.orchestrator else None, s.error)
+                for s in runner.statuses
+            ]  # fmt: skip
+            return render_fleet(members, runner.fleet.to_json(), masker)
+
+        status = asyncio.create_task(TerminalStatus(table, console).run())
     try:
         await runner.run()
     finally:
+        if status is not None:
+            status.cancel()
+            with contextlib.suppress(Exception):  # a vanished terminal must not fail the stop
+                await status
         if http is not None and app is not None:
             app.close()
             http[0].should_exit = True

@@ -1,15 +1,18 @@
-"""The live terminal status: a compact table of the fleet, redrawn once a second.
+"""The live terminal status: a compact table of the agents, redrawn once a second.
 
-It reads the orchestrator's snapshot and nothing else, so it can never affect scheduling. Log
-lines keep flowing above the table: while it is shown, console logs are printed through the
-same rich console (`ConsoleLogStream`), which keeps the two from tearing each other apart.
+It reads snapshots and nothing else, so it can never affect scheduling: one orchestrator's
+(`render_status`), or every workflow's of a fleet with the fleet's pool (`render_fleet`, for
+`symphony serve`). Log lines keep flowing above the table: while it is shown, console logs are
+printed through the same rich console (`ConsoleLogStream`), which keeps the two from tearing
+each other apart.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -52,26 +55,7 @@ def render_status(snapshot: Mapping[str, Any], masker: SecretMasker) -> Renderab
     for key, label in (("workflow_error", "WORKFLOW.md rejected"), ("tracker_error", "tracker")):
         if health.get(key):
             parts.append(Text(f" {label}: {health[key]} ", style="bold white on red"))
-    now = parse_instant(snapshot.get("generated_at"))
-
-    running = Table(title=None, expand=True, header_style="bold", pad_edge=False)
-    for column in ("ticket", "state", "turn", "last event", "age", "tokens", "runtime"):
-        running.add_column(column, no_wrap=column != "last event", overflow="ellipsis")
-    for row in snapshot.get("running", []):
-        event = row.get("last_message") or row.get("last_event") or "starting"
-        if row.get("stopping"):
-            event = f"stopping ({row['stopping']}): {event}"
-        running.add_row(
-            str(row.get("issue_identifier")),
-            str(row.get("state")),
-            str(row.get("turn_count") or 0),
-            event,
-            _age(now, parse_instant(row.get("last_event_at") or row.get("started_at"))),
-            f"{row.get('tokens', {}).get('total_tokens', 0):,}",
-            _duration(row.get("runtime_seconds") or 0),
-        )
-    if not snapshot.get("running"):
-        running.add_row("-", "", "", "no agent running", "", "", "")
+    running = _running_table([("", snapshot)], with_workflow=False)
     parts.append(running)
 
     retrying = snapshot.get("retrying", [])
@@ -102,29 +86,96 @@ def render_status(snapshot: Mapping[str, Any], masker: SecretMasker) -> Renderab
     return Group(*parts)
 
 
-class TerminalStatus:
-    """Redraws `render_status(snapshot())` on `console` until cancelled."""
+def _running_table(
+    snapshots: Sequence[tuple[str, Mapping[str, Any]]], *, with_workflow: bool
+) -> Table:
+    """The running sessions of each (workflow, snapshot), one row each."""
+    table = Table(title=None, expand=True, header_style="bold", pad_edge=False)
+    columns = ("ticket", "state", "turn", "last event", "age", "tokens", "runtime")
+    for column in ("workflow", *columns) if with_workflow else columns:
+        table.add_column(column, no_wrap=column != "last event", overflow="ellipsis")
+    for workflow, snapshot in snapshots:
+        now = parse_instant(snapshot.get("generated_at"))
+        for row in snapshot.get("running", []):
+            event = row.get("last_message") or row.get("last_event") or "starting"
+            if row.get("stopping"):
+                event = f"stopping ({row['stopping']}): {event}"
+            cells = (
+                str(row.get("issue_identifier")),
+                str(row.get("state")),
+                str(row.get("turn_count") or 0),
+                event,
+                _age(now, parse_instant(row.get("last_event_at") or row.get("started_at"))),
+                f"{row.get('tokens', {}).get('total_tokens', 0):,}",
+                _duration(row.get("runtime_seconds") or 0),
+            )
+            table.add_row(*((workflow, *cells) if with_workflow else cells))
+    if not table.row_count:
+        empty = ("-", "", "", "no agent running", "", "", "")
+        table.add_row(*(("", *empty) if with_workflow else empty))
+    return table
 
-    def __init__(
-        self, snapshot: Callable[[], Mapping[str, Any]], console: Console, masker: SecretMasker
-    ) -> None:
-        self._snapshot = snapshot
+
+@dataclass(frozen=True, slots=True)
+class FleetMember:
+    """One workflow of a fleet as the table shows it: its snapshot when it runs, else why not."""
+
+    name: str
+    weight: int
+    snapshot: Mapping[str, Any] | None
+    error: str | None = None
+
+
+def render_fleet(
+    members: Sequence[FleetMember], fleet: Mapping[str, Any], masker: SecretMasker
+) -> RenderableType:
+    """The fleet's table: each workflow's share, load and health, then every running session
+    with its workflow, then the pool."""
+    fleet = masker.mask_value(fleet)
+    shares = fleet.get("shares") or {}
+    summary = Table(expand=True, header_style="bold", pad_edge=False)
+    for column in ("workflow", "weight", "share", "running", "retrying", "status"):
+        summary.add_column(column, no_wrap=column != "status", overflow="ellipsis")
+    live: list[tuple[str, Mapping[str, Any]]] = []
+    for member in members:
+        snapshot = masker.mask_value(member.snapshot) if member.snapshot is not None else None
+        if snapshot is None:
+            status = Text(f"not running: {masker.mask(member.error or 'starting')}", style="red")
+            summary.add_row(member.name, str(member.weight), "", "", "", status)
+            continue
+        live.append((member.name, snapshot))
+        health = snapshot.get("health") or {}
+        problem = health.get("workflow_error") or health.get("tracker_error")
+        counts = snapshot.get("counts", {})
+        summary.add_row(
+            member.name, str(member.weight), str(shares.get(member.name, "")),
+            str(counts.get("running", 0)), str(counts.get("retrying", 0)),
+            Text(str(problem), style="red") if problem else Text("ok", style="green"),
+        )  # fmt: skip
+    budget = fleet.get("daily_budget_usd")
+    pool = (
+        f"fleet: {fleet.get('running', 0)} of {fleet.get('max_concurrent_agents')} agent slots"
+        + (f" · daily budget ${budget:,.2f}" if budget is not None else "")
+        + (" spent: nothing new starts" if fleet.get("budget_spent") else "")
+    )
+    return Group(summary, _running_table(live, with_workflow=True), Text(pool, style="dim"))
+
+
+class TerminalStatus:
+    """Redraws `render()` on `console` until cancelled."""
+
+    def __init__(self, render: Callable[[], RenderableType], console: Console) -> None:
+        self._render = render
         self._console = console
-        self._masker = masker
 
     async def run(self) -> None:
         with (
-            Live(
-                render_status(self._snapshot(), self._masker),
-                console=self._console,
-                auto_refresh=False,
-                transient=True,
-            ) as live,
+            Live(self._render(), console=self._console, auto_refresh=False, transient=True) as live,
             contextlib.suppress(asyncio.CancelledError),
         ):
             while True:
                 await asyncio.sleep(REFRESH_S)
-                live.update(render_status(self._snapshot(), self._masker), refresh=True)
+                live.update(self._render(), refresh=True)
 
 
 def _age(now: datetime | None, then: datetime | None) -> str:

@@ -75,3 +75,45 @@ def test_a_fleet_runs_two_workflows_and_a_kill_9_loses_nothing_in_either(tmp_pat
         assert wait_until(lambda: bool(second.logged("stopped")), 10)
     finally:
         first.proc.kill()
+
+
+def test_on_a_terminal_the_fleet_draws_one_table_of_every_workflow(tmp_path: Path) -> None:
+    import os
+    import pty
+    import select
+
+    for name in ("alpha", "beta"):
+        (tmp_path / name).mkdir()
+        board = Board(tmp_path / name)
+        board.ticket(f"{name[0].upper()}-1")
+        board.write_workflow()
+    env = {**os.environ, "HOME": str(tmp_path), "FAKE_AGENT_SCENARIO": "busy",
+           "COLUMNS": "160", "LINES": "50", "TERM": "xterm"}  # fmt: skip
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "symphony", "serve", "alpha", "beta"],
+        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    seen = b""
+
+    def drawn() -> bool:
+        nonlocal seen
+        while select.select([leader], [], [], 0.1)[0]:
+            try:
+                seen += os.read(leader, 65536)
+            except OSError:
+                break
+        text = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", seen).decode(errors="replace")
+        return "fleet: 2 of 10 agent slots" in text and "A-1" in text and "B-1" in text
+
+    try:
+        assert wait_until(drawn, 60), seen[-3000:]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        # Read on while it stops: a terminal nobody reads would block its writes.
+        wait_until(lambda: drawn() is not None and proc.poll() is not None, 60)
+        os.close(leader)
+        proc.kill()
+    assert proc.wait(10) == 0

@@ -13,7 +13,13 @@ from symphony.base.events import AgentEvent, TokenUsage
 from symphony.base.secrets import SecretMasker
 from symphony.observability import terminal
 from symphony.observability.snapshot import build_snapshot
-from symphony.observability.terminal import ConsoleLogStream, TerminalStatus, render_status
+from symphony.observability.terminal import (
+    ConsoleLogStream,
+    FleetMember,
+    TerminalStatus,
+    render_fleet,
+    render_status,
+)
 from tests.factories import WALL, make_issue, make_settings
 
 
@@ -83,9 +89,40 @@ async def test_status_redraws_from_the_snapshot_until_cancelled(monkeypatch: Any
         calls += 1
         return snapshot_with_one_run_and_one_retry({})
 
-    task = asyncio.create_task(TerminalStatus(snapshot, Console(width=100), SecretMasker()).run())
+    def render() -> Any:
+        return render_status(snapshot(), SecretMasker())
+
+    task = asyncio.create_task(TerminalStatus(render, Console(width=100)).run())
     while calls < 3:
         await asyncio.sleep(0.01)
     task.cancel()
     await task
     assert calls >= 3
+
+
+def test_the_fleet_table_shows_each_workflow_its_share_its_agents_and_the_pool() -> None:
+    masker = SecretMasker()
+    masker.set(["tok_s3cret_abc"])
+    members = [
+        FleetMember("api", 2, snapshot_with_one_run_and_one_retry({})),
+        FleetMember(
+            "web",
+            1,
+            snapshot_with_one_run_and_one_retry(
+                {"tracker_error": "tracker_status: token tok_s3cret_abc rejected"}
+            ),
+        ),
+        FleetMember("broken", 1, None, "workflow_parse_error: bad YAML"),
+    ]
+    fleet = {"max_concurrent_agents": 10, "running": 2, "shares": {"api": 6, "web": 4},
+             "daily_budget_usd": 50.0, "budget_spent": False}  # fmt: skip
+    text = text_of(render_fleet(members, fleet, masker))
+    rows = [[c.strip() for c in line.strip("│").split("│")] for line in text.splitlines()]
+    assert ["api", "2", "6", "1", "1", "ok"] in rows
+    assert ["web", "1", "4", "1", "1", "tracker_status: token [redacted] rejected"] in rows
+    assert "s3cret" not in text
+    assert ["broken", "1", "", "", "", "not running: workflow_parse_error: bad YAML"] in rows
+    # Every running session, with the workflow it belongs to.
+    sessions = [row for row in rows if "item/completed commandExecution: pytest -q" in row]
+    assert sorted(row[0] for row in sessions) == ["api", "web"]
+    assert "fleet: 2 of 10 agent slots · daily budget $50.00" in text
