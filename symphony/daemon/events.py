@@ -49,8 +49,11 @@ class SystemClock:
 
 @dataclass(frozen=True, slots=True)
 class AgentUpdate:
+    """What one session reported in one go (the events of one read of its output), with when
+    the daemon took them."""
+
     issue_id: str
-    event: AgentEvent
+    events: tuple[AgentEvent, ...]
     at: float
     at_wall: datetime
 
@@ -120,6 +123,12 @@ class StopRequested:
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class AgentsReported:
+    """Agents' updates were folded into the state since the last pass: time for one (the
+    store, the listeners), asked for at most every `AGENT_PASS_S`."""
+
+
 QueueEvent = (
     AgentUpdate
     | OwnMove
@@ -131,4 +140,5 @@ QueueEvent = (
     | MergeAnswered
     | FollowRequested
     | StopRequested
+    | AgentsReported
 )

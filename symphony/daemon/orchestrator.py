@@ -36,6 +36,7 @@ from symphony.core.budgets import check_budgets
 from symphony.daemon import startup
 from symphony.daemon.actions import PersonActions
 from symphony.daemon.events import (
+    AgentsReported,
     AgentUpdate,
     Clock,
     FollowRequested,
@@ -97,6 +98,10 @@ RECENT_NOTICES = 50
 """How many of the newest notices the snapshot carries (the dashboard's browser notices)."""
 SCAN_INTERVAL_S = 0.25
 """How often the loop looks over every session for stalls, budgets and due moves."""
+AGENT_PASS_S = 0.1
+"""How soon after agents' updates the loop makes a pass for them (saving, telling the
+surfaces): streaming agents report hundreds of times a second, and a pass each would cost
+more than the updates themselves."""
 
 
 class Orchestrator:
@@ -136,6 +141,7 @@ class Orchestrator:
         self._places = self._new_places(settings)
         self._code_hosts = CodeHosts(code_host_factory)
         self._queue: asyncio.Queue[QueueEvent] = asyncio.Queue()
+        self._pass_asked = False
         self._performer = Performer(
             self.state,
             lambda: Current(
@@ -144,7 +150,7 @@ class Orchestrator:
                 self._places,
                 self._code_hosts.for_repository(self.settings.repository),
             ),
-            report=self._queue.put_nowait,
+            report=self._report,
             clock=self.clock,
             activity=self.activity,
             board=self.board,
@@ -367,7 +373,12 @@ class Orchestrator:
             due = max(max(wake, next_scan) - self.clock.monotonic(), 0.0)
             timeout = 0.0 if refresh or self._targeted else due
             try:
-                event = await asyncio.wait_for(self._queue.get(), timeout)
+                # Not wait_for: it makes a task of every wait, hundreds a second here.
+                if self._queue.empty():
+                    async with asyncio.timeout(timeout):
+                        event = await self._queue.get()
+                else:
+                    event = self._queue.get_nowait()
             except TimeoutError:
                 pass
             else:
@@ -414,21 +425,37 @@ class Orchestrator:
                 wake = core.next_wakeup(self.state, self._next_tick, self.settings)
                 self._wake_stale = False
 
+    def _report(self, event: QueueEvent) -> None:
+        """What workers and writes report. An agent's updates are folded into the state at
+        once (they decide nothing by themselves: stalls and budgets are looked at by the
+        scans) and ask for one pass within `AGENT_PASS_S`, so a streaming agent does not
+        wake the loop for every read; everything else is queued for the loop."""
+        if isinstance(event, AgentUpdate):
+            self._handle(event)
+            if not self._pass_asked:
+                self._pass_asked = True
+                asyncio.get_running_loop().call_later(
+                    AGENT_PASS_S, self._queue.put_nowait, AgentsReported()
+                )
+            return
+        self._queue.put_nowait(event)
+
     def _handle(self, event: QueueEvent) -> bool:
         """Apply one queued event; True when it asks for an immediate tick."""
+        if isinstance(event, AgentsReported):
+            self._pass_asked = False
+            return False
         if isinstance(event, AgentUpdate):
-            core.on_agent_event(
-                self.state,
-                event.issue_id,
-                event.event,
-                event.at,
-                event.at_wall,
-                self.settings.pricing,
-            )
-            entry = self.state.running.get(event.issue_id)
-            if event.event.kind is EventKind.SESSION_STARTED and entry is not None:
-                self._unsaved = True  # the thread a restart would continue
-                self._notices.session_priced(entry)
+            state, pricing = self.state, self.settings.pricing
+            for agent_event in event.events:
+                core.on_agent_event(
+                    state, event.issue_id, agent_event, event.at, event.at_wall, pricing
+                )
+                if agent_event.kind is EventKind.SESSION_STARTED:
+                    entry = state.running.get(event.issue_id)
+                    if entry is not None:
+                        self._unsaved = True  # the thread a restart would continue
+                        self._notices.session_priced(entry)
             return False
         if isinstance(event, OwnMove):
             core.on_own_move(self.state, event.issue_id, event.target, event.phase)

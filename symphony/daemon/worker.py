@@ -36,11 +36,26 @@ async def work(
 ) -> None:
     """Run the attempt after `removal` (of this ticket's old workspace) has finished."""
 
+    # A session emits its events as it reads its agent's output, often dozens from one read:
+    # they reach the orchestrator together, once the read is handled (one queue item and one
+    # clock reading for all), and always before anything else this worker reports after them.
+    pending: list[AgentEvent] = []
+    loop = asyncio.get_running_loop()
+
+    def flush() -> None:
+        if pending:
+            events = tuple(pending)
+            pending.clear()
+            report(AgentUpdate(issue.id, events, clock.monotonic(), clock.wall()))
+
     def on_event(event: AgentEvent) -> None:
         log_agent_event(event)
-        report(AgentUpdate(issue.id, event, clock.monotonic(), clock.wall()))
+        if not pending:
+            loop.call_soon(flush)
+        pending.append(event)
 
     def on_move(target: str | None, phase: core.MovePhase) -> None:
+        flush()
         report(OwnMove(issue.id, target, phase))
 
     # Bound in this task's context only: every record the attempt writes (hooks, agent
@@ -72,4 +87,5 @@ async def work(
         )
         log.exception("failed", reason="internal error")
     finally:
+        flush()
         report(WorkerExited(issue.id, result))
