@@ -179,6 +179,7 @@ class AppServerSession:
             workspace=launch.workspace,
             env=launch.env,
             on_line=self._on_line,
+            on_lines=self._on_lines,
             on_long_line=self._skip_long_line,
             logger=self._logger,
             host=launch.host,
@@ -384,23 +385,21 @@ class AppServerSession:
     # -- stdout --------------------------------------------------------------------------------
 
     def _on_line(self, line: bytes | bytearray) -> None:
-        if self._coalesced_delta(line):
-            return
-        self._rpc.handle_line(line)
+        self._on_lines([line])
 
-    def _coalesced_delta(self, line: bytes | bytearray) -> bool:
-        """A streaming delta inside the coalescing interval, known without decoding it: most
-        of a streaming agent's lines are these, and nothing of them is used but the sign of
-        life the read already noted. The method is read from the raw line; anything else is
-        decoded as usual."""
-        start = line.find(b'"method":')
-        if start < 0:
-            return False
-        start = line.find(b'"', start + 9) + 1  # the value's opening quote, after any space
-        end = line.find(b'"', start) if start > 0 else -1
-        if end < 0 or not line.endswith(b"}") or line[end - 5 : end] not in (b"delta", b"Delta"):
-            return False
-        return self._process.last_output - self._last_delta_event < DELTA_INTERVAL_S
+    def _on_lines(self, lines: list[bytes] | list[bytes | bytearray]) -> None:
+        """The lines of one read. Streaming deltas inside the coalescing interval are known
+        without decoding them and skipped: most of a streaming agent's lines are these, and
+        nothing of them is used but the sign of life the read already noted. Every other line
+        is decoded as usual."""
+        handle = self._rpc.handle_line
+        process = self._process
+        skipping = process.last_output - self._last_delta_event < DELTA_INTERVAL_S
+        for line in lines:
+            if skipping and _is_delta(line):
+                continue
+            handle(line)
+            skipping = process.last_output - self._last_delta_event < DELTA_INTERVAL_S
 
     def _skip_long_line(self) -> None:
         self._emit(
@@ -664,6 +663,22 @@ def _final_message(turn: Message) -> str | None:
         and isinstance(item.get("text"), str)
     ]
     return texts[-1] if texts else None
+
+
+def _is_delta(line: bytes | bytearray) -> bool:
+    """Whether a raw protocol line is a notification whose method ends in `delta`/`Delta`,
+    read from the line without decoding it (codex writes `method` first, which is looked at
+    first; any other order is looked for)."""
+    if line.startswith(b'{"method":'):  # compact, or with a space after the colon
+        start = 11 if line[10:11] == b'"' else 12 if line[10:12] == b' "' else 0
+        end = line.find(b'"', start) if start else -1
+    else:
+        start = line.find(b'"method":')
+        if start < 0:
+            return False
+        start = line.find(b'"', start + 9) + 1  # the value's opening quote, after any space
+        end = line.find(b'"', start) if start > 0 else -1
+    return end > 0 and line[end - 5 : end] in (b"delta", b"Delta") and line.endswith(b"}")
 
 
 def _summarize(method: str, params: Message) -> str:

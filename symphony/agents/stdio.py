@@ -1,10 +1,12 @@
 """An agent's process: launched with `bash -lc <command>` in the workspace, spoken to in lines.
 
 `AgentProcess` owns the child and nothing of its protocol: it starts it in its own process
-group (tracked by `symphony.hosts.process`), hands every complete stdout line to `on_line` (in
-batches: an agent that flushes every line would otherwise wake the loop once per line; a line
-longer than `MAX_LINE_BYTES` is skipped, not fatal), keeps stderr flowing into the log with its
-last lines kept for error messages, says why the process ended, and stops it with escalation.
+group (tracked by `symphony.hosts.process`), hands every complete stdout line to `on_line` as
+the event loop reads it (in batches: after a short read the pipe waits for the next batch tick,
+shared by every agent, so an agent that flushes every line does not wake the loop once per
+line; a line longer than `MAX_LINE_BYTES` is skipped, not fatal), keeps stderr flowing into
+the log with its last lines kept for error messages, says why the process ended, and stops it
+with escalation.
 """
 
 from __future__ import annotations
@@ -34,14 +36,15 @@ from symphony.hosts.ssh import NO_WORKSPACE, SSH_FAILED, forward_refused, remote
 MAX_LINE_BYTES = 10 * 1024 * 1024
 """Longest protocol line accepted (spec §10.1); longer lines are skipped, not fatal."""
 
-_READ_CHUNK = 256 * 1024
+_FULL_READ = 64 * 1024
+"""A read at least this long may have left more in the pipe: it is read on at once."""
 EXIT_GRACE_S = 5.0
 """How long an agent whose stdout closed is given to exit and finish its stderr."""
-_SMALL_READ = 4096
-_BATCH_PAUSE_S = 0.05
-"""After a short read, how long the pipe may gather more before the next: a streaming agent's
-lines arrive by the dozen per read rather than one by one, at most this much later (a turn's
-end, a request for approval). Each read wakes the whole event loop."""
+_BATCH_PAUSE_S = 0.1
+"""After a read that emptied the pipe, how long it may gather more before the next: a
+streaming agent's lines arrive by the dozen per read rather than one by one, at most this much
+later (a turn's end, a request for approval). Each read wakes the whole event loop. Writing to
+the agent reads on at once: an answer to what the daemon asks is not kept waiting."""
 
 _STDERR_TAIL_LINES = 20
 _STDERR_LINES_IN_ERRORS = 5
@@ -68,7 +71,10 @@ class AgentProcess:
         on_long_line: Callable[[], None],
         logger: Any,
         host: Host = LOCAL_HOST,
+        on_lines: Callable[[list[bytes]], None] | None = None,
     ) -> None:
+        """`on_lines`, when given, takes the complete lines of each read at once instead of
+        `on_line` one by one (a protocol that skips most of them does it in one loop)."""
         self.command = command
         self.host = host
         self.remote_pgid: int | None = None
@@ -77,11 +83,18 @@ class AgentProcess:
         self._mark = process.new_mark()
         self._env = {**env, process.CHILD_VARIABLE: self._mark}
         self._on_line = on_line
+        self._on_lines = on_lines
         self._on_long_line = on_long_line
         self.logger = logger
         self._proc: asyncio.subprocess.Process | None = None
+        self._pid: int | None = None
         self._reader: asyncio.Task[None] | None = None
         self._stderr_reader: asyncio.Task[None] | None = None
+        self._stdout_pipe: Any = None
+        self._stdout_ended: asyncio.Future[None] | None = None
+        self._pending = bytearray()  # the start of a line whose newline has not arrived yet
+        self._discarding = False  # inside a line longer than MAX_LINE_BYTES
+        self._read_failed = False
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
         self.last_output = 0.0
         """Loop time of the latest stdout bytes: what silence timers measure from."""
@@ -90,7 +103,7 @@ class AgentProcess:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self._pid
 
     @property
     def running(self) -> bool:
@@ -99,8 +112,10 @@ class AgentProcess:
     async def spawn(self, on_closed: Callable[[int | None], Awaitable[None]]) -> None:
         """Start the child; `on_closed(returncode)` runs once its stdout has ended."""
         spec = self.host.agent_launch(self.command, self._workspace, self._env)
+        loop = asyncio.get_running_loop()
         try:
-            proc = await asyncio.create_subprocess_exec(
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _AgentProtocol(self._stdout_data, loop),
                 *spec.argv,
                 cwd=spec.cwd,
                 env=dict(spec.env),
@@ -108,7 +123,6 @@ class AgentProcess:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,  # its own process group, so a stop reaches every child
-                limit=MAX_LINE_BYTES,
             )
         except FileNotFoundError as exc:
             if not self._workspace.is_dir():
@@ -120,11 +134,14 @@ class AgentProcess:
             ) from None
         except OSError as exc:
             raise AgentError(STARTUP_FAILED, f"cannot launch {self.command!r}: {exc}") from None
-        self._proc = proc
+        proc = asyncio.subprocess.Process(transport, protocol, loop)
+        self._proc, self._pid = proc, proc.pid
+        self._stdout_pipe = transport.get_pipe_transport(1)
+        self._stdout_ended = protocol.stdout_ended
         process.track(proc.pid)
         self.logger = self.logger.bind(pid=proc.pid)
         self.touch()
-        self._reader = asyncio.create_task(self._read_stdout(proc, on_closed), name="agent-stdout")
+        self._reader = asyncio.create_task(self._watch_stdout(proc, on_closed), name="agent-stdout")
         self._stderr_reader = asyncio.create_task(self._read_stderr(proc), name="agent-stderr")
         if spec.preamble:
             await self.write(spec.preamble)
@@ -142,6 +159,9 @@ class AgentProcess:
         stdin = proc.stdin if proc is not None else None
         if stdin is None or stdin.is_closing():
             raise AgentError(PORT_EXIT, "the agent's stdin is closed")
+        pipe = self._stdout_pipe
+        if pipe is not None and not pipe.is_closing():
+            pipe.resume_reading()  # its answer is read as soon as it comes, not at a tick
         try:
             stdin.write(data)
             await stdin.drain()
@@ -150,47 +170,66 @@ class AgentProcess:
 
     # -- stdout --------------------------------------------------------------------------------
 
-    async def _read_stdout(
+    def _stdout_data(self, chunk: bytes) -> None:
+        """What the agent wrote, as the event loop read it: every complete line to `on_line`
+        at once, in this callback (no task switch per read). After a read that emptied the
+        pipe it is not polled until the next batch tick, so a streaming agent's lines arrive
+        by the dozen per read rather than one by one."""
+        self.touch()
+        try:
+            if self._discarding:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    return
+                chunk, self._discarding = chunk[newline + 1 :], False
+            newline = chunk.rfind(b"\n")
+            pending = self._pending
+            if newline < 0:
+                pending += chunk
+                if len(pending) > MAX_LINE_BYTES:
+                    pending.clear()
+                    self._discarding = True
+                    self._on_long_line()
+            else:
+                complete = bytes(pending) + chunk[:newline] if pending else chunk[:newline]
+                self._pending = bytearray(chunk[newline + 1 :])
+                lines = complete.split(b"\n")
+                self.lines_read += len(lines)
+                if len(complete) > MAX_LINE_BYTES:
+                    long = [line for line in lines if len(line) > MAX_LINE_BYTES]
+                    for _ in long:
+                        self._on_long_line()
+                    lines = [line for line in lines if len(line) <= MAX_LINE_BYTES]
+                if self._on_lines is not None:
+                    self._on_lines(lines)
+                else:
+                    for line in lines:
+                        self._on_line(line)
+        except Exception as exc:
+            self.logger.warning("agent_stdout_read_failed", error=repr(exc))
+            self._read_failed = True
+            pipe = self._stdout_pipe
+            if pipe is not None:
+                pipe.pause_reading()  # nothing more is taken from it: the session ends
+            ended = self._stdout_ended
+            if ended is not None and not ended.done():
+                ended.set_result(None)
+            return
+        if len(chunk) < _FULL_READ and self._stdout_pipe is not None:
+            assert self._loop is not None  # set by touch()
+            _batch_tick(self._loop, self._stdout_pipe)
+
+    async def _watch_stdout(
         self,
         proc: asyncio.subprocess.Process,
         on_closed: Callable[[int | None], Awaitable[None]],
     ) -> None:
-        stream = proc.stdout
-        assert stream is not None
-        pending = bytearray()  # the start of a line whose newline has not arrived yet
-        discarding = False  # inside a line longer than MAX_LINE_BYTES
-        try:
-            while chunk := await stream.read(_READ_CHUNK):
-                self.touch()
-                if discarding:
-                    newline = chunk.find(b"\n")
-                    if newline < 0:
-                        continue
-                    chunk, discarding = chunk[newline + 1 :], False
-                newline = chunk.rfind(b"\n")
-                if newline < 0:
-                    pending += chunk
-                    if len(pending) > MAX_LINE_BYTES:
-                        pending.clear()
-                        discarding = True
-                        self._on_long_line()
-                    continue
-                complete = pending + chunk[:newline]
-                pending = bytearray(chunk[newline + 1 :])
-                for line in complete.split(b"\n"):
-                    self.lines_read += 1
-                    if len(line) > MAX_LINE_BYTES:
-                        self._on_long_line()
-                    else:
-                        self._on_line(line)
-                if len(chunk) < _SMALL_READ:
-                    # A short pause lets the pipe gather a batch, at a few ms of latency.
-                    await asyncio.sleep(_BATCH_PAUSE_S)
-            if pending and not discarding:
-                self.lines_read += 1
-                self._on_line(bytes(pending))
-        except Exception as exc:
-            self.logger.warning("agent_stdout_read_failed", error=repr(exc))
+        assert self._stdout_ended is not None
+        await self._stdout_ended
+        if self._pending and not self._discarding and not self._read_failed:
+            self.lines_read += 1
+            self._on_line(bytes(self._pending))
+            self._pending.clear()
         returncode = proc.returncode
         if returncode is None:
             # Give stderr and the exit status a moment, so an error can say why it ended (a
@@ -311,3 +350,47 @@ class AgentProcess:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class _AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's protocol for a child's pipes, with stdout handed straight to `on_stdout`
+    as the loop reads it rather than through a stream reader and a task; stdin and stderr
+    stay the usual streams. `stdout_ended` is resolved once stdout is closed."""
+
+    def __init__(self, on_stdout: Callable[[bytes], None], loop: asyncio.AbstractEventLoop):
+        super().__init__(limit=MAX_LINE_BYTES, loop=loop)
+        self._on_stdout = on_stdout
+        self.stdout_ended: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        if fd == 1:
+            self._on_stdout(data if isinstance(data, bytes) else data.encode())
+        else:
+            super().pipe_data_received(fd, data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        super().pipe_connection_lost(fd, exc)
+        if fd == 1 and not self.stdout_ended.done():
+            self.stdout_ended.set_result(None)
+
+
+_paused: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+
+
+def _batch_tick(loop: asyncio.AbstractEventLoop, pipe: Any) -> None:
+    """Stop polling `pipe` until the next batch tick: one timer for every paused pipe of the
+    loop, at most `_BATCH_PAUSE_S` away, resumes them all together."""
+    waiting = _paused.get(loop)
+    if waiting is None:
+        for gone in [other for other in _paused if other.is_closed()]:
+            del _paused[gone]  # a loop closed before its tick: nothing to resume there
+        waiting = _paused[loop] = []
+        loop.call_later(_BATCH_PAUSE_S, _resume_all, loop)
+    pipe.pause_reading()
+    waiting.append(pipe)
+
+
+def _resume_all(loop: asyncio.AbstractEventLoop) -> None:
+    for pipe in _paused.pop(loop, ()):
+        if not pipe.is_closing():
+            pipe.resume_reading()

@@ -819,20 +819,27 @@ async def test_a_burst_of_streaming_deltas_reaches_the_sink_coalesced(harness: H
 
 
 def test_a_delta_inside_the_interval_is_known_from_its_raw_line() -> None:
-    """The coalescing fast path: only a delta's method, in compact or spaced JSON, is read
-    without decoding; anything else is decoded."""
+    """The coalescing fast path: only a delta's method, in compact or spaced JSON, in any key
+    order, is read without decoding; anything else is decoded."""
     from types import SimpleNamespace
 
-    from symphony.agents.codex import AppServerSession
+    from symphony.agents.codex import AppServerSession, _is_delta
 
+    assert _is_delta(b'{"method":"item/agentMessage/delta","params":{"delta":"x"}}')
+    assert _is_delta(b'{"method": "item/commandExecution/outputDelta", "params": {}}')
+    assert _is_delta(b'{"params":{"delta":"x"},"method":"item/reasoning/summaryTextDelta"}')
+    assert not _is_delta(b'{"method":"turn/completed","params":{"turn":{"id":"t"}}}')
+    assert not _is_delta(b'{"id":3,"result":{}}')
+    assert not _is_delta(b'{"method":"item/agentMessage/delta","params":{"delta":"cut')
     session = AppServerSession.__new__(AppServerSession)
     session._process = SimpleNamespace(last_output=10.0)  # type: ignore[assignment]
+    handled: list[bytes] = []
+    session._rpc = SimpleNamespace(handle_line=handled.append)  # type: ignore[assignment]
     session._last_delta_event = 9.9  # a delta event went out 100 ms ago
-    skip = session._coalesced_delta
-    assert skip(b'{"method":"item/agentMessage/delta","params":{"delta":"x"}}')
-    assert skip(b'{"method": "item/commandExecution/outputDelta", "params": {}}')
-    assert not skip(b'{"method":"turn/completed","params":{"turn":{"id":"t"}}}')
-    assert not skip(b'{"id":3,"result":{}}')
-    assert not skip(b'{"method":"item/agentMessage/delta","params":{"delta":"cut')  # malformed
-    session._last_delta_event = 9.0  # the interval passed: this one is decoded and passed on
-    assert not skip(b'{"method":"item/agentMessage/delta","params":{"delta":"x"}}')
+    delta = b'{"method":"item/agentMessage/delta","params":{"delta":"x"}}'
+    done = b'{"method":"turn/completed","params":{"turn":{"id":"t"}}}'
+    session._on_lines([delta, done, delta])
+    assert handled == [done]  # inside the interval: only what is not a delta is decoded
+    session._last_delta_event = 9.0  # the interval passed: the next delta is decoded
+    session._on_lines([delta])
+    assert handled == [done, delta]
