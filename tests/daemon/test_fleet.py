@@ -9,6 +9,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -171,3 +172,39 @@ def test_a_host_two_workflows_list_is_one_pool_each_sees_what_the_other_runs_the
     assert b.hosts_busy_elsewhere() == {}
     fleet.leave("b")
     assert a.hosts_busy_elsewhere() == {}
+
+
+async def test_a_workflow_broken_after_start_shows_its_banner_and_a_silent_tracker_unreadies(
+    tmp_path: Path,
+) -> None:
+    alpha = board(tmp_path, "alpha", 1)
+    beta = board(tmp_path, "beta", 1)
+    runner = FleetRunner(plan_fleet([tmp_path]), SecretMasker(), SystemClock(), env(tmp_path))
+    async with running(runner) as http:
+        await until(lambda: running_in(runner, "alpha") == 1 and running_in(runner, "beta") == 1)
+        assert (await http.get("/readyz")).status_code == 200
+        beta.workflow.write_text("---\ntracker: [\n---\n")  # a bad edit after start
+        await until(lambda: (beta_row := row_of(runner, "beta")) is not None
+                    and bool(beta_row.health.workflow_error))  # fmt: skip
+        overview = (await http.get("/api/v1/fleet")).json()
+        rows = {row["name"]: row for row in overview["workflows"]}
+        page = (await http.get("/w/beta/api/v1/state")).json()
+        # beta keeps its agent and its last good settings, and says why; alpha is untouched.
+        assert rows["beta"]["workflow_error"] and rows["beta"]["running"] == 1
+        assert page["health"]["workflow_error"] and rows["alpha"]["workflow_error"] is None
+        assert (await http.get("/readyz")).status_code == 200  # a rejected reload is a note
+        alpha.tickets.rename(alpha.root / "board-gone")  # alpha's tracker stops answering
+        await until(lambda: bool(row_of(runner, "alpha").health.tracker_error))  # type: ignore[union-attr]
+        unready = await http.get("/readyz")
+        assert unready.status_code == 503
+        assert any(reason.startswith("alpha: its tracker did not answer")
+                   for reason in unready.json()["reasons"]), unready.json()  # fmt: skip
+        assert running_in(runner, "beta") == 1  # the others run on
+        (alpha.root / "board-gone").rename(alpha.tickets)
+        await until(lambda: not row_of(runner, "alpha").health.tracker_error)  # type: ignore[union-attr]
+        assert (await http.get("/readyz")).status_code == 200
+
+
+def row_of(runner: FleetRunner, name: str) -> Any:
+    status = next(s for s in runner.statuses if s.member.name == name)
+    return status.orchestrator
