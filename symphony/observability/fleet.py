@@ -135,6 +135,10 @@ class FleetApp:
         async def fleet(request: Request) -> Response:
             return JSONResponse(self.overview(), masker)
 
+        async def review_page(request: Request) -> Response:
+            # The one place a person looks: the overview's queue of every workflow.
+            return RedirectResponse("./#review", status_code=303)
+
         async def review(request: Request) -> Response:
             return JSONResponse({"queue": self.overview()["review"]}, masker)
 
@@ -166,6 +170,7 @@ class FleetApp:
         return Starlette(routes=[
             Route("/", index, methods=["GET"]),
             Route("/api/v1/fleet", fleet, methods=["GET"]),
+            Route("/review", review_page, methods=["GET"]),
             Route("/api/v1/review", review, methods=["GET"]),
             Route("/api/v1/state", state, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),

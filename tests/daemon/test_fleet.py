@@ -100,7 +100,10 @@ async def test_two_workflows_share_the_pool_by_weight_beside_an_invalid_one(tmp_
         gone = await http.get("/w/gamma/api/v1/state")
         metrics = (await http.get("/metrics")).text
         live = await http.get("/livez")
+        to_queue = await http.get("/review", follow_redirects=False)
     assert shares == (1, 2)
+    # /review, as on a single workflow's server, is the queue of them all.
+    assert to_queue.status_code == 303 and to_queue.headers["location"] == "./#review"
     rows = {row["name"]: row for row in overview["workflows"]}
     assert rows["gamma"]["status"] == "not loaded"
     assert "tracker" in rows["gamma"]["error"] or "YAML" in rows["gamma"]["error"]
