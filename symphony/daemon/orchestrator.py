@@ -27,6 +27,7 @@ from symphony import core
 from symphony.agents import AgentLaunch, AgentSession
 from symphony.agents.registry import open_session
 from symphony.base.events import EventKind
+from symphony.base.hosts import LOCAL
 from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
 from symphony.codehost.contract import CodeHostError, code_host_adapter
@@ -56,7 +57,7 @@ from symphony.daemon.follow import CodeHostFactory, CodeHosts, create_code_host
 from symphony.daemon.notices import Notices
 from symphony.daemon.notify import Notifier, Sender
 from symphony.daemon.performer import Current, Performer
-from symphony.daemon.places import Places
+from symphony.daemon.places import Places, Workspaces
 from symphony.daemon.reads import TrackerReads
 from symphony.daemon.reload import (
     Rejected,
@@ -297,7 +298,7 @@ class Orchestrator:
         """One waiting ticket's review: its words, plan, evidence and diff."""
         return await review_detail(
             wanted, board=self.board, settings=self.settings, state=self.state,
-            tracker=self.tracker, workspace_path=self.workspace_path,
+            tracker=self.tracker, workspaces_of=self._workspaces_of,
             open_command=self.open_command, env=self.environ,
         )  # fmt: skip
 
@@ -308,6 +309,10 @@ class Orchestrator:
     def notify_status(self) -> list[dict[str, Any]]:
         """Each notification channel's deliveries (pending, sent, failing)."""
         return self._notifier.status()
+
+    def _workspaces_of(self, issue_id: str) -> Workspaces:
+        """The workspaces holding the issue's: its SSH host's, else this machine's."""
+        return self._places.on(self.state.workspace_hosts.get(issue_id, LOCAL))
 
     def workspace_path(self, identifier: str) -> Path:
         """Where the issue's workspace is (or would be) under the current settings."""

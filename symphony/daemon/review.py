@@ -6,6 +6,7 @@ tracker and the workspace when asked. The actions it offers are `symphony.daemon
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,11 @@ from symphony.config.sections import Settings
 from symphony.core.markers import marker_of, unmarked
 from symphony.core.review_actions import checkpoint_at
 from symphony.core.state import SchedulerState
+from symphony.daemon.places import Workspaces
 from symphony.observability.board import Board
 from symphony.tracker.contract import Tracker, TrackerError
 from symphony.workspace.diff import branch_diff
-from symphony.workspace.facts import read_evidence_file
+from symphony.workspace.remote import RemoteWorkspaces
 
 CHECKPOINT_ORDER = ("plan", "diff", "escalated")
 
@@ -76,7 +78,7 @@ async def review_detail(
     settings: Settings,
     state: SchedulerState,
     tracker: Tracker,
-    workspace_path: Callable[[str], Path],
+    workspaces_of: Callable[[str], Workspaces],
     open_command: Callable[[Path], str],
     env: Mapping[str, str] | None = None,
 ) -> dict[str, Any] | None:
@@ -110,13 +112,23 @@ async def review_detail(
                 detail["comments"].append({**comment.to_template(), "body": body})
     except TrackerError as exc:
         detail["tracker_error"] = str(exc)
-    path = workspace_path(row.identifier)
+    # The ticket's workspace where its runs were: here, or its SSH host (read over ssh).
+    workspaces = workspaces_of(row.issue_id)
+    path = workspaces.path_for(row.identifier)
+    host = workspaces.host.name if isinstance(workspaces, RemoteWorkspaces) else None
     detail["workspace_path"] = str(path)
-    detail["open_command"] = open_command(path)
-    evidence = read_evidence_file(path) if path.is_dir() else None
+    detail["workspace_host"] = host
+    there_cmd = f"cd {shlex.quote(str(path))} && exec $SHELL -l"
+    detail["open_command"] = (
+        f"ssh -t {shlex.quote(host)} {shlex.quote(there_cmd)}" if host else open_command(path)
+    )
+    there = bool(await workspaces.peer_paths([row.identifier]))
+    evidence = await workspaces.read_evidence(row.identifier) if there else None
     detail["evidence"] = evidence
     base = _base_of(evidence, settings)
-    diff = await branch_diff(path, base, env) if base is not None and path.is_dir() else None
+    diff = (
+        await branch_diff(path, base, env, workspaces.git) if base is not None and there else None
+    )
     detail["diff"] = diff.to_json() if diff is not None else None
     return detail
 

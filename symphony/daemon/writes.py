@@ -9,8 +9,6 @@ effort, once; a removal says what it did in the log.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
 
 import structlog
 
@@ -23,7 +21,6 @@ from symphony.daemon.places import Workspaces
 from symphony.daemon.publish import Publication, Published, Publisher, Refused
 from symphony.tracker.contract import Tracker, TrackerError
 from symphony.tracker.writes import post_comment_once, write_transition
-from symphony.workspace.facts import write_evidence_file
 
 log = structlog.get_logger("symphony.orchestrator")
 
@@ -51,7 +48,7 @@ async def move(
             pull = published.pull
             pending = dataclasses.replace(pending, plan=with_pull_request(pending.plan, pull))
         if pending.plan.evidence is not None:
-            _write_evidence(workspaces, pending.identifier, pending.plan.evidence)
+            await workspaces.write_evidence(pending.identifier, pending.plan.evidence)
         result, detail = await write_transition(tracker, pending, own)
     except TrackerError as exc:
         result, detail = WriteResult.FAILED, str(exc)
@@ -85,17 +82,6 @@ async def _publish(
         if not publisher.repository.closes_tickets:
             await tracker.link_pull_request(pending.issue, pull.url, f"#{pull.number} {pull.title}")
     return published
-
-
-def _write_evidence(workspaces: Workspaces, identifier: str, evidence: Mapping[str, Any]) -> None:
-    """The evidence as JSON in the workspace; a failure costs only the file."""
-    path = workspaces.owned_path(identifier)
-    if path is None:
-        return
-    try:
-        write_evidence_file(path, evidence)
-    except OSError as exc:
-        log.warning("could not write the evidence file", workspace=str(path), reason=str(exc))
 
 
 async def comment(tracker: Tracker, post: core.PostComment) -> None:

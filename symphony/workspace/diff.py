@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from symphony.workspace.git import git_output, is_own_work_tree
+from symphony.workspace.git import LOCAL_GIT, Git, git_output, is_own_work_tree
 
 MAX_FILES = 300
 MAX_PATCH_LINES = 2_500
@@ -80,23 +80,27 @@ class BranchDiff:
         }
 
 
-async def branch_diff(path: Path, base: str, env: Mapping[str, str]) -> BranchDiff | None:
+async def branch_diff(
+    path: Path, base: str, env: Mapping[str, str], git: Git = LOCAL_GIT
+) -> BranchDiff | None:
     """The branch's changes since `base` (committed), or None when `path` is not a git work
-    tree or `base` is unknown there."""
-    if not await is_own_work_tree(path, env):
+    tree or `base` is unknown there. `git` says where it is asked: here or the workspace's
+    SSH host."""
+    if not await is_own_work_tree(path, env, git):
         return None
-    if (
-        await git_output(path, env, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
-        is None
-    ):
+
+    async def ask(*args: str) -> str | None:
+        return await git_output(path, env, *args, git=git)
+
+    if await ask("rev-parse", "--verify", "--quiet", f"{base}^{{commit}}") is None:
         return None
-    head = (await git_output(path, env, "rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
+    head = (await ask("rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
     span = f"{base}...HEAD"
-    numstat = await git_output(path, env, "diff", "--numstat", "-z", "-M", span) or ""
+    numstat = await ask("diff", "--numstat", "-z", "-M", span) or ""
     counts = _numstat(numstat)
-    status = await git_output(path, env, "diff", "--name-status", "-M", span) or ""
+    status = await ask("diff", "--name-status", "-M", span) or ""
     kinds = _statuses(status)
-    text = await git_output(path, env, "diff", "-M", "--no-color", "--no-ext-diff", span) or ""
+    text = await ask("diff", "-M", "--no-color", "--no-ext-diff", span) or ""
     patches = _split(text[:MAX_TOTAL_BYTES])
     files = []
     for name, (added, removed, old) in list(counts.items())[:MAX_FILES]:

@@ -47,6 +47,7 @@ from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST, LocalHost
 from symphony.hosts.shell import Outcome, ScriptResult
+from symphony.workspace.facts import read_evidence_file, write_evidence_file
 from symphony.workspace.git import LOCAL_GIT, git_output
 from symphony.workspace.marks import MARKS_DIR, OwnershipMarks
 from symphony.workspace.worktrees import WorktreeError, Worktrees, slugify
@@ -178,6 +179,21 @@ class WorkspaceManager:
         """The ticket's workspace when it exists and symphony made it, else None."""
         path = self.path_for(identifier)
         return path if self._marks.owns(path.name, path) and path.is_dir() else None
+
+    async def write_evidence(self, identifier: str, evidence: Mapping[str, Any]) -> None:
+        """The hand-off's evidence into the ticket's workspace (`.symphony/evidence.json`); a
+        failure costs only the file."""
+        path = self.owned_path(identifier)
+        if path is None:
+            return
+        try:
+            write_evidence_file(path, evidence)
+        except OSError as exc:
+            log.warning("could not write the evidence file", workspace=str(path), reason=str(exc))
+
+    async def read_evidence(self, identifier: str) -> dict[str, Any] | None:
+        path = self.owned_path(identifier)
+        return read_evidence_file(path) if path is not None else None
 
     async def peer_paths(self, identifiers: Sequence[str]) -> list[tuple[str, Path]]:
         """Those of `identifiers` with a workspace of symphony's here, and its path."""

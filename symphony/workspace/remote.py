@@ -16,14 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import structlog
 
 from symphony.base.hosts import HOST_UNREACHABLE
 from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.hosts.ssh import SshHost
+from symphony.workspace.facts import EVIDENCE_DIR, EVIDENCE_FILE
 from symphony.workspace.git import Git
 from symphony.workspace.local import (
     HOOK_FAILED,
@@ -43,6 +46,16 @@ from symphony.workspace.local import (
 from symphony.workspace.worktrees import WorktreeError, Worktrees
 
 log = structlog.get_logger(__name__)
+
+# The hand-off's evidence into the workspace on the host, as here (`symphony.workspace.facts`):
+# its folder ignores itself in git; the text comes in the environment the wrapper was sent.
+_WRITE_EVIDENCE = f"""
+mkdir -p {EVIDENCE_DIR} || exit 1
+[ -f {EVIDENCE_DIR}/.gitignore ] || printf '*\\n' > {EVIDENCE_DIR}/.gitignore
+printf '%s\\n' "$SYMPHONY_EVIDENCE" > {EVIDENCE_DIR}/.{EVIDENCE_FILE}.tmp \\
+  && mv -f {EVIDENCE_DIR}/.{EVIDENCE_FILE}.tmp {EVIDENCE_DIR}/{EVIDENCE_FILE}
+"""
+_READ_EVIDENCE = f'cat -- "$1/{EVIDENCE_DIR}/{EVIDENCE_FILE}" 2>/dev/null; exit 0'
 
 # A worktree whose creation was cut short (a killed daemon): symphony's own (its mark matches),
 # no start commit recorded yet (that comes once it is complete), and either empty or a `.git`
@@ -108,6 +121,27 @@ class RemoteWorkspaces:
                 await self._worktrees.prune()
             except WorktreeError as exc:
                 log.warning("git worktree prune failed", host=self.host.name, reason=exc.message)
+
+    async def write_evidence(self, identifier: str, evidence: Mapping[str, Any]) -> None:
+        """The hand-off's evidence into the ticket's workspace on the host; a failure costs
+        only the file."""
+        if not await self.peer_paths([identifier]):
+            return
+        text = json.dumps(evidence, indent=2, sort_keys=True)
+        ran = await self.host.without_sandbox().run_script(
+            _WRITE_EVIDENCE, cwd=self.path_for(identifier), env={"SYMPHONY_EVIDENCE": text},
+            timeout_ms=30_000, tail_bytes=OUTPUT_TAIL_BYTES,
+        )  # fmt: skip
+        if not ran.ok:
+            log.warning("could not write the evidence file", host=self.host.name,
+                        workspace=str(self.path_for(identifier)), reason=ran.detail)  # fmt: skip
+
+    async def read_evidence(self, identifier: str) -> dict[str, Any] | None:
+        said = await self.host.command(_READ_EVIDENCE, str(self.path_for(identifier)))
+        with contextlib.suppress(ValueError):
+            data = json.loads(said.out) if said.returncode == 0 and said.out.strip() else None
+            return data if isinstance(data, dict) else None
+        return None
 
     async def peer_paths(self, identifiers: Sequence[str]) -> list[tuple[str, Path]]:
         """Those of `identifiers` with a workspace of symphony's on this host, and its path

@@ -293,6 +293,9 @@ async def test_a_remote_ticket_s_evidence_and_footprint_are_what_git_says_on_the
     try:
         await run.settle("DEMO-1", lambda: board.state_of("DEMO-1") == "Human Review")
         footprint = run.orchestrator.state.footprints["DEMO-1"]
+        run.orchestrator.request_refresh()  # the review page reads what the last poll saw
+        await run.until(lambda: run.orchestrator.board.row("DEMO-1") is not None)
+        review = await run.orchestrator.review_detail("DEMO-1")
     finally:
         await run.stop()
     workspace = f"{root}/DEMO-1"
@@ -317,6 +320,12 @@ async def test_a_remote_ticket_s_evidence_and_footprint_are_what_git_says_on_the
     assert stat.splitlines()[-1].strip() in text
     assert "Not committed: 1 path." in text  # draft.txt, as `git status` there has it
     assert footprint.changed == frozenset({*changed, "draft.txt"})
+    # The review page reads the evidence and the diff on the host too.
+    assert review is not None and review["workspace_host"] == "w1"
+    assert review["evidence"]["workspace"]["commits"] == [c for c in commits]
+    assert {f["path"] for f in review["diff"]["files"]} == changed
+    assert review["open_command"].startswith("ssh -t w1 ")
+    assert (Path(workspace) / ".symphony" / "evidence.json").is_file()
 
 
 def test_a_restart_after_kill_9_ends_what_the_old_daemon_left_running_on_the_host(
