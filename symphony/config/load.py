@@ -246,7 +246,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
     if machine is not None:
         machine = _with_sandboxes(machine, raw, workflow.path.parent, environ)
     if worker.hosts:
-        _check_hosts_can_sandbox(sandbox, machine)
+        _check_hosts_can_sandbox(sandbox, machine, agent)
     return Settings(
         workflow_path=workflow.path,
         tracker=tracker,
@@ -304,12 +304,30 @@ def _with_sandboxes(
     return dataclasses.replace(machine, stages=tuple(changed))
 
 
-def _check_hosts_can_sandbox(sandbox: SandboxSettings, machine: StageMachine | None) -> None:
+def _check_hosts_can_sandbox(
+    sandbox: SandboxSettings, machine: StageMachine | None, agent: AgentSettings
+) -> None:
     """On SSH hosts the sandbox is built there, without the daemon's proxy, on the host's own
-    system folders."""
+    system folders; an agent that takes its tools over MCP reaches them at a port on the
+    host's loopback, which `network: none` shuts it out of."""
     stages = machine.stages if machine is not None else ()
     used = [("sandbox", sandbox)]
     used += [(f"stages.{s.name}.sandbox", s.sandbox) for s in stages if s.sandbox is not None]
+    runs = [(s.sandbox or sandbox, s.agent or agent.kind) for s in stages] or [
+        (sandbox, agent.kind)
+    ]
+    for settings, kind in runs:
+        if (
+            settings.enabled
+            and settings.network is Network.NONE
+            and (BACKENDS[kind].tools_over_mcp)
+        ):
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"a sandbox with network: none on worker.ssh_hosts shuts agent kind {kind} out "
+                "of symphony's tools, which it reaches at a forwarded port of the host's "
+                "loopback; use network: full for it there",
+            )
     for where, settings in used:
         if not settings.enabled:
             continue

@@ -174,3 +174,28 @@ worker: {ssh_hosts: [w1]}
 sandbox: {kind: bwrap, network: none}
 """)  # fmt: skip
     assert load_settings(path, {}).sandbox.kind is SandboxKind.BWRAP
+
+
+def test_on_worker_hosts_an_agent_over_mcp_needs_the_network_to_reach_its_tools(
+    tmp_path: Path,
+) -> None:
+    path = write_workflow(tmp_path, """\
+tracker: {kind: local, provider: {path: board}}
+worker: {ssh_hosts: [w1]}
+sandbox: {kind: bwrap, network: none}
+stages:
+  plan: {states: [Todo], on_success: Plan Review, agent: claude}
+  implement: {states: [Ready], on_success: Human Review}
+""")  # fmt: skip
+    with pytest.raises(ConfigError, match="shuts agent kind claude out of symphony's tools"):
+        load_settings(path, {})
+    # The same stage with the network its agent needs loads; codex keeps network: none.
+    path = write_workflow(tmp_path, """\
+tracker: {kind: local, provider: {path: board}}
+worker: {ssh_hosts: [w1]}
+sandbox: {kind: bwrap, network: none}
+stages:
+  plan: {states: [Todo], on_success: Plan Review, agent: claude, sandbox: {network: full}}
+  implement: {states: [Ready], on_success: Human Review}
+""")  # fmt: skip
+    assert load_settings(path, {}).worker.hosts
