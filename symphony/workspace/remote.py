@@ -242,9 +242,9 @@ class RemoteWorkspaces:
         if self._hooks.before_remove is not None:
             workspace = Workspace(path=path, key=key, created_now=False, identifier=identifier)
             await self._run_hook("before_remove", self._hooks.before_remove, workspace)
-        if self._worktrees is not None:
+        if self._worktrees is not None and await self.peer_paths([identifier]):
             try:
-                await self._worktrees.remove(path)  # its branch stays
+                await self._worktrees.remove(path)  # its branch stays; only a worktree of ours
             except WorktreeError as exc:
                 log.warning("worktree not unregistered", workspace=str(path), host=self.host.name,
                             reason=exc.message)  # fmt: skip

@@ -23,7 +23,7 @@ import contextlib
 import re
 import shutil
 from collections.abc import Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from symphony.base.errors import SymphonyError
 from symphony.config.sections import WorktreeSettings
@@ -68,12 +68,13 @@ class Worktrees:
         host: SshHost | None = None,
     ) -> None:
         self.settings = settings
-        self.mirror = Path(PurePosixPath(root) / MIRROR_NAME) if host else root / MIRROR_NAME
+        self.mirror = root / MIRROR_NAME  # on the host, a path there
         self._env = dict(env)
         self._host = host
 
     async def _run(self, op: str, *args: str) -> GitRun:
-        """One operation on the store: here, or on the host over its own connection."""
+        """One operation on the store: here, or on the host (over the connection symphony's
+        own commands to it share)."""
         if self._host is None:
             if op == "git":
                 return await run_git(*args, env=self._env, timeout_s=GIT_TIMEOUT_S)
