@@ -401,16 +401,30 @@ def explain_dispatch(
 ) -> list[tuple[Issue, str | None]]:
     """What the next dispatch would do with each candidate, in order, without doing it: None
     for a dispatch, else why it waits, in words. With `wall`, today's spend counts too."""
+    return dispatch_outlook(state, candidates, settings, wall, now)[0]
+
+
+def dispatch_outlook(
+    state: SchedulerState,
+    candidates: Iterable[Issue],
+    settings: Settings,
+    wall: datetime | None = None,
+    now: float | None = None,
+) -> tuple[list[tuple[Issue, str | None]], int]:
+    """`explain_dispatch` and `held_for_review` from one look at the candidates: what a poll
+    shows of each, and how many wait only for the review queue."""
     overlaps: dict[str, list[Overlap]] = {}
-    return [
-        (
-            issue,
-            None
-            if wait is None
-            else describe_wait(issue, wait, state, settings, overlaps.get(issue.id, ())),
+    reasons: list[tuple[Issue, str | None]] = []
+    held = 0
+    for issue, wait in _plan(state, candidates, settings, wall, overlaps, now):
+        if wait is None:
+            reasons.append((issue, None))
+            continue
+        held += wait is Wait.REVIEW_FULL
+        reasons.append(
+            (issue, describe_wait(issue, wait, state, settings, overlaps.get(issue.id, ())))
         )
-        for issue, wait in _plan(state, candidates, settings, wall, overlaps, now)
-    ]
+    return reasons, held
 
 
 def open_blockers(issue: Issue, tracker: TrackerSettings) -> list[BlockerRef]:

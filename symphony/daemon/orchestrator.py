@@ -596,18 +596,17 @@ class Orchestrator:
         candidates = [issue for issue in issues if tracker_settings.is_active(issue.state)]
         core.observe_review_queue(self.state, issues, settings)
         core.prune_footprints(self.state, issues)
-        self._held_for_review = core.held_for_review(self.state, candidates, settings)
         self._take_share(candidates)
         effects = core.select_dispatches(
             self.state, candidates, settings, self.clock.monotonic(), self.clock.wall()
         )
         self._perform(effects)
-        reasons = dict(
-            (issue.id, why)
-            for issue, why in core.explain_dispatch(
-                self.state, candidates, settings, self.clock.wall()
-            )
+        # One look after the dispatch: what each waits for, and how many only for reviews
+        # (what was dispatched never waited for the review queue).
+        outlook, self._held_for_review = core.dispatch_outlook(
+            self.state, candidates, settings, self.clock.wall()
         )
+        reasons = {issue.id: why for issue, why in outlook}
         pending = {i: t.plan.target for i, t in self.state.transitions.items()}
         self._notices.person_moves(self.board.update(issues, reasons, settings, pending))
 
