@@ -134,6 +134,9 @@ class Snapshot:
     def __init__(self, folder: Path, entries: Iterable[Entry]) -> None:
         self.folder = folder
         self._folder_uri = folder.as_uri().rstrip("/") + "/"
+        self._issues: dict[tuple[str, frozenset[str]], Issue] = {}
+        """Issues made from this snapshot (a watched board reuses it for every poll until a
+        file changes; an `Issue` is immutable)."""
         self.entries = list(entries)
         by_fold: defaultdict[str, list[Entry]] = defaultdict(list)
         by_id: defaultdict[str, list[Entry]] = defaultdict(list)
@@ -172,6 +175,12 @@ class Snapshot:
         }
 
     def issue(self, ticket: Ticket, terminal_states: frozenset[str]) -> Issue:
+        made = self._issues.get((ticket.id, terminal_states))
+        if made is None:
+            made = self._issues[(ticket.id, terminal_states)] = self._issue(ticket, terminal_states)
+        return made
+
+    def _issue(self, ticket: Ticket, terminal_states: frozenset[str]) -> Issue:
         blockers = [self.blocker(name, terminal_states) for name in ticket.blocked_by]
         return Issue(
             id=ticket.id,
