@@ -53,6 +53,7 @@ from symphony.agents import AgentLaunch, AgentSession, EventSink
 from symphony.agents.codex import AppServerSession, CodexSettings
 from symphony.base.events import AgentEvent
 from symphony.config.load import load_settings
+from symphony.daemon.collector import tune_collector
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.store import Store
 from tests.harness import FAKE_AGENT, Board
@@ -294,6 +295,7 @@ def report_load(label: str, load: LoadRun) -> None:
 
 
 def main() -> None:
+    tune_collector()  # as the CLI does
     import io
 
     from symphony.observability.logging import configure_logging

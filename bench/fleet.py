@@ -33,6 +33,7 @@ import yaml
 from bench.scheduler import WALL, make_candidates
 from symphony import core
 from symphony.base.secrets import SecretMasker
+from symphony.daemon.collector import tune_collector
 from symphony.daemon.events import SystemClock
 from symphony.daemon.fleet import FleetPlan, FleetRunner, Member
 from symphony.observability.logging import configure_logging
@@ -114,6 +115,7 @@ def fleet_tick_ms() -> list[float]:
 
 
 def main() -> None:
+    tune_collector()  # as the CLI does
     configure_logging(level="warning", stream=io.StringIO())
     with tempfile.TemporaryDirectory() as folder:
         one = uvloop.run(idle_share(Path(folder) / "one", 1))

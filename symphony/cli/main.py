@@ -39,6 +39,7 @@ from symphony.config.fields import INVALID_CONFIG, ConfigError
 from symphony.config.load import load_settings
 from symphony.config.prompt import check_prompts, render_prompt
 from symphony.config.sections import Settings
+from symphony.daemon.collector import tune_collector
 from symphony.daemon.fleet import Member, plan_fleet
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.daemon.runner import stage_context
@@ -336,6 +337,7 @@ def _bound_to(settings: Settings, host: str) -> Settings:
 
 
 def _run(args: argparse.Namespace) -> int:
+    tune_collector()
     # The live table is for a person at a terminal: off when stderr is piped or logged to JSON.
     console = None
     if not args.no_tui and args.log_format == "console" and sys.stderr.isatty():

@@ -23,6 +23,7 @@ import structlog
 import uvloop
 
 from symphony.base.secrets import SecretMasker
+from symphony.daemon.collector import tune_collector
 from symphony.daemon.events import SystemClock
 from symphony.daemon.fleet import FleetPlan, FleetRunner, plan_fleet
 from symphony.observability.logging import configure_logging
@@ -62,6 +63,7 @@ def serve_parser(port: Callable[[str], int]) -> argparse.ArgumentParser:
 
 
 def serve(args: argparse.Namespace) -> int:
+    tune_collector()
     masker = SecretMasker()
     console = None
     if not args.no_tui and args.log_format == "console" and sys.stderr.isatty():
