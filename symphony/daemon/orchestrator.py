@@ -363,6 +363,7 @@ class Orchestrator:
                     self._tracker_watcher.cancel()
         await self.tracker.aclose()
         await self._code_hosts.aclose()
+        await self._places.close()
 
     # The loop
 

@@ -9,6 +9,7 @@ hooks or the worker hosts.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -92,6 +93,10 @@ class Places:
             self.child_env(settings),
             self.child_env(settings, agent_env_names),
         )
+
+    async def close(self) -> None:
+        """At shutdown: the connections symphony's own commands to the hosts share."""
+        await asyncio.gather(*(w.host.close_shared() for w in self.remote.values()))
 
     def host_roots(self) -> dict[str, str | None]:
         """Each SSH host's workspace root, for the status surfaces."""

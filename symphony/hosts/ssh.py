@@ -320,6 +320,13 @@ class SshHost:
     def argv(self, script: str, *args: str, options: Sequence[str] = ()) -> tuple[str, ...]:
         """`ssh ... host` running `script` under /bin/sh with `args` as $1, $2, ...; `options`
         are more of ssh's own (a forward, a shared connection)."""
+        remote = " ".join(
+            ["exec", "/bin/sh", "-c", shlex.quote(script), "symphony", *map(shlex.quote, args)]
+        )
+        return ("ssh", *self._options(options), "--", self.name, remote)
+
+    def _options(self, options: Sequence[str]) -> list[str]:
+        """What every ssh to the host is given (SPEC Appendix A), then `options`."""
         forced = [
             "-T",
             "-a",
@@ -336,11 +343,7 @@ class SshHost:
             forced += ["-o", f"StrictHostKeyChecking={self._ssh.strict_host_key_checking}"]
         if self._ssh.config_file is not None:
             forced += ["-F", str(self._ssh.config_file)]
-        forced += options
-        remote = " ".join(
-            ["exec", "/bin/sh", "-c", shlex.quote(script), "symphony", *map(shlex.quote, args)]
-        )
-        return ("ssh", *forced, "--", self.name, remote)
+        return [*forced, *options]
 
     # Agents
 
@@ -491,6 +494,21 @@ class SshHost:
         return CommandResult(
             proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
         )
+
+    async def close_shared(self) -> None:
+        """End the connection symphony's own commands to the host share, if one is open (at
+        shutdown: it would otherwise outlive the daemon by SHARED_CONNECTION_S)."""
+        if _control_dir is None:
+            return  # no command ever went to a host from this process
+        options = self._options(_shared_connection(self._ssh))
+        with contextlib.suppress(OSError, TimeoutError):
+            proc = await asyncio.create_subprocess_exec(
+                "ssh", *options, "-O", "exit", "--", self.name,
+                env=self._client_env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+            async with asyncio.timeout(5):
+                await proc.wait()
 
     async def probe_tool_forward(self) -> CommandResult:
         """Whether the host carries the forward a run's tool server needs (`check`): ssh's

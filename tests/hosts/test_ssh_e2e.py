@@ -7,6 +7,7 @@ process group on the host, and an environment that carries nothing of the daemon
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -90,6 +91,19 @@ def write_workflow(board: Board, lab: SshLab, hosts: list[Any], **sections: Any)
     )
 
 
+def shared_connections(pid: int) -> list[str]:
+    """The ssh connection masters a daemon process left running (their control sockets are
+    in its `symphony-ssh-mux-` folder; the daemon's pid is not in their name, so any)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                if "symphony-ssh-mux-" in line and "[mux]" in line:
+                    found.append(line)
+    return found
+
+
 def host_of(record: dict[str, Any], lab: SshLab) -> str:
     return next(
         name
@@ -136,6 +150,10 @@ def test_tickets_spread_over_two_hosts_by_capacity_with_hooks_there_and_no_daemo
         metrics = httpx.get(f"{url}metrics").text
     finally:
         assert daemon.stop() == 0
+    # The connection symphony's own commands shared with each host ended with the daemon.
+    assert wait_until(lambda: not shared_connections(daemon.proc.pid), 5), shared_connections(
+        daemon.proc.pid
+    )
     runs = started(record)
     by_host = {name: [r for r in runs if host_of(r, lab) == name] for name in lab.servers}
     assert len(by_host["w1"]) >= 1 and len(by_host["w2"]) >= 1, runs  # both hosts worked
