@@ -143,6 +143,7 @@ class Orchestrator:
         self._code_hosts = CodeHosts(code_host_factory)
         self._queue: asyncio.Queue[QueueEvent] = asyncio.Queue()
         self._pass_asked = False
+        self._progress_unsaved = False
         self._performer = Performer(
             self.state,
             lambda: Current(
@@ -438,13 +439,18 @@ class Orchestrator:
         wake the loop for every read; everything else is queued for the loop."""
         if isinstance(event, AgentUpdate):
             self._handle(event)
-            if not self._pass_asked:
-                self._pass_asked = True
-                asyncio.get_running_loop().call_later(
-                    AGENT_PASS_S, self._queue.put_nowait, AgentsReported()
-                )
+            self._progress_unsaved = True
+            self._ask_pass(AGENT_PASS_S)
             return
         self._queue.put_nowait(event)
+
+    def _ask_pass(self, delay_s: float) -> None:
+        """A loop pass within `delay_s`, unless one is asked for already."""
+        if not self._pass_asked:
+            self._pass_asked = True
+            asyncio.get_running_loop().call_later(
+                max(delay_s, 0.0), self._queue.put_nowait, AgentsReported()
+            )
 
     def _handle(self, event: QueueEvent) -> bool:
         """Apply one queued event; True when it asks for an immediate tick."""
@@ -664,11 +670,15 @@ class Orchestrator:
         now = self.clock.monotonic()
         if self._unsaved or now - self._saved_at >= PROGRESS_SAVE_S:
             self._save()
+        elif self._progress_unsaved:
+            # An agent's last progress is saved on time even if nothing wakes the loop again.
+            self._ask_pass(PROGRESS_SAVE_S - (now - self._saved_at))
 
     def _save(self, *, keep_runs: bool = False) -> None:
         """Write this pass's changes to the store, with the notices they carry; a failing disk
         is reported, never fatal (the pass's records and notices wait for the next save)."""
         self._unsaved, self._saved_at = False, self.clock.monotonic()
+        self._progress_unsaved = False
         notices = notifications.from_outcomes(self.state.new_outcomes, self.settings.machine)
         self._recent(notices)
         deliveries = [

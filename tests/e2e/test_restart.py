@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import sys
 import time
 from datetime import datetime
@@ -41,6 +42,19 @@ def when(line: str) -> float:
     return datetime.fromisoformat(match.group(1)).timestamp()
 
 
+def saved_tokens(board: Board) -> dict[str, int]:
+    """Each ticket's tokens as the daemon's store holds them now."""
+    path = board.root / ".symphony" / "state.db"
+    if not path.exists():
+        return {}
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
+            rows = db.execute("SELECT identifier, total_tokens FROM ticket_totals").fetchall()
+    except sqlite3.Error:
+        return {}
+    return {identifier: tokens for identifier, tokens in rows}
+
+
 def busy_board(board: Board, count: int = 3) -> dict[str, str]:
     for n in range(1, count + 1):
         board.ticket(f"ABC-{n}")
@@ -68,6 +82,10 @@ def test_kill_9_with_three_agents_running_never_lets_two_agents_serve_one_ticket
             lambda: len([r for r in records(record) if r.get("_fake") == "child"]) == 3
         )
         old += [r["pid"] for r in records(record) if r.get("_fake") == "child"]
+        # What the agents reported is saved within a second, though they go quiet after it.
+        assert wait_until(
+            lambda: saved_tokens(board) == {"ABC-1": 150, "ABC-2": 150, "ABC-3": 150}, 10
+        ), saved_tokens(board)
         first.kill9()
         assert all(is_alive(pid) for pid in old), "the old agents outlive their daemon"
         second = Daemon(board, env, "--port", "0")
