@@ -142,8 +142,10 @@ class Orchestrator:
         self._places = self._new_places(settings)
         self._code_hosts = CodeHosts(code_host_factory)
         self._queue: asyncio.Queue[QueueEvent] = asyncio.Queue()
-        self._pass_asked = False
+        self._pass_at: float | None = None
+        """When the loop pass asked for agents' updates comes (event loop time)."""
         self._progress_unsaved = False
+        self._spend_reported = False
         self._performer = Performer(
             self.state,
             lambda: Current(
@@ -400,9 +402,13 @@ class Orchestrator:
             # the hundreds of wake-ups a second that streaming agents cause; none of what they
             # look for (a stall, a budget, a due move) needs a finer clock.
             scanned = now >= next_scan or refresh
+            if scanned or self._spend_reported:
+                # Spend is looked at after every agents' pass too: a budget stops the turn
+                # within AGENT_PASS_S of the report that crossed it, not a scan later.
+                self._spend_reported = False
+                self._perform(check_budgets(self.state, self.settings))
             if scanned:
                 self._perform(core.detect_stalls(self.state, self.settings, now))
-                self._perform(check_budgets(self.state, self.settings))
                 self._perform(core.due_transitions(self.state, now))
                 if self.settings.repository is not None:
                     self._perform(core.follow.due_reads(self.state, self.settings, now))
@@ -445,17 +451,18 @@ class Orchestrator:
         self._queue.put_nowait(event)
 
     def _ask_pass(self, delay_s: float) -> None:
-        """A loop pass within `delay_s`, unless one is asked for already."""
-        if not self._pass_asked:
-            self._pass_asked = True
-            asyncio.get_running_loop().call_later(
-                max(delay_s, 0.0), self._queue.put_nowait, AgentsReported()
-            )
+        """A loop pass within `delay_s`, unless one is asked for that soon already."""
+        loop = asyncio.get_running_loop()
+        at = loop.time() + max(delay_s, 0.0)
+        if self._pass_at is None or at < self._pass_at:
+            self._pass_at = at
+            loop.call_at(at, self._queue.put_nowait, AgentsReported())
 
     def _handle(self, event: QueueEvent) -> bool:
         """Apply one queued event; True when it asks for an immediate tick."""
         if isinstance(event, AgentsReported):
-            self._pass_asked = False
+            self._pass_at = None
+            self._spend_reported = True
             return False
         if isinstance(event, AgentUpdate):
             state, pricing = self.state, self.settings.pricing
