@@ -33,7 +33,6 @@ from symphony.store import Store
 from symphony.store.recovery import Recovered, orphan_groups, restore, stop_groups
 from symphony.tracker.contract import Tracker, TrackerError
 from symphony.workspace.environment import REMOTE_INSTANCE_VARIABLE
-from symphony.workspace.local import startup_prune
 from symphony.workspace.remote import RemoteWorkspaces
 
 log = structlog.get_logger("symphony.orchestrator")
@@ -113,8 +112,7 @@ async def remove_terminal_workspaces(
     places: Places,
 ) -> None:
     """Remove the workspaces of terminal tickets, each on the host the store says it is on."""
-    await startup_prune(places.local)
-    await asyncio.gather(*(remote.prune() for remote in places.remote.values()))
+    await asyncio.gather(places.local.prune(), *(r.prune() for r in places.remote.values()))
     try:
         terminal = await reads.read(
             "startup_cleanup", tracker.fetch_issues_by_states(settings.tracker.terminal_states)

@@ -203,14 +203,12 @@ class WorkspaceManager:
         """(name, ref) of the branch a ticket's work must merge onto, fetched fresh, in
         `workspace.strategy: worktree`; None otherwise or when the repository cannot be
         reached (the hand-off then says it was not checked)."""
-        if self._worktrees is None:
-            return None
-        try:
-            ref = await self._worktrees.current_base()
-        except WorktreeError as exc:
-            log.warning("base branch not fetched; merge not checked", error=exc.message)
-            return None
-        return ref.removeprefix("refs/remotes/"), ref
+        return await self._worktrees.merge_target() if self._worktrees is not None else None
+
+    async def prune(self) -> None:
+        """Forget the worktrees of this root's store whose folders are gone (at start-up)."""
+        if self._worktrees is not None:
+            await self._worktrees.forget_missing()
 
     async def prepare(self, identifier: str, branch: str | None = None) -> Workspace:
         """Ensure the workspace directory exists; run `after_create` only if it was made now.
@@ -516,15 +514,6 @@ async def _git_head(path: Path, env: Mapping[str, str]) -> str | None:
     """The commit checked out at `path`, or None when it is not a git work tree."""
     head = (await git_output(path, env, "rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
     return head or None
-
-
-async def startup_prune(manager: WorkspaceManager) -> None:
-    """Forget worktrees whose folders are gone (`git worktree prune`), at start-up."""
-    if manager._worktrees is not None:
-        try:
-            await manager._worktrees.prune()
-        except WorktreeError as exc:
-            log.warning("git worktree prune failed", reason=exc.message)
 
 
 _BRANCH_TEMPLATES = Environment(undefined=StrictUndefined)

@@ -104,23 +104,12 @@ class RemoteWorkspaces:
     async def merge_target(self) -> tuple[str, str] | None:
         """(name, ref) of the branch a hand-off must merge onto, fetched fresh on the host's
         store, with worktrees; None otherwise or when it cannot be fetched."""
-        if self._worktrees is None:
-            return None
-        try:
-            ref = await self._worktrees.current_base()
-        except WorktreeError as exc:
-            log.warning("base branch not fetched; merge not checked", host=self.host.name,
-                        error=exc.message)  # fmt: skip
-            return None
-        return ref.removeprefix("refs/remotes/"), ref
+        return await self._worktrees.merge_target() if self._worktrees is not None else None
 
     async def prune(self) -> None:
         """Forget the worktrees of the host's store whose folders are gone (at start-up)."""
         if self._worktrees is not None:
-            try:
-                await self._worktrees.prune()
-            except WorktreeError as exc:
-                log.warning("git worktree prune failed", host=self.host.name, reason=exc.message)
+            await self._worktrees.forget_missing()
 
     async def write_evidence(self, identifier: str, evidence: Mapping[str, Any]) -> None:
         """The hand-off's evidence into the ticket's workspace on the host; a failure costs

@@ -25,6 +25,8 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+import structlog
+
 from symphony.base.errors import SymphonyError
 from symphony.config.sections import WorktreeSettings
 from symphony.hosts.ssh import SshHost
@@ -36,6 +38,8 @@ GIT_TIMEOUT_S = 300.0
 """A clone or fetch of a large repository takes a while; a query (`workspace.git`) does not."""
 
 _locks: dict[tuple[str, Path], asyncio.Lock] = {}
+
+log = structlog.get_logger(__name__)
 
 # On a host: $1 the operation, then its paths or git's arguments.
 _ON_HOST = r"""
@@ -146,6 +150,27 @@ class Worktrees:
         async with self._lock():
             await self._refresh_mirror()
             return await self._base()
+
+    async def merge_target(self) -> tuple[str, str] | None:
+        """(name, ref) of the branch a hand-off must merge onto, fetched fresh; None when the
+        repository cannot be reached (logged; the hand-off then says it was not checked)."""
+        try:
+            ref = await self.current_base()
+        except WorktreeError as exc:
+            log.warning("base branch not fetched; merge not checked", error=exc.message,
+                        **self._where())  # fmt: skip
+            return None
+        return ref.removeprefix("refs/remotes/"), ref
+
+    async def forget_missing(self) -> None:
+        """`prune`, with a failure logged rather than raised (at start-up, after a cleanup)."""
+        try:
+            await self.prune()
+        except WorktreeError as exc:
+            log.warning("git worktree prune failed", reason=exc.message, **self._where())
+
+    def _where(self) -> dict[str, str]:
+        return {"host": self._host.name} if self._host is not None else {}
 
     async def branch_name(self, wanted: str, identifier: str) -> str:
         """`wanted` when git accepts it as a branch name, else one made from the identifier."""
