@@ -330,11 +330,6 @@ def daily_budget_spent(state: SchedulerState, settings: Settings, wall: datetime
     return limit is not None and today is not None and today.usd >= limit
 
 
-def held_for_review(state: SchedulerState, candidates: Iterable[Issue], settings: Settings) -> int:
-    """How many candidates wait only because the review queue is full."""
-    return sum(1 for _, wait in _plan(state, candidates, settings) if wait is Wait.REVIEW_FULL)
-
-
 def select_dispatches(
     state: SchedulerState,
     candidates: Iterable[Issue],
@@ -411,8 +406,8 @@ def dispatch_outlook(
     wall: datetime | None = None,
     now: float | None = None,
 ) -> tuple[list[tuple[Issue, str | None]], int]:
-    """`explain_dispatch` and `held_for_review` from one look at the candidates: what a poll
-    shows of each, and how many wait only for the review queue."""
+    """`explain_dispatch`, and how many candidates wait only because the review queue is
+    full, from one look at the candidates: what a poll shows."""
     overlaps: dict[str, list[Overlap]] = {}
     reasons: list[tuple[Issue, str | None]] = []
     held = 0

@@ -181,7 +181,7 @@ def test_a_full_review_queue_holds_new_tickets_but_not_reworked_ones() -> None:
     # One look says the same, and counts who waits only for the queue (what a poll shows).
     outlook, held = core.dispatch_outlook(state, candidates, settings)
     assert dict((i.identifier, why) for i, why in outlook) == reasons
-    assert held == core.held_for_review(state, candidates, settings) == 1
+    assert held == 1  # N-1
     started = core.select_dispatches(state, candidates, settings, 0.0, WALL)
     assert [e.issue.identifier for e in started if isinstance(e, core.StartWorker)] == ["W-1"]
     # A reviewer moves one on: the queue has room again.
