@@ -40,15 +40,21 @@ class Fleet:
         return match.group(1)
 
 
+def two_workflows(root: Path, *, tickets: int) -> None:
+    """`alpha/` and `beta/` under `root`, each a local board with `tickets` tickets (A-1,
+    B-1, ...) and its WORKFLOW.md."""
+    for name in ("alpha", "beta"):
+        (root / name).mkdir()
+        board = Board(root / name)
+        for n in range(1, tickets + 1):
+            board.ticket(f"{name[0].upper()}-{n}")
+        board.write_workflow()
+
+
 def test_a_fleet_runs_two_workflows_and_a_kill_9_loses_nothing_in_either(tmp_path: Path) -> None:
     import os
 
-    for name in ("alpha", "beta"):
-        (tmp_path / name).mkdir()
-        board = Board(tmp_path / name)
-        for n in (1, 2):
-            board.ticket(f"{name[0].upper()}-{n}")
-        board.write_workflow()
+    two_workflows(tmp_path, tickets=2)
     env = {**os.environ, "HOME": str(tmp_path), "FAKE_AGENT_SCENARIO": "busy"}
     first = Fleet(tmp_path, env)
     try:
@@ -82,11 +88,7 @@ def test_on_a_terminal_the_fleet_draws_one_table_of_every_workflow(tmp_path: Pat
     import pty
     import select
 
-    for name in ("alpha", "beta"):
-        (tmp_path / name).mkdir()
-        board = Board(tmp_path / name)
-        board.ticket(f"{name[0].upper()}-1")
-        board.write_workflow()
+    two_workflows(tmp_path, tickets=1)
     env = {**os.environ, "HOME": str(tmp_path), "FAKE_AGENT_SCENARIO": "busy",
            "COLUMNS": "160", "LINES": "50", "TERM": "xterm"}  # fmt: skip
     leader, follower = pty.openpty()
