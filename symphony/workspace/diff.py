@@ -9,7 +9,6 @@ browser, or a generated one (lock files, minified bundles), which a reviewer ope
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,6 @@ GENERATED = (
     "*_pb2.py",
     "*.pb.go",
 )
-_FILE_HEADER = re.compile(r"^diff --git a/(.*) b/(.*)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,13 +96,15 @@ async def branch_diff(
     span = f"{base}...HEAD"
     numstat = await ask("diff", "--numstat", "-z", "-M", span) or ""
     counts = _numstat(numstat)
-    status = await ask("diff", "--name-status", "-M", span) or ""
+    status = await ask("diff", "--name-status", "-z", "-M", span) or ""
     kinds = _statuses(status)
-    text = await ask("diff", "-M", "--no-color", "--no-ext-diff", span) or ""
+    text = await ask("diff", "-M", "--no-color", span) or ""
+    # The patches come in the order numstat lists the files (one diff queue): matched by
+    # position, a name git quotes in a header (`café.py`, a quote, a newline) is never lost.
     patches = _split(text[:MAX_TOTAL_BYTES])
     files = []
-    for name, (added, removed, old) in list(counts.items())[:MAX_FILES]:
-        patch = patches.get(name)
+    for index, (name, (added, removed, old)) in enumerate(list(counts.items())[:MAX_FILES]):
+        patch = patches[index] if index < len(patches) else None
         collapsed = None
         if added is None:
             collapsed, patch = "binary", None
@@ -146,27 +146,38 @@ def _numstat(text: str) -> dict[str, tuple[int | None, int | None, str | None]]:
 
 
 def _statuses(text: str) -> dict[str, str]:
+    """`git diff --name-status -z`: `M\0path\0`, or for a rename or copy
+    `R100\0old\0new\0`."""
     kinds = {"A": "added", "D": "deleted", "R": "renamed", "M": "modified", "C": "copied"}
     found = {}
-    for line in text.splitlines():
-        fields = line.split("\t")
-        if len(fields) >= 2 and fields[0]:
-            found[fields[-1]] = kinds.get(fields[0][0], "modified")
+    parts = text.split("\0")
+    i = 0
+    while i + 1 < len(parts):
+        code = parts[i]
+        if not code:
+            i += 1
+            continue
+        paths = 2 if code[0] in "RC" else 1
+        if i + paths >= len(parts):
+            break
+        found[parts[i + paths]] = kinds.get(code[0], "modified")
+        i += paths + 1
     return found
 
 
-def _split(text: str) -> dict[str, str]:
-    """The unified diff cut at each file's `diff --git` header, by the file's new path."""
-    patches: dict[str, str] = {}
-    name: str | None = None
-    lines: list[str] = []
+def _split(text: str) -> list[str]:
+    """The unified diff cut at each file's `diff --git` header, in order. A line of a patch
+    starts with a space, `+`, `-`, `@` or `\\`, and git quotes a newline in a name, so only a
+    header starts with `diff --git `."""
+    patches: list[str] = []
+    lines: list[str] | None = None
     for line in text.splitlines(keepends=True):
-        match = _FILE_HEADER.match(line.rstrip("\n"))
-        if match is not None:
-            if name is not None:
-                patches[name] = "".join(lines)
-            name, lines = match.group(2), []
-        lines.append(line)
-    if name is not None:
-        patches[name] = "".join(lines)
+        if line.startswith("diff --git "):
+            if lines is not None:
+                patches.append("".join(lines))
+            lines = []
+        if lines is not None:
+            lines.append(line)
+    if lines is not None:
+        patches.append("".join(lines))
     return patches

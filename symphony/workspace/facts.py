@@ -162,14 +162,18 @@ async def changed_files(
 
     found: set[str] = set()
     if base is not None:
-        committed = await ask("diff", "--name-only", f"{base}...HEAD")
-        found.update(line.strip() for line in (committed or "").splitlines())
-    status = await ask("status", "--porcelain", "--untracked-files=all")
-    for line in (status or "").splitlines():
-        name = line[3:].strip()
-        if " -> " in name:  # a rename: the new name is the one the branch has
-            name = name.split(" -> ", 1)[1]
-        found.add(name.strip('"'))
+        committed = await ask("diff", "--name-only", "-z", f"{base}...HEAD")
+        found.update((committed or "").split("\0"))
+    # `-z`: names as they are (never quoted), and a rename's new name first, its old one after.
+    status = (await ask("status", "--porcelain", "-z", "--untracked-files=all") or "").split("\0")
+    i = 0
+    while i < len(status):
+        entry = status[i]
+        i += 1
+        if len(entry) > 3:
+            found.add(entry[3:])
+            if entry[0] in "RC":
+                i += 1  # the old name
     # The daemon's own files in the workspace are not the ticket's work.
     paths = sorted(p for p in map(normalize_path, found) if p and not p.startswith(".symphony/"))
     return frozenset(paths[:MAX_FILES])

@@ -1,13 +1,24 @@
-"""Asking git about a workspace: one bounded subprocess per question, never a prompt.
+"""Asking git about a workspace: one bounded subprocess per question, never a prompt, and never
+a command of the repository's own.
 
 `Git` says where the question runs: on this machine (`LOCAL_GIT`), or on the SSH worker host
 that holds the workspace (`Git(host)`), over one connection per question, so the evidence,
 footprints and merge checks of a ticket on a host are read there, bounded the same way.
+
+An agent can write its workspace's repository (and, outside a sandbox, the shared store), so
+the daemon's git trusts nothing in it that runs or redirects: every git the daemon starts, here
+or on a host, reads no system or global configuration, runs no hook, fsmonitor, pager, editor,
+ssh command or credential helper of the repository's (`HARDENED_CONFIG`), gets only the
+environment it needs (`git_environment`), and first lists the repository's configuration as
+data: filters are switched off by name (`NEUTRALIZED`), and a configuration that would run a
+merge driver or send git elsewhere (`REFUSED`) makes the daemon refuse to run git there at all,
+naming the key. Diffs are read with `--no-ext-diff --no-textconv` (`DIFF_SAFE`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,14 +32,195 @@ MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 largest)."""
 
 _SENT_OUTPUT_BYTES = 64 * 1024
+GIT_REFUSED = 96
+"""The exit status of a git the daemon would not start (a host's script says so this way)."""
+
+HARDENED_CONFIG: tuple[tuple[str, str], ...] = (
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", "false"),
+    ("core.sshCommand", "ssh"),
+    ("core.pager", "cat"),
+    ("core.editor", "false"),
+    ("core.askPass", ""),
+    ("credential.helper", ""),
+    ("diff.external", ""),
+    ("log.showSignature", "false"),
+    ("protocol.ext.allow", "never"),
+    ("submodule.recurse", "false"),
+    ("fetch.recurseSubmodules", "false"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+)
+"""Given on every command line: a command-line setting wins over every file git reads."""
+NEUTRALIZED: tuple[tuple[str, str], ...] = (
+    ("filter.*.clean", ""),
+    ("filter.*.smudge", ""),
+    ("filter.*.process", ""),
+    ("filter.*.required", "false"),
+    ("credential.*.helper", ""),
+)
+"""Keys named per driver or URL, found in the repository's configuration and each set to a
+value that runs nothing (an empty filter command is no filter)."""
+REFUSED: tuple[str, ...] = (
+    "merge.*.driver",
+    "url.*.insteadof",
+    "url.*.pushinsteadof",
+    "http.*",
+    "remote.*.proxy",
+    "remote.*.uploadpack",
+    "remote.*.receivepack",
+    "remote.*.vcs",
+    "core.worktree",
+    "core.gitproxy",
+    "core.alternaterefscommand",
+)
+"""Keys no value of the daemon's can make harmless (a merge driver has no "off"; a rewritten
+URL or proxy would carry a push and its token elsewhere): git is not run where one is set."""
+DIFF_SAFE = ("--no-ext-diff", "--no-textconv")
+"""On every `diff` and `log -p` the daemon reads: attributes in the tree name diff drivers."""
+
+_HARDENED_ENV = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_NO_REPLACE_OBJECTS": "1",
+}
+_PASSED = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+        "SSH_AUTH_SOCK", "SSL_CERT_FILE", "SSL_CERT_DIR",
+        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+        "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+    }
+)  # fmt: skip
+"""What the daemon's git keeps of the environment it is given: where programs are, the
+locale, and how to reach the network; nothing that names a repository or runs a program."""
+
+
+def git_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a git the daemon starts: `env`'s allowed variables (`_PASSED`, and
+    the locale's `LC_*`), then the hardening that no variable of `env` can undo."""
+    kept = {k: v for k, v in env.items() if k in _PASSED or k.startswith("LC_")}
+    return {**kept, **_HARDENED_ENV}
+
+
+def _hardened_args() -> list[str]:
+    return [word for key, value in HARDENED_CONFIG for word in ("-c", f"{key}={value}")]
+
+
+def repository_overrides(keys: str) -> tuple[dict[str, str], str | None]:
+    """From the repository's configuration keys (`git config --name-only --list -z`): the
+    `GIT_CONFIG_*` variables that switch off its filters, or the key that makes the daemon
+    refuse to run git there."""
+    found: dict[str, str] = {}
+    count = 0
+    for key in keys.split("\0"):
+        lower = key.strip().lower()
+        if not lower:
+            continue
+        if any(fnmatch.fnmatchcase(lower, pattern) for pattern in REFUSED):
+            return {}, key.strip()
+        for pattern, value in NEUTRALIZED:
+            if fnmatch.fnmatchcase(lower, pattern):
+                found[f"GIT_CONFIG_KEY_{count}"] = key.strip()
+                found[f"GIT_CONFIG_VALUE_{count}"] = value
+                count += 1
+                break
+    if count:
+        found["GIT_CONFIG_COUNT"] = str(count)
+    return found, None
+
+
+def refusal(key: str) -> str:
+    return (
+        f"symphony does not run git on this repository: its configuration sets {key}, "
+        "which would run a program of the repository's or send git elsewhere; remove it "
+        "from the repository's config"
+    )
+
+
+def _leading_options(args: tuple[str, ...]) -> tuple[str, ...]:
+    """The options before git's subcommand that say which repository it works on."""
+    taken: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word in ("-C", "--git-dir", "--work-tree") and i + 1 < len(args):
+            taken += [word, args[i + 1]]
+            i += 2
+        elif word.startswith(("--git-dir=", "--work-tree=")):
+            taken.append(word)
+            i += 1
+        else:
+            break
+    return tuple(taken)
+
+
+def safe_args(args: tuple[str, ...]) -> tuple[str, ...]:
+    """`args` with `DIFF_SAFE` after a `diff`, `log` or `show` subcommand."""
+    lead = len(_leading_options(args))
+    i = lead
+    while i < len(args) and args[i] == "-c":
+        i += 2
+    if i < len(args) and args[i] in ("diff", "log", "show"):
+        return (*args[: i + 1], *DIFF_SAFE, *args[i + 1 :])
+    return args
+
+
+def _case(patterns: tuple[str, ...]) -> str:
+    return "|".join(patterns)
+
+
+# The same hardening as a POSIX sh function for the hosts: `symphony_git WHERE ARGS...` runs
+# git in the current folder, WHERE being "" or the one `--git-dir=...` word the repository is
+# named by. Exit 96 (GIT_REFUSED) when the repository's configuration is refused.
+SAFE_GIT_SH = (
+    r"""
+symphony_git() {
+  _sy_w=$1; shift
+  unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_COMMON_DIR GIT_OBJECT_DIRECTORY
+  unset GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT
+  unset GIT_EXEC_PATH GIT_SSH GIT_SSH_COMMAND GIT_ASKPASS SSH_ASKPASS GIT_EXTERNAL_DIFF
+  unset GIT_PAGER GIT_EDITOR GIT_PROXY_COMMAND GIT_TEMPLATE_DIR
+"""
+    + "".join(f"  export {k}={v}\n" for k, v in _HARDENED_ENV.items())
+    + r"""  _sy_keys=$(git ${_sy_w:+"$_sy_w"} config --name-only --list 2>/dev/null)
+  _sy_n=0
+  while IFS= read -r _sy_k; do
+    case $_sy_k in
+"""
+    + f"      {_case(REFUSED)})\n"
+    + f'        echo "{refusal("$_sy_k")}" >&2\n'
+    + "        return 96 ;;\n"
+    + "".join(
+        f'      {pattern}) export "GIT_CONFIG_KEY_$_sy_n=$_sy_k" '
+        f'"GIT_CONFIG_VALUE_$_sy_n={value}"; _sy_n=$((_sy_n + 1)) ;;\n'
+        for pattern, value in NEUTRALIZED
+    )
+    + r"""    esac
+  done <<_SY_EOF
+$_sy_keys
+_SY_EOF
+  export GIT_CONFIG_COUNT=$_sy_n
+  git ${_sy_w:+"$_sy_w"} """
+    + " ".join(shlex.quote(w) for w in _hardened_args())
+    + r""" "$@"
+}
+"""
+)
 
 # $1 the workspace, then git's arguments. The host's git, in the workspace, never prompting
 # and taking no optional locks (an agent may be working there); exit 97 without the folder.
-_GIT_THERE = r"""
+_GIT_THERE = (
+    SAFE_GIT_SH
+    + r"""
 cd -- "$1" 2>/dev/null || exit 97
 shift
-GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0 exec git "$@"
+export GIT_OPTIONAL_LOCKS=0
+symphony_git "" "$@"
 """
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +232,39 @@ class GitRun:
 
 
 async def run_git(
-    *args: str, env: Mapping[str, str], cwd: Path | None = None, timeout_s: float = GIT_TIMEOUT_S
+    *args: str,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    timeout_s: float = GIT_TIMEOUT_S,
+    sent: Mapping[str, str] | None = None,
 ) -> GitRun:
-    """Run `git <args>` to its end or `timeout_s`, never asking for credentials."""
+    """Run `git <args>` hardened (the module's docstring) to its end or `timeout_s`, never
+    asking for credentials. `env` is filtered (`git_environment`); `sent` is added as is (a
+    push's credential variables)."""
+    base = git_environment(env)
+    if "GIT_OPTIONAL_LOCKS" in env:
+        base["GIT_OPTIONAL_LOCKS"] = env["GIT_OPTIONAL_LOCKS"]
+    listed = await _exec(
+        [*_leading_options(args), "config", "--name-only", "--list", "-z"],
+        env=base, cwd=cwd, timeout_s=timeout_s,
+    )  # fmt: skip
+    overrides, refused = repository_overrides(listed.out if listed.returncode == 0 else "")
+    if refused is not None:
+        return GitRun(GIT_REFUSED, "", refusal(refused))
+    return await _exec(
+        [*_hardened_args(), *safe_args(args)],
+        env={**base, **overrides, **(sent or {})}, cwd=cwd, timeout_s=timeout_s,
+    )  # fmt: skip
+
+
+async def _exec(
+    args: list[str], *, env: Mapping[str, str], cwd: Path | None, timeout_s: float
+) -> GitRun:
     try:
         proc = await asyncio.create_subprocess_exec(
             "git", *args,
             cwd=cwd,
-            env={**env, "GIT_TERMINAL_PROMPT": "0"},
+            env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -83,7 +300,7 @@ class Git:
                 timeout_s=timeout_s,
             )  # fmt: skip
         done = await self.host.command(
-            _GIT_THERE, str(PurePosixPath(path)), *args, timeout_s=timeout_s
+            _GIT_THERE, str(PurePosixPath(path)), *safe_args(args), timeout_s=timeout_s
         )
         if done.returncode is None:
             return GitRun(None, "", f"took over {timeout_s:.0f} s on {self.host.name}")
@@ -107,11 +324,11 @@ class Git:
         both."""
         if self.host is None:
             return await run_git(
-                "-C", str(path), *args, env={**env, **sent}, timeout_s=timeout_s
+                "-C", str(path), *args, env=env, sent=sent, timeout_s=timeout_s
             )  # fmt: skip
         ran = await self.host.without_sandbox().run_script(
-            shlex.join(["git", "-C", str(PurePosixPath(path)), *args]),
-            cwd=path, env={"GIT_TERMINAL_PROMPT": "0", **sent},
+            SAFE_GIT_SH + shlex.join(["symphony_git", "", *safe_args(args)]),
+            cwd=path, env=sent,
             timeout_ms=int(timeout_s * 1000), tail_bytes=_SENT_OUTPUT_BYTES,
         )  # fmt: skip
         said = ran.output

@@ -30,7 +30,7 @@ import structlog
 from symphony.base.errors import SymphonyError
 from symphony.config.sections import WorktreeSettings
 from symphony.hosts.ssh import SshHost
-from symphony.workspace.git import GitRun, run_git
+from symphony.workspace.git import SAFE_GIT_SH, GitRun, run_git
 
 WORKTREE_FAILED = "worktree_failed"
 MIRROR_NAME = ".symphony-mirror.git"
@@ -41,16 +41,28 @@ _locks: dict[tuple[str, Path], asyncio.Lock] = {}
 
 log = structlog.get_logger(__name__)
 
-# On a host: $1 the operation, then its paths or git's arguments.
-_ON_HOST = r"""
+# On a host: $1 the operation, then its paths or git's arguments (for git: first the word that
+# names the store, `--git-dir=...`, or "").
+_ON_HOST = (
+    SAFE_GIT_SH
+    + r"""
 op=$1; shift
 case $op in
-  git) GIT_TERMINAL_PROMPT=0 exec git "$@" ;;
+  git) symphony_git "$@" ;;
   exists) [ -e "$1" ] && echo yes; exit 0 ;;
   discard) rm -rf -- "$1" ;;
   rename) mv -T -- "$1" "$2" ;;
 esac
 """
+)
+
+
+def _naming_store(args: tuple[str, ...]) -> tuple[str, ...]:
+    """git's arguments for the host's `symphony_git`: the store's `--git-dir` as one word
+    first (or "" for a command on no repository), then the rest."""
+    if len(args) >= 2 and args[0] == "--git-dir":
+        return (f"--git-dir={args[1]}", *args[2:])
+    return ("", *args)
 
 
 class WorktreeError(SymphonyError):
@@ -90,6 +102,8 @@ class Worktrees:
             else:
                 path.rename(args[1])
             return GitRun(0, "", "")
+        if op == "git":
+            args = _naming_store(args)
         done = await self._host.command(_ON_HOST, op, *args, timeout_s=GIT_TIMEOUT_S)
         if done.unreachable:
             return GitRun(done.returncode, "", f"cannot reach {self._host.name}: {done.reason()}")
