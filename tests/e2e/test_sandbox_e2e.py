@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -250,3 +251,68 @@ async def test_the_real_claude_reaches_its_model_and_the_trackers_tool_from_a_sa
             await run.stop()
     results = [r for request in anthropic.requests for r in request["tool_results"]]
     assert any("Human Review" in r for r in results), results
+
+
+GIT_PLANTS = (
+    'git config core.fsmonitor "touch $MARK/fsmonitor"',
+    'git config filter.evil.clean "touch $MARK/clean; cat"',
+    'git config diff.evil.textconv "touch $MARK/textconv; cat"',
+    'echo "* diff=evil filter=evil" > "$(git rev-parse --git-common-dir)/info/attributes"',
+    "for h in post-checkout pre-push reference-transaction post-index-change; do"
+    ' f="$(git rev-parse --git-common-dir)/hooks/$h";'
+    ' printf "#!/bin/sh\\ntouch $MARK/$h\\n" > "$f" && chmod +x "$f" || exit 1; done',
+    "git config extensions.worktreeConfig true",
+    'echo "$PWD/../evil" > "$(git rev-parse --git-dir)/commondir"',
+    "mv .git .git-away",
+)
+"""What a hostile agent writes to get its commands run by the daemon's git, outside. (A
+worktree's own `config.worktree` stays writable, and inert: git reads it only when the shared
+configuration, read-only, turns `extensions.worktreeConfig` on.)"""
+
+
+@pytest.mark.parametrize("strategy", ["worktree", "clone"])
+async def test_an_agent_cannot_plant_git_commands_for_the_daemon_or_the_next_ticket(
+    tmp_path: Path, kind: SandboxKind, strategy: str
+) -> None:
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "calc.py").write_text("x = 1\n")
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "start"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    workspace_section: dict[str, object] = {"root": "workspaces"}
+    hooks: dict[str, object] = {}
+    if strategy == "worktree":
+        workspace_section |= {"strategy": "worktree", "repository": str(repo)}
+    else:
+        hooks = {"after_create": f"git clone -q {repo} ."}
+    board.write_workflow(
+        agent={"max_turns": 1}, hooks=hooks, workspace=workspace_section,
+        sandbox={"kind": kind.value, "network": "none", "read_only": [str(repo)]},
+    )  # fmt: skip
+    probes = {"shell": [p.replace("$MARK", str(marks)) for p in GIT_PLANTS]}
+    env = scenario_env("probe", FAKE_AGENT_PROBES=json.dumps(probes))
+    workspace = board.workspaces / "ABC-1"
+    run = start(board, env, watch=False)
+    try:
+        await run.until(lambda: (workspace / "probe.json").exists(), timeout=30)
+        await run.until(lambda: not run.orchestrator.state.running, timeout=30)
+        board.ticket("ABC-2")  # the next ticket's worktree comes from the same store
+        run.orchestrator.request_refresh()
+        await run.until(lambda: (board.workspaces / "ABC-2" / "probe.json").exists(), timeout=30)
+        await run.until(lambda: not run.orchestrator.state.running, timeout=30)
+    finally:
+        await run.stop()
+    results = json.loads((workspace / "probe.json").read_text())
+    planted = {k: v for k, v in results.items() if k.startswith("shell")}
+    # A clone's own .git stays writable for commits, so a `commondir` can be written there;
+    # the daemon's git then switches off whatever configuration it points to.
+    landed = {k for k, v in planted.items() if v == "ok"}
+    assert landed == ({k for k in planted if "commondir" in k} if strategy == "clone" else set())
+    assert (workspace / ".git").exists() and not (workspace / ".git-away").exists()
+    # The daemon's git outside, and the next ticket's agent, ran none of it.
+    assert sorted(p.name for p in marks.iterdir()) == []
+    assert (board.workspaces / "ABC-2" / "calc.py").read_text() == "x = 1\n"

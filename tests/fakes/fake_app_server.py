@@ -530,8 +530,9 @@ class Turn:
 
     def scenario_probe(self) -> None:
         """A hostile agent: try each probe of `FAKE_AGENT_PROBES` (JSON: `read`, `write`,
-        `connect` lists of paths and `host:port`s; `leave` a marker for a process left running)
-        and write what each attempt got into `probe.json` in the workspace."""
+        `connect` lists of paths and `host:port`s; `shell` commands run in the workspace;
+        `leave` a marker for a process left running) and write what each attempt got into
+        `probe.json` in the workspace."""
         self.started()
         probes = json.loads(os.environ.get("FAKE_AGENT_PROBES", "{}"))
         results: dict[str, str] = {}
@@ -546,6 +547,9 @@ class Turn:
             )
         for target in probes.get("proxy", []):
             results[f"proxy {target}"] = _through_proxy(target)
+        for command in probes.get("shell", []):
+            done = subprocess.run(["sh", "-c", command], capture_output=True, check=False)
+            results[f"shell {command}"] = "ok" if done.returncode == 0 else "refused"
         results["environ"] = " ".join(sorted(os.environ))
         if probes.get("leave"):
             sleep = shutil.which("sleep") or "/bin/sleep"

@@ -15,10 +15,10 @@ from symphony.hosts.sandbox.policy import (
     Mount,
     RunPaths,
     etc_secrets,
+    git_mounts,
     path_folders,
     plan_mounts,
     program_folders,
-    worktree_mounts,
 )
 
 BWRAP = SandboxSettings(kind=SandboxKind.BWRAP, network=Network.NONE)
@@ -84,13 +84,61 @@ def test_a_worktree_gets_its_repository_without_the_other_worktrees(tmp_path: Pa
     subprocess.run(["git", "-C", str(seed), "push", "-q", str(mirror), "main"], check=True)
     subprocess.run(["git", "-C", str(mirror), "worktree", "add", "-q", "-b", "t1", str(ws), "main"],
                    check=True)  # fmt: skip
-    mounts = worktree_mounts(ws)
-    assert [(m.kind, m.target) for m in mounts] == [
-        ("rw", mirror),
-        ("tmpfs", mirror / "worktrees"),
-        ("rw", mirror / "worktrees" / "ws"),
+    empty = tmp_path / "empty"
+    mounts = git_mounts(ws, writable=True, empty=empty)
+    own = mirror / "worktrees" / "ws"
+    assert [(m.kind, m.target, m.source) for m in mounts] == [
+        ("rw", mirror, mirror),
+        ("tmpfs", mirror / "worktrees", None),
+        ("rw", own, own),
+        # What decides what git runs, for this ticket, the others and the daemon: read-only.
+        ("ro", mirror / "config", mirror / "config"),
+        ("ro", mirror / "hooks", mirror / "hooks"),
+        ("ro", mirror / "info", mirror / "info"),
+        ("ro", own / "commondir", own / "commondir"),
+        ("ro", own / "gitdir", own / "gitdir"),
+        ("ro", ws / ".git", ws / ".git"),
     ]
-    assert worktree_mounts(seed) == ()  # a clone holds its own metadata
+    # A read-only stage gets no writable git state at all.
+    assert [(m.kind, m.target) for m in git_mounts(ws, writable=False, empty=empty)] == [
+        ("ro", mirror),
+        ("tmpfs", mirror / "worktrees"),
+        ("ro", own),
+    ]
+    # A clone's .git is a mount of its own; a missing hooks folder is an empty read-only one.
+    (seed / ".git" / "hooks").rename(tmp_path / "hooks-gone")
+    assert [(m.kind, m.target, m.source) for m in git_mounts(seed, writable=True, empty=empty)] == [
+        ("rw", seed / ".git", seed / ".git"),
+        ("ro", seed / ".git" / "config", seed / ".git" / "config"),
+        ("ro", seed / ".git" / "hooks", empty),
+        ("ro", seed / ".git" / "info", seed / ".git" / "info"),
+    ]
+    assert git_mounts(seed, writable=False, empty=empty) == ()  # inside the read-only workspace
+
+
+def test_a_bin_folder_under_the_home_folder_brings_itself_not_its_tool_s_state(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    cargo = home / ".cargo"
+    (cargo / "bin").mkdir(parents=True)
+    (cargo / "credentials.toml").write_text("token = 'x'\n")
+    venv = home / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (tmp_path / "opt" / "tool" / "bin").mkdir(parents=True)
+    env = {"HOME": str(home), "PATH": f"{cargo / 'bin'}:{venv / 'bin'}:{tmp_path / 'opt/tool/bin'}"}
+    found = path_folders(env)
+    assert cargo / "bin" in found and cargo not in found
+    assert venv in found  # a virtual environment's packages live beside its bin
+    assert tmp_path / "opt" / "tool" in found  # outside the home folder, the installation
+    versions = home / ".pyenv" / "versions" / "3.11"
+    (versions / "bin").mkdir(parents=True)
+    assert path_folders({**env, "PATH": str(versions / "bin")}) == [versions]
+    tool = cargo / "bin" / "agent"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert cargo not in program_folders("agent", env)
 
 
 def test_program_folders_follow_the_command_to_its_installation(tmp_path: Path) -> None:
@@ -103,8 +151,8 @@ def test_program_folders_follow_the_command_to_its_installation(tmp_path: Path) 
     data = tmp_path / "data" / "prompt.txt"
     data.parent.mkdir()
     data.write_text("x")
-    env = {"PATH": f"{prefix / 'bin'}:/usr/bin", "HOME": str(tmp_path)}
-    found = program_folders(f"FOO=1 exec agent --flag {data}", env, home=tmp_path)
+    env = {"PATH": f"{prefix / 'bin'}:/usr/bin", "HOME": str(tmp_path / "home")}
+    found = program_folders(f"FOO=1 exec agent --flag {data}", env, home=tmp_path / "home")
     assert prefix in found
     assert data.parent in found
     # The `#!` interpreter's installation comes too (this Python, wherever it lives).

@@ -21,7 +21,13 @@ from pathlib import Path
 
 from symphony.base.errors import SymphonyError
 from symphony.base.hosts import LOCAL
-from symphony.config.sandbox import HostPattern, Network, SandboxKind, SandboxSettings
+from symphony.config.sandbox import (
+    HostPattern,
+    Network,
+    SandboxKind,
+    SandboxSettings,
+    WorkspaceAccess,
+)
 from symphony.hosts import AgentLaunchSpec
 from symphony.hosts.process import pid_alive
 from symphony.hosts.sandbox.bwrap import (
@@ -44,10 +50,10 @@ from symphony.hosts.sandbox.podman import (
 from symphony.hosts.sandbox.policy import (
     Mount,
     RunPaths,
+    git_mounts,
     path_folders,
     plan_mounts,
     program_folders,
-    worktree_mounts,
 )
 from symphony.hosts.sandbox.proxy import AllowlistProxy, PortForward
 from symphony.hosts.shell import ScriptResult, run_script
@@ -111,8 +117,9 @@ class SandboxRun:
         folder = self._root / f"{os.getpid()}-{secrets.token_hex(4)}"
         folder.mkdir(mode=0o711)
         home, sockets = folder / "home", folder / "s"
-        self.paths = RunPaths(home=home, sockets=sockets)
+        self.paths = RunPaths(home=home, sockets=sockets, empty=folder / "empty")
         sockets.mkdir(mode=0o755)
+        self.paths.empty.mkdir(mode=0o555)
         longest = sockets / forward_socket(65535)
         if len(os.fsencode(longest)) > SOCKET_PATH_MAX:
             raise SymphonyError(
@@ -233,7 +240,11 @@ class SandboxHost:
         image = settings.image if settings.kind is SandboxKind.PODMAN else None
         mounts: tuple[Mount, ...] = plan_mounts(
             settings, workspace, paths, programs=self._folders(command, env),
-            git=worktree_mounts(workspace), system=image is None,
+            git=git_mounts(
+                workspace, writable=settings.workspace is WorkspaceAccess.WRITABLE,
+                empty=paths.empty,
+            ),
+            system=image is None,
         )  # fmt: skip
         bridged = bridges(settings.network, self._forwarded)
         child_env = self.environment(env)

@@ -47,6 +47,8 @@ class RunPaths:
 
     home: Path
     sockets: Path
+    empty: Path = Path("/var/empty")
+    """An empty folder, read-only inside wherever a folder must exist and stay empty."""
 
 
 def plan_mounts(
@@ -63,7 +65,7 @@ def plan_mounts(
     """The mounts of a sandbox around `workspace`, in the order they are made (a later mount
     covers an earlier one): the system read-only with /etc's secrets masked, a private /tmp,
     the installations of `programs`, the extra read-only folders, the private home, the
-    workspace, the git metadata a worktree needs (`worktree_mounts`), the extra writable
+    workspace, its git metadata (`git_mounts`), the extra writable
     folders, and the daemon's socket folder. Without `system` (a container image that brings
     its own), this machine's system folders are left out."""
     mounts: list[Mount] = [Mount("dir", Path("/run"))]
@@ -142,10 +144,24 @@ def _outermost(paths: Iterable[Path]) -> list[Path]:
     return kept
 
 
-def worktree_mounts(workspace: Path) -> tuple[Mount, ...]:
-    """What git needs in a worktree whose metadata lives outside it: the shared repository
-    (objects, refs), with every other worktree's metadata hidden, and this worktree's own."""
+GIT_CONTROL = ("config", "hooks", "info")
+"""What in a repository decides what git runs (configuration, hooks, attributes and excludes):
+read-only in every sandbox, so no stage leaves a hook or a driver for a later stage, another
+ticket, or the daemon's own git to run."""
+
+
+def git_mounts(workspace: Path, *, writable: bool, empty: Path) -> tuple[Mount, ...]:
+    """What git needs inside and what it must not write. A worktree whose metadata lives
+    outside it gets the shared repository (objects, refs) with every other worktree's metadata
+    hidden, and its own; a clone's `.git` is a mount of its own (so it cannot be renamed or
+    replaced). In both, the repository's `GIT_CONTROL` entries (an `empty` read-only folder
+    where one is missing), a worktree's pointers to its repository and the workspace's `.git`
+    file are read-only; a read-only stage (`writable` False) gets no writable git state."""
     dot_git = workspace / ".git"
+    if dot_git.is_dir() and not dot_git.is_symlink():
+        if not writable:
+            return ()  # inside the read-only workspace
+        return (Mount("rw", dot_git, dot_git), *_control(dot_git, empty))
     try:
         text = dot_git.read_text() if dot_git.is_file() else ""
     except OSError:
@@ -153,29 +169,64 @@ def worktree_mounts(workspace: Path) -> tuple[Mount, ...]:
     if not text.startswith("gitdir:"):
         return ()
     own = Path(os.path.normpath(workspace / text[len("gitdir:") :].strip()))
+    access: MountKind = "rw" if writable else "ro"
     try:
         common = Path(os.path.normpath(own / (own / "commondir").read_text().strip()))
     except OSError:
-        return (Mount("rw", own, own),)
+        return (Mount(access, own, own),)
     if own.is_relative_to(workspace):
         return ()
-    return (
-        Mount("rw", common, common),
-        Mount("tmpfs", common / "worktrees"),
-        Mount("rw", own, own),
-    )
+    mounts = [Mount(access, common, common), Mount("tmpfs", common / "worktrees")]
+    mounts.append(Mount(access, own, own))
+    if writable:
+        mounts += _control(common, empty)
+        mounts += [Mount("ro", own / name, own / name) for name in ("commondir", "gitdir")]
+        mounts.append(Mount("ro", dot_git, dot_git))
+    return tuple(mounts)
+
+
+def _control(repository: Path, empty: Path) -> list[Mount]:
+    mounts = []
+    for name in GIT_CONTROL:
+        path = repository / name
+        if path.exists() or path.is_symlink():
+            mounts.append(Mount("ro", path, path))
+        elif name != "config":
+            mounts.append(Mount("ro", path, empty))
+    return mounts
 
 
 def path_folders(env: Mapping[str, str]) -> list[Path]:
     """The installations behind the `PATH` a child gets (a hook's `python3`, a gate's `npm`)."""
     found = []
+    homes = _homes(env)
     for entry in env.get("PATH", "").split(os.pathsep):
         folder = Path(entry)
         if folder.is_absolute() and folder.is_dir():
-            prefix = folder.parent if folder.name in _BIN_FOLDERS else folder
+            prefix = _prefix(folder, homes)
             if prefix != Path("/"):  # /bin: the system's own, mounted as such
                 found.append(prefix)
     return found
+
+
+def _homes(env: Mapping[str, str]) -> tuple[Path, ...]:
+    return tuple(dict.fromkeys(Path(h) for h in (env.get("HOME"), str(Path.home())) if h))
+
+
+def _prefix(folder: Path, homes: Sequence[Path]) -> Path:
+    """The installation a `bin` folder belongs to: its parent, except where that parent is a
+    folder of the home folder itself, a tool's whole state (`~/.cargo` holds
+    `credentials.toml`, `~/.local` every program's data): there the `bin` folder alone, unless
+    it is a virtual environment's (`~/venv`). Deeper prefixes (`~/.pyenv/versions/3.11`) are
+    installations and come whole."""
+    if folder.name not in _BIN_FOLDERS:
+        return folder
+    parent = folder.parent
+    if parent in homes and folder.name != ".bin":
+        return folder
+    if parent.parent in homes and not (parent / "pyvenv.cfg").is_file():
+        return folder
+    return parent
 
 
 # -- where an agent program lives --------------------------------------------------------------
@@ -201,8 +252,9 @@ def program_folders(command: str, env: Mapping[str, str], home: Path | None = No
         return []
     found: list[Path] = []
     program = _which(words[0], env)
+    homes = (*_homes(env), *((home,) if home is not None else ()))
     if program is not None:
-        _installation(program, env, found, depth=0)
+        _installation(program, env, found, depth=0, homes=homes)
     for word in words[1:]:
         candidate = Path(word)
         if candidate.is_absolute() and candidate.exists():
@@ -211,10 +263,12 @@ def program_folders(command: str, env: Mapping[str, str], home: Path | None = No
     return _outermost(p for p in found if p not in broad)
 
 
-def _installation(program: Path, env: Mapping[str, str], found: list[Path], depth: int) -> None:
+def _installation(
+    program: Path, env: Mapping[str, str], found: list[Path], depth: int, homes: Sequence[Path]
+) -> None:
     for path in dict.fromkeys((program, Path(os.path.realpath(program)))):
         folder = path.parent
-        prefix = folder.parent if folder.name in _BIN_FOLDERS else folder
+        prefix = _prefix(folder, homes)
         found.append(prefix)
         for parent in path.parents:
             if parent.name == "node_modules":
@@ -228,7 +282,7 @@ def _installation(program: Path, env: Mapping[str, str], found: list[Path], dept
     if depth < 3:
         interpreter = _shebang(Path(os.path.realpath(program)), env)
         if interpreter is not None:
-            _installation(interpreter, env, found, depth + 1)
+            _installation(interpreter, env, found, depth + 1, homes)
 
 
 def _venv_home(cfg: Path) -> Path | None:

@@ -10,10 +10,12 @@ the host's `bwrap` or `podman` and replaces itself with it:
   masked, a private /tmp and /var/tmp;
 - `$HOME` an empty tmpfs, with the agent kind's credential files (the host's own) bound into
   it read-only, and its configuration folder writable inside;
-- the installations behind the host's `PATH` and the command's program, and the folder of
-  every absolute file the command names, read-only; never /, a system folder, or one that
-  holds the home folder or the workspace root;
+- the installations behind the host's `PATH` and the command's program (under the home folder
+  a `bin` folder alone, unless it is a virtual environment's), and the folder of every
+  absolute file the command names, read-only; never /, a system folder, or one that holds the
+  home folder or the workspace root;
 - `read_only` and `writable` folders, then the workspace (read-only where the stage says so);
+  a clone's `.git` a mount of its own with its `config`, `hooks` and `info` read-only;
 - bwrap: new user, PID, IPC, UTS and network namespaces (`network: none`; `full` keeps the
   host's), no capabilities, rlimits for memory and processes; podman: a container on an empty
   root made once per user, the cgroup's limits, the environment passed by name;
@@ -108,9 +110,14 @@ for _sy_f in $(find /etc -mindepth 1 ! -type l ! -perm -o=r -prune 2>/dev/null);
 done
 fresh /tmp; fresh /var/tmp
 fresh "$HOME"
-prefix() {  # the installation a program or a PATH entry belongs to
-  _sy_d=$1
-  case ${_sy_d##*/} in bin|sbin|.bin|shims) _sy_d=${_sy_d%/*} ;; esac
+prefix() {  # the installation a program or a PATH entry belongs to; under the home folder
+  _sy_d=$1  # only a virtual environment's, else the folder itself (~/.cargo holds secrets)
+  case ${_sy_d##*/} in bin|sbin|.bin|shims)
+    case $_sy_d/ in
+      "$HOME"/*) [ -f "${_sy_d%/*}/pyvenv.cfg" ] && _sy_d=${_sy_d%/*} ;;
+      *) _sy_d=${_sy_d%/*} ;;
+    esac ;;
+  esac
   printf '%s' "${_sy_d:-/}"
 }
 mounted="" _sy_root=$(dirname -- "$_sy_ws")
@@ -149,6 +156,13 @@ for _sy_f in $SY_TOP_FILES; do [ -f "$HOME/$_sy_f" ] && ro "$HOME/$_sy_f" try; d
 for _sy_e in $SY_READ_ONLY; do [ -e "$_sy_e" ] && ro "$_sy_e"; done
 for _sy_e in $SY_WRITABLE; do [ -e "$_sy_e" ] && rw "$_sy_e"; done
 if [ "$SY_WORKSPACE" = read-only ]; then ro "$_sy_ws"; else rw "$_sy_ws"; fi
+if [ "$SY_WORKSPACE" != read-only ] && [ -d "$_sy_ws/.git" ] && [ ! -L "$_sy_ws/.git" ]; then
+  rw "$_sy_ws/.git"  # a mount of its own: it cannot be renamed or replaced inside
+  for _sy_g in config hooks info; do  # what decides what git runs stays as it is
+    if [ -e "$_sy_ws/.git/$_sy_g" ]; then ro "$_sy_ws/.git/$_sy_g"
+    elif [ "$_sy_g" != config ]; then fresh "$_sy_ws/.git/$_sy_g"; fi
+  done
+fi
 if [ "$SY_KIND" = bwrap ]; then
   add --chdir "$_sy_ws" --setenv TMPDIR /tmp --setenv SYMPHONY_SANDBOX bwrap --
   if command -v prlimit >/dev/null 2>&1; then
