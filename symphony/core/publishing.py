@@ -36,6 +36,8 @@ def publish_intent(
     publish, repository = stage.publish, settings.repository
     if publish is None or repository is None or report.outcome is not Outcome.DONE:
         return None
+    verified = evidence.get("workspace") if evidence is not None else None
+    verified = verified if isinstance(verified, Mapping) else {}
     return PublishIntent(
         title_template=publish.title,
         body=pull_request_body(issue, report, evidence, closes=repository.closes_tickets),
@@ -43,6 +45,8 @@ def publish_intent(
         draft=publish.draft,
         labels=publish.labels,
         replies=replies,
+        head=verified.get("head") or None,
+        branch=verified.get("branch") or None,
     )
 
 

@@ -57,6 +57,11 @@ class PublishIntent:
     labels: tuple[str, ...] = ()
     replies: tuple[str, ...] = ()
     """Review threads the run addressed: each is answered "addressed in <sha>" after the push."""
+    head: str | None = None
+    """The commit the daemon verified (the evidence's): what is pushed, whatever the agent
+    checked out since. None without evidence: the workspace's HEAD at publishing."""
+    branch: str | None = None
+    """The branch the evidence was read on: the one pushed to."""
 
 
 def plan_transition(

@@ -84,7 +84,7 @@ class Publisher:
         open or update its pull request."""
         if workspace is None:
             return Refused("the ticket has no workspace of symphony's to publish from")
-        branch = await _branch(workspace, self.git_env, git)
+        branch = intent.branch or await _branch(workspace, self.git_env, git)
         if branch is None:
             return Refused(f"the workspace {workspace} is on no branch (a detached HEAD)")
         if intent.base is not None and branch == intent.base:
@@ -94,7 +94,7 @@ class Publisher:
             pushed = await push_branch(
                 workspace, branch, repository.remote, token=repository.token,
                 username=PUSH_USERNAME[repository.kind], env=self.git_env, masker=self.masker,
-                git=git,
+                git=git, commit=intent.head,
             )  # fmt: skip
         except PushError as exc:
             kind = Refused if exc.category == PUSH_REJECTED else Failed

@@ -61,22 +61,24 @@ async def push_branch(
     masker: SecretMasker,
     timeout_s: float = PUSH_TIMEOUT_S,
     git: Git = LOCAL_GIT,
+    commit: str | None = None,
 ) -> Pushed:
     """Push the workspace's HEAD to `refs/heads/<branch>` of `remote` (a remote's name or a
     URL). `env` is the environment of the daemon's git (without the token); `token` is empty
     for a remote that needs none (a path). On an SSH host (`git`) the push runs there, from
-    the workspace, with the token sent for that command alone. Raises PushError."""
-    sha = (
-        await git_output(workspace, env, "rev-parse", "--verify", "HEAD^{commit}", git=git) or ""
-    ).strip()
+    the workspace, with the token sent for that command alone. `commit` (the one the daemon
+    verified) is pushed rather than whatever HEAD is now. Raises PushError."""
+    wanted = f"{commit}^{{commit}}" if commit else "HEAD^{commit}"
+    sha = (await git_output(workspace, env, "rev-parse", "--verify", wanted, git=git) or "").strip()
     if not sha:
-        raise PushError(PUSH_FAILED, f"{workspace} has no commit to push")
+        missing = f"lacks the verified commit {commit[:12]}" if commit else "has no commit"
+        raise PushError(PUSH_FAILED, f"{workspace} {missing} to push")
     run = await git.run_sending(
         workspace,
         "-c", "credential.helper=",
         "-c", f"credential.helper={_HELPER}",
         "-c", "core.askPass=",
-        "push", "--porcelain", remote, f"HEAD:refs/heads/{branch}",
+        "push", "--porcelain", remote, f"{sha}:refs/heads/{branch}",
         env=env,
         sent={
             PUSH_TOKEN_VARIABLE: token,

@@ -143,3 +143,16 @@ async def test_git_output_that_echoes_the_token_is_masked(workspace: Path) -> No
     with pytest.raises(PushError) as failed:
         await push(workspace, url, timeout_s=20)
     assert TOKEN not in failed.value.message
+
+
+async def test_the_verified_commit_is_pushed_whatever_the_agent_checked_out_since(
+    workspace: Path, tmp_path: Path
+) -> None:
+    verified = git(workspace, "rev-parse", "HEAD")
+    (workspace / "calc.py").write_text("x = 'unverified'\n")
+    git(workspace, "commit", "-q", "-am", "after the checks")
+    assert await push(workspace, "origin", commit=verified) == verified
+    remote = tmp_path / "remote.git"
+    assert git(remote, "rev-parse", "refs/heads/symphony/abc-1") == verified
+    with pytest.raises(PushError, match="lacks the verified commit"):
+        await push(workspace, "origin", commit="0" * 40)
