@@ -8,7 +8,9 @@ reason where they are missing, failed instead under SYMPHONY_REQUIRE_SANDBOX=1 (
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -28,6 +30,7 @@ from symphony.config.sandbox import (
 )
 from symphony.hosts.sandbox.home import HomeCredentials
 from symphony.hosts.sandbox.host import SandboxHost, SandboxRun
+from symphony.hosts.sandbox.remote import launcher
 from tests.harness import wait_until
 from tests.hosts.sandbox_lab import require_sandbox
 
@@ -347,3 +350,47 @@ def _containers(prefix: str) -> list[str]:
     listed = subprocess.run(["podman", "ps", "--all", "--format", "{{.Names}}"],
                             capture_output=True, text=True, check=True)  # fmt: skip
     return [name for name in listed.stdout.split() if name.startswith(prefix)]
+
+
+STARTER = (
+    "import subprocess\nstarted = []\nfor _ in range(120):\n    try:\n"
+    "        started.append(subprocess.Popen(['sleep', '5']))\n"
+    "    except OSError:\n        pass\nprint(f'started={len(started)}')\n"
+    "for p in started:\n    p.kill()\n"
+)
+"""Starts 120 sleeps, says how many started."""
+
+
+def started_of(output: str) -> int:
+    assert "started=" in output, output
+    return int(output.rsplit("started=", 1)[1].split()[0])
+
+
+async def test_the_process_limit_holds_whoever_runs_the_daemon(
+    run: SandboxRun, machine: Machine, kind: SandboxKind
+) -> None:
+    """`pids` bounds the processes inside, also for a root daemon, whose RLIMIT_NPROC the
+    kernel does not enforce: 120 sleeps started under `pids: 64` do not all start."""
+    settings = SandboxSettings(kind=kind, network=Network.NONE, pids=64)
+    host = await run.host(settings)
+    code, output = await script(host, machine, f"python3 -c {shlex.quote(STARTER)}")
+    assert code == 0 and 0 < started_of(output) < 64, output
+
+
+def test_a_hosts_launcher_holds_the_process_limit_for_a_root_login(machine: Machine) -> None:
+    """The sh launcher an SSH worker host runs, run here: as root it holds `pids` by a cgroup
+    of its own, which it leaves for the next launch to remove."""
+    require_sandbox(SandboxKind.BWRAP)
+    if os.getuid() != 0:
+        pytest.skip("the root login's path; as another user RLIMIT_NPROC holds")
+    settings = SandboxSettings(kind=SandboxKind.BWRAP, network=Network.NONE, pids=64)
+    done = subprocess.run(
+        ["sh", "-c", launcher(settings, HomeCredentials()), "bash",
+         f"python3 -c {shlex.quote(STARTER)}"],
+        cwd=machine.workspace, env=machine.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert 0 < started_of(done.stdout) < 64, done.stdout
+    for group in Path("/sys/fs/cgroup").glob("**/symphony-sandbox/remote-*"):
+        with contextlib.suppress(OSError):
+            group.rmdir()

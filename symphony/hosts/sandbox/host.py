@@ -30,6 +30,7 @@ from symphony.config.sandbox import (
 )
 from symphony.hosts import AgentLaunchSpec
 from symphony.hosts.process import pid_alive
+from symphony.hosts.sandbox import cgroup
 from symphony.hosts.sandbox.bwrap import (
     PROXY_SOCKET,
     bridges,
@@ -97,6 +98,7 @@ class SandboxRun:
         self._servers: list[AllowlistProxy | PortForward] = []
         self._containers: list[str] = []
         self._podman: str | None = None
+        self._groups: list[Path] = []
 
     async def __aenter__(self) -> SandboxRun:
         """Make the run's folder, home and forwards; raises SymphonyError
@@ -140,6 +142,13 @@ class SandboxRun:
             with contextlib.suppress(Exception):
                 await server.close()
         self._servers.clear()
+        for _ in range(20):  # the last processes of a run may take a moment to be reaped
+            for group in self._groups:
+                cgroup.remove_group(group)
+            self._groups = [g for g in self._groups if g.exists()]
+            if not self._groups:
+                break
+            await asyncio.sleep(0.05)
         if self.paths is not None:
             remove_home(self.paths.home.parent)
 
@@ -151,6 +160,15 @@ class SandboxRun:
         name = f"{CONTAINER_PREFIX}{folder.name}-{len(self._containers) + 1}"
         self._containers.append(name)
         return name, folder / f"{name}.env"
+
+    def pids_group(self, limit: int) -> Path:
+        """A cgroup of this run's holding at most `limit` processes (`symphony.hosts.sandbox.
+        cgroup`): how a root daemon's bwrap sandbox keeps to `pids`."""
+        assert self.paths is not None
+        name = f"{self.paths.home.parent.name}-{len(self._groups) + 1}"
+        group = cgroup.make_pids_group(name, limit)
+        self._groups.append(group)
+        return group
 
     def rootfs(self) -> Path:
         return skeleton(self._root / "rootfs")
@@ -253,6 +271,8 @@ class SandboxHost:
                 self._program, mounts, network=settings.network, cwd=workspace, inner=inner,
                 bridged=bridged, memory_mb=settings.memory_mb, pids=settings.pids,
             )  # fmt: skip
+            if cgroup.needed():
+                argv = cgroup.enter_group_argv(self._run.pids_group(settings.pids), argv)
             return argv, child_env
         name, env_file = self._run.container(self._program)
         write_env_file(env_file, child_env)
@@ -315,6 +335,7 @@ def sweep_stale(root: Path) -> None:
             pid = entry.name.split("-", 1)[0]
             if pid.isdigit() and not pid_alive(int(pid)):
                 stale.append(entry)
+    cgroup.remove_stale_groups([entry.name for entry in stale])
     podman = shutil.which("podman")
     if stale and podman is not None:
         remove_stale_containers(podman, [entry.name for entry in stale], client_environment())

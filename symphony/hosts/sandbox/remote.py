@@ -17,7 +17,8 @@ the host's `bwrap` or `podman` and replaces itself with it:
 - `read_only` and `writable` folders, then the workspace (read-only where the stage says so);
   a clone's `.git` a mount of its own with its `config`, `hooks` and `info` read-only;
 - bwrap: new user, PID, IPC, UTS and network namespaces (`network: none`; `full` keeps the
-  host's), no capabilities, rlimits for memory and processes; podman: a container on an empty
+  host's), no capabilities, rlimits for memory and processes (for a root login, a pids cgroup
+  of the launch's, as `symphony.hosts.sandbox.cgroup` does here); podman: a container on an empty
   root made once per user, the cgroup's limits, the environment passed by name;
 - a root login hands its children uid 1000.
 
@@ -162,6 +163,22 @@ if [ "$SY_WORKSPACE" != read-only ] && [ -d "$_sy_ws/.git" ] && [ ! -L "$_sy_ws/
     if [ -e "$_sy_ws/.git/$_sy_g" ]; then ro "$_sy_ws/.git/$_sy_g"
     elif [ "$_sy_g" != config ]; then fresh "$_sy_ws/.git/$_sy_g"; fi
   done
+fi
+if [ "$SY_KIND" = bwrap ] && [ "$(id -u)" = 0 ]; then
+  # No rlimit binds a root login's processes: a pids cgroup of this launch's holds them
+  # (empty ones of earlier launches are removed; rmdir leaves a cgroup in use alone).
+  if [ -e /sys/fs/cgroup/pids/cgroup.procs ]; then _sy_h=/sys/fs/cgroup/pids
+  elif grep -qw pids /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then _sy_h=/sys/fs/cgroup
+  else echo "symphony: sandbox.pids cannot be enforced for root on $(uname -n)" >&2; exit 95; fi
+  _sy_g=$_sy_h/symphony-sandbox/remote-$$
+  { mkdir -p "$_sy_h/symphony-sandbox" &&
+    if [ "$_sy_h" = /sys/fs/cgroup ]; then
+      echo +pids > "$_sy_h/cgroup.subtree_control" &&
+        echo +pids > "$_sy_h/symphony-sandbox/cgroup.subtree_control"
+    fi &&
+    rmdir "$_sy_h"/symphony-sandbox/remote-* 2>/dev/null
+    mkdir "$_sy_g" && echo "$SY_PIDS" > "$_sy_g/pids.max" && echo $$ > "$_sy_g/cgroup.procs"
+  } || { echo "symphony: cannot make a pids cgroup on $(uname -n)" >&2; exit 95; }
 fi
 if [ "$SY_KIND" = bwrap ]; then
   add --chdir "$_sy_ws" --setenv TMPDIR /tmp --setenv SYMPHONY_SANDBOX bwrap --
