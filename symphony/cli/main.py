@@ -416,6 +416,8 @@ async def _serve(
             create_app(orchestrator, logs_root=logs_root, auth_token=settings.server.auth_token),
             settings.server.host,
             port,
+            allowed_hosts=settings.server.allowed_hosts,
+            trusted_proxies=settings.server.trusted_proxies,
         )
         orchestrator.served_at = http.url
         structlog.get_logger("symphony").info("http server listening", url=http.url)

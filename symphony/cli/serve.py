@@ -104,6 +104,7 @@ async def _serve(
     if port is not None:
         from symphony.hosts.serve import serve_embedded
         from symphony.observability.fleet import FleetApp, Seen
+        from symphony.observability.web_guard import WebGuard, accepted_hosts
 
         def seen() -> list[Seen]:
             return [
@@ -113,7 +114,8 @@ async def _serve(
             ]  # fmt: skip
 
         app = FleetApp(seen, runner.fleet.to_json, masker)
-        server, task, url = await serve_embedded(app, plan.host, port, name="http-server")
+        guarded = WebGuard(app, accepted_hosts(plan.host, ()))
+        server, task, url = await serve_embedded(guarded, plan.host, port, name="http-server")
         http = (server, task)
         log.info("http server listening", url=url)
     status = None

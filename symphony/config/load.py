@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
+import ipaddress
 import os
 import re
 import tempfile
@@ -761,7 +762,27 @@ def _server(raw: Mapping[str, Any], environ: Mapping[str, str]) -> ServerSetting
             "actions there need a token: set server.auth_token (for example $SYMPHONY_TOKEN), "
             "or bind 127.0.0.1",
         )
-    return ServerSettings(port=port, host=host.strip(), auth_token=auth_token)
+    allowed = tuple(h.strip().lower() for h in _str_list(raw, "server", "allowed_hosts", ()))
+    if any(not h or "/" in h or (h.startswith("*") and not h.startswith("*.")) for h in allowed):
+        raise ConfigError(
+            INVALID_CONFIG,
+            "server.allowed_hosts takes host names (dash.example.com, *.example.com), "
+            "without a scheme or a path",
+        )
+    proxies = _str_list(raw, "server", "trusted_proxies", ())
+    for proxy in proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"server.trusted_proxies takes addresses or networks (10.0.0.1, 10.0.0.0/8), "
+                f"got {proxy!r}",
+            ) from None
+    return ServerSettings(
+        port=port, host=host.strip(), auth_token=auth_token, allowed_hosts=allowed,
+        trusted_proxies=tuple(p.strip() for p in proxies),
+    )  # fmt: skip
 
 
 def _script(raw: Mapping[str, Any], key: str) -> str | None:

@@ -144,6 +144,12 @@ class ServerSettings:
     host: str = "127.0.0.1"
     auth_token: str | None = field(default=None, repr=False)
     """What a person's actions need (`server.auth_token`); None: actions are refused."""
+    allowed_hosts: tuple[str, ...] = ()
+    """The names a request's `Host` may carry (`server.allowed_hosts`; `*.domain` for its
+    subdomains). Empty: the loopback names when bound to loopback, any name otherwise."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Addresses of reverse proxies whose `X-Forwarded-For` names the client
+    (`server.trusted_proxies`); empty: the connection's own address, always."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +359,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "env",
             "overlap",
         ),
-        "server": ("port", "host", "auth_token"),
+        "server": ("port", "host", "auth_token", "allowed_hosts", "trusted_proxies"),
         "state": ("path", "keep_days"),
         "logs": ("max_file_mb", "keep_days"),
         "editor": ("command",),

@@ -30,10 +30,18 @@ class _EmbeddedServer(uvicorn.Server):
 
 
 async def serve_embedded(
-    app: Any, host: str, port: int, *, name: str, lifespan: str = "off"
+    app: Any,
+    host: str,
+    port: int,
+    *,
+    name: str,
+    lifespan: str = "off",
+    trusted_proxies: tuple[str, ...] = (),
 ) -> tuple[uvicorn.Server, asyncio.Task[None], str]:
     """Serve an ASGI app in the running loop, without uvicorn's own signal handling; returns
-    the server, its task and its base URL once it accepts connections."""
+    the server, its task and its base URL once it accepts connections. A client's address is
+    the connection's, unless it comes from one of `trusted_proxies`, whose `X-Forwarded-For`
+    then names it (uvicorn would otherwise trust it from 127.0.0.1, where anyone may connect)."""
     sock = _bind(host, port)
     config = uvicorn.Config(
         app,
@@ -42,6 +50,8 @@ async def serve_embedded(
         access_log=False,
         lifespan=lifespan,  # type: ignore[arg-type]
         timeout_graceful_shutdown=5,
+        proxy_headers=bool(trusted_proxies),
+        forwarded_allow_ips=list(trusted_proxies) if trusted_proxies else None,
     )
     server = _EmbeddedServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name=name)

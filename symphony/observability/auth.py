@@ -5,7 +5,7 @@ from a request that carries the token as a bearer header, or from a browser that
 once (`POST /login` with the token sets an HttpOnly, SameSite=Strict session cookie) and sends
 its session's CSRF token back in the `X-Symphony-CSRF` header. A request whose `Origin` is not
 the server's own is refused whatever it carries. Without a token configured every action is
-refused. Failed logins are limited per client address.
+refused. Failed logins and wrong bearer tokens are limited per client address.
 """
 
 from __future__ import annotations
@@ -59,9 +59,15 @@ class Guard:
         return self.token is not None
 
     def authorize(
-        self, method: str, headers: Mapping[str, str], cookies: Mapping[str, str], host_url: str
+        self,
+        method: str,
+        headers: Mapping[str, str],
+        cookies: Mapping[str, str],
+        host_url: str,
+        client: str = "?",
     ) -> str:
-        """The name of who acts; raises Refused. `headers` are lower-cased names."""
+        """The name of who acts; raises Refused. `headers` are lower-cased names. Wrong
+        bearer tokens from `client` count as failed logins do."""
         if self.token is None:
             raise Refused(
                 403, "actions_disabled",
@@ -75,8 +81,11 @@ class Guard:
             raise Refused(403, "cross_origin", f"an action from {origin} is not taken here")
         bearer = headers.get("authorization", "")
         if bearer.lower().startswith("bearer "):
+            self._hold_back(client)
             if not hmac.compare_digest(bearer[7:].strip().encode(), self.token.encode()):
+                self.failures[client].append(self.clock())
                 raise Refused(401, "unauthorized", "the bearer token is not server.auth_token")
+            self.failures.pop(client, None)
             return _name(headers.get(ACTOR_HEADER)) or "api"
         session = self.sessions.get(cookies.get(SESSION_COOKIE, ""))
         if session is None:
@@ -93,15 +102,9 @@ class Guard:
         actions are off, the token is wrong, or `client` failed too often lately."""
         if self.token is None:
             raise Refused(403, "actions_disabled", "actions are off: set server.auth_token")
-        now = self.clock()
-        failed = self.failures.setdefault(client, deque())
-        while failed and now - failed[0] > LOGIN_WINDOW_S:
-            failed.popleft()
-        if len(failed) >= LOGIN_FAILURES:
-            wait = max(int(LOGIN_WINDOW_S - (now - failed[0])) + 1, 1)
-            raise Refused(429, "too_many_logins", f"too many failed logins; wait {wait} s", wait)
+        self._hold_back(client)
         if not hmac.compare_digest(token.encode(), self.token.encode()):
-            failed.append(now)
+            self.failures[client].append(self.clock())
             raise Refused(401, "unauthorized", "that is not the server's token")
         self.failures.pop(client, None)
         if len(self.sessions) >= MAX_SESSIONS:
@@ -110,6 +113,16 @@ class Guard:
         session = Session(_name(name) or "someone", secrets.token_urlsafe(32))
         self.sessions[session_id] = session
         return session_id, session
+
+    def _hold_back(self, client: str) -> None:
+        """Refuse (429) a client with LOGIN_FAILURES wrong tokens in the last window."""
+        now = self.clock()
+        failed = self.failures.setdefault(client, deque())
+        while failed and now - failed[0] > LOGIN_WINDOW_S:
+            failed.popleft()
+        if len(failed) >= LOGIN_FAILURES:
+            wait = max(int(LOGIN_WINDOW_S - (now - failed[0])) + 1, 1)
+            raise Refused(429, "too_many_logins", f"too many wrong tokens; wait {wait} s", wait)
 
     def logout(self, cookies: Mapping[str, str]) -> None:
         self.sessions.pop(cookies.get(SESSION_COOKIE, ""), None)

@@ -43,6 +43,7 @@ from symphony.observability.auth import (
 from symphony.observability.health import notes, unready
 from symphony.observability.logging import issue_log_path
 from symphony.observability.metrics import render_metrics
+from symphony.observability.web_guard import WebGuard, accepted_hosts, safe_next
 from symphony.tracker.webhooks import MAX_DELIVERY_BYTES, WebhookReceiver
 from symphony.workspace.git import git_output
 from symphony.workspace.local import workspace_key
@@ -206,13 +207,13 @@ def create_app(
         headers = {name.lower(): value for name, value in request.headers.items()}
         if not receiver.verify(headers, body, time.time()):
             return JSONResponse({"error": "unauthorized"}, masker, status_code=401)
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            raise HTTPException(400, "the delivery is not JSON") from None
+        payload = _json_body(body, "the delivery")
         if orchestrator.follow_webhook(kind, headers):
             return JSONResponse({"queued": True, "pull_requests": True}, masker, status_code=202)
-        ids = receiver.issue_ids(payload)
+        try:
+            ids = receiver.issue_ids(payload)
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError):
+            raise HTTPException(400, f"the delivery is not shaped as {kind} sends one") from None
         if ids is None:
             orchestrator.request_refresh()
         elif ids:
@@ -232,7 +233,11 @@ def create_app(
         action = request.path_params["action"]
         try:
             by = guard.authorize(
-                request.method, _lower(request.headers), request.cookies, _base_url(request)
+                request.method,
+                _lower(request.headers),
+                request.cookies,
+                _base_url(request),
+                client=_client(request),
             )
         except Refused as error:
             return refused(error)
@@ -250,17 +255,18 @@ def create_app(
         wanted, action = request.path_params["issue_identifier"], request.path_params["action"]
         try:
             by = guard.authorize(
-                request.method, _lower(request.headers), request.cookies, _base_url(request)
+                request.method,
+                _lower(request.headers),
+                request.cookies,
+                _base_url(request),
+                client=_client(request),
             )
         except Refused as error:
             return refused(error)
         body = await _bounded_body(request)
         if body is None:
             raise HTTPException(413, "an action's body is small")
-        try:
-            fields = json.loads(body) if body.strip() else {}
-        except ValueError:
-            raise HTTPException(400, "the body is not JSON") from None
+        fields = _json_body(body, "the body") if body.strip() else {}
         comment = fields.get("comment", "") if isinstance(fields, dict) else ""
         if not isinstance(comment, str):
             raise HTTPException(400, "comment must be text")
@@ -288,7 +294,7 @@ def create_app(
         return JSONResponse(detail, masker)
 
     async def login_page(request: Request) -> Response:
-        target = request.query_params.get("next", _root(request))
+        target = safe_next(request.query_params.get("next", ""), _root(request))
         page_bytes = _login_form(guard.enabled, target, _root(request))
         return Response(page_bytes, media_type="text/html; charset=utf-8")
 
@@ -300,17 +306,14 @@ def create_app(
         if body is None:
             raise HTTPException(413, "a login form is small")
         fields = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
-        client = request.client.host if request.client is not None else "?"
         try:
             session_id, session = guard.login(
-                client, fields.get("token", ""), fields.get("name", "")
+                _client(request), fields.get("token", ""), fields.get("name", "")
             )
         except Refused as error:
             return refused(error)
         root = _root(request)
-        target = fields.get("next", root)
-        if not target.startswith("/") or target.startswith("//"):
-            target = root  # never a redirect to another site
+        target = safe_next(fields.get("next", ""), root)  # never a redirect to another site
         response = Response(status_code=303, headers={"Location": target})
         secure = request.url.scheme == "https"
         # Under a fleet's `/w/<name>/` each workflow keeps its own session.
@@ -396,6 +399,21 @@ def _lower(headers: Mapping[str, str]) -> dict[str, str]:
     return {name.lower(): value for name, value in headers.items()}
 
 
+def _client(request: Request) -> str:
+    """The client's address: the connection's (`server.trusted_proxies` decides whether a
+    proxy's `X-Forwarded-For` replaced it)."""
+    return request.client.host if request.client is not None else "?"
+
+
+def _json_body(body: bytes, what: str) -> Any:
+    """The JSON of a body, or a 400 saying it is not (malformed, or nested past what is
+    parsed: a JSON array a hundred thousand levels deep is not a delivery)."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        raise HTTPException(400, f"{what} is not JSON") from None
+
+
 def _base_url(request: Request) -> str:
     return f"{request.url.scheme}://{request.url.netloc}"
 
@@ -407,9 +425,7 @@ def _root(request: Request) -> str:
 
 def _login_form(enabled: bool, target: str = "/", root: str = "/") -> bytes:
     """The page a browser logs in on; the token is posted, never put in a URL. `target` is
-    where it goes after (a path here; anything else is the app's root)."""
-    if not target.startswith("/") or target.startswith("//"):
-        target = root
+    where it goes after (a path here, `safe_next`)."""
     if not enabled:
         note = (
             "<p>Actions are off: set <code>server.auth_token</code> in WORKFLOW.md (for "
@@ -528,7 +544,18 @@ class RunningServer:
         await self.task
 
 
-async def serve(app: Starlette, host: str, port: int) -> RunningServer:
-    """Bind `host:port` (0 = any free port) and serve `app` in the running loop."""
-    server, task, url = await serve_embedded(app, host, port, name="http-server")
+async def serve(
+    app: Starlette,
+    host: str,
+    port: int,
+    *,
+    allowed_hosts: tuple[str, ...] = (),
+    trusted_proxies: tuple[str, ...] = (),
+) -> RunningServer:
+    """Bind `host:port` (0 = any free port) and serve `app` in the running loop, behind the
+    web guard (`symphony.observability.web_guard`)."""
+    guarded = WebGuard(app, accepted_hosts(host, allowed_hosts))
+    server, task, url = await serve_embedded(
+        guarded, host, port, name="http-server", trusted_proxies=trusted_proxies
+    )
     return RunningServer(server, task, url, app)
