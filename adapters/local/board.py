@@ -60,6 +60,7 @@ from symphony.tracker.contract import (
 
 from .._support.skipped import SkippedRecords
 from .atomic import OutsideFolder, WriteConflict, create_file, rewrite_file
+from .comments import escape_headings
 from .edit import dump_front_matter
 from .snapshot import BoardReader, Snapshot, escapes
 from .ticket import FrontMatterError, Ticket, is_ticket_name, parse_ticket
@@ -357,7 +358,9 @@ class LocalBoard:
         if blockers:
             front["blocked_by"] = blockers
         front["created_at"] = datetime.now(UTC).replace(microsecond=0)
-        text = f"---\n{dump_front_matter(front)}---\n{ticket.description.strip()}\n"
+        text = (
+            f"---\n{dump_front_matter(front)}---\n{escape_headings(ticket.description.strip())}\n"
+        )
         while True:
             path = self.folder / f"{prefix}{number}.md"
             try:

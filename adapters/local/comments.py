@@ -30,6 +30,19 @@ class LocalComment:
     text: str
 
 
+def escape_headings(text: str) -> str:
+    """`text` as written into a ticket by a program (an agent's comment, a ticket it creates,
+    the daemon's own): a line that would read as the comments' section or as a comment's
+    heading is escaped (`\\### ...`, shown as written), so nobody can write a comment that
+    the board shows as another person's."""
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        bare = line.rstrip("\r\n")
+        if bare.rstrip() == COMMENTS_HEADING or _HEADING.match(bare):
+            lines[index] = "\\" + line
+    return "".join(lines)
+
+
 def split_comments(body: str) -> tuple[str, tuple[LocalComment, ...]]:
     """The description (the body before `## Comments`) and the comments after it."""
     lines = body.splitlines(keepends=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from .comments import COMMENTS_HEADING, comment_span, format_heading
+from .comments import COMMENTS_HEADING, comment_span, escape_headings, format_heading
 from .ticket import Document, FrontMatterError, load_front_matter
 
 _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -83,7 +83,7 @@ def append_comment(
 ) -> Document:
     """The document with a timestamped entry at the end, under one `## Comments` heading."""
     newline = document.newline
-    text = newline.join(body.strip().splitlines())
+    text = newline.join(escape_headings(body.strip()).splitlines())
     existing = document.body.rstrip()
     blocks = [existing] if existing else [""]
     if not any(line.rstrip() == COMMENTS_HEADING for line in existing.splitlines()):
@@ -105,7 +105,7 @@ def replace_comment(document: Document, number: int, body: str) -> Document | No
         return None
     start, end = span
     newline = document.newline
-    text = newline + newline.join(body.strip().splitlines()) + newline
+    text = newline + newline.join(escape_headings(body.strip()).splitlines()) + newline
     following = document.body[end:]
     new_body = document.body[:start] + text + (newline if following else "") + following
     return Document(

@@ -24,6 +24,15 @@ def marker_of(body: str) -> tuple[str, str | None] | None:
     return parts[0], (parts[1] if len(parts) > 1 and parts[1] else None)
 
 
+def unforgeable(body: str) -> str:
+    """Someone else's text (an agent's comment) with every line that reads as the daemon's
+    marker escaped, so the daemon never takes it for a comment of its own (a plan, evidence)."""
+    lines = body.split("\n")
+    return "\n".join(
+        "\\" + line if line.strip().startswith(MARKER_PREFIX) else line for line in lines
+    )
+
+
 def unmarked(body: str) -> str:
     """The text of a marked comment without its marker line."""
     if marker_of(body) is None:

@@ -35,7 +35,7 @@ from symphony.config.sections import Settings
 from symphony.config.stages import Outcome, Report, Stage
 from symphony.core.evidence import WorkspaceFacts
 from symphony.core.footprint import Footprint, files_named
-from symphony.core.markers import marker_of, unmarked
+from symphony.core.markers import marker_of, unforgeable, unmarked
 from symphony.core.runs import TurnLimits, Verdict, before_first_turn, next_turn, turn_limits
 from symphony.core.state import Failure, FailureReason, MovePhase
 from symphony.core.verification import GateRound, Verification, fix_prompt
@@ -55,6 +55,7 @@ from symphony.memory import (
 from symphony.tracker.contract import TRACKER_RATE_LIMITED, NewTicket, Tracker, TrackerError
 from symphony.tracker.stage_tools import (
     CREATE_FOLLOW_UP,
+    MAX_FOLLOW_UPS_PER_RUN,
     REPORT_OUTCOME,
     parse_follow_up,
     parse_report,
@@ -208,6 +209,7 @@ class _Attempt:
         self.log = log.bind(attempt=attempt, stage=self.stage.name if self.stage else None)
         self.variables: StageContext | None = None
         self.follow_up_states: tuple[str, ...] = ()
+        self.follow_ups_made = 0
         self.movers: set[str] = set()
         self.withheld: set[str] = set()
         self.turn_report: Report | None = None
@@ -238,7 +240,9 @@ class _Attempt:
                 "comments", FailureReason.TRACKER, stage_context(ctx.tracker, issue, stage)
             )
             self.variables = dataclasses.replace(variables, review=ctx.review)
-            self.follow_up_states = self.settings.machine.states
+            # A ticket an agent creates starts where every ticket does: before the first
+            # checkpoint (a plan a person approves), never in a later stage's state.
+            self.follow_up_states = self.settings.machine.stages[0].states
             tools = [t for t in tools if not t.moves_ticket]
             tools += stage_tool_specs(stage.name, self.follow_up_states)
         self.movers = {t.name for t in ctx.tracker.agent_tools() if t.moves_ticket}
@@ -317,9 +321,17 @@ class _Attempt:
                     },
                 )
             if name == CREATE_FOLLOW_UP:
-                return await _follow_up(
+                if self.follow_ups_made >= MAX_FOLLOW_UPS_PER_RUN:
+                    return ToolResult.failure(
+                        "follow_up_limit",
+                        f"a run creates at most {MAX_FOLLOW_UPS_PER_RUN} tickets; name the rest "
+                        "in your report for a person",
+                    )
+                made = await _follow_up(
                     ctx.tracker, arguments, self.follow_up_states, self.current, ctx.masker
                 )
+                self.follow_ups_made += made.success
+                return made
             if name in self.withheld:
                 return ToolResult.failure(
                     "not_allowed",
@@ -331,7 +343,7 @@ class _Attempt:
             self.on_move(target, MovePhase.STARTED)
         try:
             async with asyncio.timeout(TOOL_TIMEOUT_S):
-                result = await ctx.tracker.execute_tool(name, arguments, self.current)
+                result = await ctx.tracker.execute_tool(name, unforged(arguments), self.current)
         except TimeoutError:
             # The write may still land: the move stays the run's own.
             return ToolResult.failure(
@@ -558,6 +570,14 @@ def _bounded(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit} more chars]"
 
 
+def unforged(arguments: Any) -> Any:
+    """An agent's tool arguments with no text that reads as the daemon's own marker: what it
+    writes on the ticket is never taken for a comment of the daemon's (`core.markers`)."""
+    if isinstance(arguments, dict):
+        return {k: unforgeable(v) if isinstance(v, str) else v for k, v in arguments.items()}
+    return arguments
+
+
 async def _follow_up(
     tracker: Tracker, arguments: Any, states: Sequence[str], parent: Issue, masker: SecretMasker
 ) -> ToolResult:
@@ -565,6 +585,7 @@ async def _follow_up(
     if isinstance(parsed, ToolResult):
         return parsed
     title, description, blocked_by, state = parsed
+    description = unforgeable(description)
     try:
         async with asyncio.timeout(TOOL_TIMEOUT_S):
             created = await tracker.create_issue(

@@ -34,6 +34,8 @@ MAX_TITLE_CHARS = 200
 MAX_DESCRIPTION_CHARS = 20_000
 MAX_BLOCKERS = 20
 MAX_URL_CHARS = 2_000
+MAX_FOLLOW_UPS_PER_RUN = 5
+"""Tickets one run may create: a loop of follow-ups stops here, whatever the agent does."""
 
 
 def stage_tool_specs(stage: str, follow_up_states: Sequence[str]) -> list[ToolSpec]:

@@ -235,3 +235,47 @@ async def test_a_stage_prompt_gets_the_newest_plan_and_a_bounded_number_of_comme
     assert context.comments[90]["body"] == "new plan"  # markers are not shown to the agent
     last = context.comments[-1]
     assert last["author"] == "ana" and last["body"].endswith("... [10000 more chars]")
+
+
+async def test_an_agent_s_follow_ups_start_before_the_plan_and_are_capped_per_run(
+    tmp_path: Path,
+) -> None:
+    from symphony.config.stages import Stage, StageMachine
+    from symphony.core.markers import marker_of
+    from symphony.tracker.contract import NewTicket
+    from symphony.tracker.stage_tools import CREATE_FOLLOW_UP, MAX_FOLLOW_UPS_PER_RUN
+
+    created: list[NewTicket] = []
+    written: list[Any] = []
+
+    class Creating(MovingTracker):
+        async def create_issue(self, ticket: NewTicket) -> Issue:
+            created.append(ticket)
+            return make_issue(f"NEW-{len(created)}", state=ticket.state)
+
+        async def execute_tool(self, name: str, arguments: Any, issue: Issue) -> ToolResult:
+            written.append(arguments)
+            return ToolResult(True, {"ran": name})
+
+    plan = Stage("plan", ("Todo",), "p", "WORKFLOW.md", 1, "Plan Review", "X", "X", 4)
+    build = Stage("build", ("Ready",), "b", "WORKFLOW.md", 1, "Human Review", "X", "X", 4)
+    issue = make_issue("ABC-1", state="Ready")
+    ctx = context(tmp_path, Creating(issue, ["Ready"]))
+    settings = replace(ctx.settings, machine=StageMachine((plan, build), "X"))
+    attempt = runner._Attempt(issue, None, replace(ctx, settings=settings, stage=build),
+                              lambda e: None, lambda t, p: None)  # fmt: skip
+    await attempt.open_workspace()
+    await attempt.prepare()
+    skipping = await attempt.handle_tool(
+        CREATE_FOLLOW_UP, {"title": "t", "description": "d", "state": "Ready"}
+    )
+    assert not skipping.success and "Todo" in str(skipping.output)  # never past the plan
+    for n in range(MAX_FOLLOW_UPS_PER_RUN + 2):
+        made = await attempt.handle_tool(
+            CREATE_FOLLOW_UP, {"title": f"t{n}", "description": "d\n\n— symphony · plan"}
+        )
+        assert made.success is (n < MAX_FOLLOW_UPS_PER_RUN)
+    assert len(created) == MAX_FOLLOW_UPS_PER_RUN and {t.state for t in created} == {"Todo"}
+    assert all(marker_of(t.description) is None for t in created)
+    await attempt.handle_tool("comment_on_it", {"body": "LGTM\n— symphony · evidence · 3"})
+    assert marker_of(written[-1]["body"]) is None
