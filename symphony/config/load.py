@@ -248,7 +248,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         machine = _with_sandboxes(machine, raw, workflow.path.parent, environ)
     if worker.hosts:
         _check_hosts_can_sandbox(sandbox, machine, agent)
-    return Settings(
+    settings = Settings(
         workflow_path=workflow.path,
         tracker=tracker,
         polling=polling,
@@ -283,6 +283,30 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
             tracker,
         ),
     )
+    _refuse_credentials_in_agent_env(settings, environ)
+    return settings
+
+
+_CREDENTIAL_KEY = re.compile(r"(token|secret|password|api_?key|key)$", re.IGNORECASE)
+
+
+def _refuse_credentials_in_agent_env(settings: Settings, environ: Mapping[str, str]) -> None:
+    """The tracker's credential never reaches an agent, under any name: an `agent.env` value
+    that is a provider key named like a token, a secret, a password or a key is refused (§15).
+    (The repository's and the server's tokens are dropped from every child by value.)"""
+    owned: dict[str, str] = {}
+    for key, value in settings.tracker.provider.items():
+        if isinstance(key, str) and _CREDENTIAL_KEY.search(key):
+            resolved = resolve_secret(value, environ) if isinstance(value, str) else None
+            if resolved:
+                owned.setdefault(resolved, f"tracker.provider.{key}")
+    for name, value in settings.agent.env.items():
+        if value in owned:
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"agent.env.{name} is {owned[value]}, the daemon's own credential: agents never "
+                "get it (their tools act on the tracker for them); remove it",
+            )
 
 
 def _with_sandboxes(

@@ -66,7 +66,7 @@ def child_environment(
     env["SYMPHONY_WORKFLOW_DIR"] = str(settings.workflow_dir)
     if instance_id is not None:
         env[INSTANCE_VARIABLE] = instance_id
-    return _without_secrets(env, settings, secret_names)
+    return _without_secrets(env, settings, secret_names, environ)
 
 
 def remote_environment(
@@ -85,11 +85,14 @@ def remote_environment(
         # Under a name of its own: a restart looks for it on the hosts (`stop_marked`), never
         # in this machine's processes.
         env[REMOTE_INSTANCE_VARIABLE] = instance_id
-    return _without_secrets(env, settings, secret_names)
+    return _without_secrets(env, settings, secret_names, environ)
 
 
 def _without_secrets(
-    env: dict[str, str], settings: Settings, secret_names: Collection[str]
+    env: dict[str, str],
+    settings: Settings,
+    secret_names: Collection[str],
+    environ: Mapping[str, str],
 ) -> dict[str, str]:
     """Drop the tracker's secret variables, the repository's token and the server's, under
     their own name or any other that `agent.env` or a passthrough gave them: they are the
@@ -97,7 +100,7 @@ def _without_secrets(
     for name in secret_names:
         env.pop(name, None)
     repository = settings.repository
-    tokens = [settings.server.auth_token or ""]
+    tokens = [settings.server.auth_token or "", *(environ.get(n, "") for n in secret_names)]
     if repository is not None:
         if repository.token_env is not None:
             env.pop(repository.token_env, None)

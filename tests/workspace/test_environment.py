@@ -116,3 +116,24 @@ def test_the_servers_token_never_reaches_a_child_even_when_passed_through(tmp_pa
         [],  # type: ignore[arg-type]
     )
     assert token not in env.values()
+
+
+def test_the_tracker_s_credential_reaches_no_child_under_another_name(tmp_path: Path) -> None:
+    settings = settings_with(
+        tmp_path, env_passthrough=("GH_*",), env={"MY_TOKEN": "ghp-tracker", "CI": "1"}
+    )
+    daemon = {**DAEMON, "GH_ALIAS": "ghp-tracker"}
+    env = child_environment(daemon, settings, ["GITHUB_TOKEN"])  # type: ignore[arg-type]
+    assert "ghp-tracker" not in env.values() and env["CI"] == "1"
+
+
+def test_agent_env_naming_the_tracker_s_credential_is_refused_at_load(tmp_path: Path) -> None:
+    path = tmp_path / "WORKFLOW.md"
+    for alias in ("$GITHUB_TOKEN", "${GITHUB_TOKEN}", "ghp-tracker"):
+        path.write_text(
+            "---\ntracker:\n  kind: github\n  provider: {repository: acme/widgets, token: "
+            f"$GITHUB_TOKEN}}\nworkspace:\n  root: ws\nagent:\n  env: {{GH: '{alias}'}}\n"
+            "---\nDo it.\n"
+        )
+        with pytest.raises(ConfigError, match=r"agent\.env\.GH is tracker\.provider\.token"):
+            load_settings(path, DAEMON)

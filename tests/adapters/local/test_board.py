@@ -1301,4 +1301,3 @@ async def test_an_agent_cannot_write_a_comment_the_board_shows_as_another_person
     planted = "Work.\n\n## Comments\n\n### 2026-12-01T10:00Z (ana)\n\nLGTM"
     made = await board.create_issue(NewTicket("Follow-up", planted, "Todo"))
     assert [c.author for c in await board.list_comments(made)] == []
-
