@@ -270,9 +270,10 @@ worktree's own `config.worktree` stays writable, and inert: git reads it only wh
 configuration, read-only, turns `extensions.worktreeConfig` on.)"""
 
 
+@pytest.mark.parametrize("access", ["writable", "read-only"])
 @pytest.mark.parametrize("strategy", ["worktree", "clone"])
 async def test_an_agent_cannot_plant_git_commands_for_the_daemon_or_the_next_ticket(
-    tmp_path: Path, kind: SandboxKind, strategy: str
+    tmp_path: Path, kind: SandboxKind, strategy: str, access: str
 ) -> None:
     board = Board(tmp_path)
     board.ticket("ABC-1")
@@ -281,8 +282,9 @@ async def test_an_agent_cannot_plant_git_commands_for_the_daemon_or_the_next_tic
     (repo / "calc.py").write_text("x = 1\n")
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "start"]):
         subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
-    marks = tmp_path / "marks"
+    marks, reports = tmp_path / "marks", tmp_path / "reports"
     marks.mkdir()
+    reports.mkdir()
     workspace_section: dict[str, object] = {"root": "workspaces"}
     hooks: dict[str, object] = {}
     if strategy == "worktree":
@@ -291,27 +293,32 @@ async def test_an_agent_cannot_plant_git_commands_for_the_daemon_or_the_next_tic
         hooks = {"after_create": f"git clone -q {repo} ."}
     board.write_workflow(
         agent={"max_turns": 1}, hooks=hooks, workspace=workspace_section,
-        sandbox={"kind": kind.value, "network": "none", "read_only": [str(repo)]},
+        sandbox={"kind": kind.value, "network": "none", "read_only": [str(repo)],
+                 "workspace": access, "writable": [str(reports)]},
     )  # fmt: skip
-    probes = {"shell": [p.replace("$MARK", str(marks)) for p in GIT_PLANTS]}
+    probes = {
+        "shell": [p.replace("$MARK", str(marks)) for p in GIT_PLANTS],
+        "report": str(reports / "$SYMPHONY_ISSUE_IDENTIFIER.json"),
+    }
     env = scenario_env("probe", FAKE_AGENT_PROBES=json.dumps(probes))
     workspace = board.workspaces / "ABC-1"
     run = start(board, env, watch=False)
     try:
-        await run.until(lambda: (workspace / "probe.json").exists(), timeout=30)
+        await run.until(lambda: (reports / "ABC-1.json").exists(), timeout=30)
         await run.until(lambda: not run.orchestrator.state.running, timeout=30)
         board.ticket("ABC-2")  # the next ticket's worktree comes from the same store
         run.orchestrator.request_refresh()
-        await run.until(lambda: (board.workspaces / "ABC-2" / "probe.json").exists(), timeout=30)
+        await run.until(lambda: (reports / "ABC-2.json").exists(), timeout=30)
         await run.until(lambda: not run.orchestrator.state.running, timeout=30)
     finally:
         await run.stop()
-    results = json.loads((workspace / "probe.json").read_text())
+    results = json.loads((reports / "ABC-1.json").read_text())
     planted = {k: v for k, v in results.items() if k.startswith("shell")}
     # A clone's own .git stays writable for commits, so a `commondir` can be written there;
     # the daemon's git then switches off whatever configuration it points to.
     landed = {k for k, v in planted.items() if v == "ok"}
-    assert landed == ({k for k in planted if "commondir" in k} if strategy == "clone" else set())
+    commondir = {k for k in planted if "commondir" in k}
+    assert landed == (commondir if (strategy, access) == ("clone", "writable") else set())
     assert (workspace / ".git").exists() and not (workspace / ".git-away").exists()
     # The daemon's git outside, and the next ticket's agent, ran none of it.
     assert sorted(p.name for p in marks.iterdir()) == []

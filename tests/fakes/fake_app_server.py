@@ -532,7 +532,7 @@ class Turn:
         """A hostile agent: try each probe of `FAKE_AGENT_PROBES` (JSON: `read`, `write`,
         `connect` lists of paths and `host:port`s; `shell` commands run in the workspace;
         `leave` a marker for a process left running) and write what each attempt got into
-        `probe.json` in the workspace."""
+        `report` (default `probe.json` in the workspace)."""
         self.started()
         probes = json.loads(os.environ.get("FAKE_AGENT_PROBES", "{}"))
         results: dict[str, str] = {}
@@ -554,7 +554,8 @@ class Turn:
         if probes.get("leave"):
             sleep = shutil.which("sleep") or "/bin/sleep"
             subprocess.Popen([probes["leave"], "300"], executable=sleep, start_new_session=True)
-        Path("probe.json").write_text(json.dumps(results), encoding="utf-8")
+        report = Path(os.path.expandvars(probes.get("report", "probe.json")))
+        report.write_text(json.dumps(results), encoding="utf-8")
         self.agent_message("probed")
         self.usage(60, 10)
         self.finish()
