@@ -328,8 +328,9 @@ class _Attempt:
                         "in your report for a person",
                     )
                 made = await _follow_up(
-                    ctx.tracker, arguments, self.follow_up_states, self.current, ctx.masker
-                )
+                    ctx.tracker, unforged(arguments), self.follow_up_states, self.current,
+                    ctx.masker,
+                )  # fmt: skip
                 self.follow_ups_made += made.success
                 return made
             if name in self.withheld:
@@ -585,7 +586,6 @@ async def _follow_up(
     if isinstance(parsed, ToolResult):
         return parsed
     title, description, blocked_by, state = parsed
-    description = unforgeable(description)
     try:
         async with asyncio.timeout(TOOL_TIMEOUT_S):
             created = await tracker.create_issue(

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from symphony.base.hosts import is_loopback
+from symphony.observability.auth import same_origin
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -88,13 +89,10 @@ def cross_site(headers: dict[str, str], scheme: str, host: str) -> str | None:
     """Where a request comes from when that is another site, or None: its `Origin` when that
     is not this server's, else a browser's `Sec-Fetch-Site: cross-site`."""
     origin = headers.get("origin")
-    if origin is not None and origin != "null":
-        theirs = urlsplit(origin)
-        if (theirs.scheme, theirs.netloc.lower()) != (scheme, host.lower()):
-            return origin
-        return None
     if origin == "null":
         return "an opaque origin"
+    if origin is not None:
+        return None if same_origin(origin, f"{scheme}://{host}") else origin
     if headers.get("sec-fetch-site") == "cross-site":
         return "another site"
     return None

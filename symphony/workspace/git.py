@@ -89,13 +89,15 @@ _HARDENED_ENV = {
 _PASSED = frozenset(
     {
         "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+        "GIT_OPTIONAL_LOCKS",
         "SSH_AUTH_SOCK", "SSL_CERT_FILE", "SSL_CERT_DIR",
         "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
         "http_proxy", "https_proxy", "no_proxy", "all_proxy",
     }
 )  # fmt: skip
 """What the daemon's git keeps of the environment it is given: where programs are, the
-locale, and how to reach the network; nothing that names a repository or runs a program."""
+locale, how to reach the network, and whether a question may take optional locks; nothing
+that names a repository or runs a program."""
 
 
 def git_environment(env: Mapping[str, str]) -> dict[str, str]:
@@ -242,8 +244,6 @@ async def run_git(
     asking for credentials. `env` is filtered (`git_environment`); `sent` is added as is (a
     push's credential variables)."""
     base = git_environment(env)
-    if "GIT_OPTIONAL_LOCKS" in env:
-        base["GIT_OPTIONAL_LOCKS"] = env["GIT_OPTIONAL_LOCKS"]
     listed = await _exec(
         [*_leading_options(args), "config", "--name-only", "--list", "-z"],
         env=base, cwd=cwd, timeout_s=timeout_s,

@@ -26,6 +26,7 @@ from symphony.workspace.git import (
 )
 from symphony.workspace.push import push_branch
 from symphony.workspace.worktrees import Worktrees
+from tests.workspace.test_push import ticket_workspace
 from tests.workspace.test_worktrees import git
 
 HOOKS = (
@@ -92,21 +93,9 @@ def fired(markers: Path) -> list[str]:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """A clone on a ticket's branch with two commits over main, and a remote to push to."""
-    remote = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
-    work = tmp_path / "café work"
-    subprocess.run(["git", "clone", "-q", str(remote), str(work)], check=True)
-    (work / "calc.py").write_text("x = 1\n")
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "-m", "base")
-    git(work, "push", "-q", "origin", "HEAD:main")
-    git(work, "checkout", "-q", "-b", "symphony/abc-1")
-    (work / "calc.py").write_text("x = 2\n")
-    (work / "café.py").write_text("y = 1\n")
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "-m", "ABC-1: change x")
-    return work
+    """A clone on a ticket's branch, one commit over main that adds a name git quotes, and a
+    remote to push to."""
+    return ticket_workspace(tmp_path, "café work", **{"café.py": "y = 1\n"})
 
 
 async def test_no_program_of_the_repository_runs_when_the_daemon_reads_diffs_and_pushes(

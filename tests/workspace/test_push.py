@@ -19,12 +19,12 @@ from tests.workspace.test_worktrees import git
 TOKEN = "glpat-daemon-secret-0123456789"
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    """A ticket's workspace with one commit on top of the remote's main, remote `origin`."""
+def ticket_workspace(tmp_path: Path, name: str = "work", **added: str) -> Path:
+    """A clone of `remote.git` on branch `symphony/abc-1`, one commit over the remote's main
+    (calc.py changed, and the `added` files), remote `origin`."""
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
-    work = tmp_path / "work"
+    work = tmp_path / name
     subprocess.run(["git", "clone", "-q", str(remote), str(work)], check=True)
     (work / "calc.py").write_text("x = 1\n")
     git(work, "add", "-A")
@@ -32,8 +32,17 @@ def workspace(tmp_path: Path) -> Path:
     git(work, "push", "-q", "origin", "HEAD:main")
     git(work, "checkout", "-q", "-b", "symphony/abc-1")
     (work / "calc.py").write_text("x = 2\n")
-    git(work, "commit", "-q", "-am", "ABC-1: change x")
+    for path, text in added.items():
+        (work / path).write_text(text)
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "ABC-1: change x")
     return work
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A ticket's workspace with one commit on top of the remote's main, remote `origin`."""
+    return ticket_workspace(tmp_path)
 
 
 def env() -> dict[str, str]:

@@ -19,6 +19,8 @@ from symphony.base.errors import SymphonyError
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "symphony-sandbox"
 SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+"""The category of every reason a sandbox cannot be made (`symphony.hosts.sandbox.host` says
+it too)."""
 
 
 def pids_hierarchy(root: Path = CGROUP_ROOT) -> Path | None:

@@ -59,7 +59,7 @@ from symphony.hosts.sandbox.policy import (
 from symphony.hosts.sandbox.proxy import AllowlistProxy, PortForward
 from symphony.hosts.shell import ScriptResult, run_script
 
-SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+SANDBOX_UNAVAILABLE = cgroup.SANDBOX_UNAVAILABLE
 SOCKET_PATH_MAX = 107
 """The longest path a Unix socket may have on Linux (sun_path, without its NUL)."""
 RUNS_FOLDER = "symphony-sandbox"
