@@ -81,6 +81,33 @@ def integer(raw: Mapping[str, Any], dotted: str, default: int, minimum: int | No
     return value
 
 
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration_s(raw: Mapping[str, Any], dotted: str, default_s: float, *, minimum_s: float) -> float:
+    """The duration setting `dotted` in seconds: `90s`, `30m`, `1h`, `2d`, or a number of
+    seconds; raises ConfigError naming the setting."""
+    key = dotted.rsplit(".", 1)[1]
+    value = raw.get(key)
+    if value is None:
+        return default_s
+    seconds: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
+        seconds = float(match[1]) * _UNIT_S[match[2]]
+    if seconds is None:
+        raise ConfigError(
+            INVALID_CONFIG, f"{dotted} must be a duration like 30m, 1h or 90s, got {value!r}"
+        )
+    if seconds < minimum_s:
+        raise ConfigError(
+            INVALID_CONFIG, f"{dotted} must be at least {minimum_s:g}s, got {value!r}"
+        )
+    return seconds
+
+
 def optional_text(raw: Mapping[str, Any], dotted: str) -> str | None:
     """The text setting `dotted` (its last part is the key in `raw`), stripped; None when
     absent; raises ConfigError naming the setting when it is not a non-empty string."""

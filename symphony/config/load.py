@@ -28,6 +28,7 @@ from symphony.codehost.contract import CodeHostError, code_host_adapter
 from symphony.config.fields import (
     INVALID_CONFIG,
     ConfigError,
+    duration_s,
     env_reference,
     integer,
     resolve_path,
@@ -204,6 +205,19 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         env_passthrough=_env_names(agent_raw.get("env_passthrough")),
         env=_env_values(agent_raw.get("env"), environ),
         overlap=OverlapMode(_choice(agent_raw, "agent.overlap", OVERLAP_MODES, _AGENT.overlap)),
+        max_continuations=integer(
+            agent_raw, "agent.max_continuations", _AGENT.max_continuations, 0
+        ),
+        max_retries=integer(agent_raw, "agent.max_retries", _AGENT.max_retries, 0),
+        max_stall_restarts=integer(
+            agent_raw, "agent.max_stall_restarts", _AGENT.max_stall_restarts, 0
+        ),
+        max_runs_per_ticket=integer(
+            agent_raw, "agent.max_runs_per_ticket", _AGENT.max_runs_per_ticket, 1
+        ),
+        runaway_window_s=duration_s(
+            agent_raw, "agent.runaway_window", _AGENT.runaway_window_s, minimum_s=1
+        ),
     )
 
     sessions = _sessions(raw, agent.kind)

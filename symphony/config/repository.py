@@ -33,6 +33,8 @@ FOLLOW_KEYS = (
     "checks",
     "on_checks_failed",
     "max_check_fixes",
+    "max_conflict_fixes",
+    "max_reworks",
     "on_changes_requested",
     "on_conflict",
     "on_merged",
@@ -45,6 +47,8 @@ DEFAULT_TITLE = "{{ issue.identifier }}: {{ issue.title }}"
 FIX = "fix"
 """`follow.on_checks_failed` / `on_conflict`: a fix run in the ticket's workspace."""
 DEFAULT_MAX_CHECK_FIXES = 3
+DEFAULT_MAX_CONFLICT_FIXES = 2
+DEFAULT_MAX_REWORKS = 5
 DEFAULT_PENDING_TIMEOUT_MS = 3_600_000
 DEFAULT_CHECK_TIMEOUT_MS = 600_000
 
@@ -126,10 +130,18 @@ class FollowSettings:
     on_checks_failed: str = FIX
     """`fix`, or the state a ticket whose checks failed moves to."""
     max_check_fixes: int = DEFAULT_MAX_CHECK_FIXES
+    """Fix runs for failed checks, counted until the checks are green again."""
+    max_conflict_fixes: int = DEFAULT_MAX_CONFLICT_FIXES
+    """Fix runs for a conflict with the base, counted until the branch merges again."""
+    max_reworks: int = DEFAULT_MAX_REWORKS
+    """Runs that address a review's requested changes (a reviewer bot that never approves
+    cannot keep a ticket running)."""
     on_changes_requested: str | None = None
     on_conflict: str = FIX
     on_merged: str | None = None
     on_closed: str | None = None
+    """Where a ticket goes when a person closes its pull request unmerged; None: the
+    workflow's `escalation_state`. Its publishing ends there: no new pull request."""
     pending_timeout_ms: int = DEFAULT_PENDING_TIMEOUT_MS
     """A check still pending this long after the head commit was first read is a comment."""
 
@@ -309,6 +321,10 @@ def parse_follow(raw: object) -> FollowSettings:
         checks=_enum(body, "follow.checks", ChecksScope, ChecksScope.REQUIRED),
         on_checks_failed=optional_text(body, "follow.on_checks_failed") or FIX,
         max_check_fixes=integer(body, "follow.max_check_fixes", DEFAULT_MAX_CHECK_FIXES, 0),
+        max_conflict_fixes=integer(
+            body, "follow.max_conflict_fixes", DEFAULT_MAX_CONFLICT_FIXES, 0
+        ),
+        max_reworks=integer(body, "follow.max_reworks", DEFAULT_MAX_REWORKS, 0),
         on_changes_requested=optional_text(body, "follow.on_changes_requested"),
         on_conflict=optional_text(body, "follow.on_conflict") or FIX,
         on_merged=optional_text(body, "follow.on_merged"),

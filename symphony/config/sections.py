@@ -134,6 +134,16 @@ class AgentSettings:
     overlap: OverlapMode = OverlapMode.WARN
     """A new ticket whose files overlap another open ticket's: `serialize` holds it, `warn`
     starts it with a comment naming the other, `off` looks at nothing."""
+    max_continuations: int = 10
+    """Runs that continue a ticket whose run ended without handing it on, per stage entry."""
+    max_retries: int = 5
+    """Runs after an error in a row (a run that ends well starts the count again)."""
+    max_stall_restarts: int = 3
+    """Runs after a stall in a row."""
+    max_runs_per_ticket: int = 20
+    """The runaway guard: more runs of one ticket than this within `runaway_window_s` stop
+    its dispatch and send it to a person, whatever loop made them."""
+    runaway_window_s: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +368,11 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "env_passthrough",
             "env",
             "overlap",
+            "max_continuations",
+            "max_retries",
+            "max_stall_restarts",
+            "max_runs_per_ticket",
+            "runaway_window",
         ),
         "server": ("port", "host", "auth_token", "allowed_hosts", "trusted_proxies"),
         "state": ("path", "keep_days"),

@@ -208,6 +208,10 @@ class Outcome(enum.Enum):
     """A person sent the ticket back to be planned again."""
     CANCELLED = "cancelled"
     """A person cancelled the ticket."""
+    CAPPED = "capped"
+    """An automatic re-run (a fix, a retry, a continuation) reached its cap (`core.reruns`)."""
+    RUNAWAY = "runaway"
+    """The runaway guard stopped the ticket: too many runs within its window."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,14 @@ from symphony.core.effects import Effect, PostComment, StartWorker
 from symphony.core.footprint import Footprint, overlap
 from symphony.core.operator import release_changed_holds
 from symphony.core.outcomes import REWORK, OutcomeRecord
-from symphony.core.state import RetryEntry, RunningEntry, SchedulerState, StageProgress
+from symphony.core.reruns import escalate, refusal, settled, started
+from symphony.core.state import (
+    RetryEntry,
+    RunKind,
+    RunningEntry,
+    SchedulerState,
+    StageProgress,
+)
 
 
 def polled_states(settings: Settings) -> tuple[str, ...]:
@@ -111,6 +118,8 @@ class Wait(enum.Enum):
     HOST_WAIT = "host_wait"
     PAUSED = "paused"
     HELD = "held"
+    RUNAWAY = "runaway"
+    """A cap or the runaway guard refuses its next run (`core.reruns`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +262,12 @@ def _plan(
             yield issue, Wait.HELD
         elif issue.id in state.claimed:
             yield issue, Wait.CLAIMED
+        elif (
+            wall is not None
+            and issue.id in state.ledgers
+            and refusal(state, issue.id, dispatch_kind(state, issue, settings), settings, wall)
+        ):
+            yield issue, Wait.RUNAWAY
         elif state.paused is not None:
             yield issue, Wait.PAUSED
         elif free <= 0:
@@ -350,6 +365,13 @@ def select_dispatches(
             effects.append(start_run(state, issue, None, now, wall, settings, host=hosts[issue.id]))
             if issue.id in overlaps:
                 effects.append(_overlap_warning(issue, overlaps[issue.id]))
+        elif wait is Wait.RUNAWAY:
+            kind = dispatch_kind(state, issue, settings)
+            why = refusal(state, issue.id, kind, settings, wall)
+            if why is not None:
+                effects.extend(
+                    escalate(state, issue, why, settings, now, stage=_stage_of(issue, settings))
+                )
         elif wait is Wait.NO_SLOT:
             break  # every later candidate would wait for a slot too
     return effects
@@ -417,7 +439,7 @@ def dispatch_outlook(
             continue
         held += wait is Wait.REVIEW_FULL
         reasons.append(
-            (issue, describe_wait(issue, wait, state, settings, overlaps.get(issue.id, ())))
+            (issue, describe_wait(issue, wait, state, settings, overlaps.get(issue.id, ()), wall))
         )
     return reasons, held
 
@@ -433,6 +455,7 @@ def describe_wait(
     state: SchedulerState,
     settings: Settings,
     overlaps: Sequence[Overlap] = (),
+    wall: datetime | None = None,
 ) -> str:
     tracker, agent = settings.tracker, settings.agent
     if wait is Wait.OVERLAP:
@@ -478,6 +501,10 @@ def describe_wait(
         return "waits for its retry" if retry is not None else "claimed"
     if wait is Wait.HELD:
         return "stopped by a person: waits until it changes or is retried"
+    if wait is Wait.RUNAWAY:
+        kind = dispatch_kind(state, issue, settings)
+        refused = refusal(state, issue.id, kind, settings, wall) if wall is not None else None
+        return f"not started: {refused or 'a cap or the runaway guard'}"
     if wait is Wait.PAUSED:
         assert state.paused is not None
         return (
@@ -514,9 +541,12 @@ def start_run(
     host: str = LOCAL,
     stage_name: str | None = None,
     hold_state: str | None = None,
+    kind: RunKind | None = None,
+    detail: str = "",
 ) -> StartWorker:
     """Claim `issue` and start its run: of the stage its state belongs to, or of `stage_name`
-    while the ticket waits in `hold_state` (a fix run of a published pull request)."""
+    while the ticket waits in `hold_state` (a fix run of a published pull request). `kind`
+    (default: a first run, or rework back from review) is counted (`core.reruns`)."""
     machine = settings.machine
     if machine is None:
         stage = None
@@ -525,9 +555,11 @@ def start_run(
     else:
         stage = machine.stage_for(issue.state)
     state.retry_attempts.pop(issue.id, None)
+    kind = kind or dispatch_kind(state, issue, settings)
+    label = started(state, issue, kind, settings, wall, detail)
     resume = retry.resume_thread_id if retry is not None else None
     last_message = retry.last_message if retry is not None else None
-    kind = agent_kind_for(issue, stage, settings)
+    agent = agent_kind_for(issue, stage, settings)
     entry = state.running[issue.id] = RunningEntry(
         issue=issue,
         attempt=attempt,
@@ -535,10 +567,12 @@ def start_run(
         started_at_wall=wall,
         stage=stage.name if stage is not None else None,
         resumed=resume is not None,
-        agent_kind=kind,
+        agent_kind=agent,
         host=host,
         hold_state=hold_state,
         sandbox=settings.sandbox_for(stage).describe(),
+        kind=kind,
+        label=label,
     )
     if host != LOCAL:
         state.workspace_hosts[issue.id] = host
@@ -560,23 +594,39 @@ def start_run(
         state.changed_totals.add(issue.id)
     if stage is None:
         return StartWorker(
-            issue, attempt, resume_thread_id=resume, last_message=last_message, agent_kind=kind,
-            host=host,
+            issue, attempt, resume_thread_id=resume, last_message=last_message,
+            agent_kind=agent, host=host, label=label,
         )  # fmt: skip
     progress = state.stage_progress.get(issue.id)
     if progress is None or progress.stage != stage.name:
-        # A new entry into the stage starts the count again.
+        # A new entry into the stage starts its counts again.
         progress = state.stage_progress[issue.id] = StageProgress(stage.name, entered_at=wall)
-        if normalize_state(stage.on_success) in state.handed_off.get(issue.id, ()):
-            # Back for more work in a stage that handed it to review before: a rework round.
-            state.new_outcomes.append(
-                OutcomeRecord(wall, REWORK, issue.id, issue.identifier, {"stage": stage.name})
-            )
+        settled(state, issue.id, RunKind.CONTINUATION)
+    if kind is RunKind.REWORK:
+        state.new_outcomes.append(
+            OutcomeRecord(wall, REWORK, issue.id, issue.identifier, {"stage": stage.name})
+        )
     asked = state.reviews.get(issue.id)
     return StartWorker(
-        issue, attempt, stage.name, progress.turns, resume, last_message, kind, host,
-        review=asked.text if asked is not None else None, hold_state=hold_state,
+        issue, attempt, stage.name, progress.turns, resume, last_message, agent, host,
+        review=asked.text if asked is not None else None, hold_state=hold_state, label=label,
     )  # fmt: skip
+
+
+def dispatch_kind(state: SchedulerState, issue: Issue, settings: Settings) -> RunKind:
+    """A dispatch from the board: rework when the ticket is back in a stage that handed it
+    to review before, else a first run (of the stage)."""
+    machine = settings.machine
+    stage = machine.stage_for(issue.state) if machine is not None else None
+    if stage is None or normalize_state(stage.on_success) not in state.handed_off.get(issue.id, ()):
+        return RunKind.FIRST
+    progress = state.stage_progress.get(issue.id)
+    return RunKind.REWORK if progress is None or progress.stage != stage.name else RunKind.FIRST
+
+
+def _stage_of(issue: Issue, settings: Settings) -> str | None:
+    stage = settings.machine.stage_for(issue.state) if settings.machine is not None else None
+    return stage.name if stage is not None else None
 
 
 AGENT_LABEL = "agent:"

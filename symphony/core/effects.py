@@ -28,6 +28,8 @@ class StartWorker:
     """What the run addresses (`{{ review }}`): a review, failed checks, a conflict."""
     hold_state: str | None = None
     """A fix run: the review state its ticket stays in meanwhile."""
+    label: str = "first run"
+    """What the run is, with its count and cap (`core.reruns.label_of`)."""
 
 
 @dataclass(frozen=True, slots=True)

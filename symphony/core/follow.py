@@ -41,17 +41,32 @@ from symphony.config.repository import FIX, ChecksScope, MergePolicy
 from symphony.config.sections import Settings
 from symphony.config.stages import Outcome
 from symphony.core.dispatch import has_slot, start_run
-from symphony.core.effects import Effect, MergePullRequest, PostComment, ReadPullRequest
+from symphony.core.effects import (
+    Effect,
+    MergePullRequest,
+    PostComment,
+    ReadPullRequest,
+    StopWorker,
+)
 from symphony.core.markers import marked, marker_of
 from symphony.core.outcomes import CHECK_FIX, CHECK_FIXED, MERGED, OutcomeRecord
+from symphony.core.reruns import escalate, refusal, settled
 from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
-from symphony.core.state import PullRecord, ReviewRequest, SchedulerState
+from symphony.core.state import (
+    PullRecord,
+    ReviewRequest,
+    RunKind,
+    SchedulerState,
+    StopReason,
+)
 from symphony.core.transitions import pend
 
 ADDRESSED = "addressed"
 """The marker kind of the daemon's replies on review threads (not a reviewer's words)."""
 MAX_REVIEW_CHARS = 20_000
 """`{{ review }}` is cut to this many characters: the prompt stays bounded."""
+HISTORY = 20
+"""Entries of a pull request's red and green history kept."""
 
 
 class MergeAnswer(enum.StrEnum):
@@ -134,7 +149,8 @@ def due_reads(state: SchedulerState, settings: Settings, now: float) -> list[Eff
     """Start reading the open pull requests whose interval has passed."""
     effects: list[Effect] = []
     for issue_id, record in state.pull_requests.items():
-        if record.state is PullState.OPEN and not record.reading and record.next_read_at <= now:
+        followed = record.state is PullState.OPEN or record.closing
+        if followed and not record.reading and record.next_read_at <= now:
             record.reading = True
             effects.append(ReadPullRequest(issue_id, record.identifier, record.number))
     return effects
@@ -145,7 +161,7 @@ def next_read_at(state: SchedulerState) -> float | None:
     due = [
         r.next_read_at
         for r in state.pull_requests.values()
-        if r.state is PullState.OPEN and not r.reading
+        if (r.state is PullState.OPEN or r.closing) and not r.reading
     ]
     return min(due) if due else None
 
@@ -193,15 +209,24 @@ def on_pull_read(
     counted = counted_checks(status.checks, settings.follow.checks)
     record.checks = summarize_checks(counted)
     record.review, record.mergeable = status.review_decision, status.mergeable
+    verdict = verdict_of(counted)
+    _settle(state, record, status, verdict)
+    if pull.state is PullState.CLOSED and record.state is PullState.OPEN:
+        # A person closed it: whatever the daemon is doing for the ticket ends now.
+        record.state, record.closing = PullState.CLOSED, True
+        entry = state.running.get(issue_id)
+        if entry is not None and entry.stop_reason is None:
+            entry.stop_reason = StopReason.PULL_CLOSED
+            detail = f"pull request #{record.number} was closed by a person"
+            return [StopWorker(issue_id, record.identifier, StopReason.PULL_CLOSED, detail)]
     if issue_id in state.claimed or record.merging:
         return []
+    if record.closing:
+        return _closed(state, record, settings, now)
     if pull.state is PullState.MERGED:
         return _merged(state, record, settings, now, wall, "merged on the code host")
-    if pull.state is PullState.CLOSED:
-        return _closed(state, record, settings, now)
-    if record.escalated:
+    if record.escalated or issue_id in state.held:
         return []
-    verdict = verdict_of(counted)
     if record.fix_pushed and verdict is Verdict.GREEN:
         record.fix_pushed = False
         data = {"number": record.number}
@@ -215,6 +240,27 @@ def on_pull_read(
     if verdict is Verdict.PENDING:
         return _pending(record, settings, now)
     return _merge(state, record, status, verdict, settings, now)
+
+
+def _settle(
+    state: SchedulerState, record: PullRecord, status: PullStatus, verdict: Verdict
+) -> None:
+    """Green checks end the check-fix loop and a clean merge the conflict loop: their counts
+    start again, and the history says which head settled it."""
+    issue_id, head = record.issue.id, str(record.head_sha)[:12]
+    ledger = state.ledgers.get(issue_id)
+    counts = ledger.counts if ledger is not None else {}
+    if verdict is Verdict.GREEN and RunKind.CHECK_FIX.value in counts:
+        settled(state, issue_id, RunKind.CHECK_FIX)
+        note(record, f"checks green on {head}")
+    if status.mergeable is True and RunKind.CONFLICT_FIX.value in counts:
+        settled(state, issue_id, RunKind.CONFLICT_FIX)
+        note(record, f"merges cleanly again at {head}")
+
+
+def note(record: PullRecord, text: str) -> None:
+    """Add to the pull request's red and green history (bounded)."""
+    record.history = (*record.history, text)[-HISTORY:]
 
 
 def _merged(
@@ -245,13 +291,15 @@ def _merged(
 def _closed(
     state: SchedulerState, record: PullRecord, settings: Settings, now: float
 ) -> list[Effect]:
-    record.state = PullState.CLOSED
-    target = settings.follow.on_closed
+    record.state, record.closing, record.escalated = PullState.CLOSED, False, True
+    state.reviews.pop(record.issue.id, None)
+    machine = settings.machine
+    target = settings.follow.on_closed or (machine.escalation_state if machine else None)
     if target is None:
         return []
     body = (
-        f"Pull request #{record.number} was closed without being merged ({record.url}); "
-        f"moving the ticket to {target}."
+        f"Pull request #{record.number} was closed without being merged ({record.url}): "
+        f"the daemon publishes nothing more for this ticket; moving it to {target}."
     )
     return _move(state, record, target, Outcome.CLOSED, "closed", body, now)
 
@@ -332,7 +380,9 @@ def _conflict(
         state.reviews[record.issue.id] = ReviewRequest("conflict", text)
         body = f"Pull request #{record.number} conflicts with {record.base}; moving to {target}."
         return _move(state, record, target, Outcome.CONFLICT, "conflict", body, now)
-    return _fix_run(state, record, settings, now, wall, key, ReviewRequest("conflict", text))
+    note(record, f"conflicts with {record.base} at {str(record.head_sha)[:12]}")
+    request = ReviewRequest("conflict", text)
+    return _fix_run(state, record, settings, now, wall, key, request, RunKind.CONFLICT_FIX)
 
 
 def _failed_checks(
@@ -361,23 +411,14 @@ def _failed_checks(
             state, record, follow.on_checks_failed, Outcome.CHECKS_FAILED, "checks_failed", body,
             now,
         )  # fmt: skip
-    if record.check_fixes >= follow.max_check_fixes:
-        machine = settings.machine
-        if machine is None:
-            return []
-        record.handled |= {key}
-        record.escalated = True
-        fixes = record.check_fixes
-        body = (
-            f"Checks still fail on pull request #{record.number} after {fixes} fix "
-            f"run{'s' if fixes != 1 else ''} (`follow.max_check_fixes`); moving the ticket to "
-            f"{machine.escalation_state} for a person.\n\n{text}"
-        )
-        return _move(
-            state, record, machine.escalation_state, Outcome.CHECKS_FAILED, "checks_failed",
-            body, now,
-        )  # fmt: skip
-    effects = _fix_run(state, record, settings, now, wall, key, ReviewRequest("checks", text))
+    names = ", ".join(c.name for c in failed)
+    note(record, f"{names} failed on {str(record.head_sha)[:12]}")
+    request = ReviewRequest("checks", text)
+    effects = _fix_run(
+        state, record, settings, now, wall, key, request, RunKind.CHECK_FIX, detail=names
+    )
+    if effects and record.escalated:
+        return effects
     if effects:
         record.check_fixes += 1
         record.fix_pushed = True
@@ -396,21 +437,35 @@ def _fix_run(
     wall: datetime,
     key: str,
     request: ReviewRequest,
+    kind: RunKind,
+    *,
+    detail: str = "",
 ) -> list[Effect]:
     """Run the publishing stage again in the ticket's workspace while the ticket waits where
-    it is; without a free slot, the next reading tries again."""
+    it is; without a free slot, the next reading tries again. Past the kind's cap (or the
+    runaway guard) the ticket goes to a person instead, with the request."""
     machine = settings.machine
     stage = machine.stage_named(record.stage) if machine is not None else None
-    if stage is None or not has_slot(state, settings.agent, record.issue.state):
+    if stage is None:
+        return []
+    why = refusal(state, record.issue.id, kind, settings, wall)
+    if why is not None:
+        record.handled |= {key}
+        note(record, f"{kind.value}: not started, {why}")
+        return escalate(
+            state, record.issue, f"pull request #{record.number}: {why}", settings, now,
+            stage=stage.name, extra=request.text,
+        )  # fmt: skip
+    if not has_slot(state, settings.agent, record.issue.state):
         return []
     record.handled |= {key}
     state.reviews[record.issue.id] = request
-    return [
-        start_run(
-            state, record.issue, None, now, wall, settings,
-            stage_name=stage.name, hold_state=record.issue.state,
-        )
-    ]  # fmt: skip
+    start = start_run(
+        state, record.issue, None, now, wall, settings,
+        stage_name=stage.name, hold_state=record.issue.state, kind=kind, detail=detail,
+    )  # fmt: skip
+    note(record, f"{start.label} sent")
+    return [start]
 
 
 def _pending(record: PullRecord, settings: Settings, now: float) -> list[Effect]:

@@ -29,15 +29,23 @@ def resume(state: SchedulerState) -> Pause | None:
     return ended
 
 
-def stop(state: SchedulerState, issue_id: str, by: str) -> StopWorker | str:
-    """End the ticket's running agent and hold the ticket where it is; why not otherwise."""
+def stop(
+    state: SchedulerState, issue_id: str, by: str, issue: Issue | None = None
+) -> StopWorker | str | None:
+    """A person's stop, final whatever the daemon is doing: the ticket is held where it is
+    (nothing starts it, no retry, no fix run, no merge) until it changes or is retried, and
+    its running agent is stopped (the `StopWorker`). None: held, nothing was running; a
+    string: why not (the daemon knows nothing of the ticket: `issue` is its fresh read)."""
     entry = state.running.get(issue_id)
-    if entry is None:
+    known = entry.issue if entry is not None else issue
+    if known is None:
         return "no agent is running for it"
-    if entry.stop_reason is not None:
-        return f"its agent is stopping already ({entry.stop_reason.value})"
+    state.held[issue_id] = (normalize_state(known.state), known.updated_at)
+    if state.retry_attempts.pop(issue_id, None) is not None and entry is None:
+        state.claimed.discard(issue_id)
+    if entry is None or entry.stop_reason is not None:
+        return None  # stopping already: the hold keeps whatever it would start from starting
     entry.stop_reason = StopReason.PERSON
-    state.held[issue_id] = (normalize_state(entry.issue.state), entry.issue.updated_at)
     return StopWorker(issue_id, entry.identifier, StopReason.PERSON, f"stopped by {by}")
 
 

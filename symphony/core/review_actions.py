@@ -10,7 +10,9 @@ A checkpoint is where a stage hands its tickets to a person (its `on_success` ta
 - request_changes: a comment with the person's words, then to the stage's
   `on_changes_requested`, so the next run gets them as `{{ comments }}`;
 - replan: an optional comment, then back to the first stage's first state;
-- cancel: to the tracker's cancelled state.
+- cancel: to the tracker's cancelled state, from a checkpoint or from any active state, whatever
+  the daemon is doing: a running agent is stopped and the move follows its exit, a move under
+  way is followed by this one; nothing is started for the ticket meanwhile (`cancel`).
 
 Pure: a refusal is a `Refusal` with the reason, and nothing changes.
 """
@@ -24,9 +26,9 @@ from symphony.base.issue import Issue, normalize_state
 from symphony.config.repository import MergePolicy
 from symphony.config.sections import Settings
 from symphony.config.stages import Outcome, Stage
-from symphony.core.effects import PerformTransition, PostComment
+from symphony.core.effects import PerformTransition, PostComment, StopWorker
 from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
-from symphony.core.state import PullRecord, SchedulerState
+from symphony.core.state import PullRecord, SchedulerState, StopReason
 from symphony.core.transitions import pend
 
 MAX_COMMENT_CHARS = 20_000
@@ -106,12 +108,20 @@ def decide(
     nothing (a split checks here before creating its tickets)."""
     machine = settings.machine
     checkpoint = checkpoint_of(issue, settings)
+    if (
+        action is ReviewAction.CANCEL
+        and machine is not None
+        and checkpoint is None
+        and settings.tracker.is_active(issue.state)
+    ):
+        checkpoint = Checkpoint(machine.stage_for(issue.state), issue.state)
     if machine is None or checkpoint is None:
         return Refusal(
             "not_at_checkpoint",
             f"{issue.identifier} is in {issue.state}, where no person's review is waited for",
         )
-    if issue.id in state.claimed or issue.id in state.running:
+    busy = issue.id in state.claimed or issue.id in state.running
+    if busy and action is not ReviewAction.CANCEL:
         return Refusal("busy", f"the daemon is working on {issue.identifier} right now")
     words = comment.strip()
     if len(words) > MAX_COMMENT_CHARS:
@@ -164,9 +174,10 @@ def take(
     by: str,
     comment: str = "",
     now: float,
-) -> PerformTransition | PostComment | Refusal:
+) -> PerformTransition | PostComment | StopWorker | Queued | Refusal:
     """The transition `action` starts for `issue` as it is now (or, approving a pull request
-    the policy merges, the comment that says so), or why it cannot."""
+    the policy merges, the comment that says so; cancelling a ticket the daemon works on,
+    the stop of its run or the note that the move waits), or why it cannot."""
     decision = decide(state, issue, action, settings, comment)
     if isinstance(decision, Refusal):
         return decision
@@ -186,7 +197,41 @@ def take(
         (PlannedComment("review_action", body),),
         by=by,
     )
+    state.held.pop(issue.id, None)  # a person's word at the checkpoint ends their stop
+    if action is ReviewAction.CANCEL:
+        return cancel(state, issue, plan, by, now)
     return pend(state, issue, plan, turns=0, now=now)
+
+
+def cancel(
+    state: SchedulerState, issue: Issue, plan: TransitionPlan, by: str, now: float
+) -> PerformTransition | StopWorker | Queued:
+    """A person's cancel, final whatever the daemon is doing: its pull request is followed
+    for merged and closed only, a waiting retry is dropped, a running agent is stopped; the
+    move is written now, or as soon as the run or the move under way ends."""
+    record = state.pull_requests.get(issue.id)
+    if record is not None:
+        record.escalated = True
+    state.reviews.pop(issue.id, None)
+    entry = state.running.get(issue.id)
+    if entry is not None or issue.id in state.transitions:
+        state.queued_moves[issue.id] = (issue, plan)
+        if entry is not None and entry.stop_reason is None:
+            entry.stop_reason = StopReason.PERSON
+            return StopWorker(issue.id, entry.identifier, StopReason.PERSON, f"cancelled by {by}")
+        return Queued(issue.id, issue.identifier, plan.target)
+    state.retry_attempts.pop(issue.id, None)
+    state.claimed.discard(issue.id)
+    return pend(state, issue, plan, turns=0, now=now)
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A person's move waits for the daemon's step under way on the ticket, then is written."""
+
+    issue_id: str
+    identifier: str
+    target: str
 
 
 def _approve_pull(

@@ -39,6 +39,7 @@ from symphony.core.effects import (
 )
 from symphony.core.footprint import Footprint
 from symphony.core.outcomes import CLOSED, GATE, OutcomeRecord
+from symphony.core.reruns import ended, escalate, kind_of_retry, refusal
 from symphony.core.state import (
     FailureReason,
     HostHealth,
@@ -50,7 +51,7 @@ from symphony.core.state import (
     StopReason,
     WorkerExit,
 )
-from symphony.core.transitions import budget_transition, stage_outcome
+from symphony.core.transitions import budget_transition, stage_outcome, take_queued
 
 CONTINUATION_DELAY_S = 1.0
 FAILURE_BASE_DELAY_S = 10.0
@@ -335,6 +336,10 @@ def on_worker_exit(
     what the run says of its SSH host's health."""
     entry = state.running.get(issue_id)
     effects = _after_exit(state, issue_id, result, settings, now)
+    if issue_id in state.queued_moves and issue_id not in state.transitions:
+        # A person's move waited for this run: it goes before anything the run would start.
+        state.retry_attempts.pop(issue_id, None)
+        effects.extend(take_queued(state, issue_id, now))
     if entry is not None and entry.host != LOCAL:
         marked = _observe_host(state, entry.host, result, settings, now)
         if marked is not None:
@@ -384,6 +389,7 @@ def _after_exit(
             for gate in round_.results
         )  # fmt: skip
     reason = entry.stop_reason
+    ended(state, issue_id, entry.last_message, ok=reason is None and result.ok)
     if reason is StopReason.SHUTDOWN:
         state.claimed.discard(issue_id)
         return []
@@ -393,6 +399,10 @@ def _after_exit(
         state.claimed.discard(issue_id)
         state.kept_workspaces[issue_id] = entry.identifier
         return [Released(issue_id, entry.identifier, "stopped by a person")]
+    if reason is StopReason.PULL_CLOSED:  # the next reading moves it (`follow.on_closed`)
+        state.claimed.discard(issue_id)
+        state.kept_workspaces[issue_id] = entry.identifier
+        return [Released(issue_id, entry.identifier, "its pull request was closed")]
     if reason in (
         StopReason.TERMINAL,
         StopReason.INACTIVE,
@@ -419,12 +429,13 @@ def _after_exit(
             return [transition]
         return [_schedule_retry(state, entry.issue, 1, RetryKind.CONTINUATION, None, settings, now)]
     # A stalled run is a failure whatever its worker said while being stopped.
+    kind = RetryKind.FAILURE
     if reason is StopReason.STALLED:
-        error = "stalled: no agent activity"
+        error, kind = "stalled: no agent activity", RetryKind.STALL
     else:
         error = str(result.failure) if result.failure is not None else "worker failed"
     attempt = _next_attempt(entry.attempt)
-    return [_schedule_retry(state, entry.issue, attempt, RetryKind.FAILURE, error, settings, now)]
+    return [_schedule_retry(state, entry.issue, attempt, kind, error, settings, now)]
 
 
 def _remove_workspace(state: SchedulerState, issue_id: str, identifier: str) -> RemoveWorkspace:
@@ -507,7 +518,10 @@ def on_retries_refreshed(
         issue = by_id.get(retry.issue_id)
         if issue is None or not tracker.is_active(issue.state):
             state.stage_progress.pop(retry.issue_id, None)
-        if issue is None:
+        if retry.issue_id in state.held:
+            state.claimed.discard(retry.issue_id)
+            effects.append(Released(retry.issue_id, retry.identifier, "stopped by a person"))
+        elif issue is None:
             state.claimed.discard(retry.issue_id)
             effects.append(Released(retry.issue_id, retry.identifier, "no longer visible"))
         elif tracker.is_terminal(issue.state):
@@ -529,12 +543,18 @@ def on_retries_refreshed(
         elif (chosen := hosts.choose(issue.id))[0] is None:
             why = describe_wait(issue, chosen[1] or Wait.NO_HOST, state, settings)
             effects.append(_requeue(state, retry, why, settings, now))
+        elif refused := refusal(state, issue.id, kind_of_retry(retry), settings, wall):
+            stage = _stage_name(settings, issue.state)
+            effects.extend(escalate(state, issue, refused, settings, now, stage=stage))
         else:
             host = chosen[0]
             hosts.take(host)
             effects.append(
-                start_run(state, issue, retry.attempt, now, wall, settings, retry, host=host)
-            )
+                start_run(
+                    state, issue, retry.attempt, now, wall, settings, retry, host=host,
+                    kind=kind_of_retry(retry),
+                )
+            )  # fmt: skip
     return effects
 
 
@@ -548,7 +568,7 @@ def _requeue(
         identifier=retry.identifier,
         attempt=attempt,
         due_at=now + delay,
-        kind=RetryKind.FAILURE,
+        kind=retry.kind,  # still what it was: waiting for a slot is no new failure
         error=error,
         url=retry.url,
         resume_thread_id=retry.resume_thread_id,

@@ -43,6 +43,8 @@ class StopReason(enum.Enum):
     """The ticket spent its budget window (`budget.per_ticket_usd`)."""
     PERSON = "person"
     """A person stopped the run (the review surface); the ticket stays where it is."""
+    PULL_CLOSED = "pull_closed"
+    """A person closed the ticket's pull request unmerged: its publishing ends."""
 
 
 class MovePhase(enum.Enum):
@@ -57,6 +59,43 @@ class MovePhase(enum.Enum):
 class RetryKind(enum.Enum):
     CONTINUATION = "continuation"
     FAILURE = "failure"
+    STALL = "stall"
+    """The run was stopped for a stall: restarted with the failure backoff."""
+
+
+class RunKind(enum.StrEnum):
+    """What started a run, in a person's words: each automatic kind is counted per ticket and
+    capped (`core.reruns`)."""
+
+    FIRST = "first run"
+    CONTINUATION = "continuation"
+    RETRY = "retry"
+    """After an error."""
+    STALL_RESTART = "stall restart"
+    CHECK_FIX = "check fix"
+    CONFLICT_FIX = "conflict fix"
+    REWORK = "rework"
+    RESUMED = "resumed"
+    """A run a restart interrupted, continued: the run it continues was counted."""
+
+
+@dataclass(slots=True)
+class RunLedger:
+    """Every run of one ticket, by kind, across heads, restarts and kill -9 (the store keeps
+    it): what the caps and the runaway guard count (`core.reruns`)."""
+
+    identifier: str
+    counts: dict[str, int] = field(default_factory=dict)
+    """Runs of each automatic kind (`RunKind` values) since the count last started again."""
+    starts: list[float] = field(default_factory=list)
+    """When its recent runs started (Unix seconds), oldest first, within the runaway window."""
+    history: list[str] = field(default_factory=list)
+    """The recent runs' labels with their start, oldest first, for the escalation comment."""
+    last_output: str | None = None
+    """What the agent of its last run last said."""
+    escalated: str | None = None
+    """Why the daemon stopped dispatching it (a cap or the runaway guard); cleared, with every
+    count, when a person sends it back to work."""
 
 
 @dataclass(slots=True)
@@ -120,6 +159,9 @@ class RunningEntry:
     mutation)."""
     own_states: set[str] = field(default_factory=set)
     """States reads showed the ticket in after its own calls moved it (normalized)."""
+    kind: RunKind = RunKind.FIRST
+    label: str = "first run"
+    """What the run is, with its count and cap: `conflict fix 1/2`, `retry 2/5 after error`."""
 
     @property
     def identifier(self) -> str:
@@ -197,7 +239,14 @@ class PullRecord:
     review: ReviewDecision = ReviewDecision.NONE
     mergeable: bool | None = None
     check_fixes: int = 0
-    """Fix runs started for failed checks (`follow.max_check_fixes`)."""
+    """Fix runs started for failed checks on it (the outcome figures; the cap counts per
+    ticket, `core.reruns`)."""
+    history: tuple[str, ...] = ()
+    """Its red and green, for people: which check failed or what conflicted on which head,
+    which run was sent, which head went green (oldest first, bounded)."""
+    closing: bool = False
+    """A person closed it unmerged while the daemon was working on the ticket: the move to
+    `follow.on_closed` waits until that step ends."""
     fix_pushed: bool = False
     """A check fix ran since the checks were last green (the check-fix success rate)."""
     handled: frozenset[str] = frozenset()
@@ -215,7 +264,8 @@ class PullRecord:
     reading: bool = False
     merging: bool = False
     escalated: bool = False
-    """Sent to `escalation_state`: followed for merged and closed only."""
+    """Sent to `escalation_state`, or stopped by a person: followed for merged and closed
+    only, never fixed."""
 
     @property
     def identifier(self) -> str:
@@ -336,6 +386,13 @@ class SchedulerState:
     """The pull requests the daemon published, by ticket."""
     reviews: dict[str, ReviewRequest] = field(default_factory=dict)
     """What each ticket's next run addresses, until a run of it publishes."""
+    ledgers: dict[str, RunLedger] = field(default_factory=dict)
+    """Every ticket's runs by kind, for the caps and the runaway guard (`core.reruns`)."""
+    changed_ledgers: set[str] = field(default_factory=set)
+    """Tickets whose ledger changed since the store last saved them."""
+    queued_moves: dict[str, tuple[Issue, TransitionPlan]] = field(default_factory=dict)
+    """A person's move (cancel) that waits for the daemon's step under way on the ticket (its
+    run stopping, its move being written): taken as soon as that step ends."""
 
     def open_identifiers(self) -> list[str]:
         """Tickets with work under way or waiting for a person, each once: running, retrying,

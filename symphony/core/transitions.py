@@ -154,9 +154,16 @@ def moves_from(pending: PendingTransition, settings: Settings) -> frozenset[str]
     found it and its stage's states (a budget stop: every active state). In any other state
     but the target a person moved the ticket meanwhile, and the daemon gives way."""
     states = {normalize_state(pending.issue.state)}
+    machine = settings.machine
+    if pending.plan.by is not None and pending.plan.outcome is Outcome.CANCELLED:
+        # A person's cancel holds wherever the daemon's own steps have taken the ticket since.
+        states.update(normalize_state(s) for s in settings.tracker.active_states)
+        if machine is not None:
+            terminal = settings.tracker.terminal_states
+            states.update(normalize_state(s) for s in machine.checkpoint_states(terminal))
+        return frozenset(states)
     if pending.plan.by is not None:
         return frozenset(states)  # a person's action: from the checkpoint they saw it at
-    machine = settings.machine
     stage = machine.stage_named(pending.plan.stage) if machine is not None else None
     if pending.plan.outcome is Outcome.BUDGET_EXCEEDED:
         states.update(normalize_state(s) for s in settings.tracker.active_states)
@@ -250,7 +257,18 @@ def on_transition_confirmed(
             if moved
             else reason or "moved by a person meanwhile",
         ),
+        *take_queued(state, issue_id, pending.due_at),
     ]
+
+
+def take_queued(state: SchedulerState, issue_id: str, now: float) -> list[Effect]:
+    """A person's move queued behind the daemon's step on the ticket (`queued_moves`):
+    written now that the step ended."""
+    queued = state.queued_moves.pop(issue_id, None)
+    if queued is None:
+        return []
+    issue, plan = queued
+    return [pend(state, issue, plan, turns=0, now=now)]
 
 
 def _record_move(

@@ -9,6 +9,7 @@ activity and the log.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,9 +48,9 @@ class PersonActions:
         self._perform_effects = perform
         self._changed = changed
         self._refresh = refresh
-        self._acting: set[str] = set()
-        """Tickets with a person's action under way (its tracker read, a split's new tickets):
-        a second action on one of them waits its turn rather than racing it."""
+        self._acting: dict[str, asyncio.Lock] = {}
+        """One lock per ticket a person acted on (its tracker read, a split's new tickets): a
+        second action on it waits its turn rather than racing it."""
 
     def pause(self, by: str) -> bool:
         """A person paused dispatch (the review surface); False when it already was."""
@@ -77,20 +78,29 @@ class PersonActions:
         """A person's action on one ticket: `stop` its agent, `retry` it now, or an action at
         a checkpoint (`review_action`)."""
         if action in ("stop", "retry"):
-            return self._operator_action(wanted, action, by)
+            return await self._operator_action(wanted, action, by)
         return await self.review_action(wanted, action, comment=comment, by=by, tickets=tickets)
 
-    def _operator_action(self, wanted: str, action: str, by: str) -> dict[str, Any] | Refusal:
+    async def _operator_action(self, wanted: str, action: str, by: str) -> dict[str, Any] | Refusal:
         issue_id = self._issue_id_of(wanted)
         if issue_id is None:
             return Refusal("not_found", f"the daemon knows no ticket {wanted!r}")
         identifier = self._identifier_of(issue_id) or wanted
         if action == "stop":
-            stopped = core.operator.stop(self.state, issue_id, by)
+            fresh = None
+            if issue_id not in self.state.running:  # held as the tracker shows it now
+                _, tracker = self._current()
+                try:
+                    read = await self._reads.read("action", tracker.fetch_issues_by_ids([issue_id]))
+                except TrackerError as exc:
+                    return Refusal("tracker_unreachable", str(exc))
+                fresh = next((i for i in read if i.id == issue_id), None)
+            stopped = core.operator.stop(self.state, issue_id, by, fresh)
             if isinstance(stopped, str):
                 return Refusal("not_running", f"{identifier}: {stopped}")
-            self._perform_effects([stopped])
-            words = f"{by} stopped {identifier}'s agent; it waits until it changes or is retried"
+            if stopped is not None:
+                self._perform_effects([stopped])
+            words = f"{by} stopped {identifier}; nothing starts it until it changes or is retried"
         else:
             why = core.operator.retry_now(self.state, issue_id, self.clock.monotonic())
             if why is not None:
@@ -162,13 +172,10 @@ class PersonActions:
         row = self.board.row(wanted)
         if row is None:
             return Refusal("not_found", f"the daemon has not seen {wanted!r}")
-        if row.issue_id in self._acting:
-            return Refusal("busy", f"another action on {row.identifier} is under way")
-        self._acting.add(row.issue_id)
-        try:
+        # A second action on the same ticket waits for the first rather than racing it (or
+        # being refused): a person's word is always taken.
+        async with self._acting.setdefault(row.issue_id, asyncio.Lock()):
             return await self._review_action(row.issue_id, wanted, kind, comment, by, tickets)
-        finally:
-            self._acting.discard(row.issue_id)
 
     async def _review_action(
         self,
@@ -200,17 +207,26 @@ class PersonActions:
             return result
         if isinstance(result, core.PostComment):
             return self._approved_pull(issue, result, by)
+        if isinstance(result, core.PerformTransition):
+            target, after = result.target, ""
+        else:  # a cancel waits for the run stopping, or the move under way, to end
+            target = core.review_actions.cancelled_state(settings)
+            after = " once " + (
+                "its agent has stopped" if isinstance(result, core.StopWorker)
+                else "the daemon's move under way is written"
+            )  # fmt: skip
         self.activity.add(
             self.clock.wall(), "review_action",
-            f"{by}: {kind.value} {issue.identifier}, moving it to {result.target}",
+            f"{by}: {kind.value} {issue.identifier}, moving it to {target}{after}",
             issue_identifier=issue.identifier,
         )  # fmt: skip
         log.info("review action", by=by, action=kind.value, issue_identifier=issue.identifier,
-                 target=result.target)  # fmt: skip
-        self._perform_effects([result])
+                 target=target)  # fmt: skip
+        if not isinstance(result, core.review_actions.Queued):
+            self._perform_effects([result])
         self._changed()
         return {"action": kind.value, "ticket": issue.identifier, "by": by,
-                "target": result.target, "queued": True}  # fmt: skip
+                "target": target, "queued": True}  # fmt: skip
 
     def _approved_pull(self, issue: Issue, said: core.PostComment, by: str) -> dict[str, Any]:
         record = self.state.pull_requests[issue.id]

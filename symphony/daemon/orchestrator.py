@@ -294,6 +294,17 @@ class Orchestrator:
         paused = self.state.paused
         return {
             "queue": review_queue(self.board, self.settings, self.state),
+            "running": [
+                {
+                    "issue_identifier": entry.identifier,
+                    "title": entry.issue.title,
+                    "state": entry.issue.state,
+                    "stage": entry.stage,
+                    "run": entry.label,
+                    "stopping": entry.stop_reason.value if entry.stop_reason else None,
+                }
+                for entry in self.state.running.values()
+            ],
             "paused": paused.to_json() if paused is not None else None,
         }
 

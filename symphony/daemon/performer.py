@@ -147,13 +147,15 @@ class Performer:
             last_message=start.last_message,
             review=start.review,
             hold_state=start.hold_state,
+            label=start.label,
             memory=memory_of(settings, self._masker),
             open_tickets=self._state.open_identifiers,
         )
         self._health.dispatched += 1
         log.info(
-            "dispatching", issue_id=issue.id, issue_identifier=issue.identifier, attempt=attempt
-        )
+            "dispatching", issue_id=issue.id, issue_identifier=issue.identifier, attempt=attempt,
+            run=start.label,
+        )  # fmt: skip
         removal = self._removals.get(issue.identifier)
         task = self._tasks.create_task(
             work(issue, attempt, ctx, report=self._report, clock=self._clock, removal=removal)

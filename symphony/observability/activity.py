@@ -65,13 +65,12 @@ class Activity:
 def describe(effect: core.Effect) -> tuple[str, str | None, str, Level] | None:
     """(event, issue identifier or None, message, level) for a decision worth showing."""
     if isinstance(effect, core.StartWorker):
-        attempt = "first run" if effect.attempt is None else f"attempt {effect.attempt}"
         where = (
             effect.issue.state
             if effect.stage is None
             else f"{effect.issue.state}, stage {effect.stage}"
         )
-        return "dispatched", effect.issue.identifier, f"{attempt} ({where})", "info"
+        return "dispatched", effect.issue.identifier, f"{effect.label} ({where})", "info"
     if isinstance(effect, core.PerformTransition):
         return None  # the outcome (moved, or retrying) is what is worth a line
     if isinstance(effect, core.TransitionDone):

@@ -348,6 +348,8 @@ def _running_row(issue_id: str, entry: RunningEntry, now: float, wall: datetime)
         "state": issue.state,
         "url": issue.url,
         "attempt": entry.attempt,
+        "run": entry.label,
+        "run_kind": entry.kind.value,
         "session_id": entry.session_id,
         "pid": entry.pid,
         "host": entry.host,

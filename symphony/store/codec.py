@@ -15,7 +15,7 @@ from symphony.base.pulls import PullState, ReviewDecision
 from symphony.base.times import parse_instant
 from symphony.config.stages import Outcome
 from symphony.core.stage_outcomes import PlannedComment, PublishIntent, TransitionPlan
-from symphony.core.state import PullRecord, ReviewRequest, TicketTotals
+from symphony.core.state import PullRecord, ReviewRequest, RunLedger, TicketTotals
 
 Row = tuple[Any, ...]
 
@@ -121,6 +121,8 @@ def pull_to_json(record: PullRecord) -> str:
             "escalated": record.escalated,
             "approved_by": record.approved_by,
             "approved_head": record.approved_head,
+            "history": list(record.history),
+            "closing": record.closing,
         }
     )
 
@@ -146,6 +148,33 @@ def pull_from_json(text: str) -> PullRecord:
         escalated=bool(data.get("escalated")),
         approved_by=data.get("approved_by"),
         approved_head=data.get("approved_head"),
+        history=tuple(str(h) for h in data.get("history") or ()),
+        closing=bool(data.get("closing")),
+    )
+
+
+def ledger_to_json(ledger: RunLedger) -> str:
+    return json.dumps(
+        {
+            "counts": ledger.counts,
+            "starts": [round(at, 3) for at in ledger.starts],
+            "history": ledger.history,
+            "last_output": ledger.last_output,
+            "escalated": ledger.escalated,
+        },
+        sort_keys=True,
+    )
+
+
+def ledger_from_json(identifier: str, text: str) -> RunLedger:
+    data = json.loads(text)
+    return RunLedger(
+        identifier,
+        counts={str(k): int(v) for k, v in (data.get("counts") or {}).items()},
+        starts=[float(at) for at in data.get("starts") or ()],
+        history=[str(h) for h in data.get("history") or ()],
+        last_output=data.get("last_output"),
+        escalated=data.get("escalated"),
     )
 
 

@@ -114,6 +114,22 @@ def restore(state: SchedulerState, saved: Saved, mono_now: float, wall_now: date
     state.workspace_hosts.update(saved.workspace_hosts)
     state.pull_requests.update(saved.pull_requests)
     state.reviews.update(saved.reviews)
+    state.ledgers.update(saved.ledgers)
+    state.held.update(saved.held)
+    state.transition_seq = max(state.transition_seq, saved.transition_seq)
+    for issue_id, (issue, plan) in saved.queued_moves.items():
+        # A person's move that waited for a step the restart ended: written now, unless a
+        # move of the daemon's own goes first (it is taken when that one is written).
+        if issue_id in state.transitions:
+            state.queued_moves[issue_id] = (issue, plan)
+            continue
+        state.retry_attempts.pop(issue_id, None)
+        state.transition_seq += 1
+        state.transitions[issue_id] = PendingTransition(
+            issue=issue, plan=plan, key=f"{plan.stage}-{state.transition_seq}", turns_used=0,
+            due_at=mono_now,
+        )  # fmt: skip
+        state.claimed.add(issue_id)
     state.completed.update(saved.completed)
     state.ticket_totals.update(saved.ticket_totals)
     state.daily_costs.update(saved.daily_costs)

@@ -140,6 +140,22 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX notifications_due ON notifications (sent_at, due_at);
         """,
     ),
+    Migration(
+        8,
+        """
+        -- Every ticket's runs by kind, their recent starts and why the daemon stopped it
+        -- (JSON): the caps and the runaway guard hold across restarts and kill -9.
+        CREATE TABLE run_ledgers (
+            issue_id TEXT PRIMARY KEY, identifier TEXT NOT NULL, ledger TEXT NOT NULL
+        );
+        -- Tickets a person stopped (their state and last update then), and a person's move
+        -- that waits for the daemon's step under way: a restart never undoes a stop.
+        CREATE TABLE held (issue_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at TEXT);
+        CREATE TABLE queued_moves (
+            issue_id TEXT PRIMARY KEY, issue TEXT NOT NULL, plan TEXT NOT NULL
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

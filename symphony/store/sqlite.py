@@ -35,11 +35,20 @@ from symphony.core.footprint import Footprint
 from symphony.core.notifications import Delivery
 from symphony.core.outcomes import OutcomeRecord
 from symphony.core.stage_outcomes import TransitionPlan
-from symphony.core.state import PullRecord, ReviewRequest, SchedulerState, TicketTotals, Totals
+from symphony.core.state import (
+    PullRecord,
+    ReviewRequest,
+    RunLedger,
+    SchedulerState,
+    TicketTotals,
+    Totals,
+)
 from symphony.store.codec import (
     Row,
     issue_from_json,
     issue_to_json,
+    ledger_from_json,
+    ledger_to_json,
     plan_from_json,
     plan_to_json,
     pull_from_json,
@@ -127,6 +136,9 @@ class Saved:
     workspace_hosts: dict[str, str] = field(default_factory=dict)
     pull_requests: dict[str, PullRecord] = field(default_factory=dict)
     reviews: dict[str, ReviewRequest] = field(default_factory=dict)
+    ledgers: dict[str, RunLedger] = field(default_factory=dict)
+    held: dict[str, tuple[str, datetime | None]] = field(default_factory=dict)
+    queued_moves: dict[str, tuple[Issue, TransitionPlan]] = field(default_factory=dict)
 
 
 class Store:
@@ -141,6 +153,7 @@ class Store:
         """A save failed midway: `_written` may claim rows the file does not have."""
         self._walls: dict[float, str] = {}
         self._issues: dict[str, tuple[Issue, str]] = {}
+        self._ledgers: dict[str, str] = {}
         self.writes = 0
         """Rows written or deleted since the store was opened (for benchmarks)."""
         self.notifications = NotificationOutbox(connection)
@@ -280,6 +293,18 @@ class Store:
         for issue_id, request in db.execute("SELECT issue_id, request FROM reviews"):
             with contextlib.suppress(ValueError, TypeError, KeyError):
                 saved.reviews[issue_id] = review_from_json(request)
+        for issue_id, identifier, ledger in db.execute(
+            "SELECT issue_id, identifier, ledger FROM run_ledgers"
+        ):
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                saved.ledgers[issue_id] = ledger_from_json(identifier, ledger)
+        for issue_id, state_name, updated in db.execute(
+            "SELECT issue_id, state, updated_at FROM held"
+        ):
+            saved.held[issue_id] = (state_name, parse_instant(updated))
+        for issue_id, issue, plan in db.execute("SELECT issue_id, issue, plan FROM queued_moves"):
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                saved.queued_moves[issue_id] = (issue_from_json(issue), plan_from_json(plan))
         for issue_id, identifier, planned, changed in db.execute(
             "SELECT issue_id, identifier, planned, changed FROM footprints"
         ):
@@ -327,6 +352,13 @@ class Store:
             text = self._walls.get(at)
             if text is None:
                 text = self._walls[at] = (wall_now + timedelta(seconds=at - mono_now)).isoformat()
+            return text
+
+        def ledger_json(issue_id: str, ledger: RunLedger) -> str:
+            # Encoded again only when the core says it changed: there is one per ticket.
+            text = self._ledgers.get(issue_id)
+            if text is None or issue_id in state.changed_ledgers:
+                text = self._ledgers[issue_id] = ledger_to_json(ledger)
             return text
 
         def issue_json(issue: Issue) -> str:
@@ -377,6 +409,18 @@ class Store:
                 k: (k, pull_to_json(r)) for k, r in state.pull_requests.items()
             },
             "reviews": {k: (k, review_to_json(r)) for k, r in state.reviews.items()},
+            "run_ledgers": {
+                k: (k, ledger.identifier, ledger_json(k, ledger))
+                for k, ledger in state.ledgers.items()
+            },
+            "held": {
+                k: (k, where, updated.isoformat() if updated is not None else None)
+                for k, (where, updated) in state.held.items()
+            },
+            "queued_moves": {
+                k: (k, issue_to_json(issue), plan_to_json(plan))
+                for k, (issue, plan) in state.queued_moves.items()
+            },
             "footprints": {
                 issue_id: (
                     issue_id, f.identifier, json.dumps(sorted(f.planned)),
@@ -402,6 +446,8 @@ class Store:
         self._walls = {at: text for at, text in self._walls.items() if at in due}
         held = state.running.keys() | state.transitions.keys()
         self._issues = {k: v for k, v in self._issues.items() if k in held}
+        self._ledgers = {k: v for k, v in self._ledgers.items() if k in state.ledgers}
+        state.changed_ledgers.clear()
         changed_totals, outcomes = state.changed_totals, state.new_outcomes
         if keep_runs:
             del tables["runs"]
@@ -563,6 +609,9 @@ _KEYS = {
     "workspace_hosts": "issue_id",
     "pull_requests": "issue_id",
     "reviews": "issue_id",
+    "run_ledgers": "issue_id",
+    "held": "issue_id",
+    "queued_moves": "issue_id",
     "completed": "issue_id",
     "meta": "key",
 }

@@ -178,15 +178,17 @@ def test_merged_on_the_host_moves_the_ticket_and_counts_the_merge() -> None:
     assert core.follow.due_reads(state, settings, 100.0) == []  # no longer followed
 
 
-def test_closed_unmerged_moves_to_on_closed_or_only_stops_following() -> None:
+def test_closed_unmerged_moves_to_on_closed_or_to_a_person() -> None:
     state, settings = core.SchedulerState(), follow_settings(on_closed="Cancelled")
     issue_id = published(state, settings)
     effects = read(state, issue_id, status(state=PullState.CLOSED), settings)
     assert moved_to(effects, state, issue_id) == ("Cancelled", Outcome.CLOSED)
     state, settings = core.SchedulerState(), follow_settings()
     issue_id = published(state, settings)
-    assert read(state, issue_id, status(state=PullState.CLOSED), settings) == []
+    effects = read(state, issue_id, status(state=PullState.CLOSED), settings)
+    assert moved_to(effects, state, issue_id) == ("Needs Attention", Outcome.CLOSED)
     assert state.pull_requests[issue_id].state is PullState.CLOSED
+    assert core.follow.due_reads(state, settings, 100.0) == []  # no longer followed
 
 
 def test_failed_checks_start_one_fix_run_with_the_failure_while_the_ticket_waits() -> None:
@@ -228,9 +230,10 @@ def test_checks_that_keep_failing_escalate_after_max_check_fixes() -> None:
     core.on_worker_exit(state, issue_id, core.WorkerExit(True, report=DONE), settings, 20.0)
     core.on_transition_written(state, issue_id, core.WriteResult.MOVED, None, settings, 21.0, WALL)
     effects = read(state, issue_id, status(RED, sha="b" * 40), settings)
-    assert moved_to(effects, state, issue_id) == ("Needs Attention", Outcome.CHECKS_FAILED)
+    assert moved_to(effects, state, issue_id) == ("Needs Attention", Outcome.CAPPED)
     (comment,) = state.transitions[issue_id].plan.comments
-    assert "after 1 fix run" in comment.body and "E boom" in comment.body
+    assert "1 check fix run did not settle it (follow.max_check_fixes: 1)" in comment.body
+    assert "check fix 1/1 (ci)" in comment.body and "E boom" in comment.body
 
 
 def test_failed_checks_move_to_a_state_when_one_is_named() -> None:

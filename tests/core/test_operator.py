@@ -48,7 +48,7 @@ def test_a_stopped_ticket_stays_put_until_it_changes_or_is_retried() -> None:
     core.select_dispatches(state, [issue], settings, 0.0, WALL)
     stop = core.operator.stop(state, issue.id, "ada")
     assert isinstance(stop, core.StopWorker) and stop.reason is core.StopReason.PERSON
-    assert core.operator.stop(state, issue.id, "ada") == "its agent is stopping already (person)"
+    assert core.operator.stop(state, issue.id, "ada") is None  # acknowledged again, no second stop
     effects = core.on_worker_exit(state, issue.id, core.WorkerExit(True), settings, 1.0)
     assert [type(e) for e in effects] == [core.Released]  # no retry, no continuation
     assert issue.id not in state.claimed and issue.id in state.kept_workspaces
