@@ -149,6 +149,8 @@ class AttemptContext:
     conflict."""
     hold_state: str | None = None
     """A fix run: the review state its ticket waits in, which does not end the run."""
+    label: str = "first run"
+    """What the run is, with its count (`conflict fix 1/2`): in its log lines and evidence."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +208,9 @@ class _Attempt:
         self.stage = ctx.stage
         self.on_event = on_event
         self.on_move = on_move
-        self.log = log.bind(attempt=attempt, stage=self.stage.name if self.stage else None)
+        self.log = log.bind(
+            attempt=attempt, stage=self.stage.name if self.stage else None, run=ctx.label
+        )
         self.variables: StageContext | None = None
         self.follow_up_states: tuple[str, ...] = ()
         self.follow_ups_made = 0
@@ -239,7 +243,10 @@ class _Attempt:
             variables = await _step(
                 "comments", FailureReason.TRACKER, stage_context(ctx.tracker, issue, stage)
             )
-            self.variables = dataclasses.replace(variables, review=ctx.review)
+            # What the run addresses: a review or failed checks, and a conflict with the
+            # target its worktree could not be brought up to (both sides, for the agent).
+            asked = [text for text in (ctx.review, self.workspace.note) if text]
+            self.variables = dataclasses.replace(variables, review="\n\n".join(asked) or None)
             # A ticket an agent creates starts where every ticket does: before the first
             # checkpoint (a plan a person approves), never in a later stage's state.
             self.follow_up_states = self.settings.machine.stages[0].states
@@ -429,10 +436,11 @@ class _Attempt:
                     ctx.memory.for_prompt, Ticket.of(current, files, plan)
                 )
             prompt = _render(template, current, self.attempt, self.variables, notes)
-            if ctx.review is not None and "review" not in template:
+            review = self.variables.review if self.variables is not None else ctx.review
+            if review is not None and "review" not in template:
                 # The daemon's reason for this run reaches the agent even where the stage's
                 # prompt does not place `{{ review }}`.
-                prompt += REVIEW_NOTE.format(review=ctx.review)
+                prompt += REVIEW_NOTE.format(review=review)
             if ctx.resume_thread_id is not None:
                 prompt += INTERRUPTED_NOTE.format(said=ctx.last_message or "(nothing was reported)")
             return prompt

@@ -120,6 +120,8 @@ class Workspace:
     identifier: str = ""
     base: str | None = None
     """The commit its git checkout was at when it was created (`Mark.base`), if any."""
+    note: str | None = None
+    """A conflict with its target the run must resolve (`Worktrees.catch_up`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,13 +274,35 @@ class WorkspaceManager:
             return dataclasses.replace(workspace, base=base)
         if not created_now:
             mark = self._marks.read(path.name)
-            return dataclasses.replace(workspace, base=mark.base if mark else None)
+            workspace = dataclasses.replace(workspace, base=mark.base if mark else None)
+            return await self._catch_up(workspace) if self._worktrees is not None else workspace
         if self._worktrees is not None:
             # Where the ticket's work starts from, and the sign the worktree is complete.
             base = await _git_head(path, self._env)
             with contextlib.suppress(OSError):
                 self._marks.stamp(path.name, identifier, path, base)
             return dataclasses.replace(workspace, base=base)
+        return workspace
+
+    async def _catch_up(self, workspace: Workspace) -> Workspace:
+        """An existing worktree starts from what is true now: the target as fetched now
+        (`Worktrees.catch_up`); its mark then starts from that commit, so the evidence shows
+        the ticket's own changes only. A failure is logged: the run starts where it was."""
+        assert self._worktrees is not None
+        try:
+            caught = await self._worktrees.catch_up(workspace.path)
+        except WorktreeError as exc:
+            log.warning("worktree not brought up to date", workspace=str(workspace.path),
+                        reason=exc.message)  # fmt: skip
+            return workspace
+        if caught.base is not None:
+            with contextlib.suppress(OSError):
+                self._marks.stamp(workspace.key, workspace.identifier, workspace.path, caught.base)
+            log.info("worktree brought up to date", workspace=str(workspace.path), how=caught.how)
+            return dataclasses.replace(workspace, base=caught.base)
+        if caught.conflict is not None:
+            log.info("worktree conflicts with its target", workspace=str(workspace.path))
+            return dataclasses.replace(workspace, note=caught.conflict)
         return workspace
 
     def _half_made(self, path: Path) -> bool:

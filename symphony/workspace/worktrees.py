@@ -23,6 +23,7 @@ import contextlib
 import re
 import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -55,6 +56,36 @@ case $op in
 esac
 """
 )
+
+
+MERGER = ("symphony", "symphony@localhost")
+"""Who the daemon's merge commit of the target into a ticket's branch is by."""
+MAX_CONFLICT_CHARS = 8_000
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUp:
+    """What bringing a worktree up to its target did: `base` is the target commit it now
+    starts from (for the evidence), `how` says so in words; `conflict` tells the run what
+    conflicts when the target could not be merged in."""
+
+    base: str | None = None
+    how: str | None = None
+    conflict: str | None = None
+
+
+def conflict_text(target: str, files: list[str], both: str) -> str:
+    """For the run: which files conflict with the target, and both sides of each."""
+    names = ", ".join(f"`{name}`" for name in files) or "(git named none)"
+    sides = both.strip()
+    if len(sides) > MAX_CONFLICT_CHARS:
+        sides = sides[:MAX_CONFLICT_CHARS] + "\n… (cut)"
+    return (
+        f"The branch no longer merges onto `{target}`: {names} conflict. Merge `{target}` "
+        "into the branch (do not rebase: the daemon never force-pushes), resolve each "
+        "conflict keeping both intentions, make the checks pass and commit.\n\n"
+        f"Both sides, as git shows them:\n\n```diff\n{sides}\n```"
+    )
 
 
 def _naming_store(args: tuple[str, ...]) -> tuple[str, ...]:
@@ -214,6 +245,38 @@ class Worktrees:
                 await self._git(
                     *git_dir, "worktree", "add", "--quiet", "-b", branch, str(path), base
                 )
+
+    async def catch_up(self, path: Path) -> CatchUp:
+        """Bring the existing worktree at `path` up to the target as the repository has it now
+        (fetched first), before a run starts in it: with no commits of its own it moves to
+        the target (a fresh cut); with commits, the target is merged in. A merge that
+        conflicts is undone and described for the run; uncommitted changes are left alone."""
+        async with self._lock():
+            await self._refresh_mirror()
+            target = await self._base()
+        here = ("-C", str(path))
+        behind = await self._run("git", *here, "merge-base", "--is-ancestor", target, "HEAD")
+        if behind.returncode == 0 or behind.returncode not in (0, 1):
+            return CatchUp()  # up to date, or not a state to judge (git said why in its log)
+        if (await self._git(*here, "status", "--porcelain", "--untracked-files=no")).strip():
+            return CatchUp()
+        commit = (await self._git(*here, "rev-parse", "--verify", f"{target}^{{commit}}")).strip()
+        name = target.removeprefix("refs/remotes/")
+        own = int((await self._git(*here, "rev-list", "--count", f"{target}..HEAD")).strip())
+        if own == 0:
+            await self._git(*here, "merge", "--ff-only", "--quiet", commit)
+            return CatchUp(base=commit, how=f"started again from the current {name}")
+        merged = await self._run(
+            "git", *here, "-c", f"user.name={MERGER[0]}", "-c", f"user.email={MERGER[1]}",
+            "merge", "--no-edit", "--quiet", "-m", f"Merge {name} into the ticket's branch",
+            commit,
+        )  # fmt: skip
+        if merged.returncode == 0:
+            return CatchUp(base=commit, how=f"brought up to date with {name} (a merge commit)")
+        files = (await self._run("git", *here, "diff", "--name-only", "--diff-filter=U")).out
+        both = (await self._run("git", *here, "diff", "--no-color")).out
+        await self._run("git", *here, "merge", "--abort")
+        return CatchUp(conflict=conflict_text(name, files.split(), both))
 
     async def remove(self, path: Path) -> None:
         """Unregister the worktree at `path` (its branch stays); the caller deletes leftovers."""
