@@ -66,6 +66,9 @@ FORGETS_TO_COMMIT = "forgets to commit"
 LEAVES_A_TODO = "leaves a TODO"
 CHECKS_FAILED = "Checks failed on pull request"
 """How the daemon's fix run for a pull request's failed checks begins."""
+CONFLICT = re.compile(r"no longer merges onto `(?:origin/)?([^`]+)`")
+"""How the daemon tells a run its branch conflicts with the target (a fix run, or a first run
+whose worktree could not be brought up to date)."""
 NOTES_DIR = "NOTES"
 GIT_IDENTITY = ["-c", "user.name=symphony-demo", "-c", "user.email=demo@localhost"]
 
@@ -371,6 +374,9 @@ class TurnWork:
             return summary
         if CHECKS_FAILED in self.prompt:
             return self.fix_checks()
+        conflict = CONFLICT.search(self.prompt)
+        if conflict is not None:
+            return self.resolve_conflict(conflict.group(1))
         if "plan" in stage.lower():
             files = files_named(self.prompt)
             plan = (
@@ -463,6 +469,42 @@ class TurnWork:
         self.say(summary)
         return summary
 
+    def resolve_conflict(self, base: str) -> str:
+        """The branch conflicts with its target: merge the target in and keep both sides of
+        each conflict (this agent's lines are notes appended at the end, so both belong).
+        With DEMO_AGENT_CONFLICTS=ignore it only writes notes, as an agent that does not
+        understand would: the daemon's cap on conflict fixes then sends the ticket to a
+        person."""
+        notes = self.write_notes()
+        self.usage(len(self.prompt) // 4 + 300, 60)
+        if os.environ.get("DEMO_AGENT_CONFLICTS") == "ignore":
+            self.commit(notes)
+            summary = f"Looked at the conflict with {base}; wrote notes, resolved nothing."
+        else:
+            run(["git", *GIT_IDENTITY, "merge", "--no-edit", "--quiet", f"origin/{base}"])
+            code, output = run(["git", "diff", "--name-only", "--diff-filter=U"])
+            conflicted = output.split() if code == 0 else []
+            for name in conflicted:
+                keep_both_sides(Path(name))
+            if conflicted:  # a merge in progress is committed whole, with the notes
+                code, _ = run(["git", "add", "--", notes, *conflicted])
+                merged = (
+                    code == 0
+                    and run(["git", *GIT_IDENTITY, "commit", "--quiet", "--no-edit"])[0] == 0
+                )
+                if not merged:
+                    run(["git", "merge", "--abort"])
+            else:
+                merged = self.commit(notes)
+            summary = (
+                f"Merged {base} and kept both sides in {', '.join(conflicted)}."
+                if conflicted and merged
+                else f"Merged {base}: nothing conflicted here."
+            )
+        self.call_tool(REPORT_TOOL, {"outcome": "done", "summary": summary})
+        self.say(summary)
+        return summary
+
     def touch_files(self, *, slip: bool = False) -> list[str]:
         """The files the plan (or the ticket) names: each gets a line saying what the ticket
         was, at its end, as a stand-in for a real change (for a ticket that says the agent
@@ -509,6 +551,15 @@ class TurnWork:
         )
         turn = {"id": self.turn_id, "status": status, "error": None, "items": items}
         self.channel.notify("turn/completed", {"threadId": self.agent.thread_id, "turn": turn})
+
+
+def keep_both_sides(path: Path) -> None:
+    """Resolve git's conflict markers in `path` by keeping ours, then theirs."""
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        if not line.startswith(("<<<<<<< ", "=======", ">>>>>>> ", "||||||| ")):
+            kept.append(line)
+    path.write_text("".join(kept), encoding="utf-8")
 
 
 def tracked_python_files() -> list[str]:

@@ -102,9 +102,7 @@ def test_the_runaway_guard_stops_a_ticket_a_tracker_bounces_between_active_state
         ),
         "Needs Attention",
     )
-    settings = dataclasses.replace(
-        make_settings(active=("Todo", "Ready")), machine=machine
-    )
+    settings = dataclasses.replace(make_settings(active=("Todo", "Ready")), machine=machine)
     settings = dataclasses.replace(
         settings, agent=dataclasses.replace(settings.agent, max_runs_per_ticket=4)
     )
