@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from symphony.workspace.local import WorkspaceManager
-from tests.workspace.test_worktrees import git, manager, repository  # noqa: F401
+from tests.workspace.test_worktrees import git, manager
 
 
 def advance(repository: Path, text: str, name: str = "app.py") -> str:

@@ -31,17 +31,6 @@ def git(path: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-@pytest.fixture
-def repository(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "app.py").write_text("x = 1\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "start")
-    return repo
-
-
 def manager(tmp_path: Path, repository: Path, **settings: str) -> WorkspaceManager:
     return WorkspaceManager(
         tmp_path / "ws",
