@@ -5,6 +5,7 @@ Screenshots at desktop and laptop widths are kept under `test-artifacts/`."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +189,50 @@ def test_the_open_dashboard_notifies_the_browser_when_a_diff_waits(tmp_path: Pat
     assert shown_before == 0
     tags = [n["tag"] for n in shown]
     assert len(tags) == len(set(tags))
+
+
+def test_a_person_stops_and_cancels_running_tickets_and_neither_starts_again(
+    tmp_path: Path,
+) -> None:
+    """The agents hold every turn open: DEMO-1 and DEMO-2 are mid-turn when a person stops
+    one and cancels the other from the review page; both are acknowledged at once, and a
+    long watch of polls sees neither dispatched again."""
+    from playwright.sync_api import expect
+
+    board = tmp_path / ".symphony" / "board"
+    env = {"SYMPHONY_TOKEN": TOKEN}
+    with _daemon(tmp_path, "600000", env=env, interval_ms="250") as url:
+
+        def running() -> list[str]:
+            rows = httpx.get(f"{url}api/v1/review").json()["running"]
+            return [r["issue_identifier"] for r in rows]
+
+        assert wait_until(lambda: {"DEMO-1", "DEMO-2"} <= set(running()), 60), running()
+        with _page("review-stop", 900) as page:
+            page.goto(f"{url}login?next=/review")
+            page.fill("input[name=name]", "Ada")
+            page.fill("input[name=token]", TOKEN)
+            page.keyboard.press("Enter")
+            page.wait_for_url("**/review")
+            first = page.locator('#running .item[data-issue="DEMO-1"]')
+            expect(first).to_contain_text("first run")
+            first.locator("button.stop").click()
+            expect(page.locator("#running-result")).to_contain_text("stopped DEMO-1")
+            second = page.locator('#running .item[data-issue="DEMO-2"]')
+            second.locator("button.cancel").click()
+            expect(page.locator("#running-result")).to_contain_text(
+                "cancel: moving DEMO-2 to Cancelled"
+            )
+            page.screenshot(path=_artifacts() / "review-running.png", full_page=True)
+        assert wait_until(lambda: _state(board / "DEMO-2.md") == "Cancelled", 30)
+        assert "Ada cancelled it" in (board / "DEMO-2.md").read_text()
+        # Watched over many polls (250 ms each): neither is started again.
+        seen: set[str] = set()
+        deadline = time.monotonic() + 15  # 60 polls
+        while time.monotonic() < deadline:
+            seen.update(running())
+            time.sleep(0.1)
+        assert not seen & {"DEMO-1", "DEMO-2"}, seen
+        assert _state(board / "DEMO-1.md") == "Todo"  # a stop leaves it where it is
+        detail = httpx.get(f"{url}api/v1/DEMO-1").json()
+        assert detail["reason"] == "stopped by a person: waits until it changes or is retried"
