@@ -534,6 +534,7 @@ def on_retries_refreshed(
                 Released(retry.issue_id, retry.identifier, f"no longer eligible ({issue.state})")
             )
             state.kept_workspaces[retry.issue_id] = issue.identifier
+            _judge_again(state, retry.issue_id)
         elif retry.issue_id in state.running:
             effects.append(_requeue(state, retry, "previous run still stopping", settings, now))
         elif not has_slot(state, settings.agent, issue.state):
@@ -556,6 +557,17 @@ def on_retries_refreshed(
                 )
             )  # fmt: skip
     return effects
+
+
+def _judge_again(state: SchedulerState, issue_id: str) -> None:
+    """A fix run of a published ticket that failed or a restart cut short is not retried in
+    place (its ticket waits in review): its pull request is read again at once and what it
+    was sent for is judged afresh, a new fix run counted against the same cap."""
+    record = state.pull_requests.get(issue_id)
+    if record is None or record.state is not PullState.OPEN or record.head_sha is None:
+        return
+    record.handled = frozenset(k for k in record.handled if record.head_sha not in k)
+    record.next_read_at = 0.0
 
 
 def _requeue(

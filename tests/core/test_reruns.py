@@ -281,3 +281,20 @@ def test_a_stopped_ticket_waiting_for_a_fix_or_a_retry_starts_nothing() -> None:
     assert core.operator.stop(state, issue.id, "ada", issue) is None
     assert issue.id not in state.retry_attempts and issue.id not in state.claimed
     assert core.select_dispatches(state, [issue], settings, 100.0, WALL) == []
+
+
+def test_a_fix_run_cut_short_is_judged_again_and_counted() -> None:
+    state, settings = core.SchedulerState(), follow_settings()
+    issue_id = published(state, settings)
+    (start,) = read(state, issue_id, status(mergeable=False, sha="1" * 40), settings)
+    assert isinstance(start, core.StartWorker) and start.label == "conflict fix 1/2"
+    failed = core.WorkerExit(False, core.Failure("turn 1", "the agent crashed"))
+    (retry,) = core.on_worker_exit(state, issue_id, failed, settings, 11.0)
+    assert isinstance(retry, core.RetryScheduled)
+    in_review = make_issue("A-1", state="Human Review")
+    (released,) = core.on_retries_refreshed(
+        state, [retry.entry], [in_review], settings, retry.entry.due_at, WALL
+    )
+    assert isinstance(released, core.Released)
+    (again,) = read(state, issue_id, status(mergeable=False, sha="1" * 40), settings, 20.0)
+    assert isinstance(again, core.StartWorker) and again.label == "conflict fix 2/2"
