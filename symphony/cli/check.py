@@ -354,9 +354,10 @@ def _follow_line(settings: Settings) -> str:
 
 
 def _daemon_claims(settings: Settings) -> SchedulerState:
-    """What the daemon's store says it holds (runs, retries, moves, kept workspaces, and the
-    files of each), so `check` explains the holds `agent.overlap` makes; empty when there is
-    no store yet or it cannot be read."""
+    """What the daemon's store says it holds (runs, retries, moves, kept workspaces, the files
+    of each, every ticket's runs and a person's stops), so `check` explains the holds
+    `agent.overlap`, the caps, the runaway guard and a stop make; empty when there is no store
+    yet or it cannot be read."""
     state = SchedulerState()
     if settings.state is None:
         return state
@@ -376,13 +377,15 @@ def _daemon_claims(settings: Settings) -> SchedulerState:
     state.claimed.update(t.issue_id for t in saved.transitions)
     state.kept_workspaces.update(saved.kept_workspaces)
     state.footprints.update(saved.footprints)
+    state.ledgers.update(saved.ledgers)  # the caps and the runaway guard
+    state.held.update(saved.held)  # what a person stopped
     return state
 
 
 def _verdicts(settings: Settings, candidates: Sequence[Issue], state: SchedulerState) -> list[str]:
     machine = settings.machine
     failures: list[str] = []
-    for issue, wait in explain_dispatch(state, candidates, settings):
+    for issue, wait in explain_dispatch(state, candidates, settings, datetime.now(UTC)):
         verdict = "would dispatch" if wait is None else f"waits: {wait}"
         stage = machine.stage_for(issue.state) if machine is not None else None
         where = f"{issue.state} ({stage.name})" if stage is not None else issue.state

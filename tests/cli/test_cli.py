@@ -10,12 +10,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from symphony import core
 from symphony.cli.main import StopSignals
+from symphony.core.outcomes import CLOSED, GATE, HANDOFF, REWORK, OutcomeRecord
+from symphony.store import Store
 from tests.harness import Board, is_alive, wait_until
 
 SYMPHONY = [sys.executable, "-m", "symphony"]
@@ -354,11 +358,6 @@ def test_stop_signals_stop_once_then_warn_then_force() -> None:
 
 
 def test_report_prints_the_outcome_figures_while_a_daemon_holds_the_store(board: Board) -> None:
-    from datetime import UTC, datetime, timedelta
-
-    from symphony import core
-    from symphony.core.outcomes import CLOSED, GATE, HANDOFF, REWORK, OutcomeRecord
-    from symphony.store import Store
 
     board.write_workflow()
     empty = run_cli("report", cwd=board.root)
@@ -515,3 +514,27 @@ def test_check_and_report_go_over_every_workflow_of_a_fleet(tmp_path: Path) -> N
     reported = run_cli("report", str(fleet), cwd=tmp_path)
     assert reported.returncode == 0, reported.stderr
     assert reported.stdout.count("== ") == 2
+
+
+def test_check_shows_the_runaway_guard_and_a_persons_stop_from_the_store(board: Board) -> None:
+    board.ticket("ABC-1")
+    board.ticket("ABC-2")
+    board.write_workflow()
+    now = datetime.now(UTC)
+    state = core.SchedulerState()
+    starts = [now.timestamp() - 60 * n for n in range(20)][::-1]
+    state.ledgers["ABC-1"] = core.RunLedger("ABC-1", starts=starts)
+    state.held["ABC-2"] = ("todo", None)
+    store, _ = Store.open(board.root / ".symphony" / "state.db")
+    try:
+        store.save(state, 0.0, now)
+    finally:
+        store.close()
+    result = run_cli("check", cwd=board.root)
+    assert result.returncode == 0, result.stderr
+    verdicts = {line.split()[0]: line for line in result.stdout.splitlines() if "ABC-" in line}
+    assert (
+        "waits: not started: the runaway guard stopped it: 20 runs within 1 h "
+        "(agent.max_runs_per_ticket: 20, agent.runaway_window)" in verdicts["ABC-1"]
+    )
+    assert "waits: stopped by a person" in verdicts["ABC-2"]
