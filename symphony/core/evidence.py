@@ -128,9 +128,10 @@ def build_evidence(
     agent: str | None = None,
     model: str | None = None,
     sandbox: str = "none",
+    run: str | None = None,
 ) -> dict[str, Any]:
     """The evidence of one hand-off, JSON-safe. `sandbox` is the boundary the agent and the
-    gates ran in, in words."""
+    gates ran in, in words; `run` what the run that handed it over was (`conflict fix 1/2`)."""
     gates = None
     if verification is not None and verification.rounds:
         gates = {
@@ -156,6 +157,7 @@ def build_evidence(
         "agent": agent,
         "model": model,
         "sandbox": sandbox,
+        "run": run,
         "turns": turns,
         "tokens": {"input": tokens[0], "output": tokens[1], "total": tokens[2]},
         "cost_usd": None if cost_usd is None else round(cost_usd, 4),
@@ -208,8 +210,10 @@ def render_evidence(evidence: Mapping[str, Any]) -> str:
     ran = evidence.get("agent")
     if ran:
         ran = f"{ran} ({evidence['model']})" if evidence.get("model") else ran
+    run = evidence.get("run")
     lines += [
         (f"Agent: {ran}. " if ran else "")
+        + (f"Run: {run}. " if run else "")
         + f"Turns in this stage: {evidence['turns']}. Tokens for the ticket so far: "
         f"{tokens['total']:,} ({tokens['input']:,} in, {tokens['output']:,} out), costing "
         f"{usd(evidence.get('cost_usd'))}. Agent time: {_duration(evidence['agent_seconds'])}.",

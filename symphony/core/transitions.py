@@ -125,6 +125,7 @@ def _evidence(
         agent=entry.agent_kind,
         model=entry.model,
         sandbox=entry.sandbox,
+        run=entry.label,
     )
 
 

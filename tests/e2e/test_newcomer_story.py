@@ -180,6 +180,7 @@ def test_the_readme_story_ends_merged_without_a_loop(
     main = q.git("show", "main:calc.py").stdout
     assert "# hotfix: keep divide's docstring" in main and "DEMO-2" in main
     assert q.runs("DEMO-2") == ["first run", "first run", "conflict fix 1/2"]
+    assert "Run: conflict fix 1/2." in (q.board / "DEMO-2.md").read_text()  # its evidence
     tokens = q.tokens("DEMO-2")
     print(f"DEMO-2: {len(q.runs('DEMO-2'))} runs, {tokens} tokens")
     assert 0 < tokens < 30_000
