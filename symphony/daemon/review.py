@@ -68,6 +68,7 @@ def _pull(state: SchedulerState, issue_id: str) -> dict[str, Any] | None:
         "head": record.head_sha, "checks": record.checks or None,
         "review": record.review.value, "mergeable": record.mergeable,
         "approved_by": record.approved_by if record.approved_head == record.head_sha else None,
+        "history": list(record.history),
     }  # fmt: skip
 
 

@@ -179,6 +179,14 @@ def issue_detail(
     detail.update(ticket_cost(totals) if totals is not None else {"cost_usd": None})
     record = state.pull_requests.get(detail["issue_id"])
     detail["pull_request"] = pull_request_row(record) if record is not None else None
+    ledger = state.ledgers.get(detail["issue_id"])
+    # Its runs by kind against their caps, the recent ones, and why the daemon stopped it.
+    detail["runs"] = (
+        {"counts": dict(ledger.counts), "recent": list(ledger.history),
+         "stopped": ledger.escalated}
+        if ledger is not None
+        else None
+    )  # fmt: skip
     footprint = state.footprints.get(detail["issue_id"])
     detail["files"] = (
         {"planned": sorted(footprint.planned), "changed": sorted(footprint.changed)}
@@ -241,6 +249,7 @@ def pull_request_row(record: PullRecord) -> dict[str, Any]:
         "check_fixes": record.check_fixes,
         "escalated": record.escalated,
         "published_at": record.published_at.isoformat() if record.published_at else None,
+        "history": list(record.history),
     }
 
 
