@@ -23,6 +23,7 @@ first, and the next reading sees what it left.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 from collections.abc import Iterable, Sequence
@@ -214,6 +215,10 @@ def on_pull_read(
     if pull.state is PullState.CLOSED and record.state is PullState.OPEN:
         # A person closed it: whatever the daemon is doing for the ticket ends now.
         record.state, record.closing = PullState.CLOSED, True
+        pending = state.transitions.get(issue_id)
+        if pending is not None and pending.plan.publish is not None and not pending.in_flight:
+            # A hand-off waiting to be written publishes nothing now (no new pull request).
+            pending.plan = dataclasses.replace(pending.plan, publish=None)
         entry = state.running.get(issue_id)
         if entry is not None and entry.stop_reason is None:
             entry.stop_reason = StopReason.PULL_CLOSED
@@ -380,9 +385,9 @@ def _conflict(
         state.reviews[record.issue.id] = ReviewRequest("conflict", text)
         body = f"Pull request #{record.number} conflicts with {record.base}; moving to {target}."
         return _move(state, record, target, Outcome.CONFLICT, "conflict", body, now)
-    note(record, f"conflicts with {record.base} at {str(record.head_sha)[:12]}")
+    seen = f"conflicts with {record.base} at {str(record.head_sha)[:12]}"
     request = ReviewRequest("conflict", text)
-    return _fix_run(state, record, settings, now, wall, key, request, RunKind.CONFLICT_FIX)
+    return _fix_run(state, record, settings, now, wall, key, request, RunKind.CONFLICT_FIX, seen)
 
 
 def _failed_checks(
@@ -412,10 +417,10 @@ def _failed_checks(
             now,
         )  # fmt: skip
     names = ", ".join(c.name for c in failed)
-    note(record, f"{names} failed on {str(record.head_sha)[:12]}")
+    seen = f"{names} failed on {str(record.head_sha)[:12]}"
     request = ReviewRequest("checks", text)
     effects = _fix_run(
-        state, record, settings, now, wall, key, request, RunKind.CHECK_FIX, detail=names
+        state, record, settings, now, wall, key, request, RunKind.CHECK_FIX, seen, detail=names
     )
     if effects and record.escalated:
         return effects
@@ -438,12 +443,14 @@ def _fix_run(
     key: str,
     request: ReviewRequest,
     kind: RunKind,
+    seen: str,
     *,
     detail: str = "",
 ) -> list[Effect]:
     """Run the publishing stage again in the ticket's workspace while the ticket waits where
     it is; without a free slot, the next reading tries again. Past the kind's cap (or the
-    runaway guard) the ticket goes to a person instead, with the request."""
+    runaway guard) the ticket goes to a person instead, with the request. `seen` is what the
+    reading found, for the pull request's history."""
     machine = settings.machine
     stage = machine.stage_named(record.stage) if machine is not None else None
     if stage is None:
@@ -451,7 +458,7 @@ def _fix_run(
     why = refusal(state, record.issue.id, kind, settings, wall)
     if why is not None:
         record.handled |= {key}
-        note(record, f"{kind.value}: not started, {why}")
+        note(record, f"{seen}: no {kind.value} started, {why}")
         return escalate(
             state, record.issue, f"pull request #{record.number}: {why}", settings, now,
             stage=stage.name, extra=request.text,
@@ -464,7 +471,7 @@ def _fix_run(
         state, record.issue, None, now, wall, settings,
         stage_name=stage.name, hold_state=record.issue.state, kind=kind, detail=detail,
     )  # fmt: skip
-    note(record, f"{start.label} sent")
+    note(record, f"{seen}: {start.label} sent")
     return [start]
 
 

@@ -15,6 +15,7 @@ from symphony.core.state import RunKind
 from symphony.store.codec import ledger_from_json, ledger_to_json
 from tests.core.test_follow import (
     DONE,
+    GREEN,
     RED,
     follow_settings,
     published,
@@ -89,9 +90,14 @@ def test_check_fix_labels_name_the_failed_checks() -> None:
     assert start.label == "check fix 1/3 (ci)"
     assert state.running[issue_id].label == "check fix 1/3 (ci)"
     assert state.pull_requests[issue_id].history == (
-        "ci failed on aaaaaaaaaaaa",
-        "check fix 1/3 (ci) sent",
+        "ci failed on aaaaaaaaaaaa: check fix 1/3 (ci) sent",
     )
+    # A green reading after the fix's push ends the loop, and the history says on which head.
+    core.on_worker_exit(state, issue_id, core.WorkerExit(True, report=DONE), settings, 20.0)
+    core.on_transition_written(state, issue_id, core.WriteResult.MOVED, None, settings, 21, WALL)
+    read(state, issue_id, status(GREEN, sha="b" * 40), settings, now=30.0)
+    assert state.pull_requests[issue_id].history[-1] == "checks green on bbbbbbbbbbbb"
+    assert RunKind.CHECK_FIX.value not in state.ledgers[issue_id].counts
 
 
 def test_the_runaway_guard_stops_a_ticket_a_tracker_bounces_between_active_states() -> None:
@@ -298,3 +304,18 @@ def test_a_fix_run_cut_short_is_judged_again_and_counted() -> None:
     assert isinstance(released, core.Released)
     (again,) = read(state, issue_id, status(mergeable=False, sha="1" * 40), settings, 20.0)
     assert isinstance(again, core.StartWorker) and again.label == "conflict fix 2/2"
+
+
+def test_a_pull_request_closed_while_its_hand_off_waits_publishes_nothing_new() -> None:
+    state, settings = core.SchedulerState(), follow_settings()
+    issue_id = published(state, settings)
+    read(state, issue_id, status(RED), settings)
+    core.on_worker_exit(state, issue_id, core.WorkerExit(True, report=DONE), settings, 11.0)
+    pending = state.transitions[issue_id]
+    assert pending.plan.publish is not None  # the fix's push and update are next
+    core.on_transition_written(
+        state, issue_id, core.WriteResult.FAILED, "tracker down", settings, 12.0, WALL
+    )
+    assert not pending.in_flight  # waiting for its retry
+    assert read(state, issue_id, status(state=PullState.CLOSED), settings, 13.0) == []
+    assert state.transitions[issue_id].plan.publish is None
