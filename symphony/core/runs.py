@@ -337,8 +337,9 @@ def on_worker_exit(
     entry = state.running.get(issue_id)
     effects = _after_exit(state, issue_id, result, settings, now)
     if issue_id in state.queued_moves and issue_id not in state.transitions:
-        # A person's move waited for this run: it goes before anything the run would start.
-        state.retry_attempts.pop(issue_id, None)
+        # A person's move waited for this run: it goes instead of anything the run would start.
+        if state.retry_attempts.pop(issue_id, None) is not None:
+            effects = [e for e in effects if not isinstance(e, RetryScheduled)]
         effects.extend(take_queued(state, issue_id, now))
     if entry is not None and entry.host != LOCAL:
         marked = _observe_host(state, entry.host, result, settings, now)

@@ -226,6 +226,7 @@ def test_cancel_while_the_agent_is_mid_turn_stops_it_and_moves_once_it_exits() -
     effects = core.on_worker_exit(state, issue.id, core.WorkerExit(True), settings, 2.0)
     moves = [e for e in effects if isinstance(e, core.PerformTransition)]
     assert [m.target for m in moves] == ["Cancelled"]
+    assert not any(isinstance(e, core.RetryScheduled) for e in effects)
     assert issue.id not in state.retry_attempts
     assert state.transitions[issue.id].plan.outcome is Outcome.CANCELLED
 
