@@ -15,6 +15,8 @@ import pytest
 
 from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
+from symphony.config.stages import Outcome
+from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
 from symphony.hosts.process import INSTANCE_VARIABLE
 from symphony.store import Store
 from symphony.store.lock import DAEMON_RUNNING, DaemonLock, LockError
@@ -140,3 +142,30 @@ def test_wall_times_of_the_outbox_are_kept_exactly(tmp_path: Path) -> None:
     saved = store.load(NOW)
     (move,) = saved.transitions
     assert move.due_at == NOW + timedelta(seconds=10) and move.due_at.tzinfo is not None
+
+
+def test_a_restart_keeps_every_count_a_persons_stop_and_a_queued_cancel(tmp_path: Path) -> None:
+    """A kill -9 right after a person cancelled a running ticket: the next daemon writes the
+    cancel at once instead of continuing the run; the ledger's counts and the hold survive."""
+    store, _ = Store.open(tmp_path / "state.db")
+    state = core.SchedulerState()
+    settings = make_settings(active=("Todo",))
+    running, held = make_issue("A-1"), make_issue("B-1", updated_at=WALL)
+    core.select_dispatches(state, [running], settings, 0.0, WALL)
+    said = (PlannedComment("review_action", "ada cancelled it"),)
+    cancel = TransitionPlan("review", Outcome.CANCELLED, "Cancelled", said, by="ada")
+    state.queued_moves[running.id] = (running, cancel)
+    state.ledgers[running.id].counts["conflict fix"] = 2
+    state.held[held.id] = ("todo", WALL)
+    store.save(state, mono_now=1.0, wall_now=NOW)
+    store.close()
+    again, _ = Store.open(tmp_path / "state.db")
+    restored = core.SchedulerState()
+    restore(restored, again.load(NOW), mono_now=5.0, wall_now=NOW)
+    assert running.id not in restored.retry_attempts  # the run is not continued
+    move = restored.transitions[running.id]
+    assert (move.plan.target, move.plan.by, move.due_at) == ("Cancelled", "ada", 5.0)
+    assert restored.ledgers[running.id].counts == {"conflict fix": 2}
+    assert restored.ledgers[running.id].history == state.ledgers[running.id].history
+    assert restored.held == {held.id: ("todo", WALL)}
+    assert core.select_dispatches(restored, [held], settings, 6.0, WALL) == []
