@@ -216,6 +216,17 @@ def mergeable(rest: Any, pull: Mapping[str, Any]) -> bool | None:
     return _MERGEABLE.get(str(pull.get("mergeable")))
 
 
+MERGE_READY = frozenset({"clean", "unstable", "has_hooks"})
+"""`mergeable_state` values with which GitHub merges now: `unstable` only has checks failing that
+are not required (the daemon's own verdict weighs those)."""
+
+
+def merge_allowed(state: Any) -> bool:
+    """Whether GitHub would merge now by `mergeable_state`; `blocked` (rules unmet), `behind`,
+    `dirty` (conflicts), `draft` and `unknown` (still computing, or missing) are no."""
+    return isinstance(state, str) and state in MERGE_READY
+
+
 def threads(pull: Mapping[str, Any], comments: Iterable[Any]) -> tuple[ReviewThread, ...]:
     """The unresolved review threads. GraphQL has no diff hunk, so a thread's is the REST review
     comment's with the same database id (every comment of a thread carries the thread's hunk)."""

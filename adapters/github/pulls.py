@@ -201,6 +201,8 @@ class GitHubPulls:
             reviews=pull_status.reviews(reviews.items),
             labels=pull_status.labels(record),
             approvals_required=approvals,
+            merge_allowed=pull_status.merge_allowed(record.get("mergeable_state")),
+            merge_state=text_or_none(record.get("mergeable_state")),
         )
         # A status missing a part that failed for now is not kept: the next read tries again.
         if outputs_whole and approvals_whole:

@@ -228,6 +228,8 @@ class GitLabMergeRequests:
             reviews=tuple(Review(author=name, state="approved") for name in approved_by),
             labels=_labels(record),
             approvals_required=required,
+            merge_allowed=_merge_allowed(record),
+            merge_state=_merge_state(record),
         )
         self._readings[number] = _Reading(status, logs)
         return status
@@ -458,6 +460,20 @@ def _pipeline_of(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
         pipeline = record.get(key)
         if isinstance(pipeline, Mapping) and as_int(pipeline.get("id")) is not None:
             return pipeline
+    return None
+
+
+def _merge_state(record: Mapping[str, Any]) -> str | None:
+    detailed = record.get("detailed_merge_status") or record.get("merge_status")
+    return detailed if isinstance(detailed, str) else None
+
+
+def _merge_allowed(record: Mapping[str, Any]) -> bool | None:
+    """Whether GitLab would merge now: `detailed_merge_status` `mergeable` (None where only
+    the older `merge_status` is given, which says nothing of approvals or pipelines)."""
+    detailed = record.get("detailed_merge_status")
+    if isinstance(detailed, str):
+        return detailed == "mergeable"
     return None
 
 

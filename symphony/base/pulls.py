@@ -108,6 +108,12 @@ class PullStatus:
     labels: tuple[str, ...] = ()
     approvals_required: int | None = None
     """How many approvals the base branch's rules require, where the host says so."""
+    merge_allowed: bool | None = None
+    """Whether the host would merge it now (GitHub `mergeable_state` clean, unstable or
+    has_hooks; GitLab `detailed_merge_status` mergeable); False: it says it will not (rules
+    unmet, behind its base, blocked, still computing); None: the host has no such answer."""
+    merge_state: str | None = None
+    """The host's own word for it (`blocked`, `behind`, `not_approved`, ...), for people."""
 
 
 @dataclass(frozen=True, slots=True)

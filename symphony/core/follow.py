@@ -208,9 +208,12 @@ def on_pull_read(
     if pull.head_sha != record.head_sha:
         record.head_sha, record.pending_since = pull.head_sha, None
     counted = counted_checks(status.checks, settings.follow.checks)
-    record.checks = summarize_checks(counted)
+    verdict, waiting = _evidence_verdict(record, status, counted, settings)
+    record.checks = summarize_checks(counted) + (
+        f" (waiting for {', '.join(waiting)})" if waiting else ""
+    )
+    record.seen_checks |= {c.name for c in counted}
     record.review, record.mergeable = status.review_decision, status.mergeable
-    verdict = verdict_of(counted)
     _settle(state, record, status, verdict)
     if pull.state is PullState.CLOSED and record.state is PullState.OPEN:
         # A person closed it: whatever the daemon is doing for the ticket ends now.
@@ -245,6 +248,23 @@ def on_pull_read(
     if verdict is Verdict.PENDING:
         return _pending(record, settings, now)
     return _merge(state, record, status, verdict, settings, now)
+
+
+def _evidence_verdict(
+    record: PullRecord, status: PullStatus, counted: Sequence[Check], settings: Settings
+) -> tuple[Verdict, list[str]]:
+    """The verdict on this head, and the checks it still waits for: a head with no check
+    reported yet, or without a check an earlier head of this pull request had, is pending,
+    never green (only `follow.checks: none` merges without checks)."""
+    verdict = verdict_of(counted)
+    if settings.follow.checks is ChecksScope.NONE or verdict in (Verdict.RED, Verdict.PENDING):
+        return verdict, []
+    missing = sorted(record.seen_checks - {c.name for c in status.checks})
+    if missing:
+        return Verdict.PENDING, missing
+    if verdict is Verdict.NONE:
+        return Verdict.PENDING, ["any check to report"]
+    return verdict, []
 
 
 def _settle(
@@ -486,8 +506,8 @@ def _pending(record: PullRecord, settings: Settings, now: float) -> list[Effect]
     record.handled |= {key}
     body = (
         f"Checks on pull request #{record.number} are still pending after "
-        f"{round(waited / 60)} min (head {str(record.head_sha)[:12]}); the daemon waits for "
-        "them and fixes nothing until they finish."
+        f"{round(waited / 60)} min (head {str(record.head_sha)[:12]}: {record.checks}); the "
+        "daemon waits for them, and fixes and merges nothing until they finish."
     )
     return [PostComment(record.issue, "checks_pending", str(record.head_sha), body)]
 
@@ -506,13 +526,6 @@ def _merge(
     why = merge_reasons(record, status, verdict, settings)
     if why is None or f"merge-refused:{record.head_sha}" in record.handled:
         return []
-    if verdict is Verdict.NONE and settings.follow.checks is not ChecksScope.NONE:
-        # No check has reported on this head: CI may not have started yet. Merge only once a
-        # whole reading interval has passed without one.
-        if record.pending_since is None:
-            record.pending_since = now
-        if now - record.pending_since < _interval_s(settings):
-            return []
     if any(other.merging and other.base == record.base for other in state.pull_requests.values()):
         return []  # one merge at a time per base branch; this one is read again after it
     record.merging = True
@@ -531,6 +544,8 @@ def merge_reasons(
     merge = settings.merge
     if status.pull.draft or status.mergeable is not True or status.threads:
         return None
+    if status.merge_allowed is False:
+        return None  # the host says it will not merge now (rules unmet, behind, blocked)
     if verdict not in (Verdict.GREEN, Verdict.NONE):
         return None
     label = merge.require_label

@@ -241,6 +241,9 @@ class PullRecord:
     check_fixes: int = 0
     """Fix runs started for failed checks on it (the outcome figures; the cap counts per
     ticket, `core.reruns`)."""
+    seen_checks: frozenset[str] = frozenset()
+    """Every check that counted on any of its heads: a later head without one of them waits
+    for it (it is pending, never green)."""
     history: tuple[str, ...] = ()
     """Its red and green, for people: which check failed or what conflicted on which head,
     which run was sent, which head went green (oldest first, bounded)."""

@@ -123,6 +123,7 @@ def pull_to_json(record: PullRecord) -> str:
             "approved_head": record.approved_head,
             "history": list(record.history),
             "closing": record.closing,
+            "seen_checks": sorted(record.seen_checks),
         }
     )
 
@@ -150,6 +151,7 @@ def pull_from_json(text: str) -> PullRecord:
         approved_head=data.get("approved_head"),
         history=tuple(str(h) for h in data.get("history") or ()),
         closing=bool(data.get("closing")),
+        seen_checks=frozenset(str(c) for c in data.get("seen_checks") or ()),
     )
 
 

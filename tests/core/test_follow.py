@@ -421,14 +421,40 @@ def test_merges_wait_for_each_other_on_one_base_and_a_refusal_is_said_once() -> 
     assert isinstance(retry, core.MergePullRequest) and retry.head_sha == "c" * 40
 
 
-def test_a_head_no_check_reported_on_merges_only_after_a_whole_interval_without_one() -> None:
+def test_a_head_no_check_reported_on_is_pending_never_merged() -> None:
     state, settings = core.SchedulerState(), with_merge(follow_settings())
     issue_id = published(state, settings)
     approved = status(decision=ReviewDecision.APPROVED)
-    assert read(state, issue_id, approved, settings, now=10.0) == []  # CI may not have started
-    step = (state.pull_requests[issue_id].next_read_at - 10.0) / 2
-    assert read(state, issue_id, approved, settings, now=10.0 + step) == []
-    (merge,) = read(state, issue_id, approved, settings, now=10.0 + 2 * step)
+    for now in (10.0, 100.0, 10_000.0):  # however long nothing reports, nothing merges
+        effects = read(state, issue_id, approved, settings, now=now)
+        assert not any(isinstance(e, core.MergePullRequest) for e in effects)
+    assert state.pull_requests[issue_id].checks.endswith("(waiting for any check to report)")
+
+
+def test_a_new_head_waits_for_every_check_an_earlier_head_had() -> None:
+    """A person pushes to an approved, green pull request: its required check has not been
+    reported on the new head yet (CI starts seconds later), so the head is pending."""
+    state, settings = core.SchedulerState(), with_merge(follow_settings())
+    issue_id = published(state, settings)
+    lint = Check("lint", CheckState.PASSED)
+    read(state, issue_id, status(GREEN, lint), settings)  # green, not approved yet
+    pushed = status(lint, decision=ReviewDecision.APPROVED, sha="b" * 40)
+    assert read(state, issue_id, pushed, settings, now=20.0) == []
+    assert state.pull_requests[issue_id].checks == "1 passed (waiting for ci)"
+    both = status(GREEN, lint, decision=ReviewDecision.APPROVED, sha="b" * 40)
+    (merge,) = read(state, issue_id, both, settings, now=30.0)
+    assert isinstance(merge, core.MergePullRequest) and merge.head_sha == "b" * 40
+
+
+def test_nothing_merges_where_the_host_says_it_would_not() -> None:
+    state, settings = core.SchedulerState(), with_merge(follow_settings())
+    issue_id = published(state, settings)
+    blocked = dataclasses.replace(
+        status(GREEN, decision=ReviewDecision.APPROVED), merge_allowed=False, merge_state="blocked"
+    )
+    assert read(state, issue_id, blocked, settings) == []
+    clean = dataclasses.replace(blocked, merge_allowed=True, merge_state="clean")
+    (merge,) = read(state, issue_id, clean, settings, now=20.0)
     assert isinstance(merge, core.MergePullRequest)
 
 

@@ -108,6 +108,8 @@ class FakePulls:
     """Names of the checks the base branch requires."""
     protection: dict[str, int] = field(default_factory=dict)
     """Protected branch -> approvals its rule requires; others answer 404."""
+    dismiss_stale: bool = False
+    """A push dismisses the pull request's approvals, as a branch rule may ask."""
     downloads: str | None = "https://downloads.example.test"
     """Where job logs are downloaded from; None: the API's own host."""
     requests: list[Exchange] = field(default_factory=list)
@@ -127,6 +129,10 @@ class FakePulls:
     def push(self, number: int, sha: str) -> None:
         with self.lock:
             self.record(number)["head"]["sha"] = sha
+            if self.dismiss_stale:
+                for review in self.reviews:
+                    if review.number == number and review.state == "APPROVED":
+                        review.state = "DISMISSED"
 
     def add_check(
         self,
@@ -349,7 +355,7 @@ class FakePulls:
             return None if kind == "issues" else (404, {}, {"message": "Not Found"})
         pull = self.record(number)
         if (method, kind, tail) == ("GET", "pulls", None):
-            return 200, {}, pull
+            return 200, {}, {**pull, "mergeable_state": self.mergeable_state(pull)}
         if (method, kind, tail) == ("PATCH", "pulls", None):
             pull.update(title=body["title"], body=body["body"])
             pull["base"]["ref"] = body["base"]
@@ -368,9 +374,36 @@ class FakePulls:
             return 200, {}, pull["labels"]
         return 404, {}, {"message": "Not Found"}
 
+    def mergeable_state(self, pull: dict[str, Any]) -> str:
+        """GitHub's `mergeable_state`, small: `draft`, `unknown` while computing, `dirty` on a
+        conflict, `blocked` while a required check has not passed on the head or the base's
+        rule lacks approvals, `unstable` when another check failed, else `clean`."""
+        if pull["draft"]:
+            return "draft"
+        if pull["mergeable"] is None:
+            return "unknown"
+        if pull["mergeable"] is False:
+            return "dirty"
+        sha = pull["head"]["sha"]
+        results = {c.name: c.conclusion for c in self.checks if c.sha == sha}
+        results |= {
+            s.context: ("success" if s.state == "success" else s.state)
+            for s in self.statuses
+            if s.sha == sha
+        }
+        if any(results.get(name) != "success" for name in self.required):
+            return "blocked"
+        if self.protection.get(pull["base"]["ref"]) and self._decision(pull) != "APPROVED":
+            return "blocked"
+        if any(result not in ("success", "neutral", "skipped") for result in results.values()):
+            return "unstable"
+        return "clean"
+
     def _merge(self, pull: dict[str, Any], body: Any) -> Answer:
         if pull["state"] != "open" or pull["mergeable"] is False:
             return 405, {}, {"message": "Pull Request is not mergeable"}
+        if self.mergeable_state(pull) == "blocked":
+            return 405, {}, {"message": "Required status check has not passed"}
         if body.get("sha") not in (None, pull["head"]["sha"]):
             return 409, {}, {"message": "Head branch was modified. Review and try the merge again."}
         self.merge(pull["number"])

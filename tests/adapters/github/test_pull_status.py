@@ -355,6 +355,7 @@ async def test_following_and_merging_stay_within_githubs_descriptions(
     await github.read_status(101)
     await github.read_status(101)
     await github.reply_to_thread(101, thread.id, "Because.")
+    fake.add_check(101, "tests", "success", required=True)  # a rerun passes: not blocked
     with pytest.raises(CodeHostError):
         await github.merge(101, "0" * 40, MergeMethod.REBASE)
     fake.fail("PUT", MERGE, 502, applied=True)
@@ -373,3 +374,32 @@ async def test_following_and_merging_stay_within_githubs_descriptions(
             check_graphql_answer(
                 schema, exchange.body["query"], exchange.body["variables"], exchange.answer["data"]
             )
+
+
+async def test_merge_is_allowed_only_as_github_s_mergeable_state_says() -> None:
+    fake, github = following()
+    fake.add_check(101, "tests", None, status="in_progress", required=True)
+    blocked = await github.read_status(101)
+    assert (blocked.merge_allowed, blocked.merge_state) == (False, "blocked")
+    fake.add_check(101, "tests", "success", required=True)
+    fake.add_check(101, "docs", "failure")  # not required: GitHub merges, the daemon weighs it
+    unstable = await github.read_status(101)
+    assert (unstable.merge_allowed, unstable.merge_state) == (True, "unstable")
+    fake.add_check(101, "docs", "success")
+    clean = await github.read_status(101)
+    assert (clean.merge_allowed, clean.merge_state) == (True, "clean")
+    fake.set_mergeable(101, None)  # still computing after a push
+    computing = await github.read_status(101)
+    assert (computing.merge_allowed, computing.merge_state) == (False, "unknown")
+
+
+async def test_a_push_dismisses_a_stale_approval_where_the_base_asks_for_it() -> None:
+    fake, github = following()
+    fake.protect("main", 1)
+    fake.dismiss_stale = True
+    fake.add_review(101, "amy", "APPROVED", "ship it")
+    assert (await github.read_status(101)).review_decision is ReviewDecision.APPROVED
+    fake.push(101, "d" * 40)  # a person pushes: amy approved the old head only
+    after = await github.read_status(101)
+    assert after.review_decision is not ReviewDecision.APPROVED
+    assert (after.merge_allowed, after.merge_state) == (False, "blocked")

@@ -159,6 +159,9 @@ class FakeMergeRequests:
         with self.lock:
             job.status = status
             job.trace = job.trace if trace is None else trace
+            for item in self.merge_requests.values():
+                if any(job in pipeline.jobs for pipeline in item.pipelines):
+                    item.version += 1  # its merge status follows the pipeline, as GitLab's
 
     def approve(self, iid: int, *users: str) -> None:
         with self.lock:
@@ -212,6 +215,8 @@ class FakeMergeRequests:
     # Rendering
 
     def body_of(self, item: FakeMergeRequest, *, full: bool = True) -> dict[str, Any]:
+        pipeline = item.pipelines[-1].status() if item.pipelines else None
+        required = item.approvals_required or 0
         detailed = item.detailed_merge_status or (
             "not_open"
             if item.state != "opened"
@@ -219,6 +224,10 @@ class FakeMergeRequests:
             if item.has_conflicts
             else "draft_status"
             if item.draft
+            else "ci_still_running"
+            if pipeline == "running"
+            else "not_approved"
+            if len(item.approved_by) < required
             else "mergeable"
         )
         basic = payloads.merge_request(

@@ -434,3 +434,15 @@ async def test_a_reply_is_a_note_in_the_discussion() -> None:
     ]
     (status,) = [r.status for r in fake.requests if r.path.endswith(f"/{thread}/notes")]
     assert status == 201
+
+
+async def test_merge_is_allowed_only_as_gitlab_s_detailed_merge_status_says() -> None:
+    fake = fake_project()
+    gitlab = host(fake)
+    iid = await published(fake, gitlab)
+    job = fake.add_job(iid, "test", "running")
+    running = await gitlab.read_status(iid)
+    assert (running.merge_allowed, running.merge_state) == (False, "ci_still_running")
+    fake.set_job(job, "success")
+    done = await gitlab.read_status(iid)
+    assert (done.merge_allowed, done.merge_state) == (True, "mergeable")
