@@ -388,14 +388,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_events(self, events: list[Event]) -> None:
         data = b"".join(_sse(kind, payload) for kind, payload in events)
+        # Counted before it is sent: a client that read the answer finds it counted.
+        for kind, payload in events:
+            if kind == "response.completed":
+                self.server.fake._add_reported(payload["response"]["usage"])
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-        for kind, payload in events:
-            if kind == "response.completed":
-                self.server.fake._add_reported(payload["response"]["usage"])
 
     def _stall(self, step: Stall) -> None:
         stopping = self.server.fake._stopping
