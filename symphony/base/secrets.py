@@ -9,13 +9,53 @@ object, passed explicitly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, MutableMapping
-from typing import Any
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any, TypeVar
 
 import orjson
 
 REDACTED = "[redacted]"
 _REDACTED_BYTES = REDACTED.encode()
+T = TypeVar("T")
+
+TOKEN_SHAPES = (
+    r"\bgh[pousr]_[A-Za-z0-9]{20,}",  # GitHub tokens: personal, OAuth, server, user, refresh
+    r"\bgithub_pat_[A-Za-z0-9_]{20,}",  # GitHub fine-grained personal tokens
+    r"\bglpat-[A-Za-z0-9_\-]{20,}",  # GitLab personal access tokens
+    r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack tokens
+    r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}",  # OpenAI and Anthropic API keys
+    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",  # AWS access key ids
+)
+"""Credentials recognized by their shape, whoever's they are: masked even when the daemon was
+never told the value (a CI log that echoes a token it does not know)."""
+_SHAPES = re.compile("|".join(TOKEN_SHAPES))
+_SIGNS = ("_", "-", "AKIA", "ASIA", "earer", "EARER")
+"""One of these is in any text a shape or a `Bearer` value could match."""
+_BEARER = re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=\-]{8,}")
+_SHAPES_BYTES = re.compile(b"|".join(shape.encode() for shape in TOKEN_SHAPES))
+_BEARER_BYTES = re.compile(rb"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=\-]{8,}")
+
+
+CREDENTIAL_NAME = re.compile(
+    r"token|secret|passw(or)?d|api_?key|private_?key|access_?key", re.IGNORECASE
+)
+"""A variable or setting named like a credential (`GITHUB_TOKEN`, `ANTHROPIC_API_KEY`)."""
+
+
+def credential_variables(environ: Mapping[str, str]) -> list[str]:
+    """The values of the variables named like a credential: the daemon holds them, so it
+    masks them."""
+    return [value for name, value in environ.items() if value and CREDENTIAL_NAME.search(name)]
+
+
+def mask_shapes(text: str) -> str:
+    """`text` with every credential-shaped token (`TOKEN_SHAPES`, a `Bearer` value) masked."""
+    if not any(sign in text for sign in _SIGNS):
+        return text  # the common case: nothing shaped like a credential can be in it
+    text = _SHAPES.sub(REDACTED, text)
+    return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
 
 
 class SecretMasker:
@@ -47,18 +87,18 @@ class SecretMasker:
         for form in self._encoded:
             if form in document:
                 document = document.replace(form, _REDACTED_BYTES)
-        return document
+        document = _SHAPES_BYTES.sub(_REDACTED_BYTES, document)
+        return _BEARER_BYTES.sub(lambda m: m.group(1) + _REDACTED_BYTES, document)
 
     def mask(self, text: str) -> str:
+        """`text` with every known secret value and every credential-shaped token masked."""
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)
-        return text
+        return mask_shapes(text)
 
     def mask_value(self, value: Any) -> Any:
         """`value` with secrets masked in every string inside it (lists and maps walked)."""
-        if not self._secrets:
-            return value
         if isinstance(value, str):
             return self.mask(value)
         if isinstance(value, list | tuple):
@@ -70,10 +110,28 @@ class SecretMasker:
     def __call__(
         self, _: Any, __: str, event: MutableMapping[str, Any]
     ) -> MutableMapping[str, Any]:
-        if self._secrets:
-            for key, value in event.items():
-                if isinstance(value, str):
-                    event[key] = self.mask(value)
-                elif value is not None and not isinstance(value, int | float | bool):
-                    event[key] = self.mask(str(value))
+        for key, value in event.items():
+            if isinstance(value, str):
+                event[key] = self.mask(value)
+            elif value is not None and not isinstance(value, int | float | bool):
+                event[key] = self.mask(str(value))
         return event
+
+    def mask_fields(self, value: T) -> T:
+        """A frozen dataclass (and those inside its tuples) with every string field masked:
+        what comes in from outside (a pull request's reading), masked where it enters."""
+        if isinstance(value, str):
+            return self.mask(value)  # type: ignore[return-value]
+        if isinstance(value, tuple):
+            return tuple(self.mask_fields(item) for item in value)  # type: ignore[return-value]
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes = {}
+            for field in dataclasses.fields(value):
+                if not field.init:
+                    continue
+                before = getattr(value, field.name)
+                after = self.mask_fields(before)
+                if after is not before and after != before:
+                    changes[field.name] = after
+            return dataclasses.replace(value, **changes) if changes else value
+        return value

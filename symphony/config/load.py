@@ -24,6 +24,7 @@ from typing import Any
 from symphony.agents.registry import BACKENDS
 from symphony.base.hosts import is_loopback
 from symphony.base.issue import normalize_state
+from symphony.base.secrets import CREDENTIAL_NAME
 from symphony.codehost.contract import CodeHostError, code_host_adapter
 from symphony.config.fields import (
     INVALID_CONFIG,
@@ -298,7 +299,31 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         ),
     )
     _refuse_credentials_in_agent_env(settings, environ)
-    return settings
+    return dataclasses.replace(settings, credentials=_credentials(raw, environ, agent))
+
+
+def _credentials(
+    raw: Mapping[str, Any], environ: Mapping[str, str], agent: AgentSettings
+) -> tuple[str, ...]:
+    """The secret values the workflow names (`Settings.credentials`)."""
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if isinstance(key, str) and _CREDENTIAL_KEY.search(key) and isinstance(value, str):
+                    resolved = resolve_secret(value, environ)
+                    if resolved:
+                        found.append(resolved)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(raw)
+    found += [value for name, value in agent.env.items() if CREDENTIAL_NAME.search(name)]
+    return tuple(dict.fromkeys(found))
 
 
 _CREDENTIAL_KEY = re.compile(r"(token|secret|password|api_?key|key)$", re.IGNORECASE)

@@ -289,6 +289,10 @@ class Settings:
     merge: MergeSettings = field(default_factory=MergeSettings)
     notify: NotifySettings = field(default_factory=NotifySettings)
     """Who is told when a person is needed (`symphony.config.notify`)."""
+    credentials: tuple[str, ...] = field(default=(), repr=False)
+    """Every secret value the workflow names: each value (or `$VAR`) of a key named like a
+    token, secret, password or key anywhere in the front matter, and the agent's variables
+    named so (set in `agent.env` or passed through). The daemon masks them everywhere."""
 
     @property
     def workflow_dir(self) -> Path:

@@ -73,7 +73,9 @@ async def read(host: CodeHost, effect: core.ReadPullRequest, masker: SecretMaske
     except Exception as exc:  # an adapter bug costs one reading, never the daemon
         log.exception("pull request read failed unexpectedly", issue_identifier=effect.identifier)
         return PullRead(effect.issue_id, None, f"internal error: {exc!r}")
-    return PullRead(effect.issue_id, status)
+    # Everything a code host says (CI logs and annotations, reviews, threads) enters the
+    # daemon here: masked, so no prompt, comment, store row or log line can relay a secret.
+    return PullRead(effect.issue_id, masker.mask_fields(status))
 
 
 MERGE_ATTEMPT_S = 120.0

@@ -29,7 +29,7 @@ from symphony.agents.registry import open_session
 from symphony.base.events import EventKind
 from symphony.base.hosts import LOCAL
 from symphony.base.issue import Issue
-from symphony.base.secrets import SecretMasker
+from symphony.base.secrets import SecretMasker, credential_variables
 from symphony.codehost.contract import CodeHostError, code_host_adapter
 from symphony.config.sections import Settings
 from symphony.core import notifications
@@ -856,7 +856,10 @@ class Orchestrator:
         return Places(settings, self.environ, secrets, self.instance_id)
 
     def _mask_secrets(self) -> None:
-        """The tracker's secrets and the repository's token are never logged or shown."""
+        """Every secret the daemon knows is masked wherever text enters or leaves it: the
+        tracker's, the repository's token, the server's, the notification channels', every
+        credential the workflow names, and the daemon's own variables named like one (the
+        agents' API keys among them)."""
         secrets = [self.environ.get(name, "") for name in self.tracker.secret_env_names()]
         repository = self.settings.repository
         self.masker.set(source=str(self.settings.workflow_path), values=[
@@ -864,6 +867,8 @@ class Orchestrator:
             repository.token if repository is not None else "",
             self.settings.server.auth_token or "",
             *(secret for channel in self.settings.notify.channels for secret in channel.secrets()),
+            *self.settings.credentials,
+            *credential_variables(self.environ),
         ])  # fmt: skip
 
     def _notify(self) -> None:

@@ -240,9 +240,10 @@ class _Attempt:
         tools = ctx.tracker.agent_tools()
         if stage is not None:
             assert self.settings.machine is not None
-            variables = await _step(
+            read = await _step(
                 "comments", FailureReason.TRACKER, stage_context(ctx.tracker, issue, stage)
             )
+            variables = ctx.masker.mask_fields(read)  # the ticket's comments enter here
             # What the run addresses: a review or failed checks, and a conflict with the
             # target its worktree could not be brought up to (both sides, for the agent).
             asked = [text for text in (ctx.review, self.workspace.note) if text]
@@ -435,7 +436,8 @@ class _Attempt:
                 notes = await asyncio.to_thread(
                     ctx.memory.for_prompt, Ticket.of(current, files, plan)
                 )
-            prompt = _render(template, current, self.attempt, self.variables, notes)
+            ticket = ctx.masker.mask_fields(current)  # its description, as the tracker has it
+            prompt = _render(template, ticket, self.attempt, self.variables, notes)
             review = self.variables.review if self.variables is not None else ctx.review
             if review is not None and "review" not in template:
                 # The daemon's reason for this run reaches the agent even where the stage's

@@ -9,6 +9,7 @@ attempt and never the daemon). A worker never touches the scheduling state.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -49,6 +50,8 @@ async def work(
             report(AgentUpdate(issue.id, events, clock.monotonic(), clock.wall()))
 
     def on_event(event: AgentEvent) -> None:
+        if event.message:  # what an agent says enters the daemon here, masked
+            event = dataclasses.replace(event, message=ctx.masker.mask(event.message))
         log_agent_event(event)
         if not pending:
             loop.call_soon(flush)

@@ -355,3 +355,26 @@ def test_workspace_root_inside_the_workflow_folder_is_accepted(tmp_path: Path) -
     text = MINIMAL.replace("---\nDo", "workspace:\n  root: .symphony/workspaces\n---\nDo")
     settings = load_settings(write(tmp_path, text), {})
     assert settings.workspace.root == tmp_path / ".symphony" / "workspaces"
+
+
+def test_every_credential_the_workflow_names_is_one_the_daemon_masks(tmp_path: Path) -> None:
+    text = (
+        "---\ntracker:\n  kind: local\n  provider:\n    path: board\n"
+        "    webhook_secret: $HOOK_SECRET\n"
+        "server:\n  auth_token: $SERVER_TOKEN\n"
+        "agent:\n  env:\n    OPENAI_API_KEY: $OPENAI_KEY\n    EDITOR: vim\n"
+        "notify:\n  channels:\n    - {kind: webhook, url: 'https://hooks.test/x', "
+        "secret: literal-signing-secret}\n"
+        "---\nDo {{ issue.identifier }}\n"
+    )
+    environ = {
+        "HOOK_SECRET": "hook-secret-value",
+        "SERVER_TOKEN": "server-token-value-long",
+        "OPENAI_KEY": "openai-key-value",
+    }
+    settings = load_settings(write(tmp_path, text), environ)
+    assert set(settings.credentials) == {
+        "hook-secret-value", "server-token-value-long", "openai-key-value",
+        "literal-signing-secret",
+    }  # fmt: skip
+    assert "hook-secret-value" not in repr(settings)  # kept out of every repr
