@@ -7,6 +7,7 @@ Done, the workspace removed."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -353,3 +354,70 @@ def test_kill_9_after_the_pull_request_was_opened_or_merged_repeats_nothing(
     assert [e.status for e in merges()].count(200) == 1 and len(pulls.pulls) == 1
     assert pulls.record(number)["merged_at"]
     assert board.text("DEMO-1").count("symphony · merged") == 1
+
+
+SHAPED_SECRETS = (
+    "ghp_" + "Zq7" * 12,  # a GitHub token the daemon was never told
+    "sk-ant-api03-" + "Kk9" * 12,  # an Anthropic key
+    "AKIA" + "QWERTYUIOPASDFGH",  # an AWS access key id
+    "glpat-" + "Lm3" * 8,  # a GitLab token
+    "xoxb-2048-" + "Sl4" * 6,  # a Slack token
+)
+
+
+def test_secrets_in_ci_logs_and_reviews_are_relayed_nowhere(
+    tmp_path: Path, github: FakeGitHub
+) -> None:
+    """A failing job's log echoes the repository's token and other credentials (as `set -x`
+    prints them), its annotation and a reviewer's comment carry more: after the fix run and
+    the rework, no file under the workflow's folder, no request the daemon sent and no line it
+    printed holds any of them, raw, URL-encoded or JSON-escaped."""
+    from urllib.parse import quote
+
+    remote = remote_repository(tmp_path)
+    board = StageBoard(tmp_path)
+    board.ticket("DEMO-1", state="Ready", title="Let `calc.py` subtract")
+    write_workflow(board, remote, github.base)
+    secrets = (TOKEN, *SHAPED_SECRETS)
+    leaked = " ".join(secrets)
+    env = {"CODE_TOKEN": TOKEN, "DEMO_AGENT_DELAY_MS": "0"}
+    daemon = Daemon(board, env, "--logs-root", str(tmp_path / "logs"))
+    pulls = github.pulls
+    try:
+        assert wait_until(lambda: board.state_of("DEMO-1") == "Human Review", 60), daemon.lines
+        (pull,) = pulls.pulls
+        number, first = pull["number"], head(remote)
+        pulls.push(number, first)
+        pulls.add_check(
+            number, "lint", "failure", required=True,
+            summary=f"lint failed; Authorization: Bearer {SHAPED_SECRETS[0]}",
+            annotations=(("calc.py", 1, f"token {SHAPED_SECRETS[1]} in code"),),
+            log=f"+ export GH_TOKEN={TOKEN}\n+ export KEYS='{leaked}'\nError: lint failed\n",
+        )  # fmt: skip
+        assert wait_until(lambda: head(remote) != first, 60), "".join(daemon.lines)[-3000:]
+        fixed = head(remote)
+        pulls.push(number, fixed)
+        pulls.add_check(number, "lint", "success", required=True)
+        pulls.add_thread(number, "calc.py", 2, ("alice", f"Do not commit {leaked}."))
+        pulls.add_review(number, "alice", "CHANGES_REQUESTED", f"Rotate {SHAPED_SECRETS[2]}!")
+        assert wait_until(lambda: head(remote) != fixed, 60), "".join(daemon.lines)[-3000:]
+        assert wait_until(lambda: board.state_of("DEMO-1") == "Human Review", 60)
+    finally:
+        daemon.stop()
+    notes = next((tmp_path / "workspaces").glob("*/NOTES/*.md")).read_text()
+    assert "lint failed" in notes and "[redacted]" in notes  # the prompts carried the rest
+    forms = {s: {s, quote(s, safe=""), json.dumps(s)[1:-1]} for s in secrets}
+    written = [
+        path for path in tmp_path.rglob("*")
+        if path.is_file() and ".git" not in path.parts and "remote.git" not in path.parts
+        and "seed" not in path.parts
+    ]  # fmt: skip
+    assert any(p.name == "state.db" for p in written) and any(p.suffix == ".log" for p in written)
+    sent = [json.dumps(e.body) for e in github.requests if e.body is not None]
+    found = []
+    for shapes in forms.values():
+        for form in shapes:
+            found += [str(p) for p in written if form.encode() in p.read_bytes()]
+            found += [f"request {body[:80]}" for body in sent if form in body]
+            found += [f"output {line[:80]}" for line in daemon.lines if form in line]
+    assert found == []
