@@ -121,7 +121,8 @@ class Workspace:
     base: str | None = None
     """The commit its git checkout was at when it was created (`Mark.base`), if any."""
     note: str | None = None
-    """A conflict with its target the run must resolve (`Worktrees.catch_up`)."""
+    """What the run must know of how its worktree was brought up to date (a person's push it
+    now starts from, a conflict with its target to resolve: `Worktrees.catch_up`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,15 +296,17 @@ class WorkspaceManager:
             log.warning("worktree not brought up to date", workspace=str(workspace.path),
                         reason=exc.message)  # fmt: skip
             return workspace
+        if caught.pushed is not None:
+            log.info("worktree moved to a person's push", workspace=str(workspace.path))
         if caught.base is not None:
             with contextlib.suppress(OSError):
                 self._marks.stamp(workspace.key, workspace.identifier, workspace.path, caught.base)
             log.info("worktree brought up to date", workspace=str(workspace.path), how=caught.how)
-            return dataclasses.replace(workspace, base=caught.base)
+            workspace = dataclasses.replace(workspace, base=caught.base)
         if caught.conflict is not None:
             log.info("worktree conflicts with its target", workspace=str(workspace.path))
-            return dataclasses.replace(workspace, note=caught.conflict)
-        return workspace
+        told = [text for text in (caught.pushed, caught.conflict) if text]
+        return dataclasses.replace(workspace, note="\n\n".join(told)) if told else workspace
 
     def _half_made(self, path: Path) -> bool:
         """Ours, and a worktree whose creation was cut short: no start commit in its mark yet

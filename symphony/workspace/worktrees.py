@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import re
 import shutil
 from collections.abc import Mapping
@@ -72,6 +73,8 @@ class CatchUp:
     base: str | None = None
     how: str | None = None
     conflict: str | None = None
+    pushed: str | None = None
+    """Someone else pushed to the ticket's branch: what the run is told of it."""
 
 
 def conflict_text(target: str, files: list[str], both: str) -> str:
@@ -255,11 +258,57 @@ class Worktrees:
             await self._refresh_mirror()
             target = await self._base()
         here = ("-C", str(path))
+        if (await self._git(*here, "status", "--porcelain", "--untracked-files=no")).strip():
+            return CatchUp()
+        pushed = await self._take_a_persons_push(path)
+        if pushed is not None and pushed.conflict is not None:
+            return pushed
+        caught = await self._up_to_target(path, target)
+        return dataclasses.replace(caught, pushed=pushed.pushed if pushed else None)
+
+    async def _take_a_persons_push(self, path: Path) -> CatchUp | None:
+        """The ticket's branch as the remote has it is the truth: when someone pushed commits
+        the worktree lacks, it moves to them (fast-forward), its unpublished commits replayed
+        on top (never the other way round: the daemon never force-pushes over a commit it did
+        not make). None: nobody pushed."""
+        here = ("-C", str(path))
+        branch = (await self._run("git", *here, "symbolic-ref", "--short", "-q", "HEAD")).out
+        remote = f"refs/remotes/origin/{branch.strip()}"
+        if not branch.strip():
+            return None
+        found = await self._run("git", *here, "rev-parse", "--verify", "-q", f"{remote}^{{commit}}")
+        if found.returncode != 0:
+            return None  # not published yet
+        theirs = found.out.strip()
+        if (
+            await self._run("git", *here, "merge-base", "--is-ancestor", theirs, "HEAD")
+        ).returncode == 0:
+            return None  # everything pushed is here (the daemon's own pushes)
+        subject = (await self._git(*here, "log", "-1", "--format=%h %s", theirs)).strip()
+        told = f"Someone pushed to `{branch.strip()}`: this run starts from their commit {subject}."
+        ours = await self._run("git", *here, "merge-base", "--is-ancestor", "HEAD", theirs)
+        if ours.returncode == 0:
+            await self._git(*here, "merge", "--ff-only", "--quiet", theirs)
+            return CatchUp(pushed=told)
+        replayed = await self._run(
+            "git", *here, "-c", f"user.name={MERGER[0]}", "-c", f"user.email={MERGER[1]}",
+            "rebase", "--quiet", theirs,
+        )  # fmt: skip
+        if replayed.returncode == 0:
+            return CatchUp(pushed=told + " Your commits not yet pushed were replayed on top of it.")
+        await self._run("git", *here, "rebase", "--abort")
+        return CatchUp(
+            conflict=told.replace("this run starts from", "the branch now has")
+            + " Your commits not yet pushed conflict with it: merge "
+            f"`{remote.removeprefix('refs/remotes/')}` into the branch, keep both intentions, "
+            "and commit."
+        )
+
+    async def _up_to_target(self, path: Path, target: str) -> CatchUp:
+        here = ("-C", str(path))
         behind = await self._run("git", *here, "merge-base", "--is-ancestor", target, "HEAD")
         if behind.returncode == 0 or behind.returncode not in (0, 1):
             return CatchUp()  # up to date, or not a state to judge (git said why in its log)
-        if (await self._git(*here, "status", "--porcelain", "--untracked-files=no")).strip():
-            return CatchUp()
         commit = (await self._git(*here, "rev-parse", "--verify", f"{target}^{{commit}}")).strip()
         name = target.removeprefix("refs/remotes/")
         own = int((await self._git(*here, "rev-list", "--count", f"{target}..HEAD")).strip())
