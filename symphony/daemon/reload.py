@@ -106,6 +106,7 @@ class WorkflowStatus:
             )
         self._health.workflow_error = None
         self._health.workflow_error_fingerprint = None
+        self._health.workflow_error_since = None
 
     def rejected(self, path: Path, rejection: Rejected) -> None:
         if self._health.workflow_error != rejection.message:
@@ -117,6 +118,8 @@ class WorkflowStatus:
             self._activity.add(
                 self._clock.wall(), "workflow_rejected", rejection.message, level="error"
             )
+        if self._health.workflow_error is None:
+            self._health.workflow_error_since = self._clock.wall()
         self._health.workflow_error = rejection.message
         self._health.workflow_error_fingerprint = rejection.fingerprint
 

@@ -31,5 +31,11 @@ def notes(snapshot: Mapping[str, Any]) -> list[str]:
     health = snapshot.get("health") or {}
     found = []
     if health.get("workflow_error"):
-        found.append("WORKFLOW.md was rejected; running on the last good settings")
+        where = health.get("workflow_error_path") or "WORKFLOW.md"
+        since = health.get("workflow_error_since")
+        when = f" at {since}" if since else ""
+        found.append(
+            f"{where} was rejected{when}; the daemon runs on its last good settings until it "
+            f"is fixed: {health['workflow_error']}"
+        )
     return found

@@ -42,6 +42,8 @@ class Health:
 
     workflow_error: str | None = None
     workflow_error_fingerprint: str | None = None
+    workflow_error_since: datetime | None = None
+    """Since when the daemon runs on its last good settings (the first rejection)."""
     store_error: str | None = None
     tracker_error: str | None = None
     last_tick_at: datetime | None = None
@@ -73,6 +75,10 @@ def daemon_snapshot(
         wall,
         {
             "workflow_error": health.workflow_error,
+            "workflow_error_since": (
+                health.workflow_error_since.isoformat() if health.workflow_error_since else None
+            ),
+            "workflow_error_path": str(settings.workflow_path) if health.workflow_error else None,
             "tracker_error": health.tracker_error,
             "store_error": health.store_error,
             "last_tick_at": health.last_tick_at.isoformat() if health.last_tick_at else None,

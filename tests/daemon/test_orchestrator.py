@@ -298,10 +298,18 @@ async def test_an_invalid_workflow_pauses_dispatch_and_a_valid_one_resumes_it(
         assert health.workflow_error is not None
         assert "id-A-1" in run.orchestrator.state.running  # the run goes on
         assert "id-A-2" not in run.orchestrator.state.running  # nothing new starts
+        # The supervisor stays ready, and is told which file, since when, and why.
+        ready = await readyz(run)
+        (note,) = ready.json()["notes"]
+        assert ready.status_code == 200
+        since = health.workflow_error_since
+        assert since is not None
+        assert note.startswith(f"{workflow} was rejected at {since.isoformat()}; the daemon")
+        assert health.workflow_error in note
         workflow.write_text(good.replace("Work on", "Now work on"))
         await wake_after(run, clock, 30)
         await run.until(lambda: "id-A-2" in run.orchestrator.state.running)
-        assert health.workflow_error is None
+        assert health.workflow_error is None and health.workflow_error_since is None
         assert "Now work on A-2" in agent.of("A-2")[0].prompts[0]
         events = [row["event"] for row in run.orchestrator.activity.newest()]
         assert events.count("workflow_rejected") == 1 and "workflow_reloaded" in events
