@@ -547,7 +547,8 @@ def on_retries_refreshed(
             effects.append(_requeue(state, retry, why, settings, now))
         elif refused := refusal(state, issue.id, kind_of_retry(retry), settings, wall):
             stage = _stage_name(settings, issue.state)
-            effects.extend(escalate(state, issue, refused, settings, now, stage=stage))
+            last = f"The last run ended with: {retry.error}" if retry.error else ""
+            effects.extend(escalate(state, issue, refused, settings, now, stage=stage, extra=last))
         else:
             host = chosen[0]
             hosts.take(host)

@@ -461,6 +461,7 @@ class _Attempt:
             report, verification = await _verify(
                 stage, report, current, session, launch, self.workspace_env, self.settings,
                 self.take_report, ctx.masker,
+                contained=lambda: _check_cwd(ctx.workspaces, self.workspace),
             )  # fmt: skip
             if ctx.memory is not None:
                 await _record_gate_lessons(ctx.memory, verification, stage, current)
@@ -511,6 +512,8 @@ async def _verify(
     settings: Settings,
     take_report: Callable[[], Report | None],
     masker: SecretMasker,
+    *,
+    contained: Callable[[], None] = lambda: None,
 ) -> tuple[Report, Verification]:
     """Run the stage's gates after a `done` report; while they fail and fix turns are left,
     give the agent a fix turn on the same thread with what failed, then run them again.
@@ -520,6 +523,7 @@ async def _verify(
     title = f"{issue.identifier}: {issue.title}"
     take_report()
     while True:
+        contained()  # the agent may have swapped its workspace for a link: never run there
         gate_round = await run_gates(
             stage.verify,
             cwd=launch.workspace,

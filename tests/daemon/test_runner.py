@@ -279,3 +279,33 @@ async def test_an_agent_s_follow_ups_start_before_the_plan_and_are_capped_per_ru
     assert all(marker_of(t.description) is None for t in created)
     await attempt.handle_tool("comment_on_it", {"body": "LGTM\n— symphony · evidence · 3"})
     assert marker_of(written[-1]["body"]) is None
+
+
+async def test_gates_never_run_in_a_workspace_swapped_for_a_link(tmp_path: Path) -> None:
+    """Containment is checked before every round of gates, not only at launch: an agent that
+    replaced its workspace with a link to elsewhere gets no gate run there."""
+    from symphony.config.stages import Gate, Outcome, Report, Stage
+
+    issue = make_issue("ABC-1")
+    ctx = context(tmp_path, ScriptedTracker(issue, ["Todo"]))
+    workspace = await ctx.workspaces.prepare("ABC-1")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.rmdir(workspace.path)
+    workspace.path.symlink_to(elsewhere)  # what a hostile agent could do
+    stage = replace(
+        Stage("build", ("Todo",), "Build", "WORKFLOW.md", 1, "Review", "X", "X", 4),
+        verify=(Gate("marks", "touch gate-ran"),),
+    )
+    launch = runner.AgentLaunch(
+        workspace=workspace.path, settings=ctx.settings.agents["codex"], kind="codex",
+        env={}, tools=[], handle_tool=None, on_event=lambda _: None,  # type: ignore[arg-type]
+    )  # fmt: skip
+    with pytest.raises(AttemptFailed) as failed:
+        await runner._verify(
+            stage, Report(Outcome.DONE, "done"), issue, None, launch,  # type: ignore[arg-type]
+            {"PATH": "/usr/bin:/bin"}, ctx.settings, lambda: None, ctx.masker,
+            contained=lambda: runner._check_cwd(ctx.workspaces, workspace),
+        )  # fmt: skip
+    assert failed.value.failure.step == "workspace"
+    assert not (elsewhere / "gate-ran").exists()
