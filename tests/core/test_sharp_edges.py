@@ -6,6 +6,7 @@ spin faster than its interval. Pure: an injected clock."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from symphony import core
 from symphony.core.runs import CONTINUATION_DELAY_S, retry_delay_s
@@ -93,6 +94,6 @@ def test_a_continuation_loop_cannot_spin_faster_than_its_interval() -> None:
         if not any(isinstance(e, core.StartWorker) for e in effects):
             break
         starts.append(now)
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert all(gap >= CONTINUATION_DELAY_S for gap in gaps)
     assert len(starts) == settings.agent.max_continuations  # and it stops at its cap
