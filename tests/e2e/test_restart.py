@@ -55,6 +55,19 @@ def saved_tokens(board: Board) -> dict[str, int]:
     return {identifier: tokens for identifier, tokens in rows}
 
 
+def saved_messages(board: Board) -> dict[str, str | None]:
+    """Each running ticket's last agent message as the daemon's store holds it now."""
+    path = board.root / ".symphony" / "state.db"
+    if not path.exists():
+        return {}
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
+            rows = db.execute("SELECT identifier, last_message FROM runs").fetchall()
+    except sqlite3.Error:
+        return {}
+    return {identifier: message for identifier, message in rows}
+
+
 def busy_board(board: Board, count: int = 3) -> dict[str, str]:
     for n in range(1, count + 1):
         board.ticket(f"ABC-{n}")
@@ -252,6 +265,10 @@ def test_a_graceful_restart_continues_the_interrupted_run(tmp_path: Path, resume
     first = Daemon(board, env)
     try:
         first.wait_for("agent turn_started")
+        # Stopped once the agent's word is saved (agent progress is saved within a second):
+        # the restart's prompt quotes it.
+        said = lambda: "still working on it" in (saved_messages(board).get("ABC-1") or "")  # noqa: E731
+        assert wait_until(said, 10), saved_messages(board)
         assert first.stop() == 0
     finally:
         first.proc.kill()
