@@ -11,7 +11,7 @@ are `publishing` and `follow`. This package's namespace is the scheduler's
 API: `from symphony import core`, then `core.select_dispatches(...)`.
 """
 
-from symphony.core import fleet, follow, operator, review_actions
+from symphony.core import fleet, follow, operator, reruns, review_actions
 from symphony.core.accounting import (
     on_agent_event,
     ticket_totals_of,
@@ -200,6 +200,7 @@ __all__ = [
     "plan_transition",
     "polled_states",
     "prune_footprints",
+    "reruns",
     "retry_delay_s",
     "review_actions",
     "select_dispatches",

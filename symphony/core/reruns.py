@@ -24,6 +24,7 @@ and `started` as it starts.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from symphony.base.issue import Issue, normalize_state
@@ -47,20 +48,38 @@ _SETTING = {
     RunKind.CONFLICT_FIX: "follow.max_conflict_fixes",
     RunKind.REWORK: "follow.max_reworks",
 }
+"""The setting that caps each automatic kind, as a person writes it in WORKFLOW.md."""
 
 
 def cap_of(kind: RunKind, settings: Settings) -> int | None:
     """How many runs of `kind` a ticket may have before a person looks; None: not capped
     (a first run, a resumed one: the runaway guard still counts them)."""
-    agent, follow = settings.agent, settings.follow
-    return {
-        RunKind.CONTINUATION: agent.max_continuations,
-        RunKind.RETRY: agent.max_retries,
-        RunKind.STALL_RESTART: agent.max_stall_restarts,
-        RunKind.CHECK_FIX: follow.max_check_fixes,
-        RunKind.CONFLICT_FIX: follow.max_conflict_fixes,
-        RunKind.REWORK: follow.max_reworks,
-    }.get(kind)
+    setting = _SETTING.get(kind)
+    if setting is None:
+        return None
+    section, name = setting.split(".")
+    cap: int = getattr(getattr(settings, section), name)
+    return cap
+
+
+def forget(state: SchedulerState, seen: Iterable[str], wall: datetime, settings: Settings) -> None:
+    """Drop the ledgers of tickets the daemon no longer follows (not seen by the last poll,
+    not claimed, not kept) once their last run is out of the runaway window: the store stays
+    bounded, and a ticket bounced out of sight and back still meets the guard."""
+    window = settings.agent.runaway_window_s
+    now_s, seen = wall.timestamp(), set(seen)
+    for issue_id in list(state.ledgers):
+        ledger = state.ledgers[issue_id]
+        if (
+            issue_id in seen
+            or issue_id in state.claimed
+            or issue_id in state.kept_workspaces
+            or issue_id in state.held
+            or _recent(ledger, now_s, window)
+        ):
+            continue
+        del state.ledgers[issue_id]
+        state.changed_ledgers.discard(issue_id)
 
 
 def kind_of_retry(retry: RetryEntry) -> RunKind:

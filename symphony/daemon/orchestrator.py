@@ -621,6 +621,7 @@ class Orchestrator:
         candidates = [issue for issue in issues if tracker_settings.is_active(issue.state)]
         core.observe_review_queue(self.state, issues, settings)
         core.prune_footprints(self.state, issues)
+        core.reruns.forget(self.state, (i.id for i in issues), self.clock.wall(), settings)
         self._take_share(candidates)
         effects = core.select_dispatches(
             self.state, candidates, settings, self.clock.monotonic(), self.clock.wall()

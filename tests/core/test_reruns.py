@@ -320,3 +320,19 @@ def test_a_pull_request_closed_while_its_hand_off_waits_publishes_nothing_new() 
     assert not pending.in_flight  # waiting for its retry
     assert read(state, issue_id, status(state=PullState.CLOSED), settings, 13.0) == []
     assert state.transitions[issue_id].plan.publish is None
+
+
+def test_a_ledger_is_forgotten_once_its_ticket_is_out_of_sight_and_out_of_the_window() -> None:
+    settings = make_settings(active=("Todo",))
+    state = core.SchedulerState()
+    issue = make_issue("A-1", state="Todo")
+    core.select_dispatches(state, [issue], settings, 0.0, WALL)
+    core.on_worker_exit(state, issue.id, core.WorkerExit(True), settings, 1.0)
+    state.retry_attempts.clear()
+    state.claimed.clear()
+    core.reruns.forget(state, [], WALL + timedelta(minutes=5), settings)
+    assert issue.id in state.ledgers  # out of sight, but its run is within the window
+    core.reruns.forget(state, [issue.id], WALL + timedelta(hours=2), settings)
+    assert issue.id in state.ledgers  # still polled
+    core.reruns.forget(state, [], WALL + timedelta(hours=2), settings)
+    assert issue.id not in state.ledgers
