@@ -42,30 +42,28 @@ def when(line: str) -> float:
     return datetime.fromisoformat(match.group(1)).timestamp()
 
 
-def saved_tokens(board: Board) -> dict[str, int]:
-    """Each ticket's tokens as the daemon's store holds them now."""
+def saved(board: Board, query: str) -> dict[str, Any]:
+    """(identifier, value) rows of `query` as the daemon's store holds them now; empty while
+    there is no store or it cannot be read."""
     path = board.root / ".symphony" / "state.db"
     if not path.exists():
         return {}
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
-            rows = db.execute("SELECT identifier, total_tokens FROM ticket_totals").fetchall()
+            rows = db.execute(query).fetchall()
     except sqlite3.Error:
         return {}
-    return {identifier: tokens for identifier, tokens in rows}
+    return {identifier: value for identifier, value in rows}
+
+
+def saved_tokens(board: Board) -> dict[str, int]:
+    """Each ticket's tokens as the daemon's store holds them now."""
+    return saved(board, "SELECT identifier, total_tokens FROM ticket_totals")
 
 
 def saved_messages(board: Board) -> dict[str, str | None]:
     """Each running ticket's last agent message as the daemon's store holds it now."""
-    path = board.root / ".symphony" / "state.db"
-    if not path.exists():
-        return {}
-    try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
-            rows = db.execute("SELECT identifier, last_message FROM runs").fetchall()
-    except sqlite3.Error:
-        return {}
-    return {identifier: message for identifier, message in rows}
+    return saved(board, "SELECT identifier, last_message FROM runs")
 
 
 def busy_board(board: Board, count: int = 3) -> dict[str, str]:

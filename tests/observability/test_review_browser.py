@@ -20,6 +20,15 @@ pytestmark = pytest.mark.slow
 TOKEN = "review-token-for-the-browser"
 
 
+def log_in(page: Any, url: str) -> None:
+    """Log in on the page as Ada with the actions' token; it lands on the review page."""
+    page.goto(f"{url}login?next=/review")
+    page.fill("input[name=name]", "Ada")
+    page.fill("input[name=token]", TOKEN)
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/review")
+
+
 def _state(ticket: Path) -> str:
     match = re.search(r"(?m)^state: (.*)$", ticket.read_text())
     return match.group(1).strip() if match else ""
@@ -50,11 +59,7 @@ def test_a_person_reviews_plans_with_the_keyboard_alone(tmp_path: Path) -> None:
             page.keyboard.press("a")
             expect(page.locator("#result")).to_contain_text("Log in to act")
 
-            page.goto(f"{url}login?next=/review")
-            page.fill("input[name=name]", "Ada")
-            page.fill("input[name=token]", TOKEN)
-            page.keyboard.press("Enter")
-            page.wait_for_url("**/review")
+            log_in(page, url)
             first = page.locator(".item.selected")
             expect(page.locator("#approve")).to_be_visible()
             chosen = first.get_attribute("data-issue")
@@ -219,11 +224,7 @@ def test_a_person_stops_and_cancels_running_tickets_and_neither_starts_again(
 
         assert wait_until(lambda: {"DEMO-1", "DEMO-2"} <= set(running()), 60), running()
         with _page("review-stop", 900) as page:
-            page.goto(f"{url}login?next=/review")
-            page.fill("input[name=name]", "Ada")
-            page.fill("input[name=token]", TOKEN)
-            page.keyboard.press("Enter")
-            page.wait_for_url("**/review")
+            log_in(page, url)
             first = page.locator('#running .item[data-issue="DEMO-1"]')
             expect(first).to_contain_text("first run")
             first.locator("button.stop").click()

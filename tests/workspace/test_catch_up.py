@@ -83,6 +83,14 @@ async def test_uncommitted_work_is_left_alone(tmp_path: Path, repository: Path) 
     assert (path / "app.py").read_text() == "x = 'in progress'\n"
 
 
+def commit(path: Path, name: str, text: str, message: str) -> str:
+    """The agent writes `name` in its worktree and commits it; the new head."""
+    (path / name).write_text(text)
+    git(path, "add", name)
+    git(path, "commit", "-q", "-m", message)
+    return git(path, "rev-parse", "HEAD")
+
+
 def publish(path: Path, repository: Path) -> str:
     """The daemon's push of the worktree's branch to the repository."""
     git(path, "push", "-q", str(repository), "HEAD:refs/heads/symphony/ABC-1")
@@ -95,11 +103,9 @@ def a_person_pushes(tmp_path: Path, repository: Path, name: str, text: str) -> s
         git(tmp_path, "clone", "-q", str(repository), str(clone))
     git(clone, "fetch", "-q", "origin")
     git(clone, "checkout", "-q", "-B", "symphony/ABC-1", "origin/symphony/ABC-1")
-    (clone / name).write_text(text)
-    git(clone, "add", name)
-    git(clone, "commit", "-q", "-m", f"person: {name}")
+    theirs = commit(clone, name, text, f"person: {name}")
     git(clone, "push", "-q", "origin", "symphony/ABC-1")
-    return git(clone, "rev-parse", "HEAD")
+    return theirs
 
 
 async def test_a_persons_push_is_where_the_next_run_starts(
@@ -107,8 +113,7 @@ async def test_a_persons_push_is_where_the_next_run_starts(
 ) -> None:
     workspaces = manager(tmp_path, repository)
     path = await prepared(workspaces)
-    (path / "app.py").write_text("x = 'agent'\n")
-    git(path, "commit", "-q", "-am", "agent's work")
+    commit(path, "app.py", "x = 'agent'\n", "agent's work")
     publish(path, repository)
     theirs = a_person_pushes(tmp_path, repository, "person.py", "p = 1\n")
     again = await workspaces.prepare("ABC-1")
@@ -123,21 +128,16 @@ async def test_unpublished_commits_are_replayed_on_a_persons_push_or_the_conflic
 ) -> None:
     workspaces = manager(tmp_path, repository)
     path = await prepared(workspaces)
-    (path / "app.py").write_text("x = 'agent'\n")
-    git(path, "commit", "-q", "-am", "agent's work")
+    commit(path, "app.py", "x = 'agent'\n", "agent's work")
     publish(path, repository)
-    (path / "agent.py").write_text("a = 1\n")
-    git(path, "add", "agent.py")
-    git(path, "commit", "-q", "-m", "agent: not pushed yet")
+    commit(path, "agent.py", "a = 1\n", "agent: not pushed yet")
     theirs = a_person_pushes(tmp_path, repository, "person.py", "p = 1\n")
     again = await workspaces.prepare("ABC-1")
     assert git(path, "rev-parse", "HEAD~1") == theirs  # ours on top of theirs, nothing lost
     assert (path / "agent.py").exists() and (path / "person.py").exists()
     assert again.note is not None and "were replayed on top of it" in again.note
     # Now ours and theirs change the same line: nothing is rewritten, the run is told.
-    (path / "app.py").write_text("x = 'agent again'\n")
-    git(path, "commit", "-q", "-am", "agent: the same line")
-    ours = git(path, "rev-parse", "HEAD")
+    ours = commit(path, "app.py", "x = 'agent again'\n", "agent: the same line")
     a_person_pushes(tmp_path, repository, "app.py", "x = 'person'\n")
     conflicted = await workspaces.prepare("ABC-1")
     assert git(path, "rev-parse", "HEAD") == ours and git(path, "status", "--porcelain") == ""
