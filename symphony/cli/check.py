@@ -138,6 +138,13 @@ async def report(
     print(f"poll every    {settings.polling.interval_ms} ms")
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
     print(f"overlap       {settings.agent.overlap} (agent.overlap)")
+    agent = settings.agent
+    print(
+        f"re-runs       at most {agent.max_continuations} continuations, {agent.max_retries} "
+        f"retries after errors, {agent.max_stall_restarts} stall restarts; no ticket runs more "
+        f"than {agent.max_runs_per_ticket} times within {agent.runaway_window_s:g} s "
+        "(agent.max_runs_per_ticket, agent.runaway_window)"
+    )
     if settings.server.port is not None or settings.server.auth_token is not None:
         print(
             "actions       "
@@ -345,11 +352,14 @@ def _follow_line(settings: Settings) -> str:
         label = f", label {merge.require_label}" if merge.require_label else ""
         policy = f"{merge.policy} by {merge.method}{label}"
     reviewed = follow.on_changes_requested or "(none)"
+    machine = settings.machine
+    closed = follow.on_closed or (machine.escalation_state if machine is not None else "(stays)")
     return (
         f"follow: checks ({follow.checks}) red: {follow.on_checks_failed} (at most "
-        f"{follow.max_check_fixes}); changes requested: {reviewed}; conflict: "
-        f"{follow.on_conflict}; merged: {follow.on_merged or '(stays)'}; closed: "
-        f"{follow.on_closed or '(stays)'}; merge: {policy}"
+        f"{follow.max_check_fixes}); changes requested: {reviewed} (at most "
+        f"{follow.max_reworks} reworks); conflict: {follow.on_conflict} (at most "
+        f"{follow.max_conflict_fixes}); merged: {follow.on_merged or '(stays)'}; closed: "
+        f"{closed}; merge: {policy}"
     )
 
 

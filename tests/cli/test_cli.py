@@ -532,9 +532,19 @@ def test_check_shows_the_runaway_guard_and_a_persons_stop_from_the_store(board: 
         store.close()
     result = run_cli("check", cwd=board.root)
     assert result.returncode == 0, result.stderr
+    assert (
+        "re-runs       at most 10 continuations, 5 retries after errors, 3 stall restarts; "
+        "no ticket runs more than 20 times within 3600 s" in result.stdout
+    )
     verdicts = {line.split()[0]: line for line in result.stdout.splitlines() if "ABC-" in line}
     assert (
         "waits: not started: the runaway guard stopped it: 20 runs within 1 h "
         "(agent.max_runs_per_ticket: 20, agent.runaway_window)" in verdicts["ABC-1"]
     )
     assert "waits: stopped by a person" in verdicts["ABC-2"]
+    board.write_workflow(agent={"runaway_window": "soon"})
+    wrong = run_cli("check", cwd=board.root)
+    assert wrong.returncode == 1
+    assert "agent.runaway_window must be a duration like 30m, 1h or 90s, got 'soon'" in (
+        wrong.stdout + wrong.stderr
+    )

@@ -252,6 +252,7 @@ async def test_check_shows_publish_and_follow_and_refuses_a_state_the_tracker_la
     assert "repository    github acme/widgets (https://api.github.com), pushed to origin" in out
     assert "publish: push to origin, then a pull request on github acme/widgets onto main" in out
     assert "follow: checks (required) red: fix (at most 3); changes requested: Changes" in out
+    assert "conflict: fix (at most 2); merged: Done; closed: Needs Attention" in out
     assert "merge: never (a person merges)" in out
     assert "error: the tracker has no state 'Changes Requested'" in out
     assert TOKEN not in out
