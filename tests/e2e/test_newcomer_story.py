@@ -7,6 +7,7 @@ the cap on conflict fixes, across a kill -9 of the daemon, in Needs Attention.""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import subprocess
@@ -121,6 +122,17 @@ class Quickstart:
             ).fetchone()
         return int(row[0]) if row else 0
 
+    def saved_count(self, identifier: str, kind: str) -> int:
+        """How many runs of `kind` the store counts for the ticket now."""
+        try:
+            with sqlite3.connect(f"file:{self.state / 'state.db'}?mode=ro", uri=True) as db:
+                row = db.execute(
+                    "SELECT ledger FROM run_ledgers WHERE identifier = ?", (identifier,)
+                ).fetchone()
+        except sqlite3.Error:
+            return 0
+        return int(json.loads(row[0])["counts"].get(kind, 0)) if row else 0
+
     def stop(self) -> None:
         for daemon in self.daemons:
             daemon.stop()
@@ -201,6 +213,8 @@ def test_an_agent_that_never_resolves_the_conflict_stops_at_the_cap_across_kill_
     )
     q.merge_onto_main(tmp_path, "# hotfix: keep divide's docstring")
     wait_for("the first conflict fix", lambda: "conflict fix 1/2" in q.runs("DEMO-2"), first)
+    # Killed once the store holds the count (it is saved in the pass that dispatched it).
+    wait_for("the count saved", lambda: q.saved_count("DEMO-2", "conflict fix") == 1, first)
     first.kill9()
     second = q.start(DEMO_AGENT_CONFLICTS="ignore")
     wait_for("Needs Attention", lambda: q.state_of("DEMO-2") == "Needs Attention", second)
