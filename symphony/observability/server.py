@@ -152,51 +152,167 @@ def create_app(
 ) -> Starlette:
     """The API app; `app.state.changes.close()` ends open event streams (done by `serve`).
     `auth_token` opens a person's actions (`symphony.observability.auth`)."""
-    masker = orchestrator.masker
     guard = Guard(auth_token)
     changes = _Changes()
     orchestrator.add_listener(changes.notify)
-    logs_root = logs_root.resolve() if logs_root is not None else None
-    page = resources.files(__package__).joinpath("dashboard.html").read_bytes()
-    review_page = resources.files(__package__).joinpath("review.html").read_bytes()
+    api = _Api(
+        orchestrator,
+        guard,
+        changes,
+        logs_root=logs_root.resolve() if logs_root is not None else None,
+        keepalive_s=keepalive_s,
+        min_event_interval_s=min_event_interval_s,
+    )
+    app = Starlette(
+        routes=[
+            Route("/", api.dashboard, methods=["GET"]),
+            Route("/review", api.review, methods=["GET"]),
+            Route("/api/v1/review", api.review_queue, methods=["GET"]),
+            Route("/api/v1/state", api.state, methods=["GET"]),
+            Route("/api/v1/refresh", api.refresh, methods=["POST"]),
+            Route("/api/v1/actions/{action}", api.act, methods=["POST"]),
+            Route("/login", api.login_page, methods=["GET"]),
+            Route("/login", api.login, methods=["POST"]),
+            Route("/logout", api.logout, methods=["POST"]),
+            Route("/api/v1/events", api.events, methods=["GET"]),
+            Route("/api/v1/webhooks/{kind}", api.webhook, methods=["POST"]),
+            # Identifiers may hold a slash (GitHub's `acme/widgets#1`): the longer routes first.
+            Route(
+                "/api/v1/{issue_identifier:path}/actions/{action}",
+                api.ticket_action,
+                methods=["POST"],
+            ),
+            Route("/api/v1/{issue_identifier:path}/review", api.review_detail, methods=["GET"]),
+            Route("/api/v1/{issue_identifier:path}", api.issue, methods=["GET"]),
+            Route("/metrics", api.metrics, methods=["GET"]),
+            Route("/livez", api.livez, methods=["GET"]),
+            Route("/readyz", api.readyz, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+    )
+    app.state.changes = changes
+    app.state.masker = api.masker
+    return app
 
-    async def dashboard(request: Request) -> Response:
-        return Response(page, media_type="text/html; charset=utf-8")
 
-    async def state(request: Request) -> Response:
-        return JSONResponse(orchestrator.snapshot(), masker)
+class _Api:
+    """One app's route handlers, over what they share: the observed daemon (and the masker it
+    had when the app was made), the action guard, the change fan-out and where issue logs live.
 
-    async def issue(request: Request) -> Response:
+    Handlers only read the daemon or pass a request on to it; none of them decides.
+    """
+
+    def __init__(
+        self,
+        orchestrator: Observed,
+        guard: Guard,
+        changes: _Changes,
+        *,
+        logs_root: Path | None,
+        keepalive_s: float,
+        min_event_interval_s: float,
+    ) -> None:
+        self.orchestrator = orchestrator
+        self.masker = orchestrator.masker
+        self.guard = guard
+        self.changes = changes
+        self.logs_root = logs_root
+        self.keepalive_s = keepalive_s
+        self.min_event_interval_s = min_event_interval_s
+        # Read once: the pages are served on every visit and never change while running.
+        self.page = resources.files(__package__).joinpath("dashboard.html").read_bytes()
+        self.review_page = resources.files(__package__).joinpath("review.html").read_bytes()
+
+    def _json(
+        self, content: Any, status_code: int = 200, headers: Mapping[str, str] | None = None
+    ) -> Response:
+        return JSONResponse(content, self.masker, status_code=status_code, headers=headers)
+
+    def _refused(self, error: Refused) -> Response:
+        headers = {"Retry-After": str(error.retry_after_s)} if error.retry_after_s else None
+        body = {"error": {"code": error.code, "message": error.message}}
+        return self._json(body, status_code=error.status, headers=headers)
+
+    def _authorize(self, request: Request) -> str:
+        """Who acts, or `Refused` (see `Guard.authorize`)."""
+        return self.guard.authorize(
+            request.method,
+            _lower(request.headers),
+            request.cookies,
+            _base_url(request),
+            client=_client(request),
+        )
+
+    # Pages
+
+    async def dashboard(self, request: Request) -> Response:
+        return Response(self.page, media_type="text/html; charset=utf-8")
+
+    async def review(self, request: Request) -> Response:
+        return Response(self.review_page, media_type="text/html; charset=utf-8")
+
+    # Reading
+
+    async def state(self, request: Request) -> Response:
+        return self._json(self.orchestrator.snapshot())
+
+    async def issue(self, request: Request) -> Response:
         wanted = request.path_params["issue_identifier"]
         if wanted == "refresh":
             raise HTTPException(405, headers={"Allow": "POST"})
-        detail = orchestrator.issue_snapshot(wanted)
+        detail = self.orchestrator.issue_snapshot(wanted)
         if detail is None:
             raise IssueNotFound(wanted)
         identifier = detail["issue_identifier"]
-        detail["workspace_key"] = workspace_key(identifier)
-        path = orchestrator.workspace_path(identifier)
-        detail["workspace_path"] = str(path)
-        # How a person opens it (`symphony open` runs the same), and the branch it is on.
-        detail["open_command"] = orchestrator.open_command(path)
-        branch = None
-        if path.is_dir():
-            head = await git_output(path, os.environ, "rev-parse", "--abbrev-ref", "HEAD")
-            branch = head.strip() if head and head.strip() != "HEAD" else None
-        detail["branch"] = branch
+        detail.update(await _issue_detail_extras(self.orchestrator, identifier))
+        logs_root = self.logs_root
         detail["log_file"] = str(issue_log_path(logs_root, identifier)) if logs_root else None
-        return JSONResponse(detail, masker)
+        return self._json(detail)
 
-    async def refresh(request: Request) -> Response:
-        coalesced = changes.refresh_pending
+    async def review_queue(self, request: Request) -> Response:
+        return self._json({**self.orchestrator.review_queue(), "actions": self.guard.enabled})
+
+    async def review_detail(self, request: Request) -> Response:
+        wanted = request.path_params["issue_identifier"]
+        detail = await self.orchestrator.review_detail(wanted)
+        if detail is None:
+            raise IssueNotFound(wanted)
+        return self._json(detail)
+
+    async def events(self, request: Request) -> Response:
+        return StreamingResponse(
+            _event_stream(
+                self.orchestrator, self.changes, self.keepalive_s, self.min_event_interval_s
+            ),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def metrics(self, request: Request) -> Response:
+        text = self.masker.mask(render_metrics(self.orchestrator.snapshot()))
+        return PlainTextResponse(text, headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+    async def livez(self, request: Request) -> Response:
+        return self._json({"live": True})
+
+    async def readyz(self, request: Request) -> Response:
+        snapshot = self.orchestrator.snapshot()
+        reasons = unready(snapshot)
+        body = {"ready": not reasons, "reasons": reasons, "notes": notes(snapshot)}
+        return self._json(body, status_code=200 if not reasons else 503)
+
+    # Asking the daemon
+
+    async def refresh(self, request: Request) -> Response:
+        coalesced = self.changes.refresh_pending
         if not coalesced:
-            changes.refresh_pending = True
-            orchestrator.request_refresh()
-        return JSONResponse({"queued": True, "coalesced": coalesced}, masker, status_code=202)
+            self.changes.refresh_pending = True
+            self.orchestrator.request_refresh()
+        return self._json({"queued": True, "coalesced": coalesced}, status_code=202)
 
-    async def webhook(request: Request) -> Response:
+    async def webhook(self, request: Request) -> Response:
         kind = request.path_params["kind"]
-        receiver = orchestrator.webhook(kind)
+        receiver = self.orchestrator.webhook(kind)
         if receiver is None:
             raise HTTPException(
                 404, f"no webhook for {kind!r}: set tracker.provider.webhook_secret"
@@ -204,65 +320,47 @@ def create_app(
         body = await _bounded_body(request)
         if body is None:
             raise HTTPException(413, f"a delivery is at most {MAX_DELIVERY_BYTES:,} bytes")
-        headers = {name.lower(): value for name, value in request.headers.items()}
+        headers = _lower(request.headers)
         if not receiver.verify(headers, body, time.time()):
-            return JSONResponse({"error": "unauthorized"}, masker, status_code=401)
+            return self._json({"error": "unauthorized"}, status_code=401)
         payload = _json_body(body, "the delivery")
-        if orchestrator.follow_webhook(kind, headers):
-            return JSONResponse({"queued": True, "pull_requests": True}, masker, status_code=202)
+        if self.orchestrator.follow_webhook(kind, headers):
+            return self._json({"queued": True, "pull_requests": True}, status_code=202)
         try:
             ids = receiver.issue_ids(payload)
         except (TypeError, ValueError, KeyError, AttributeError, RecursionError):
             raise HTTPException(400, f"the delivery is not shaped as {kind} sends one") from None
         if ids is None:
-            orchestrator.request_refresh()
+            self.orchestrator.request_refresh()
         elif ids:
-            orchestrator.request_refresh(ids)
-        return JSONResponse(
-            {"queued": True, "issues": list(ids) if ids is not None else None},
-            masker,
-            status_code=202,
-        )
+            self.orchestrator.request_refresh(ids)
+        answer = {"queued": True, "issues": list(ids) if ids is not None else None}
+        return self._json(answer, status_code=202)
 
-    def refused(error: Refused) -> Response:
-        headers = {"Retry-After": str(error.retry_after_s)} if error.retry_after_s else None
-        body = {"error": {"code": error.code, "message": error.message}}
-        return JSONResponse(body, masker, status_code=error.status, headers=headers)
+    # A person's actions
 
-    async def act(request: Request) -> Response:
+    async def act(self, request: Request) -> Response:
         action = request.path_params["action"]
         try:
-            by = guard.authorize(
-                request.method,
-                _lower(request.headers),
-                request.cookies,
-                _base_url(request),
-                client=_client(request),
-            )
+            by = self._authorize(request)
         except Refused as error:
-            return refused(error)
+            return self._refused(error)
         if action == "pause":
-            if not orchestrator.pause(by):
-                return refused(Refused(409, "already_paused", "dispatch is paused already"))
-            return JSONResponse({"action": "pause", "by": by, "paused": True}, masker)
+            if not self.orchestrator.pause(by):
+                return self._refused(Refused(409, "already_paused", "dispatch is paused already"))
+            return self._json({"action": "pause", "by": by, "paused": True})
         if action == "resume":
-            if not orchestrator.resume(by):
-                return refused(Refused(409, "not_paused", "dispatch is not paused"))
-            return JSONResponse({"action": "resume", "by": by, "paused": False}, masker)
+            if not self.orchestrator.resume(by):
+                return self._refused(Refused(409, "not_paused", "dispatch is not paused"))
+            return self._json({"action": "resume", "by": by, "paused": False})
         raise HTTPException(404, f"no daemon action {action!r}: pause or resume")
 
-    async def ticket_action(request: Request) -> Response:
+    async def ticket_action(self, request: Request) -> Response:
         wanted, action = request.path_params["issue_identifier"], request.path_params["action"]
         try:
-            by = guard.authorize(
-                request.method,
-                _lower(request.headers),
-                request.cookies,
-                _base_url(request),
-                client=_client(request),
-            )
+            by = self._authorize(request)
         except Refused as error:
-            return refused(error)
+            return self._refused(error)
         body = await _bounded_body(request)
         if body is None:
             raise HTTPException(413, "an action's body is small")
@@ -271,47 +369,37 @@ def create_app(
         if not isinstance(comment, str):
             raise HTTPException(400, "comment must be text")
         tickets = fields.get("tickets") if isinstance(fields, dict) else None
-        answer = await orchestrator.ticket_action(
+        answer = await self.orchestrator.ticket_action(
             wanted, action, comment=comment, by=by, tickets=tickets
         )
         if isinstance(answer, Refusal):
             status = _REFUSAL_STATUS.get(answer.code, 409)
-            return refused(Refused(status, answer.code, answer.message))
-        return JSONResponse(answer, masker)
+            return self._refused(Refused(status, answer.code, answer.message))
+        return self._json(answer)
 
-    async def review(request: Request) -> Response:
-        return Response(review_page, media_type="text/html; charset=utf-8")
+    # Logging in
 
-    async def review_queue(request: Request) -> Response:
-        body = {**orchestrator.review_queue(), "actions": guard.enabled}
-        return JSONResponse(body, masker)
-
-    async def review_detail(request: Request) -> Response:
-        wanted = request.path_params["issue_identifier"]
-        detail = await orchestrator.review_detail(wanted)
-        if detail is None:
-            raise IssueNotFound(wanted)
-        return JSONResponse(detail, masker)
-
-    async def login_page(request: Request) -> Response:
+    async def login_page(self, request: Request) -> Response:
         target = safe_next(request.query_params.get("next", ""), _root(request))
-        page_bytes = _login_form(guard.enabled, target, _root(request))
+        page_bytes = _login_form(self.guard.enabled, target, _root(request))
         return Response(page_bytes, media_type="text/html; charset=utf-8")
 
-    async def login(request: Request) -> Response:
+    async def login(self, request: Request) -> Response:
         origin = request.headers.get("origin")
         if origin is not None and not same_origin(origin, _base_url(request)):
-            return refused(Refused(403, "cross_origin", f"a login from {origin} is not taken"))
+            return self._refused(
+                Refused(403, "cross_origin", f"a login from {origin} is not taken")
+            )
         body = await _bounded_body(request)
         if body is None:
             raise HTTPException(413, "a login form is small")
         fields = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
         try:
-            session_id, session = guard.login(
+            session_id, session = self.guard.login(
                 _client(request), fields.get("token", ""), fields.get("name", "")
             )
         except Refused as error:
-            return refused(error)
+            return self._refused(error)
         root = _root(request)
         target = safe_next(fields.get("next", ""), root)  # never a redirect to another site
         response = Response(status_code=303, headers={"Location": target})
@@ -322,64 +410,32 @@ def create_app(
         response.set_cookie(CSRF_COOKIE, session.csrf, samesite="strict", secure=secure, path=root)
         return response
 
-    async def logout(request: Request) -> Response:
-        guard.logout(request.cookies)
+    async def logout(self, request: Request) -> Response:
+        self.guard.logout(request.cookies)
         root = _root(request)
         response = Response(status_code=303, headers={"Location": root})
         response.delete_cookie(SESSION_COOKIE, path=root)
         response.delete_cookie(CSRF_COOKIE, path=root)
         return response
 
-    async def metrics(request: Request) -> Response:
-        text = masker.mask(render_metrics(orchestrator.snapshot()))
-        return PlainTextResponse(text, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
-    async def livez(request: Request) -> Response:
-        return JSONResponse({"live": True}, masker)
+async def _issue_detail_extras(orchestrator: Observed, identifier: str) -> dict[str, Any]:
+    """Where an issue's workspace is, how a person opens it (`symphony open` runs the same) and
+    the branch checked out there.
 
-    async def readyz(request: Request) -> Response:
-        snapshot = orchestrator.snapshot()
-        reasons = unready(snapshot)
-        body = {"ready": not reasons, "reasons": reasons, "notes": notes(snapshot)}
-        return JSONResponse(body, masker, status_code=200 if not reasons else 503)
-
-    async def events(request: Request) -> Response:
-        return StreamingResponse(
-            _event_stream(orchestrator, changes, keepalive_s, min_event_interval_s),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-
-    app = Starlette(
-        routes=[
-            Route("/", dashboard, methods=["GET"]),
-            Route("/review", review, methods=["GET"]),
-            Route("/api/v1/review", review_queue, methods=["GET"]),
-            Route("/api/v1/state", state, methods=["GET"]),
-            Route("/api/v1/refresh", refresh, methods=["POST"]),
-            Route("/api/v1/actions/{action}", act, methods=["POST"]),
-            Route("/login", login_page, methods=["GET"]),
-            Route("/login", login, methods=["POST"]),
-            Route("/logout", logout, methods=["POST"]),
-            Route("/api/v1/events", events, methods=["GET"]),
-            Route("/api/v1/webhooks/{kind}", webhook, methods=["POST"]),
-            # Identifiers may hold a slash (GitHub's `acme/widgets#1`): the longer routes first.
-            Route(
-                "/api/v1/{issue_identifier:path}/actions/{action}",
-                ticket_action,
-                methods=["POST"],
-            ),
-            Route("/api/v1/{issue_identifier:path}/review", review_detail, methods=["GET"]),
-            Route("/api/v1/{issue_identifier:path}", issue, methods=["GET"]),
-            Route("/metrics", metrics, methods=["GET"]),
-            Route("/livez", livez, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-        ],
-        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
-    )
-    app.state.changes = changes
-    app.state.masker = masker
-    return app
+    Kept apart from the handler: it reads the filesystem and runs git, which the read model
+    rather than the HTTP layer should own once it can.
+    """
+    extras: dict[str, Any] = {"workspace_key": workspace_key(identifier)}
+    path = orchestrator.workspace_path(identifier)
+    extras["workspace_path"] = str(path)
+    extras["open_command"] = orchestrator.open_command(path)
+    branch = None
+    if path.is_dir():
+        head = await git_output(path, os.environ, "rev-parse", "--abbrev-ref", "HEAD")
+        branch = head.strip() if head and head.strip() != "HEAD" else None
+    extras["branch"] = branch
+    return extras
 
 
 _REFUSAL_STATUS = {
@@ -551,11 +607,12 @@ async def serve(
     *,
     allowed_hosts: tuple[str, ...] = (),
     trusted_proxies: tuple[str, ...] = (),
+    tasks: asyncio.TaskGroup | None = None,
 ) -> RunningServer:
     """Bind `host:port` (0 = any free port) and serve `app` in the running loop, behind the
     web guard (`symphony.observability.web_guard`)."""
     guarded = WebGuard(app, accepted_hosts(host, allowed_hosts))
     server, task, url = await serve_embedded(
-        guarded, host, port, name="http-server", trusted_proxies=trusted_proxies
+        guarded, host, port, name="http-server", trusted_proxies=trusted_proxies, tasks=tasks
     )
     return RunningServer(server, task, url, app)
