@@ -22,7 +22,7 @@ from symphony.core.state import (
     TicketTotals,
 )
 from symphony.observability.activity import Activity
-from symphony.observability.board import Board, board_row
+from symphony.observability.board import Board, BoardRow, board_row
 from symphony.observability.metrics import TrackerRequests
 
 COST_SOURCE = "pricing"
@@ -148,58 +148,73 @@ def issue_detail(
     reads a ticket's evidence file from its workspace."""
     detail = build_issue_snapshot(state, wanted, now, wall)
     row = board.row(wanted)
-    if detail is None and row is not None:
-        detail = {
+    if detail is None:
+        detail = _idle_issue(state, wanted, row)
+    if detail is None:
+        return None
+    if row is not None:
+        shown = board_row(row, state)
+        detail.update(state=row.state, stage=row.stage, reason=shown["reason"], title=row.title)
+    detail["activity"] = activity.for_issue(detail["issue_identifier"])
+    detail["evidence"] = evidence(detail["issue_identifier"])
+    detail.update(_issue_record(state, detail["issue_id"]))
+    return detail
+
+
+def _idle_issue(state: SchedulerState, wanted: str, row: BoardRow | None) -> dict[str, Any] | None:
+    """An issue neither running nor retrying: waiting as of the last poll, or else known only
+    from its history; None when the daemon knows nothing of it."""
+    if row is not None:
+        return {
             "issue_identifier": row.identifier,
             "issue_id": row.issue_id,
             "status": board_row(row, state)["status"],
             "running": None,
             "retry": None,
         }
-    if detail is None:
-        # Not running, retrying or polled (finished, or parked outside the workflow's
-        # states), but it has a history: what it cost and used.
-        known = next(
-            (
-                (issue_id, t)
-                for issue_id, t in state.ticket_totals.items()
-                if wanted in (issue_id, t.identifier)
-            ),
-            None,
-        )
-        if known is None:
-            return None
-        detail = {
-            "issue_identifier": known[1].identifier,
-            "issue_id": known[0],
-            "status": "idle",
-            "running": None,
-            "retry": None,
-        }
-    if row is not None:
-        shown = board_row(row, state)
-        detail.update(state=row.state, stage=row.stage, reason=shown["reason"], title=row.title)
-    detail["activity"] = activity.for_issue(detail["issue_identifier"])
-    detail["evidence"] = evidence(detail["issue_identifier"])
-    totals = state.ticket_totals.get(detail["issue_id"])
-    detail.update(ticket_cost(totals) if totals is not None else {"cost_usd": None})
-    record = state.pull_requests.get(detail["issue_id"])
-    detail["pull_request"] = pull_request_row(record) if record is not None else None
-    ledger = state.ledgers.get(detail["issue_id"])
+    # Not polled (finished, or parked outside the workflow's states), but it has a history:
+    # what it cost and used.
+    known = next(
+        (
+            (issue_id, t)
+            for issue_id, t in state.ticket_totals.items()
+            if wanted in (issue_id, t.identifier)
+        ),
+        None,
+    )
+    if known is None:
+        return None
+    return {
+        "issue_identifier": known[1].identifier,
+        "issue_id": known[0],
+        "status": "idle",
+        "running": None,
+        "retry": None,
+    }
+
+
+def _issue_record(state: SchedulerState, issue_id: str) -> dict[str, Any]:
+    """What the daemon kept of an issue across runs: its cost, pull request, run ledger and
+    files."""
+    totals = state.ticket_totals.get(issue_id)
+    record: dict[str, Any] = ticket_cost(totals) if totals is not None else {"cost_usd": None}
+    pull = state.pull_requests.get(issue_id)
+    record["pull_request"] = pull_request_row(pull) if pull is not None else None
+    ledger = state.ledgers.get(issue_id)
     # Its runs by kind against their caps, the recent ones, and why the daemon stopped it.
-    detail["runs"] = (
+    record["runs"] = (
         {"counts": dict(ledger.counts), "recent": list(ledger.history),
          "stopped": ledger.escalated}
         if ledger is not None
         else None
     )  # fmt: skip
-    footprint = state.footprints.get(detail["issue_id"])
-    detail["files"] = (
+    footprint = state.footprints.get(issue_id)
+    record["files"] = (
         {"planned": sorted(footprint.planned), "changed": sorted(footprint.changed)}
         if footprint is not None
         else None
     )
-    return detail
+    return record
 
 
 def build_snapshot(
