@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -41,21 +39,25 @@ from symphony.config.prompt import check_prompts, render_prompt
 from symphony.config.sections import Settings
 from symphony.daemon.collector import tune_collector
 from symphony.daemon.fleet import Member, plan_fleet
+from symphony.daemon.launch import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Served,
+    live_console,
+    open_workflow,
+    run_daemon,
+)
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.daemon.runner import stage_context
-from symphony.hosts import process
 from symphony.memory import Listing, Ticket, memory_of
 from symphony.observability.logging import configure_logging
-from symphony.observability.terminal import ConsoleLogStream, TerminalStatus, render_status
+from symphony.observability.terminal import ConsoleLogStream, render_status
 from symphony.store import Store
-from symphony.store.lock import DaemonLock
 from symphony.tracker.contract import Tracker, TrackerContext, create_tracker, resolve_states
 from symphony.workspace.editor import editor_words
 from symphony.workspace.git import git_output
 from symphony.workspace.local import WorkspaceManager
 
-EXIT_OK = 0
-EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
@@ -338,12 +340,7 @@ def _bound_to(settings: Settings, host: str) -> Settings:
 
 def _run(args: argparse.Namespace) -> int:
     tune_collector()
-    # The live table is for a person at a terminal: off when stderr is piped or logged to JSON.
-    console = None
-    if not args.no_tui and args.log_format == "console" and sys.stderr.isatty():
-        from rich.console import Console
-
-        console = Console(stderr=True)
+    console = live_console(args.no_tui, args.log_format)
     # The daemon's one masker: the logs, the orchestrator and every surface share it.
     masker = SecretMasker()
     files = configure_logging(
@@ -358,48 +355,28 @@ def _run(args: argparse.Namespace) -> int:
         settings = _bound_to(settings, args.host)
     if files is not None:
         files.keep(settings.logs.max_file_mb * 1024 * 1024, settings.logs.keep_days)
-    assert settings.state is not None
-    # One daemon per workflow: the lock comes before the store is opened or anything runs.
-    lock = DaemonLock(Path(f"{settings.state.path}.lock"))
-    lock.acquire(str(settings.workflow_path))
-    store, damage = Store.open(settings.state.path)
-    if damage is not None:
-        structlog.get_logger("symphony").error(damage)
-    try:
-        orchestrator = Orchestrator(settings, tracker=tracker, store=store, masker=masker)
-        if damage is not None:
-            orchestrator.activity.add(
-                orchestrator.clock.wall(), "state_reset", damage, level="error"
-            )
-        port = args.port if args.port is not None else settings.server.port
-        return uvloop.run(_serve(orchestrator, port, console, args.logs_root))
-    finally:
-        store.close()
-        lock.release()
+    port = args.port if args.port is not None else settings.server.port
+    with open_workflow(settings, masker, tracker=tracker) as orchestrator:
+        _announce(settings)
+        serve_http = None
+        if port is not None:
+
+            async def serve_http(tasks: asyncio.TaskGroup) -> Served:
+                return await _serve_http(orchestrator, port, args.logs_root, tasks)
+
+        def table() -> Any:
+            return render_status(orchestrator.snapshot(), orchestrator.masker)
+
+        return uvloop.run(
+            run_daemon(orchestrator, serve_http=serve_http, table=table, console=console)
+        )
 
 
-async def _serve(
-    orchestrator: Orchestrator,
-    port: int | None = None,
-    console: Any = None,
-    logs_root: Path | None = None,
-) -> int:
-
-    loop = asyncio.get_running_loop()
-    status: asyncio.Task[None] | None = None
-
-    def hang_up() -> None:
-        # The terminal is gone: stop drawing on it (log lines to it are dropped quietly).
-        if status is not None:
-            status.cancel()
-
-    stop = StopSignals(orchestrator.stop, on_hangup=hang_up)
-    for signum in stop_signals():
-        loop.add_signal_handler(signum, stop, signum)
-    settings = orchestrator.settings
+def _announce(settings: Settings) -> None:
+    log = structlog.get_logger("symphony")
     for warning in check.preflight_warnings(settings):
-        structlog.get_logger("symphony").warning(warning)
-    structlog.get_logger("symphony").info(
+        log.warning(warning)
+    log.info(
         "started",
         workflow=str(settings.workflow_path),
         tracker=settings.tracker.kind,
@@ -407,95 +384,34 @@ async def _serve(
         poll_interval_ms=settings.polling.interval_ms,
         max_concurrent_agents=settings.agent.max_concurrent_agents,
     )
-    http = None
-    if port is not None:
-        # Imported here so a daemon without the HTTP server never loads starlette.
-        from symphony.observability.server import create_app, serve
 
-        http = await serve(
-            create_app(orchestrator, logs_root=logs_root, auth_token=settings.server.auth_token),
-            settings.server.host,
-            port,
-            allowed_hosts=settings.server.allowed_hosts,
-            trusted_proxies=settings.server.trusted_proxies,
+
+async def _serve_http(
+    orchestrator: Orchestrator, port: int, logs_root: Path | None, tasks: asyncio.TaskGroup
+) -> Served:
+    """The workflow's dashboard, API and review page."""
+    # Imported here so a daemon without the HTTP server never loads starlette.
+    from symphony.observability.server import create_app, serve
+
+    log = structlog.get_logger("symphony")
+    settings = orchestrator.settings
+    http = await serve(
+        create_app(orchestrator, logs_root=logs_root, auth_token=settings.server.auth_token),
+        settings.server.host,
+        port,
+        allowed_hosts=settings.server.allowed_hosts,
+        trusted_proxies=settings.server.trusted_proxies,
+        tasks=tasks,
+    )
+    orchestrator.served_at = http.url
+    log.info("http server listening", url=http.url)
+    if not is_loopback(settings.server.host):
+        log.warning(
+            "http server reachable from other hosts: its read-only pages need no token "
+            "(actions do); bind it to 127.0.0.1 or put an authenticating proxy in front",
+            host=settings.server.host,
         )
-        orchestrator.served_at = http.url
-        structlog.get_logger("symphony").info("http server listening", url=http.url)
-        if not is_loopback(settings.server.host):
-            structlog.get_logger("symphony").warning(
-                "http server reachable from other hosts: its read-only pages need no token "
-                "(actions do); bind it to 127.0.0.1 or put an authenticating proxy in front",
-                host=settings.server.host,
-            )
-    if console is not None:
-        status = asyncio.create_task(
-            TerminalStatus(
-                lambda: render_status(orchestrator.snapshot(), orchestrator.masker), console
-            ).run()
-        )
-    try:
-        await orchestrator.run()
-    finally:
-        if status is not None:
-            status.cancel()
-            with contextlib.suppress(Exception):  # a vanished terminal must not fail the stop
-                await status
-        if http is not None:
-            await http.stop()
-    structlog.get_logger("symphony").info("stopped")
-    return EXIT_OK
-
-
-def stop_signals() -> list[signal.Signals]:
-    """SIGINT, SIGTERM and SIGHUP, except a SIGHUP that was ignored when we started: `nohup`
-    asks for exactly that, so a detached daemon outlives the terminal it was started from."""
-    signals = [signal.SIGINT, signal.SIGTERM]
-    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
-        signals.append(signal.SIGHUP)
-    return signals
-
-
-class StopSignals:
-    """What each stop signal does: the first stops gracefully (agents stopped, `after_run`
-    hooks run), the second says the daemon is still stopping, the third kills every agent and
-    hook process group at once and exits. No signal ever leaves an agent behind."""
-
-    def __init__(
-        self,
-        stop: Callable[[], None],
-        *,
-        on_hangup: Callable[[], None] = lambda: None,
-        exit_now: Callable[[int], None] = os._exit,
-    ) -> None:
-        self._stop = stop
-        self._on_hangup = on_hangup
-        self._exit_now = exit_now
-        self.received = 0
-
-    def __call__(self, signum: int) -> None:
-        log = structlog.get_logger("symphony")
-        name = signal.Signals(signum).name
-        self.received += 1
-        if signum == signal.SIGHUP:
-            self._on_hangup()
-        if self.received == 1:
-            log.info("stopping: agents are being stopped and after_run hooks run", signal=name)
-            self._stop()
-        elif self.received == 2:
-            log.warning(
-                "still stopping: waiting for agents to exit and after_run hooks to finish; "
-                "signal once more to kill them now",
-                signal=name,
-                process_groups=len(process.live_groups()),
-            )
-        else:
-            killed = process.kill_all()
-            log.error(
-                "forced stop: killed every agent and hook", signal=name, process_groups=killed
-            )
-            with contextlib.suppress(Exception):
-                sys.stderr.flush()
-            self._exit_now(EXIT_FAILED)
+    return http
 
 
 def _fleet_of(path: Path) -> list[Member] | None:

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import signal
-import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +23,16 @@ import uvloop
 from symphony.base.secrets import SecretMasker
 from symphony.daemon.collector import tune_collector
 from symphony.daemon.events import SystemClock
-from symphony.daemon.fleet import FleetPlan, FleetRunner, plan_fleet
+from symphony.daemon.fleet import FleetRunner, plan_fleet
+from symphony.daemon.launch import Served, live_console, run_daemon
 from symphony.observability.logging import configure_logging
 from symphony.observability.terminal import (
     ConsoleLogStream,
     FleetMember,
-    TerminalStatus,
     render_fleet,
 )
 
-EXIT_OK = 0
+log = structlog.get_logger("symphony")
 
 
 def serve_parser(port: Callable[[str], int]) -> argparse.ArgumentParser:
@@ -65,81 +63,65 @@ def serve_parser(port: Callable[[str], int]) -> argparse.ArgumentParser:
 def serve(args: argparse.Namespace) -> int:
     tune_collector()
     masker = SecretMasker()
-    console = None
-    if not args.no_tui and args.log_format == "console" and sys.stderr.isatty():
-        from rich.console import Console
-
-        console = Console(stderr=True)
+    console = live_console(args.no_tui, args.log_format)
     configure_logging(
         fmt=args.log_format, level=args.log_level, logs_root=None, masker=masker,
         stream=ConsoleLogStream(console) if console is not None else None,
     )  # fmt: skip
     plan = plan_fleet(args.paths)
     port = args.port if args.port is not None else plan.port
-    return uvloop.run(_serve(plan, masker, port, console))
-
-
-async def _serve(
-    plan: FleetPlan, masker: SecretMasker, port: int | None, console: Any = None
-) -> int:
-    log = structlog.get_logger("symphony")
     runner = FleetRunner(plan, masker, SystemClock())
-    loop = asyncio.get_running_loop()
-    signals = 0
-
-    def on_signal() -> None:
-        nonlocal signals
-        signals += 1
-        if signals == 1:
-            log.info("stopping: every workflow's agents are being stopped")
-            runner.stop()
-        else:
-            log.warning("still stopping: waiting for agents to exit")
-
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(signum, on_signal)
     log.info("fleet started", workflows=[m.name for m in plan.members],
              max_concurrent_agents=plan.max_concurrent_agents)  # fmt: skip
-    http = app = None
+
+    def table() -> Any:
+        members = [
+            FleetMember(s.member.name, s.member.weight,
+                        s.orchestrator.snapshot() if s.orchestrator else None, s.error)
+            for s in runner.statuses
+        ]  # fmt: skip
+        return render_fleet(members, runner.fleet.to_json(), masker)
+
+    serve_http = None
     if port is not None:
-        from symphony.hosts.serve import serve_embedded
-        from symphony.observability.fleet import FleetApp, Seen
-        from symphony.observability.web_guard import WebGuard, accepted_hosts
 
-        def seen() -> list[Seen]:
-            return [
-                Seen(s.member.name, s.member.weight, s.orchestrator, s.error,
-                     s.orchestrator.settings.server.auth_token if s.orchestrator else None)
-                for s in runner.statuses
-            ]  # fmt: skip
+        async def serve_http(tasks: asyncio.TaskGroup) -> Served:
+            return await _serve_fleet(runner, masker, plan.host, port, tasks)
 
-        app = FleetApp(seen, runner.fleet.to_json, masker)
-        guarded = WebGuard(app, accepted_hosts(plan.host, ()))
-        server, task, url = await serve_embedded(guarded, plan.host, port, name="http-server")
-        http = (server, task)
-        log.info("http server listening", url=url)
-    status = None
-    if console is not None:
+    return uvloop.run(run_daemon(runner, serve_http=serve_http, table=table, console=console))
 
-        def table() -> Any:
-            members = [
-                FleetMember(s.member.name, s.member.weight,
-                            s.orchestrator.snapshot() if s.orchestrator else None, s.error)
-                for s in runner.statuses
-            ]  # fmt: skip
-            return render_fleet(members, runner.fleet.to_json(), masker)
 
-        status = asyncio.create_task(TerminalStatus(table, console).run())
-    try:
-        await runner.run()
-    finally:
-        if status is not None:
-            status.cancel()
-            with contextlib.suppress(Exception):  # a vanished terminal must not fail the stop
-                await status
-        if http is not None and app is not None:
-            app.close()
-            http[0].should_exit = True
-            await http[1]
-    log.info("stopped")
-    return EXIT_OK
+@dataclass(slots=True)
+class _FleetServer:
+    url: str
+    server: Any
+    task: asyncio.Task[None]
+    app: Any
+
+    async def stop(self) -> None:
+        self.app.close()
+        self.server.should_exit = True
+        await self.task
+
+
+async def _serve_fleet(
+    runner: FleetRunner, masker: SecretMasker, host: str, port: int, tasks: asyncio.TaskGroup
+) -> Served:
+    """The fleet's page and API, each workflow's own under its name."""
+    # Imported here so a daemon without the HTTP server never loads starlette.
+    from symphony.hosts.serve import serve_embedded
+    from symphony.observability.fleet import FleetApp, Seen
+    from symphony.observability.web_guard import WebGuard, accepted_hosts
+
+    def seen() -> list[Seen]:
+        return [
+            Seen(s.member.name, s.member.weight, s.orchestrator, s.error,
+                 s.orchestrator.settings.server.auth_token if s.orchestrator else None)
+            for s in runner.statuses
+        ]  # fmt: skip
+
+    app = FleetApp(seen, runner.fleet.to_json, masker)
+    guarded = WebGuard(app, accepted_hosts(host, ()))
+    server, task, url = await serve_embedded(guarded, host, port, name="http-server", tasks=tasks)
+    log.info("http server listening", url=url)
+    return _FleetServer(url, server, task, app)

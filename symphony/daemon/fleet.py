@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,9 +33,8 @@ from symphony.config.sections import Settings
 from symphony.core.costs import day_key
 from symphony.core.fleet import Demand, FleetShares, may_start
 from symphony.daemon.events import Clock
+from symphony.daemon.launch import open_workflow
 from symphony.daemon.orchestrator import Orchestrator
-from symphony.store import Store
-from symphony.store.lock import DaemonLock
 
 log = structlog.get_logger("symphony.fleet")
 
@@ -277,10 +276,12 @@ async def run_member(
     *,
     started: Callable[[MemberStatus], None],
     stopping: asyncio.Event,
+    reloading: Callable[[], Coroutine[Any, Any, None]] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> None:
     """Load one workflow and run it until the fleet stops; one that cannot be loaded is said
-    and looked at again whenever its file changes, never stopping the others."""
+    and looked at again whenever its file changes or a reload is asked (`reloading`), never
+    stopping the others."""
     member = status.member
     bound = log.bind(workflow=member.name)
     # Everything this workflow logs, from this task and every task it starts, says its name.
@@ -299,11 +300,16 @@ async def run_member(
                     "workflow not loaded; fix the file and it is picked up", reason=str(exc)
                 )
             status.error = str(exc)
-            changed = asyncio.ensure_future(wait_for_change(member.workflow, seen))
-            stop = asyncio.ensure_future(stopping.wait())
-            await asyncio.wait({changed, stop}, return_when=asyncio.FIRST_COMPLETED)
-            changed.cancel()
-            stop.cancel()
+            async with asyncio.TaskGroup() as tasks:
+                waits = {
+                    tasks.create_task(wait_for_change(member.workflow, seen)),
+                    tasks.create_task(stopping.wait()),
+                }
+                if reloading is not None:
+                    waits.add(tasks.create_task(reloading()))
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                for wait in waits:
+                    wait.cancel()
             continue
         await _serve_member(status, settings, fleet, masker, started, stopping, bound, environ)
         return
@@ -320,40 +326,42 @@ async def _serve_member(
     environ: Mapping[str, str] | None,
 ) -> None:
     member = status.member
-    assert settings.state is not None
-    lock = DaemonLock(Path(f"{settings.state.path}.lock"))
-    try:
-        lock.acquire(str(settings.workflow_path))
-        store, damage = Store.open(settings.state.path)
-    except SymphonyError as exc:
-        lock.release()
-        status.error = str(exc)
-        bound.error("workflow not started", reason=str(exc))
-        return
-    if damage is not None:
-        bound.error(damage)
-    try:
-        orchestrator = Orchestrator(settings, store=store, masker=masker, environ=environ)
-        orchestrator.seat = fleet.seat(
-            member.name,
-            running=lambda: len(orchestrator.state.running),
-            cap=lambda: orchestrator.settings.agent.max_concurrent_agents,
-            spent_today=lambda day: _spent(orchestrator, day),
-            hosts=lambda: _on_hosts(orchestrator),
-        )
-        status.orchestrator, status.error = orchestrator, None
-        started(status)
-        run = asyncio.ensure_future(orchestrator.run())
-        stop = asyncio.ensure_future(stopping.wait())
+    with contextlib.ExitStack() as held:
+        try:
+            orchestrator = held.enter_context(open_workflow(settings, masker, environ=environ))
+        except SymphonyError as exc:
+            status.error = str(exc)
+            bound.error("workflow not started", reason=str(exc))
+            return
+        held.callback(fleet.leave, member.name)
+        await _run_seated(status, orchestrator, fleet, started, stopping)
+
+
+async def _run_seated(
+    status: MemberStatus,
+    orchestrator: Orchestrator,
+    fleet: Fleet,
+    started: Callable[[MemberStatus], None],
+    stopping: asyncio.Event,
+) -> None:
+    """Run one workflow's orchestrator on its seat of the pool until it or the fleet stops."""
+    member = status.member
+    orchestrator.seat = fleet.seat(
+        member.name,
+        running=lambda: len(orchestrator.state.running),
+        cap=lambda: orchestrator.settings.agent.max_concurrent_agents,
+        spent_today=lambda day: _spent(orchestrator, day),
+        hosts=lambda: _on_hosts(orchestrator),
+    )
+    status.orchestrator, status.error = orchestrator, None
+    started(status)
+    async with asyncio.TaskGroup() as tasks:
+        run = tasks.create_task(orchestrator.run())
+        stop = tasks.create_task(stopping.wait())
         await asyncio.wait({run, stop}, return_when=asyncio.FIRST_COMPLETED)
         if not run.done():
             orchestrator.stop()
         stop.cancel()
-        await run
-    finally:
-        fleet.leave(member.name)
-        store.close()
-        lock.release()
 
 
 def _on_hosts(orchestrator: Orchestrator) -> dict[str, int]:
@@ -384,6 +392,19 @@ class FleetRunner:
         self.statuses = [MemberStatus(member) for member in plan.members]
         self.masker = masker
         self._stopping = asyncio.Event()
+        self._reload = asyncio.Event()
+
+    def reload(self) -> None:
+        """Read every workflow again, the ones that could not be loaded too (safe from signal
+        handlers: the signal is handled in the loop)."""
+        for status in self.statuses:
+            if status.orchestrator is not None:
+                status.orchestrator.reload()
+        asked, self._reload = self._reload, asyncio.Event()
+        asked.set()  # wakes whoever waits for this reload; the next waits for the next one
+
+    async def _reload_asked(self) -> None:
+        await self._reload.wait()
 
     def stop(self) -> None:
         """Stop every workflow gracefully (safe from signal handlers)."""
@@ -397,8 +418,9 @@ class FleetRunner:
             log.info("workflow started", workflow=status.member.name,
                      path=str(status.member.workflow))  # fmt: skip
 
-        await asyncio.gather(*(
-            run_member(status, self.fleet, self.masker, started=started,
-                       stopping=self._stopping, environ=self.environ)
-            for status in self.statuses
-        ))  # fmt: skip
+        async with asyncio.TaskGroup() as tasks:
+            for status in self.statuses:
+                tasks.create_task(run_member(
+                    status, self.fleet, self.masker, started=started, stopping=self._stopping,
+                    reloading=self._reload_asked, environ=self.environ,
+                ))  # fmt: skip

@@ -360,7 +360,7 @@ class Orchestrator:
             self._performer.start(tasks)
             workflow = self.settings.workflow_path
             watcher = (
-                tasks.create_task(watch_workflow(workflow, self._workflow_changed))
+                tasks.create_task(watch_workflow(workflow, self.reload))
                 if self._watch
                 else None
             )
@@ -811,7 +811,9 @@ class Orchestrator:
             )
         self._workflow.applied(old.workflow_path, old, settings)
 
-    def _workflow_changed(self) -> None:
+    def reload(self) -> None:
+        """Read WORKFLOW.md again in the loop (its watch, or SIGHUP); safe from signal
+        handlers."""
         self._queue.put_nowait(WorkflowChanged())
 
     def _watch_tracker(self) -> None:

@@ -37,11 +37,13 @@ async def serve_embedded(
     name: str,
     lifespan: str = "off",
     trusted_proxies: tuple[str, ...] = (),
+    tasks: asyncio.TaskGroup | None = None,
 ) -> tuple[uvicorn.Server, asyncio.Task[None], str]:
     """Serve an ASGI app in the running loop, without uvicorn's own signal handling; returns
     the server, its task and its base URL once it accepts connections. A client's address is
     the connection's, unless it comes from one of `trusted_proxies`, whose `X-Forwarded-For`
-    then names it (uvicorn would otherwise trust it from 127.0.0.1, where anyone may connect)."""
+    then names it (uvicorn would otherwise trust it from 127.0.0.1, where anyone may connect).
+    With `tasks`, the server is a task of that group (its owner ends it)."""
     sock = _bind(host, port)
     config = uvicorn.Config(
         app,
@@ -54,7 +56,8 @@ async def serve_embedded(
         forwarded_allow_ips=list(trusted_proxies) if trusted_proxies else None,
     )
     server = _EmbeddedServer(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]), name=name)
+    start = tasks.create_task if tasks is not None else asyncio.create_task
+    task = start(server.serve(sockets=[sock]), name=name)
     while not server.started:
         if task.done():
             task.result()
