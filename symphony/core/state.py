@@ -341,6 +341,17 @@ class Pause:
         return {"by": self.by, "at": self.at.isoformat()}
 
 
+@dataclass(frozen=True, slots=True)
+class Outbox:
+    """What the core changed or recorded since the store last saved it, handed over in one
+    piece (`SchedulerState.take_outbox`): outcome records to append, and the tickets whose
+    totals or run ledger must be written again."""
+
+    outcomes: tuple[OutcomeRecord, ...] = ()
+    changed_totals: frozenset[str] = frozenset()
+    changed_ledgers: frozenset[str] = frozenset()
+
+
 @dataclass(slots=True)
 class SchedulerState:
     running: dict[str, RunningEntry] = field(default_factory=dict)
@@ -396,6 +407,24 @@ class SchedulerState:
     queued_moves: dict[str, tuple[Issue, TransitionPlan]] = field(default_factory=dict)
     """A person's move (cancel) that waits for the daemon's step under way on the ticket (its
     run stopping, its move being written): taken as soon as that step ends."""
+
+    def take_outbox(self) -> Outbox:
+        """Hand over what the store has not saved yet, and forget it here: whoever takes it
+        writes it, or gives it back (`give_back`) when the write fails."""
+        outbox = Outbox(
+            tuple(self.new_outcomes), frozenset(self.changed_totals),
+            frozenset(self.changed_ledgers),
+        )  # fmt: skip
+        self.new_outcomes.clear()
+        self.changed_totals.clear()
+        self.changed_ledgers.clear()
+        return outbox
+
+    def give_back(self, outbox: Outbox) -> None:
+        """A write of `outbox` failed: its items wait for the next save, older records first."""
+        self.new_outcomes[:0] = outbox.outcomes
+        self.changed_totals.update(outbox.changed_totals)
+        self.changed_ledgers.update(outbox.changed_ledgers)
 
     def open_identifiers(self) -> list[str]:
         """Tickets with work under way or waiting for a person, each once: running, retrying,
