@@ -1,10 +1,9 @@
-"""How the store writes the values it keeps and reads them back: an Issue and a transition plan
-as JSON, a ticket's totals from its row, and timestamps that may be missing or damaged (a bad
-one falls back rather than failing the whole load)."""
+"""How the store writes the values it keeps and reads them back: an Issue, a transition plan, a
+pull request, a run ledger and a review request as JSON, and timestamps that may be missing or
+damaged (a bad one falls back rather than failing the whole load)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 from datetime import UTC, datetime
@@ -15,9 +14,7 @@ from symphony.base.pulls import PullState, ReviewDecision
 from symphony.base.times import parse_instant
 from symphony.config.stages import Outcome
 from symphony.core.stage_outcomes import PlannedComment, PublishIntent, TransitionPlan
-from symphony.core.state import PullRecord, ReviewRequest, RunLedger, TicketTotals
-
-Row = tuple[Any, ...]
+from symphony.core.state import PullRecord, ReviewRequest, RunLedger
 
 
 def time_or(text: str, fallback: datetime) -> datetime:
@@ -187,16 +184,3 @@ def review_to_json(request: ReviewRequest) -> str:
 def review_from_json(text: str) -> ReviewRequest:
     data = json.loads(text)
     return ReviewRequest(str(data["kind"]), str(data["text"]), tuple(data.get("threads") or ()))
-
-
-def ticket_from_row(row: Row) -> TicketTotals:
-    totals = TicketTotals(row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8])
-    with contextlib.suppress(ValueError, TypeError):
-        totals.cost_by_stage = {str(k): float(v) for k, v in json.loads(row[9]).items()}
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
-        budget = json.loads(row[10])
-        totals.budget_base_usd = float(budget.get("base_usd", 0.0))
-        totals.budget_window = int(budget.get("window", 1))
-        totals.budget_warned = bool(budget.get("warned", False))
-        totals.budget_exceeded = bool(budget.get("exceeded", False))
-    return totals

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from symphony.core.notifications import Delivery, Notice
+from symphony.store.schema import NOTIFICATIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,29 +63,30 @@ class NotificationOutbox:
         how many were new."""
         added = 0
         for d in deliveries:
-            cursor = self._db.execute(
-                "INSERT OR IGNORE INTO notifications (channel, key, notice, created_at, due_at, "
-                "attempts, error, sent_at) VALUES (?, ?, ?, ?, ?, 0, NULL, NULL)",
-                (d.channel, d.notice.key, json.dumps(d.notice.to_json(), sort_keys=True),
-                 _ts(wall), _ts(d.due_at)),
-            )  # fmt: skip
-            added += cursor.rowcount
+            notice = json.dumps(d.notice.to_json(), sort_keys=True)
+            values = {
+                "channel": d.channel, "key": d.notice.key, "notice": notice,
+                "created_at": _ts(wall), "due_at": _ts(d.due_at), "attempts": 0,
+            }  # fmt: skip
+            added += NOTIFICATIONS.insert(self._db, values, "INSERT OR IGNORE")
         return added
 
     def due(self, wall: datetime, limit: int = 200) -> list[Delivery]:
         """Deliveries not yet sent whose time has come, oldest first."""
-        rows = self._db.execute(
-            "SELECT channel, notice, due_at, attempts, error FROM notifications "
-            "WHERE sent_at IS NULL AND due_at <= ? ORDER BY created_at, key LIMIT ?",
-            (_ts(wall), limit),
-        ).fetchall()
+        rows = list(
+            NOTIFICATIONS.read(
+                self._db,
+                "WHERE sent_at IS NULL AND due_at <= ? ORDER BY created_at, key LIMIT ?",
+                (_ts(wall), limit),
+            )
+        )
         deliveries = []
-        for channel, notice, due_at, attempts, error in rows:
+        for v in rows:
             with contextlib.suppress(ValueError, TypeError, KeyError):
+                notice = Notice.from_json(json.loads(v["notice"]))
                 deliveries.append(
-                    Delivery(channel, Notice.from_json(json.loads(notice)), _at(due_at),
-                             attempts, error)
-                )  # fmt: skip
+                    Delivery(v["channel"], notice, _at(v["due_at"]), v["attempts"], v["error"])
+                )
         return deliveries
 
     def next_due(self) -> datetime | None:

@@ -39,7 +39,7 @@ from symphony.core.state import (
 )
 from symphony.hosts import process
 from symphony.hosts.process import INSTANCE_VARIABLE
-from symphony.store.sqlite import Saved
+from symphony.store.rows import Saved
 
 ORPHAN_GRACE_S = 2.0
 
@@ -61,7 +61,31 @@ class Recovered:
 
 def restore(state: SchedulerState, saved: Saved, mono_now: float, wall_now: datetime) -> None:
     """Put what the last daemon saved back into a fresh scheduler state."""
+    _restore_retries(state, saved, mono_now, wall_now)
+    for issue_id, (stage, turns, entered) in saved.stage_progress.items():
+        state.stage_progress[issue_id] = StageProgress(stage, turns, entered)
+    state.handed_off.update(saved.handed_off)
+    _restore_moves(state, saved, mono_now)
+    state.kept_workspaces.update(saved.kept_workspaces)
+    state.footprints.update(saved.footprints)
+    state.workspace_hosts.update(saved.workspace_hosts)
+    state.pull_requests.update(saved.pull_requests)
+    state.reviews.update(saved.reviews)
+    state.ledgers.update(saved.ledgers)
+    state.held.update(saved.held)
+    state.transition_seq = max(state.transition_seq, saved.transition_seq)
+    _restore_queued_moves(state, saved, mono_now)
+    state.completed.update(saved.completed)
+    state.ticket_totals.update(saved.ticket_totals)
+    state.daily_costs.update(saved.daily_costs)
+    state.model_costs.update(saved.model_costs)
+    state.totals = saved.totals
+    state.transition_seq = max(state.transition_seq, saved.transition_seq)
 
+
+def _restore_retries(
+    state: SchedulerState, saved: Saved, mono_now: float, wall_now: datetime
+) -> None:
     def due(at: datetime) -> float:
         return mono_now + max((at - wall_now).total_seconds(), 0.0)
 
@@ -94,9 +118,9 @@ def restore(state: SchedulerState, saved: Saved, mono_now: float, wall_now: date
             resume_tokens=run.tokens,
         )
         state.claimed.add(run.issue_id)
-    for issue_id, (stage, turns, entered) in saved.stage_progress.items():
-        state.stage_progress[issue_id] = StageProgress(stage, turns, entered)
-    state.handed_off.update(saved.handed_off)
+
+
+def _restore_moves(state: SchedulerState, saved: Saved, mono_now: float) -> None:
     for move in saved.transitions:
         state.transitions[move.issue_id] = PendingTransition(
             issue=move.issue,
@@ -109,14 +133,9 @@ def restore(state: SchedulerState, saved: Saved, mono_now: float, wall_now: date
         )
         state.claimed.add(move.issue_id)
         state.retry_attempts.pop(move.issue_id, None)
-    state.kept_workspaces.update(saved.kept_workspaces)
-    state.footprints.update(saved.footprints)
-    state.workspace_hosts.update(saved.workspace_hosts)
-    state.pull_requests.update(saved.pull_requests)
-    state.reviews.update(saved.reviews)
-    state.ledgers.update(saved.ledgers)
-    state.held.update(saved.held)
-    state.transition_seq = max(state.transition_seq, saved.transition_seq)
+
+
+def _restore_queued_moves(state: SchedulerState, saved: Saved, mono_now: float) -> None:
     for issue_id, (issue, plan) in saved.queued_moves.items():
         # A person's move that waited for a step the restart ended: written now, unless a
         # move of the daemon's own goes first (it is taken when that one is written).
@@ -130,12 +149,6 @@ def restore(state: SchedulerState, saved: Saved, mono_now: float, wall_now: date
             due_at=mono_now,
         )  # fmt: skip
         state.claimed.add(issue_id)
-    state.completed.update(saved.completed)
-    state.ticket_totals.update(saved.ticket_totals)
-    state.daily_costs.update(saved.daily_costs)
-    state.model_costs.update(saved.model_costs)
-    state.totals = saved.totals
-    state.transition_seq = max(state.transition_seq, saved.transition_seq)
 
 
 def orphan_groups(instances: Collection[str], proc: Path = Path("/proc")) -> set[int]:

@@ -143,6 +143,33 @@ def test_a_save_that_failed_is_written_in_full_by_the_next_one(tmp_path: Path) -
     assert [r.identifier for r in saved.retries] == ["F-1"]
 
 
+def test_a_failed_save_gives_the_outbox_back_for_the_next_one(tmp_path: Path) -> None:
+    store, _ = Store.open(tmp_path / "state.db")
+    state = busy_state()
+    db = store._db
+    store._db = FailingCommit(db)  # type: ignore[assignment]
+    with pytest.raises(sqlite3.OperationalError):
+        store.save(state, 120.0, NOW)
+    store._db = db
+    # The outcome record and the totals wait in the state, as if the save had not been tried.
+    assert [r.identifier for r in state.new_outcomes] == ["D-1"]
+    assert "id-A-1" in state.changed_totals
+    store.save(state, 121.0, NOW)
+    assert state.new_outcomes == [] and not state.changed_totals
+    reopened = Store.open(tmp_path / "state.db")[0]
+    assert [r.identifier for r in reopened.outcomes(NOW)] == ["D-1"]
+    assert reopened.load(NOW).ticket_totals["id-A-1"].total_tokens == 15
+
+
+def test_an_outbox_the_caller_took_is_the_one_saved(tmp_path: Path) -> None:
+    store, _ = Store.open(tmp_path / "state.db")
+    state = busy_state()
+    outbox = state.take_outbox()
+    store.save(state, 120.0, NOW, outbox=outbox)
+    assert [r.identifier for r in store.outcomes(NOW)] == ["D-1"]
+    assert store.load(NOW).ticket_totals["id-A-1"].total_tokens == 15
+
+
 def test_a_file_that_is_not_a_database_is_moved_aside_and_a_fresh_store_started(
     tmp_path: Path,
 ) -> None:
