@@ -247,6 +247,9 @@ def parse_stages(
     escalation = _state_name(
         raw.get("escalation_state", DEFAULT_ESCALATION_STATE), "escalation_state"
     )
+    defaults = _StageDefaults(
+        raw, workflow_dir, body_template, body_line, max_turns, escalation, agents
+    )
     stages: list[Stage] = []
     owner: dict[str, str] = {}
     for name, body in stages_raw.items():
@@ -267,49 +270,84 @@ def parse_stages(
                     "runs one stage",
                 )
             owner[key] = name
-        template, source, line = _prompt(body, where, workflow_dir, body_template, body_line)
-        stage_max_turns = _positive(body, "max_turns", where, None)
-        gates = _gates(body.get("verify"), f"{where}.verify", warnings)
-        evidence = body.get("evidence", bool(gates))
-        if not isinstance(evidence, bool):
-            raise ConfigError(INVALID_CONFIG, f"{where}.evidence must be true or false")
-        stages.append(
-            Stage(
-                name=name,
-                states=states,
-                prompt_template=template,
-                prompt_source=source,
-                prompt_line=line,
-                on_success=_state_name(body.get("on_success", _UNSET), f"{where}.on_success"),
-                on_blocked=_state_name(body.get("on_blocked", escalation), f"{where}.on_blocked"),
-                on_stuck=_state_name(body.get("on_stuck", escalation), f"{where}.on_stuck"),
-                max_total_turns=_positive(body, "max_total_turns", where, None)
-                or (stage_max_turns or max_turns) * TOTAL_TURNS_PER_MAX_TURNS,
-                max_turns=stage_max_turns,
-                approval_policy=body.get("approval_policy"),
-                has_approval_policy="approval_policy" in body,
-                thread_sandbox=optional_text(body, f"{where}.thread_sandbox"),
-                verify=gates,
-                max_fix_turns=_count(body, "max_fix_turns", where, DEFAULT_MAX_FIX_TURNS),
-                on_verify_failed=_state_name(
-                    body.get("on_verify_failed", escalation), f"{where}.on_verify_failed"
-                ),
-                verify_output_chars=_positive(
-                    body, "verify_output_chars", where, DEFAULT_VERIFY_OUTPUT_CHARS
-                )
-                or DEFAULT_VERIFY_OUTPUT_CHARS,
-                evidence=evidence,
-                agent=_agent_kind(body, where, agents),
-                publish=_publish(body, where, warnings),
-                sessions=_stage_sessions(raw, body, where, agents),
-            )
-        )
-        if not gates:
-            for key in ("max_fix_turns", "on_verify_failed", "verify_output_chars"):
-                if key in body:
-                    warnings.append(f"{where}.{key} is used only with {where}.verify")
+        stages.append(_stage(name, body, states, defaults, warnings))
     bodies = {str(name).strip(): body for name, body in stages_raw.items()}
     stages = _with_review_targets(stages, bodies, terminal_states)
+    _check_targets(stages, owner, terminal_states)
+    return StageMachine(tuple(stages), escalation)
+
+
+@dataclass(frozen=True, slots=True)
+class _StageDefaults:
+    """What a stage falls back on where its own block is silent: the workflow's."""
+
+    raw: Mapping[str, Any]
+    """The whole front matter: a stage's agent block goes over the workflow's."""
+    workflow_dir: Path
+    body_template: str
+    body_line: int
+    max_turns: int
+    escalation: str
+    agents: Mapping[str, AgentBlock]
+
+
+def _stage(
+    name: str,
+    body: Mapping[str, Any],
+    states: tuple[str, ...],
+    defaults: _StageDefaults,
+    warnings: list[str],
+) -> Stage:
+    where, escalation = f"stages.{name}", defaults.escalation
+    template, source, line = _prompt(
+        body, where, defaults.workflow_dir, defaults.body_template, defaults.body_line
+    )
+    stage_max_turns = _positive(body, "max_turns", where, None)
+    gates = _gates(body.get("verify"), f"{where}.verify", warnings)
+    evidence = body.get("evidence", bool(gates))
+    if not isinstance(evidence, bool):
+        raise ConfigError(INVALID_CONFIG, f"{where}.evidence must be true or false")
+    stage = Stage(
+        name=name,
+        states=states,
+        prompt_template=template,
+        prompt_source=source,
+        prompt_line=line,
+        on_success=_state_name(body.get("on_success", _UNSET), f"{where}.on_success"),
+        on_blocked=_state_name(body.get("on_blocked", escalation), f"{where}.on_blocked"),
+        on_stuck=_state_name(body.get("on_stuck", escalation), f"{where}.on_stuck"),
+        max_total_turns=_positive(body, "max_total_turns", where, None)
+        or (stage_max_turns or defaults.max_turns) * TOTAL_TURNS_PER_MAX_TURNS,
+        max_turns=stage_max_turns,
+        approval_policy=body.get("approval_policy"),
+        has_approval_policy="approval_policy" in body,
+        thread_sandbox=optional_text(body, f"{where}.thread_sandbox"),
+        verify=gates,
+        max_fix_turns=_count(body, "max_fix_turns", where, DEFAULT_MAX_FIX_TURNS),
+        on_verify_failed=_state_name(
+            body.get("on_verify_failed", escalation), f"{where}.on_verify_failed"
+        ),
+        verify_output_chars=_positive(
+            body, "verify_output_chars", where, DEFAULT_VERIFY_OUTPUT_CHARS
+        )
+        or DEFAULT_VERIFY_OUTPUT_CHARS,
+        evidence=evidence,
+        agent=_agent_kind(body, where, defaults.agents),
+        publish=_publish(body, where, warnings),
+        sessions=_stage_sessions(defaults.raw, body, where, defaults.agents),
+    )
+    if not gates:
+        for key in ("max_fix_turns", "on_verify_failed", "verify_output_chars"):
+            if key in body:
+                warnings.append(f"{where}.{key} is used only with {where}.verify")
+    return stage
+
+
+def _check_targets(
+    stages: Sequence[Stage], owner: Mapping[str, str], terminal_states: Sequence[str]
+) -> None:
+    """No stage runs in a terminal state, none hands a ticket back to itself, and only
+    `on_success` may hand it to another stage: an escalation goes to a person."""
     terminal = {normalize_state(s) for s in terminal_states}
     for stage in stages:
         for state in stage.states:
@@ -333,7 +371,6 @@ def parse_stages(
                     f"{owner[normalize_state(target)]} runs: an escalation must go to a state "
                     "where a person takes over, or the agent would start again at once",
                 )
-    return StageMachine(tuple(stages), escalation)
 
 
 def _with_review_targets(
