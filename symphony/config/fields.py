@@ -1,6 +1,7 @@
-"""Reading one value of the front matter: the error a bad value raises, integers, `$VAR`
-references, secrets and paths. Shared by the settings loader, the stage parser, the agent
-kinds' own blocks and the tracker adapters' `provider` blocks.
+"""Reading one value of the front matter: the error a bad value raises, sections, integers,
+lists of text, variable names, `$VAR` references, secrets and paths. Shared by every section's
+parser, the stage parser, the agent kinds' own blocks and the tracker adapters' `provider`
+blocks.
 """
 
 from __future__ import annotations
@@ -117,3 +118,49 @@ def optional_text(raw: Mapping[str, Any], dotted: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(INVALID_CONFIG, f"{dotted} must be a non-empty string")
     return value.strip()
+
+
+def section(raw: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """The map `raw[name]`, empty when absent; raises ConfigError when it is not a map."""
+    value = raw.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(INVALID_CONFIG, f"{name} must be a map of settings")
+    return value
+
+
+def str_list(
+    raw: Mapping[str, Any],
+    where: str,
+    key: str,
+    default: tuple[str, ...],
+    *,
+    keep_blank: bool = False,
+) -> tuple[str, ...]:
+    """The list of text `raw[key]`, called `where.key` in errors (a single string counts as a
+    list of one); blank items are dropped unless `keep_blank`."""
+    value = raw.get(key)
+    if value is None:
+        return default
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(INVALID_CONFIG, f"{where}.{key} must be a list of strings")
+    return tuple(item for item in value if keep_blank or item.strip())
+
+
+_ENV_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
+
+
+def env_patterns(value: object, problem: str) -> tuple[str, ...]:
+    """Variable names (`GOPATH`) or prefixes ending in `*` (`NPM_CONFIG_*`), one or a list;
+    raises ConfigError with `problem` as its message, since each setting words it its own way."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(
+        isinstance(n, str) and _ENV_PATTERN.match(n) for n in items
+    ):
+        raise ConfigError(INVALID_CONFIG, problem)
+    return tuple(items)

@@ -1,22 +1,28 @@
-"""The settings WORKFLOW.md declares, as typed frozen values with every documented default.
+"""The settings WORKFLOW.md declares, as typed frozen values with every documented default,
+and the parsers of the small sections beside the values they build.
 
-Plain dataclasses: `symphony.config.load` builds them, every other part only reads them. Agent
-kinds keep their own blocks (`Settings.agents`, parsed by each backend); the worker hosts'
-block is here because the daemon, the workspace and the agent launcher all read it.
+`Settings` is the whole; `symphony.config.load` composes it from every section's parser, and
+every other part only reads it. A larger section has a module of its own, with its values and
+its parser (`tracker`, `workspace`, `agents`, `server`, `worker`, `sandbox`, `repository`,
+`notify`, `pricing`, `stages`); its values are re-exported here, where the rest of symphony
+imports every section from. Agent kinds keep their own blocks (`Settings.agents`, parsed by
+each backend).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
-from symphony.base.issue import normalize_state
-from symphony.config.agents import SessionSettings
+from symphony.config.agents import AGENT_KEYS, SessionSettings
+from symphony.config.agents import OVERLAP_MODES as OVERLAP_MODES
+from symphony.config.agents import AgentSettings as AgentSettings
+from symphony.config.agents import OverlapMode as OverlapMode
+from symphony.config.fields import INVALID_CONFIG, ConfigError, integer, resolve_path
 from symphony.config.notify import NOTIFY_KEYS, NotifySettings
 from symphony.config.repository import (
     FOLLOW_KEYS,
@@ -27,6 +33,18 @@ from symphony.config.repository import (
     RepositorySettings,
 )
 from symphony.config.sandbox import SANDBOX_KEYS, SandboxSettings
+from symphony.config.server import SERVER_KEYS
+from symphony.config.server import ServerSettings as ServerSettings
+from symphony.config.tracker import TRACKER_KEYS
+from symphony.config.tracker import TrackerSettings as TrackerSettings
+from symphony.config.worker import WORKER_KEYS
+from symphony.config.worker import HostSpec as HostSpec
+from symphony.config.worker import SshSettings as SshSettings
+from symphony.config.worker import WorkerSettings as WorkerSettings
+from symphony.config.workspace import DEFAULT_BRANCH as DEFAULT_BRANCH
+from symphony.config.workspace import WORKSPACE_KEYS
+from symphony.config.workspace import WorkspaceSettings as WorkspaceSettings
+from symphony.config.workspace import WorktreeSettings as WorktreeSettings
 
 if TYPE_CHECKING:
     from symphony.config.pricing import Pricing
@@ -37,59 +55,14 @@ DEFAULT_PROMPT = "You are working on an issue from the configured tracker."
 
 
 @dataclass(frozen=True, slots=True)
-class TrackerSettings:
-    kind: str
-    provider: Mapping[str, Any]
-    """Adapter-owned, preserved verbatim (unknown keys included); `$VAR` left for the adapter."""
-    active_states: tuple[str, ...]
-    terminal_states: tuple[str, ...]
-    required_labels: tuple[str, ...] = ()
-    other_states: tuple[str, ...] = ()
-    """States the daemon itself moves tickets to that are neither active nor terminal (stage
-    mode's checkpoints, such as Plan Review): adapters map them like the others."""
-    _active: frozenset[str] = field(init=False, repr=False, compare=False)
-    _terminal: frozenset[str] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        # Normalized once: these checks run for every candidate on every tick.
-        object.__setattr__(self, "_active", frozenset(map(normalize_state, self.active_states)))
-        object.__setattr__(self, "_terminal", frozenset(map(normalize_state, self.terminal_states)))
-
-    def is_active(self, state: str) -> bool:
-        """Active and not terminal (a state listed in both is treated as terminal)."""
-        key = normalize_state(state)
-        return key in self._active and key not in self._terminal
-
-    def is_terminal(self, state: str) -> bool:
-        return normalize_state(state) in self._terminal
-
-
-@dataclass(frozen=True, slots=True)
 class PollingSettings:
     interval_ms: int = 30_000
 
 
-DEFAULT_BRANCH = "symphony/{{ issue.identifier | slugify }}"
-
-
-@dataclass(frozen=True, slots=True)
-class WorktreeSettings:
-    repository: str
-    """A local path (already resolved) or a URL."""
-    base: str | None = None
-    """What new branches start from: a branch of the repository (`main`, `origin/main`) or a
-    commit; None: the repository's default branch."""
-    branch: str = DEFAULT_BRANCH
-
-
-@dataclass(frozen=True, slots=True)
-class WorkspaceSettings:
-    root: Path
-    base_ref: str | None = None
-    """What a ticket's changes are compared against in its evidence (`git diff <base>...HEAD`);
-    None: the commit the workspace was at when it was created."""
-    worktrees: WorktreeSettings | None = None
-    """`strategy: worktree`: where the shared mirror comes from; None: `empty`."""
+def parse_polling(raw: Mapping[str, Any]) -> PollingSettings:
+    return PollingSettings(
+        interval_ms=integer(raw, "polling.interval_ms", PollingSettings().interval_ms, 1)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,65 +74,23 @@ class HooksSettings:
     timeout_ms: int = 60_000
 
 
-class OverlapMode(enum.StrEnum):
-    """`agent.overlap`: what a new ticket whose files overlap another open ticket's gets."""
-
-    SERIALIZE = "serialize"
-    """Held until the other ticket is done."""
-    WARN = "warn"
-    """Started, with a comment naming the other ticket."""
-    OFF = "off"
-    """Nothing is looked at."""
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSettings:
-    kind: str = "codex"
-    """Which agent runs a ticket unless its stage names another (`symphony.agents.registry`)."""
-    label_override: bool = False
-    """A ticket labelled `agent:<kind>` runs on that agent, whatever its stage says."""
-    max_concurrent_agents: int = 10
-    max_turns: int = 20
-    max_retry_backoff_ms: int = 300_000
-    max_concurrent_agents_by_state: Mapping[str, int] = field(
-        default_factory=lambda: MappingProxyType({})
+def parse_hooks(raw: Mapping[str, Any]) -> HooksSettings:
+    return HooksSettings(
+        after_create=_script(raw, "after_create"),
+        before_run=_script(raw, "before_run"),
+        after_run=_script(raw, "after_run"),
+        before_remove=_script(raw, "before_remove"),
+        timeout_ms=integer(raw, "hooks.timeout_ms", HooksSettings().timeout_ms, 1),
     )
-    max_in_review: int | None = None
-    """Stage mode: hold new tickets while this many wait for a person's review."""
-    env_passthrough: tuple[str, ...] = ()
-    """Names (or `PREFIX*`) of the daemon's variables that children get besides the
-    allowlist."""
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    """Variables set in every child, values resolved at load (`$VAR` from the daemon's)."""
-    overlap: OverlapMode = OverlapMode.WARN
-    """A new ticket whose files overlap another open ticket's: `serialize` holds it, `warn`
-    starts it with a comment naming the other, `off` looks at nothing."""
-    max_continuations: int = 10
-    """Runs that continue a ticket whose run ended without handing it on, per stage entry."""
-    max_retries: int = 5
-    """Runs after an error in a row (a run that ends well starts the count again)."""
-    max_stall_restarts: int = 3
-    """Runs after a stall in a row."""
-    max_runs_per_ticket: int = 20
-    """The runaway guard: more runs of one ticket than this within `runaway_window_s` stop
-    its dispatch and send it to a person, whatever loop made them."""
-    runaway_window_s: float = 3600.0
 
 
-@dataclass(frozen=True, slots=True)
-class ServerSettings:
-    """The HTTP server extension (spec §13.7): off while `port` is None; 0 = any free port."""
-
-    port: int | None = None
-    host: str = "127.0.0.1"
-    auth_token: str | None = field(default=None, repr=False)
-    """What a person's actions need (`server.auth_token`); None: actions are refused."""
-    allowed_hosts: tuple[str, ...] = ()
-    """The names a request's `Host` may carry (`server.allowed_hosts`; `*.domain` for its
-    subdomains). Empty: the loopback names when bound to loopback, any name otherwise."""
-    trusted_proxies: tuple[str, ...] = ()
-    """Addresses of reverse proxies whose `X-Forwarded-For` names the client
-    (`server.trusted_proxies`); empty: the connection's own address, always."""
+def _script(raw: Mapping[str, Any], key: str) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(INVALID_CONFIG, f"hooks.{key} must be a shell script string")
+    return value if value.strip() else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +99,25 @@ class StateSettings:
 
     path: Path
     keep_days: int = 90
+
+
+def default_state_path(workflow_path: Path) -> Path:
+    """`.symphony/state.db` beside WORKFLOW.md; another workflow file gets its own name."""
+    name = "state.db" if workflow_path.name == "WORKFLOW.md" else f"{workflow_path.stem}.state.db"
+    return workflow_path.parent / ".symphony" / name
+
+
+def parse_state(
+    raw: Mapping[str, Any], workflow_path: Path, environ: Mapping[str, str]
+) -> StateSettings:
+    value = raw.get("path")
+    if value is None:
+        path = default_state_path(workflow_path)
+    elif isinstance(value, str) and value.strip():
+        path = resolve_path(value.strip(), workflow_path.parent, environ, "state.path")
+    else:
+        raise ConfigError(INVALID_CONFIG, "state.path must be a path string")
+    return StateSettings(path=path, keep_days=integer(raw, "state.keep_days", 90, 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,12 +131,49 @@ class BudgetSettings:
     on_exceeded: str = "Needs Attention"
 
 
+def parse_budget(
+    raw: Mapping[str, Any], escalation: str | None, tracker: TrackerSettings
+) -> BudgetSettings:
+    """The `budget:` section; a spent ticket goes to `escalation` (stage mode's) unless
+    `budget.on_exceeded` says otherwise, and never to an active state of `tracker`."""
+    defaults = BudgetSettings()
+
+    def usd(key: str) -> float | None:
+        value = raw.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ConfigError(INVALID_CONFIG, f"budget.{key} must be a positive amount of USD")
+        return float(value)
+
+    warn_at = raw.get("warn_at", defaults.warn_at)
+    if isinstance(warn_at, bool) or not isinstance(warn_at, int | float) or not 0 < warn_at <= 1:
+        raise ConfigError(INVALID_CONFIG, "budget.warn_at must be a share above 0 and at most 1")
+    target = raw.get("on_exceeded", escalation or defaults.on_exceeded)
+    if not isinstance(target, str) or not target.strip() or "\n" in target:
+        raise ConfigError(INVALID_CONFIG, "budget.on_exceeded must be a state name")
+    if tracker.is_active(target.strip()):
+        raise ConfigError(
+            INVALID_CONFIG,
+            f"budget.on_exceeded is {target.strip()!r}, an active state: the ticket would run "
+            "again at once; use a state where a person takes over",
+        )
+    return BudgetSettings(usd("per_ticket_usd"), float(warn_at), usd("per_day_usd"), target.strip())
+
+
 @dataclass(frozen=True, slots=True)
 class LogSettings:
     """Retention of the per-ticket log files (`--logs-root`)."""
 
     max_file_mb: int = 10
     keep_days: int = 30
+
+
+def parse_logs(raw: Mapping[str, Any]) -> LogSettings:
+    return LogSettings(
+        max_file_mb=integer(raw, "logs.max_file_mb", 10, 1),
+        keep_days=integer(raw, "logs.keep_days", 30, 1),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,47 +183,11 @@ class EditorSettings:
     command: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class HostSpec:
-    """One SSH worker host (`worker.ssh_hosts`): a name ssh understands (an alias of the ssh
-    config file, `user@host` or `host`), how many agents it takes, and where its workspaces
-    are (None: `workspace.root`, the same path there)."""
-
-    name: str
-    max_agents: int | None = None
-    workspace_root: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SshSettings:
-    config_file: Path | None = None
-    connect_timeout_s: int = 10
-    strict_host_key_checking: str | None = None
-    """`yes`, `accept-new` or `no`, passed to ssh as StrictHostKeyChecking; None: ssh's own
-    configuration decides (the user's `~/.ssh/config` or `config_file`; under BatchMode an
-    unknown host is refused)."""
-    pass_env: tuple[str, ...] = ()
-    """The daemon's variables (names, or prefixes ending in `*`) a remote agent gets; nothing
-    else of the daemon's environment crosses."""
-    max_failures: int = 3
-    """Connection failures in a row after which a host is marked down."""
-    cooloff_s: int = 60
-    """How long a host marked down gets no new work before it is tried again."""
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSettings:
-    """Where agents run (spec Appendix A): locally when `hosts` is empty, else on SSH hosts."""
-
-    hosts: tuple[HostSpec, ...] = ()
-    max_concurrent_agents_per_host: int | None = None
-    ssh: SshSettings = field(default_factory=SshSettings)
-    retry_on_same_host: bool = True
-    """A retry waits for the host that has the ticket's workspace, rather than starting anew
-    on another."""
-
-    def capacity(self, host: HostSpec) -> int | None:
-        return host.max_agents or self.max_concurrent_agents_per_host
+def parse_editor(raw: Mapping[str, Any]) -> EditorSettings:
+    command = raw.get("command")
+    if command is not None and (not isinstance(command, str) or not command.strip()):
+        raise ConfigError(INVALID_CONFIG, "editor.command must be a command, like `code`")
+    return EditorSettings(command.strip() if isinstance(command, str) else None)
 
 
 DEFAULT_MEMORY_BUDGET_CHARS = 4_000
@@ -250,6 +201,25 @@ class MemorySettings:
     folder: Path
     budget_chars: int = DEFAULT_MEMORY_BUDGET_CHARS
     enabled: bool = True
+
+
+def parse_memory(
+    raw: Mapping[str, Any], base_dir: Path, environ: Mapping[str, str]
+) -> MemorySettings:
+    """The `memory:` section; the folder is `.symphony/memory` beside WORKFLOW.md unless set."""
+    folder = raw.get("folder")
+    if folder is not None and (not isinstance(folder, str) or not folder.strip()):
+        raise ConfigError(INVALID_CONFIG, "memory.folder must be a path, like .symphony/memory")
+    enabled = raw.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(INVALID_CONFIG, f"memory.enabled must be true or false, got {enabled!r}")
+    return MemorySettings(
+        folder=resolve_path(folder, base_dir, environ, "memory.folder")
+        if isinstance(folder, str)
+        else base_dir / ".symphony" / "memory",
+        budget_chars=integer(raw, "memory.budget_chars", DEFAULT_MEMORY_BUDGET_CHARS, 0),
+        enabled=enabled,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,39 +327,20 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         ),
         "sandbox": SANDBOX_KEYS,
         "notify": NOTIFY_KEYS,
-        "tracker": ("kind", "provider", "active_states", "terminal_states", "required_labels"),
+        "tracker": TRACKER_KEYS,
         "polling": ("interval_ms",),
-        "workspace": ("root", "base_ref", "strategy", "repository", "base", "branch"),
+        "workspace": WORKSPACE_KEYS,
         "hooks": ("after_create", "before_run", "after_run", "before_remove", "timeout_ms"),
-        "agent": (
-            "kind",
-            "label_override",
-            "max_concurrent_agents",
-            "max_turns",
-            "max_retry_backoff_ms",
-            "max_concurrent_agents_by_state",
-            "max_in_review",
-            "env_passthrough",
-            "env",
-            "overlap",
-            "max_continuations",
-            "max_retries",
-            "max_stall_restarts",
-            "max_runs_per_ticket",
-            "runaway_window",
-        ),
-        "server": ("port", "host", "auth_token", "allowed_hosts", "trusted_proxies"),
+        "agent": AGENT_KEYS,
+        "server": SERVER_KEYS,
         "state": ("path", "keep_days"),
         "logs": ("max_file_mb", "keep_days"),
         "editor": ("command",),
         "memory": ("folder", "budget_chars", "enabled"),
-        "worker": ("ssh_hosts", "max_concurrent_agents_per_host", "ssh", "retry_on_same_host"),
+        "worker": WORKER_KEYS,
         "budget": ("per_ticket_usd", "warn_at", "per_day_usd", "on_exceeded"),
         "repository": REPOSITORY_KEYS,
         "follow": FOLLOW_KEYS,
         "merge": MERGE_KEYS,
     }
 )
-
-
-OVERLAP_MODES = tuple(mode.value for mode in OverlapMode)
