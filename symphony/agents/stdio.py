@@ -29,9 +29,8 @@ from symphony.agents import (
     truncate,
 )
 from symphony.base.hosts import HOST_UNREACHABLE
-from symphony.hosts import Host, process
+from symphony.hosts import CarrierKind, Host, process
 from symphony.hosts.local import LOCAL_HOST
-from symphony.hosts.ssh import NO_WORKSPACE, SSH_FAILED, forward_refused, remote_pgid_of
 
 MAX_LINE_BYTES = 10 * 1024 * 1024
 """Longest protocol line accepted (spec §10.1); longer lines are skipped, not fatal."""
@@ -56,6 +55,13 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # Frames of a Rust backtrace (`Stack backtrace:`, `  3: <unknown>`, `at src/x.rs:1`) say
 # nothing to an operator; an exit error quotes the lines before them.
 _BACKTRACE_LINE = re.compile(r"^(stack backtrace:|\s*\d+: |\s+at )", re.IGNORECASE)
+
+_CARRIER_CATEGORIES: dict[CarrierKind, str] = {
+    "forward_refused": STARTUP_FAILED,
+    "unreachable": HOST_UNREACHABLE,
+    "no_workspace": INVALID_WORKSPACE_CWD,
+}
+"""How an agent's error names a failure of the way to its host (`Host.carrier_failure`)."""
 
 
 class AgentProcess:
@@ -246,21 +252,9 @@ class AgentProcess:
         meaningful = [line for line in self._stderr_tail if not _BACKTRACE_LINE.match(line)]
         tail = meaningful[-_STDERR_LINES_IN_ERRORS:]
         stderr = truncate(f"; stderr: {' | '.join(tail)}", 1000) if tail else ""
-        if not self.host.is_local and returncode == SSH_FAILED and forward_refused(tail):
-            return AgentError(
-                STARTUP_FAILED,
-                f"{self.host.name} would not forward symphony's tool server to the agent "
-                "(its sshd forbids forwarding: AllowTcpForwarding; or the port was taken)"
-                f"{stderr}",
-            )
-        if not self.host.is_local and returncode == SSH_FAILED:
-            return AgentError(
-                HOST_UNREACHABLE, f"lost the connection to {self.host.name} (ssh exit 255){stderr}"
-            )
-        if not self.host.is_local and returncode == NO_WORKSPACE:
-            return AgentError(
-                INVALID_WORKSPACE_CWD, f"the workspace is not on {self.host.name}{stderr}"
-            )
+        carrier = self.host.carrier_failure(returncode, tail)
+        if carrier is not None:
+            return AgentError(_CARRIER_CATEGORIES[carrier.kind], f"{carrier.message}{stderr}")
         if returncode == 127:
             return AgentError(
                 CODEX_NOT_FOUND, f"bash could not run {self.command!r} (exit 127){stderr}"
@@ -297,8 +291,8 @@ class AgentProcess:
         text = _ANSI_ESCAPE.sub("", raw.decode("utf-8", "replace")).rstrip()
         if not text:
             return
-        if self.remote_pgid is None and not self.host.is_local:
-            pgid = remote_pgid_of(text)
+        if self.remote_pgid is None:
+            pgid = self.host.reported_group(text)
             if pgid is not None:
                 self.remote_pgid = pgid
                 self.logger = self.logger.bind(host=self.host.name, remote_pgid=pgid)

@@ -21,11 +21,10 @@ from symphony.hosts.local import LOCAL_HOST
 from symphony.hosts.sandbox.home import NO_CREDENTIALS
 from symphony.hosts.sandbox.remote import launcher
 from symphony.hosts.ssh import SshHost
+from symphony.workspace.contract import Workspaces as Workspaces
 from symphony.workspace.environment import child_environment, remote_environment
 from symphony.workspace.local import WorkspaceManager
 from symphony.workspace.remote import RemoteWorkspaces
-
-Workspaces = WorkspaceManager | RemoteWorkspaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,13 +81,13 @@ class Places:
 
     def for_run(self, settings: Settings, host: str, agent_env_names: Sequence[str]) -> RunPlace:
         """Where an attempt on `host` runs, with the environments of the current settings."""
-        workspaces = self.on(host)
-        if isinstance(workspaces, RemoteWorkspaces):
+        remote = self.remote.get(host) if host != LOCAL else None
+        if remote is not None:
             # A host gets one environment for all (its own basics are its own).
             env = self.remote_env(settings)
-            return RunPlace(workspaces, workspaces.host, env, env)
+            return RunPlace(remote, remote.host, env, env)
         return RunPlace(
-            workspaces,
+            self.local,
             LOCAL_HOST,
             self.child_env(settings),
             self.child_env(settings, agent_env_names),

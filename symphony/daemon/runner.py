@@ -42,8 +42,6 @@ from symphony.core.verification import GateRound, Verification, fix_prompt
 from symphony.daemon.sandbox import attempt_sandbox, protected_paths
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
-from symphony.hosts.sandbox.remote import launcher
-from symphony.hosts.ssh import SshHost
 from symphony.memory import (
     RECORD_LEARNING,
     Memory,
@@ -61,10 +59,10 @@ from symphony.tracker.stage_tools import (
     parse_report,
     stage_tool_specs,
 )
+from symphony.workspace.contract import Workspaces
 from symphony.workspace.facts import changed_files, merge_checks, workspace_facts
 from symphony.workspace.gates import run_gates
-from symphony.workspace.local import Workspace, WorkspaceManager
-from symphony.workspace.remote import RemoteWorkspaces
+from symphony.workspace.local import Workspace
 
 log = structlog.get_logger("symphony.runner")
 
@@ -118,7 +116,7 @@ class AttemptContext:
 
     settings: Settings
     tracker: Tracker
-    workspaces: WorkspaceManager | RemoteWorkspaces
+    workspaces: Workspaces
     agent_env: Mapping[str, str]
     """The agent's environment (`symphony.workspace.environment`), its backend's variables too."""
     child_env: Mapping[str, str]
@@ -283,10 +281,10 @@ class _Attempt:
         if not settings.enabled:
             return launch
         agent = backend(launch.kind)
-        if isinstance(launch.host, SshHost):  # built on the host, from its own folders
-            remote = launch.host.with_sandbox(launcher(settings, agent.sandbox_home))
+        there = launch.host.sandboxed(settings, agent.sandbox_home)
+        if there is not None:  # built on the host, from its own folders
             return dataclasses.replace(
-                launch, host=remote, settings=agent.inside_sandbox(launch.settings)
+                launch, host=there, settings=agent.inside_sandbox(launch.settings)
             )
         run = await self.resources.enter_async_context(
             attempt_sandbox(
@@ -710,7 +708,7 @@ def _render(
         raise AttemptFailed(_failure("prompt", FailureReason.PROMPT, exc)) from None
 
 
-def _check_cwd(workspaces: WorkspaceManager | RemoteWorkspaces, workspace: Workspace) -> None:
+def _check_cwd(workspaces: Workspaces, workspace: Workspace) -> None:
     try:
         workspaces.check_agent_cwd(workspace)
     except SymphonyError as exc:
@@ -718,13 +716,10 @@ def _check_cwd(workspaces: WorkspaceManager | RemoteWorkspaces, workspace: Works
 
 
 def _with_tools(launch: AgentLaunch, grant: Grant) -> AgentLaunch:
-    """The launch with its session's tool grant; on an SSH host the agent reaches the tool
-    server through a forward on the run's own connection, at a loopback port there."""
-    if not isinstance(launch.host, SshHost):
-        return dataclasses.replace(launch, tool_grant=grant)
-    host, port = launch.host.with_tool_forward(_port_of(grant.url))
-    there = urlsplit(grant.url)._replace(netloc=f"127.0.0.1:{port}").geturl()
-    return dataclasses.replace(launch, host=host, tool_grant=Grant(there, grant.token))
+    """The launch with its session's tool grant, at the address the agent reaches the tool
+    server at from its host (on an SSH host, a forward on the run's own connection)."""
+    host, there = launch.host.reach_tool_server(grant.url)
+    return dataclasses.replace(launch, host=host, tool_grant=dataclasses.replace(grant, url=there))
 
 
 def _port_of(url: str) -> int:

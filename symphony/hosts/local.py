@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from symphony.base.hosts import LOCAL
+from symphony.config.sandbox import SandboxSettings
 from symphony.hosts import AgentLaunchSpec
+from symphony.hosts.sandbox.home import HomeCredentials
 from symphony.hosts.shell import ScriptResult, run_script
 
 
@@ -48,6 +50,18 @@ class LocalHost:
 
     async def end_group(self, pgid: int, grace_s: float, mark: str | None = None) -> None:
         return None
+
+    def reach_tool_server(self, url: str) -> tuple[LocalHost, str]:
+        return self, url
+
+    def sandboxed(self, settings: SandboxSettings, credentials: HomeCredentials) -> None:
+        return None  # the run builds it here (`symphony.hosts.sandbox.host`)
+
+    def reported_group(self, stderr_line: str) -> None:
+        return None
+
+    def carrier_failure(self, returncode: int | None, stderr: Sequence[str]) -> None:
+        return None  # the agent is the process: how it ended is its own
 
 
 LOCAL_HOST = LocalHost()

@@ -38,15 +38,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import structlog
 
-from symphony.hosts import AgentLaunchSpec, process
+from symphony.hosts import AgentLaunchSpec, CarrierFailure, process
+from symphony.hosts.sandbox.home import HomeCredentials
+from symphony.hosts.sandbox.remote import launcher
 from symphony.hosts.shell import Outcome, ScriptResult, read_tail
 
 log = structlog.get_logger("symphony.hosts")
 
 if TYPE_CHECKING:
+    from symphony.config.sandbox import SandboxSettings
     from symphony.config.sections import HostSpec, SshSettings
 
 SSH_FAILED = 255
@@ -313,6 +317,16 @@ class SshHost:
         )  # fmt: skip
         return host, port
 
+    def reach_tool_server(self, url: str) -> tuple[SshHost, str]:
+        """Over a forward on the agent's own connection, at a loopback port on the host."""
+        local = urlsplit(url).port
+        assert local is not None, f"the tool server's address {url} names no port"
+        host, port = self.with_tool_forward(local)
+        return host, urlsplit(url)._replace(netloc=f"127.0.0.1:{port}").geturl()
+
+    def sandboxed(self, settings: SandboxSettings, credentials: HomeCredentials) -> SshHost:
+        return self.with_sandbox(launcher(settings, credentials))
+
     @property
     def is_local(self) -> bool:
         return False
@@ -369,6 +383,26 @@ class SshHost:
             self._client_env,
             encode_env(sent),
         )
+
+    def reported_group(self, stderr_line: str) -> int | None:
+        return remote_pgid_of(stderr_line)
+
+    def carrier_failure(
+        self, returncode: int | None, stderr: Sequence[str]
+    ) -> CarrierFailure | None:
+        if returncode == SSH_FAILED and forward_refused(stderr):
+            return CarrierFailure(
+                "forward_refused",
+                f"{self.name} would not forward symphony's tool server to the agent "
+                "(its sshd forbids forwarding: AllowTcpForwarding; or the port was taken)",
+            )
+        if returncode == SSH_FAILED:
+            return CarrierFailure(
+                "unreachable", f"lost the connection to {self.name} (ssh exit 255)"
+            )
+        if returncode == NO_WORKSPACE:
+            return CarrierFailure("no_workspace", f"the workspace is not on {self.name}")
+        return None
 
     # Scripts: hooks and gates
 

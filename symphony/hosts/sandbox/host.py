@@ -319,6 +319,18 @@ class SandboxHost:
     async def end_group(self, pgid: int, grace_s: float, mark: str | None = None) -> None:
         return None
 
+    def reach_tool_server(self, url: str) -> tuple[SandboxHost, str]:
+        return self, url  # the run forwards the server's port into the boundary itself
+
+    def sandboxed(self, settings: SandboxSettings, credentials: HomeCredentials) -> None:
+        return None
+
+    def reported_group(self, stderr_line: str) -> None:
+        return None
+
+    def carrier_failure(self, returncode: int | None, stderr: Sequence[str]) -> None:
+        return None
+
 
 def _open_to_sandbox(home: Path) -> None:
     """The sandbox's user is the daemon's own when it is not root; as root, a mapped user who

@@ -1,0 +1,59 @@
+"""The workspaces of one host, as the daemon uses them: this machine's (`WorkspaceManager`) or an
+SSH worker host's (`RemoteWorkspaces`).
+
+Whoever holds a `Workspaces` makes, hooks, checks and removes a ticket's workspace and asks git
+about it without knowing where it is: a path in a `Workspace` is a path on its host, and `git`
+runs there. Only `owned_path` admits the difference, since a workspace elsewhere has no path
+on this machine (evidence files read here, `open`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from symphony.workspace.git import Git
+from symphony.workspace.local import Workspace
+
+
+class Workspaces(Protocol):
+    git: Git
+    """Where git answers about these workspaces: on their host."""
+
+    @property
+    def root(self) -> Path: ...
+
+    def path_for(self, identifier: str) -> Path: ...
+
+    def owned_path(self, identifier: str) -> Path | None:
+        """The ticket's workspace as a path on this machine, when it is here and symphony's."""
+        ...
+
+    async def prepare(self, identifier: str, branch: str | None = None) -> Workspace:
+        """The ticket's workspace, made (with `after_create`) when it is not there yet."""
+        ...
+
+    async def before_run(self, workspace: Workspace) -> None: ...
+
+    async def after_run(self, workspace: Workspace) -> None: ...
+
+    async def remove(self, identifier: str) -> bool:
+        """`before_remove` and the delete; False when there was no workspace of symphony's."""
+        ...
+
+    def check_agent_cwd(self, workspace: Workspace) -> None:
+        """Raise `WorkspaceError` unless the agent may be started in `workspace`."""
+        ...
+
+    async def peer_paths(self, identifiers: Sequence[str]) -> list[tuple[str, Path]]:
+        """Those of `identifiers` with a workspace of symphony's here, and its path."""
+        ...
+
+    async def merge_target(self) -> tuple[str, str] | None: ...
+
+    async def prune(self) -> None: ...
+
+    async def write_evidence(self, identifier: str, evidence: Mapping[str, Any]) -> None: ...
+
+    async def read_evidence(self, identifier: str) -> dict[str, Any] | None: ...
