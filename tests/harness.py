@@ -109,7 +109,7 @@ class Running:
         self.dispatched: set[str] = set()
         self.timeout = timeout
         self.poll_s = poll_s
-        orchestrator.add_listener(self._on_change)
+        orchestrator.view.add_listener(self._on_change)
         self.task = asyncio.create_task(orchestrator.run())
 
     def _on_change(self) -> None:

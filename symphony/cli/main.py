@@ -396,7 +396,7 @@ async def _serve_http(
     log = structlog.get_logger("symphony")
     settings = orchestrator.settings
     http = await serve(
-        create_app(orchestrator, logs_root=logs_root, auth_token=settings.server.auth_token),
+        create_app(orchestrator.view, logs_root=logs_root, auth_token=settings.server.auth_token),
         settings.server.host,
         port,
         allowed_hosts=settings.server.allowed_hosts,

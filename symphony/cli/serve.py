@@ -115,7 +115,8 @@ async def _serve_fleet(
 
     def seen() -> list[Seen]:
         return [
-            Seen(s.member.name, s.member.weight, s.orchestrator, s.error,
+            Seen(s.member.name, s.member.weight,
+                 s.orchestrator.view if s.orchestrator else None, s.error,
                  s.orchestrator.settings.server.auth_token if s.orchestrator else None)
             for s in runner.statuses
         ]  # fmt: skip

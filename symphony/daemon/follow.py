@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import datetime
 
 import structlog
 
@@ -23,7 +24,8 @@ from symphony.codehost.contract import (
     code_host_adapter,
 )
 from symphony.config.repository import MergeMethod, RepositorySettings
-from symphony.daemon.events import MergeAnswered, PullRead
+from symphony.config.sections import Settings
+from symphony.daemon.events import FollowRequested, MergeAnswered, PullRead
 
 log = structlog.get_logger("symphony.follow")
 
@@ -111,3 +113,25 @@ _ANSWERS = {
     CODE_HOST_REJECTED: core.follow.MergeAnswer.REFUSED,
     CODE_HOST_HEAD_MOVED: core.follow.MergeAnswer.HEAD_MOVED,
 }
+
+
+def followed(
+    state: core.SchedulerState,
+    event: PullRead | MergeAnswered | FollowRequested,
+    settings: Settings,
+    now: float,
+    wall: datetime,
+) -> list[core.Effect]:
+    """What a reading of a pull request, a merge's answer or a code host's webhook asks for
+    (`core.follow` decides)."""
+    if isinstance(event, FollowRequested):
+        core.follow.read_now(state)
+        return []
+    if isinstance(event, MergeAnswered):
+        return core.follow.on_merge_answered(
+            state, event.issue_id, event.answer, event.detail, settings, now, wall
+        )
+    if event.status is None:
+        core.follow.on_read_failed(state, event.issue_id, settings, now)
+        return []
+    return core.follow.on_pull_read(state, event.issue_id, event.status, settings, now, wall)

@@ -6,26 +6,35 @@ when its settings changed) and answers one of four things: the file is as applie
 already rejected as it is, it is rejected now, or here are the settings to apply. It never
 raises: an invalid file, and even an adapter's bug, reject the reload and keep the last good
 settings. `WorkflowStatus` says once when dispatch pauses for an invalid file and once when it
-resumes.
+resumes. `Reloading` applies a reload to one orchestrator (its settings, tracker, places and
+masked secrets) and keeps the watches of its files.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
 from symphony.base.errors import SymphonyError
+from symphony.base.secrets import credential_variables
 from symphony.config.load import build_settings, workflow_fingerprint
 from symphony.config.prompt import check_prompts
 from symphony.config.sections import Settings
 from symphony.config.workflow import read_workflow
 from symphony.daemon.events import Clock
+from symphony.daemon.places import Places
+from symphony.daemon.watch import watch_tracker, watch_workflow
 from symphony.observability.activity import Activity
 from symphony.observability.snapshot import Health
-from symphony.tracker.contract import Tracker
+from symphony.tracker.contract import Tracker, TrackerContext, Watchable, create_tracker
+
+if TYPE_CHECKING:
+    from symphony.daemon.orchestrator import Orchestrator
 
 log = structlog.get_logger("symphony.orchestrator")
 
@@ -88,6 +97,35 @@ def reload_workflow(
     return Reloaded(settings, tracker)
 
 
+def known_secrets(settings: Settings, tracker: Tracker, environ: Mapping[str, str]) -> list[str]:
+    """Every secret the daemon knows, to be masked wherever text enters or leaves it: the
+    tracker's, the repository's token, the server's, the notification channels', every
+    credential the workflow names, and the daemon's own variables named like one (the
+    agents' API keys among them)."""
+    repository = settings.repository
+    return [
+        *(environ.get(name, "") for name in tracker.secret_env_names()),
+        repository.token if repository is not None else "",
+        settings.server.auth_token or "",
+        *(secret for channel in settings.notify.channels for secret in channel.secrets()),
+        *settings.credentials,
+        *credential_variables(environ),
+    ]
+
+
+def moves_places(old: Settings, new: Settings) -> bool:
+    """Whether a reload changes where and how runs happen (workspaces, hooks, hosts, the
+    repository, sandboxes, the agent): then the daemon makes its places anew."""
+
+    def where(settings: Settings) -> tuple[object, ...]:
+        return (
+            settings.workspace, settings.hooks, settings.worker, settings.repository,
+            settings.sandbox, settings.agent.kind,
+        )  # fmt: skip
+
+    return where(old) != where(new)
+
+
 class WorkflowStatus:
     """Whether dispatch runs on a valid workflow, kept in the health and told to the operator."""
 
@@ -130,3 +168,88 @@ class WorkflowStatus:
             if warning not in old.warnings:
                 log.warning(warning, path=str(path))
         self._activity.add(self._clock.wall(), "workflow_reloaded", f"{path.name} applied")
+
+
+class Reloading:
+    """One orchestrator's reloads and file watches (see the module's docstring)."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self._o = orchestrator
+        self._status = WorkflowStatus(
+            orchestrator.health, orchestrator.activity, orchestrator.clock
+        )
+        self._tasks: asyncio.TaskGroup | None = None
+        self._watches: list[asyncio.Task[None]] = []
+        self._tracker_watch: asyncio.Task[None] | None = None
+
+    def new_tracker(self, settings: Settings) -> Tracker:
+        return create_tracker(
+            settings.tracker, TrackerContext(settings.workflow_dir, self._o.environ)
+        )
+
+    def new_places(self, settings: Settings) -> Places:
+        o = self._o
+        return Places(settings, o.environ, o.tracker.secret_env_names(), o.instance_id)
+
+    def mask_secrets(self) -> None:
+        o = self._o
+        o.masker.set(
+            known_secrets(o.settings, o.tracker, o.environ), source=str(o.settings.workflow_path)
+        )
+
+    def reload(self) -> None:
+        """Re-read WORKFLOW.md; apply it when valid, otherwise keep the last good settings."""
+        o = self._o
+        path = o.settings.workflow_path
+        reload = reload_workflow(
+            o.settings, o.tracker, o.environ, o.health.workflow_error_fingerprint, self.new_tracker
+        )
+        if isinstance(reload, Unchanged):
+            self._status.valid(path)
+        elif isinstance(reload, Rejected):
+            self._status.rejected(path, reload)
+        elif isinstance(reload, Reloaded):
+            self._apply(reload.settings, reload.tracker)
+        else:
+            assert isinstance(reload, StillRejected)
+
+    def _apply(self, settings: Settings, tracker: Tracker) -> None:
+        o = self._o
+        old, tracker_changed = o.settings, tracker is not o.tracker
+        o.settings = settings
+        # Running sessions keep the tracker they were started with (their tools stay bound).
+        o.tracker = tracker
+        self.mask_secrets()
+        if tracker_changed:
+            self._watch_tracker()
+        if tracker_changed or moves_places(old, settings):
+            o.places = self.new_places(settings)
+        if settings.polling != old.polling:
+            o.poll_by(o.clock.monotonic() + settings.polling.interval_ms / 1000)
+        self._status.applied(old.workflow_path, old, settings)
+
+    def watch(self, tasks: asyncio.TaskGroup) -> None:
+        """Watch WORKFLOW.md (a change is a reload in the loop) and the tracker's files."""
+        self._tasks = tasks
+        self._watches.append(
+            tasks.create_task(watch_workflow(self._o.settings.workflow_path, self._o.reload))
+        )
+        self._watch_tracker()
+
+    def _watch_tracker(self) -> None:
+        """Watch the tracker's files (the local board), replacing the watch of the tracker a
+        reload swapped out; trackers behind an API are polled only."""
+        if self._tracker_watch is not None:
+            self._tracker_watch.cancel()
+            self._tracker_watch = None
+        tracker = self._o.tracker
+        if self._tasks is None or not isinstance(tracker, Watchable):
+            return
+        self._tracker_watch = self._tasks.create_task(
+            watch_tracker(tracker, self._o.request_refresh)
+        )
+
+    def unwatch(self) -> None:
+        for task in [*self._watches, self._tracker_watch]:
+            if task is not None:
+                task.cancel()

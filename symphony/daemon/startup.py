@@ -8,7 +8,8 @@
 3. `remove_terminal_workspaces`: forget worktrees whose folders are gone, and remove the
    workspaces of tickets that turned terminal while no daemon watched.
 
-A step that cannot reach the tracker or a host is reported and skipped; none stops the daemon.
+`prepare` runs them for one orchestrator. A step that cannot reach the tracker or a host is
+reported and skipped; none stops the daemon.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import os
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -35,7 +37,26 @@ from symphony.tracker.contract import Tracker, TrackerError
 from symphony.workspace.environment import REMOTE_INSTANCE_VARIABLE
 from symphony.workspace.remote import RemoteWorkspaces
 
+if TYPE_CHECKING:
+    from symphony.daemon.orchestrator import Orchestrator
+
 log = structlog.get_logger("symphony.orchestrator")
+
+
+async def prepare(o: Orchestrator) -> None:
+    """The steps above, for `o`, before its loop starts: recovery needs a store; the tracker's
+    states are resolved before a stage or a terminal state can be judged."""
+    if o.store is not None:
+        await recover(
+            o.store, o.state, o.settings, o.instance_id, o.clock, o.activity,
+            o.places.remote.values(),
+        )  # fmt: skip
+        o.saver.save()
+        o.outcomes.add(o.store.outcomes(o.outcomes.since(o.clock.wall())))
+        o.outcomes.refresh(o.clock.monotonic(), o.clock.wall())
+    await o.polling.resolve_states()
+    await ensure_stage_states(o.reads, o.tracker, o.settings)
+    await remove_terminal_workspaces(o.reads, o.tracker, o.settings, o.state, o.places)
 
 
 async def recover(

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import html
 import json
-import os
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,8 +44,6 @@ from symphony.observability.logging import issue_log_path
 from symphony.observability.metrics import render_metrics
 from symphony.observability.web_guard import WebGuard, accepted_hosts, safe_next
 from symphony.tracker.webhooks import MAX_DELIVERY_BYTES, WebhookReceiver
-from symphony.workspace.git import git_output
-from symphony.workspace.local import workspace_key
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -76,13 +73,15 @@ class JSONResponse(_StarletteJSON):
 
 
 class Observed(Protocol):
-    """What the server needs of the orchestrator."""
+    """What the server needs of a workflow's daemon: its read side (`DaemonView`), which does
+    every read of files, git and the store, so no handler here does."""
 
     masker: SecretMasker
 
     def snapshot(self) -> dict[str, Any]: ...
 
-    def issue_snapshot(self, wanted: str) -> dict[str, Any] | None: ...
+    async def issue_detail(self, wanted: str) -> dict[str, Any] | None:
+        """The issue in detail, with its workspace, its open command and its branch."""
 
     def request_refresh(self, ids: Sequence[str] | None = None) -> None: ...
 
@@ -91,10 +90,6 @@ class Observed(Protocol):
     def follow_webhook(self, kind: str, headers: Mapping[str, str]) -> bool: ...
 
     def add_listener(self, listener: Any) -> None: ...
-
-    def workspace_path(self, identifier: str) -> Path: ...
-
-    def open_command(self, path: Path) -> str: ...
 
     def pause(self, by: str) -> bool: ...
 
@@ -260,11 +255,10 @@ class _Api:
         wanted = request.path_params["issue_identifier"]
         if wanted == "refresh":
             raise HTTPException(405, headers={"Allow": "POST"})
-        detail = self.orchestrator.issue_snapshot(wanted)
+        detail = await self.orchestrator.issue_detail(wanted)
         if detail is None:
             raise IssueNotFound(wanted)
         identifier = detail["issue_identifier"]
-        detail.update(await _issue_detail_extras(self.orchestrator, identifier))
         logs_root = self.logs_root
         detail["log_file"] = str(issue_log_path(logs_root, identifier)) if logs_root else None
         return self._json(detail)
@@ -417,25 +411,6 @@ class _Api:
         response.delete_cookie(SESSION_COOKIE, path=root)
         response.delete_cookie(CSRF_COOKIE, path=root)
         return response
-
-
-async def _issue_detail_extras(orchestrator: Observed, identifier: str) -> dict[str, Any]:
-    """Where an issue's workspace is, how a person opens it (`symphony open` runs the same) and
-    the branch checked out there.
-
-    Kept apart from the handler: it reads the filesystem and runs git, which the read model
-    rather than the HTTP layer should own once it can.
-    """
-    extras: dict[str, Any] = {"workspace_key": workspace_key(identifier)}
-    path = orchestrator.workspace_path(identifier)
-    extras["workspace_path"] = str(path)
-    extras["open_command"] = orchestrator.open_command(path)
-    branch = None
-    if path.is_dir():
-        head = await git_output(path, os.environ, "rev-parse", "--abbrev-ref", "HEAD")
-        branch = head.strip() if head and head.strip() != "HEAD" else None
-    extras["branch"] = branch
-    return extras
 
 
 _REFUSAL_STATUS = {

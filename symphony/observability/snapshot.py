@@ -6,6 +6,7 @@ Monotonic times are turned into wall-clock instants and ages at the moment of th
 
 from __future__ import annotations
 
+import enum
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +51,11 @@ class Health:
     last_tick_ms: float | None = None
     dispatched: int = 0
     failures: dict[str, int] = field(default_factory=dict)
+
+    def failed(self, category: enum.Enum | None) -> None:
+        """Count a run that ended in failure, by its category (None: it did not fail)."""
+        if category is not None:
+            self.failures[category.value] = self.failures.get(category.value, 0) + 1
 
 
 def daemon_snapshot(

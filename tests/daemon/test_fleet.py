@@ -40,8 +40,11 @@ def env(root: Path) -> dict[str, str]:
 
 def app_of(runner: FleetRunner) -> FleetApp:
     def seen() -> list[Seen]:
-        return [Seen(s.member.name, s.member.weight, s.orchestrator, s.error)
-                for s in runner.statuses]  # fmt: skip
+        return [
+            Seen(s.member.name, s.member.weight,
+                 s.orchestrator.view if s.orchestrator else None, s.error)
+            for s in runner.statuses
+        ]  # fmt: skip
 
     return FleetApp(seen, runner.fleet.to_json, runner.masker)
 

@@ -196,9 +196,9 @@ async def test_a_code_host_webhook_about_pull_requests_makes_the_daemon_read_the
     run = start(tmp_path, tracker, ScriptedAgent(DONE), MemoryCodeHost(), clock)
     daemon = run.orchestrator
     try:
-        assert daemon.follow_webhook("github", {"x-github-event": "check_run"})
-        assert daemon.follow_webhook("github", {"x-github-event": "pull_request_review"})
-        assert not daemon.follow_webhook("github", {"x-github-event": "issues"})
-        assert not daemon.follow_webhook("gitlab", {"x-gitlab-event": "Pipeline Hook"})
+        assert daemon.view.follow_webhook("github", {"x-github-event": "check_run"})
+        assert daemon.view.follow_webhook("github", {"x-github-event": "pull_request_review"})
+        assert not daemon.view.follow_webhook("github", {"x-github-event": "issues"})
+        assert not daemon.view.follow_webhook("gitlab", {"x-gitlab-event": "Pipeline Hook"})
     finally:
         await run.stop()

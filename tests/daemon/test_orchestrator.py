@@ -266,7 +266,7 @@ async def test_a_refresh_asked_during_a_read_gets_a_pass_of_its_own(
                 armed = False
                 session._emit(EventKind.NOTIFICATION, message="still working")
 
-        run.orchestrator.add_listener(agent_speaks_as_the_pass_ends)
+        run.orchestrator.view.add_listener(agent_speaks_as_the_pass_ends)
         before = tracker.reads
         tracker.hold()
         run.orchestrator.request_refresh()
@@ -321,7 +321,7 @@ async def readyz(run: Running) -> httpx.Response:
     """The supervisor's question, asked of the daemon's HTTP app."""
     from symphony.observability.server import create_app
 
-    app = create_app(run.orchestrator)
+    app = create_app(run.orchestrator.view)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://d") as c:
         return await c.get("/readyz")
 

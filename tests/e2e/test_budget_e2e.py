@@ -96,7 +96,7 @@ async def test_a_tickets_cost_is_its_priced_usage_over_attempts_and_a_restart(
         set_state(board, "ABC-1", "Done")
         run.orchestrator.request_refresh()
         await run.until(lambda: not state.claimed and not state.running)
-        detail = run.orchestrator.issue_snapshot("ABC-1")
+        detail = run.orchestrator.view.issue_snapshot("ABC-1")
         costs = run.orchestrator.snapshot()["costs"]
     finally:
         await run.stop()

@@ -144,7 +144,7 @@ def record_stops(run: Running) -> set[str]:
     """The reasons of every stop the daemon decides for a run from now on."""
     stops: set[str] = set()
     running = run.orchestrator.state.running
-    run.orchestrator.add_listener(
+    run.orchestrator.view.add_listener(
         lambda: stops.update(
             e.stop_reason.value for e in running.values() if e.stop_reason is not None
         )

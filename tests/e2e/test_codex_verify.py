@@ -98,7 +98,7 @@ async def test_codex_fixes_what_the_gate_found_on_its_thread_and_hands_over_with
     # One evidence comment, edited by the rework round; its figures are what really ran.
     (evidence_comment,) = comments_of(board, "ABC-1", "evidence")
     assert "(hand-off 2)" in evidence_comment and "All gates passed at once." in evidence_comment
-    workspace = run.orchestrator.workspace_path("ABC-1")
+    workspace = run.orchestrator.view.workspace_path("ABC-1")
     evidence = read_evidence_file(workspace)
     assert evidence is not None
     assert [r["exit_code"] for r in evidence["verification"]["results"]] == [0]

@@ -68,7 +68,7 @@ async def test_tickets_planning_the_same_file_are_implemented_one_after_the_othe
         assert board.state_of("B-1") == "Ready" and len(run.dispatches("B-1")) == 1
         held = "waits for A-1 (waiting for a person) on `calc.py` (agent.overlap)"
         assert board_reason(run, "B-1") == held
-        detail = run.orchestrator.issue_snapshot("B-1")
+        detail = run.orchestrator.view.issue_snapshot("B-1")
         assert detail is not None and detail["reason"] == held
         assert detail["files"] == {"planned": ["calc.py"], "changed": []}
         # The reviewer merges A-1 into main and closes it; then B-1 runs.

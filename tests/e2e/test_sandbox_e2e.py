@@ -84,7 +84,7 @@ async def test_a_hostile_agent_and_its_hooks_reach_nothing_outside_their_workspa
     workspace = board.workspaces / "ABC-1"
     run = start(board, env, watch=False)
     shown: set[str] = set()
-    run.orchestrator.add_listener(
+    run.orchestrator.view.add_listener(
         lambda: shown.update(r["sandbox"] for r in run.orchestrator.snapshot()["running"])
     )
     try:
@@ -209,7 +209,7 @@ async def test_a_connection_the_proxy_refuses_shows_on_the_tickets_run(
         for entry in run.orchestrator.state.running.values():
             events.extend((e.kind, e.message) for e in entry.recent_events)
 
-    run.orchestrator.add_listener(collect)
+    run.orchestrator.view.add_listener(collect)
     workspace = board.workspaces / "ABC-1"
     try:
         await run.until(lambda: (workspace / "probe.json").exists(), timeout=30)

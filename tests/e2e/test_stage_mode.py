@@ -98,7 +98,7 @@ async def test_a_follow_up_ticket_waits_for_its_blocker_and_then_runs(board: Sta
         assert "blocked_by:\n- DEMO-1" in board.text("DEMO-2")
         run.orchestrator.request_refresh()
         await run.until(lambda: "DEMO-2" in run.orchestrator.board.rows)
-        row = run.orchestrator.issue_snapshot("DEMO-2")
+        row = run.orchestrator.view.issue_snapshot("DEMO-2")
         assert row is not None and row["status"] == "waiting"
         assert row["reason"] == "blocked by DEMO-1 (Human Review)"
         assert run.dispatches("DEMO-2") == []

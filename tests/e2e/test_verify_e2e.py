@@ -69,7 +69,7 @@ async def test_a_failed_gate_gets_a_fix_turn_and_the_hand_off_carries_true_evide
         board.comment("DEMO-1", "reviewer", "Also note the edge cases.")
         board.set_state("DEMO-1", "Rework")
         await settle(run, board, "DEMO-1", "Human Review")
-        snapshot = run.orchestrator.issue_snapshot("DEMO-1")
+        snapshot = run.orchestrator.view.issue_snapshot("DEMO-1")
     finally:
         await run.stop()
     # The first round found the notes uncommitted; the fix turn was a turn of the same thread,
@@ -80,7 +80,7 @@ async def test_a_failed_gate_gets_a_fix_turn_and_the_hand_off_carries_true_evide
     (evidence_comment,) = comments_of(board, "DEMO-1", "evidence")
     assert "(hand-off 2)" in evidence_comment and evidence_comment != first
     # What the comment says is what really ran and what git really shows.
-    workspace = run.orchestrator.workspace_path("DEMO-1")
+    workspace = run.orchestrator.view.workspace_path("DEMO-1")
     evidence = read_evidence_file(workspace)
     assert evidence is not None and snapshot is not None and snapshot["evidence"] == evidence
     codes = [r["exit_code"] for r in evidence["verification"]["results"]]
@@ -183,7 +183,7 @@ def _board_reason(run: StageRun, identifier: str) -> str | None:
 
 def _processes_in(run: StageRun, identifier: str) -> str:
     """The command lines of live processes whose working folder is the ticket's workspace."""
-    workspace = str(run.orchestrator.workspace_path(identifier))
+    workspace = str(run.orchestrator.view.workspace_path(identifier))
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

@@ -313,7 +313,7 @@ async def test_a_remote_ticket_s_evidence_and_footprint_are_what_git_says_on_the
         footprint = run.orchestrator.state.footprints["DEMO-1"]
         run.orchestrator.request_refresh()  # the review page reads what the last poll saw
         await run.until(lambda: run.orchestrator.board.row("DEMO-1") is not None)
-        review = await run.orchestrator.review_detail("DEMO-1")
+        review = await run.orchestrator.view.review_detail("DEMO-1")
     finally:
         await run.stop()
     workspace = f"{root}/DEMO-1"

@@ -35,7 +35,7 @@ async def idle(tmp_path: Path) -> AsyncIterator[Running]:
 
 
 def client(run: Running, token: str | None = TOKEN) -> httpx.AsyncClient:
-    app = create_app(run.orchestrator, auth_token=token)
+    app = create_app(run.orchestrator.view, auth_token=token)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE)
 
 

@@ -45,7 +45,7 @@ async def hanging(board: Board) -> AsyncIterator[Running]:
 
 
 def client_for(run: Running) -> httpx.AsyncClient:
-    app = create_app(run.orchestrator)
+    app = create_app(run.orchestrator.view)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://symphony")
 
 
@@ -73,7 +73,7 @@ async def test_issue_detail_shows_the_running_row(hanging: Running) -> None:
 async def test_issue_detail_names_its_workspace_log_file_and_decisions(
     hanging: Running, board: Board
 ) -> None:
-    app = create_app(hanging.orchestrator, logs_root=board.root / "logs")
+    app = create_app(hanging.orchestrator.view, logs_root=board.root / "logs")
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://symphony") as client:
         body = (await client.get("/api/v1/ABC-1")).json()
@@ -113,7 +113,7 @@ async def test_secrets_are_masked_in_every_json_answer(board: Board) -> None:
     try:
         await run.until(lambda: "ABC-1" in run.orchestrator.state.running)
         run.orchestrator.masker.set([plain, escaped])
-        http = await serve(create_app(run.orchestrator), "127.0.0.1", 0)
+        http = await serve(create_app(run.orchestrator.view), "127.0.0.1", 0)
         try:
             async with httpx.AsyncClient(base_url=http.url, timeout=5) as client:
                 state = (await client.get("/api/v1/state")).text
@@ -225,7 +225,7 @@ async def test_failed_run_shows_as_retry_row_and_failure_metric(board: Board) ->
 async def test_real_server_serves_state_and_streams_snapshots_until_stopped(
     hanging: Running,
 ) -> None:
-    app = create_app(hanging.orchestrator, min_event_interval_s=0.05)
+    app = create_app(hanging.orchestrator.view, min_event_interval_s=0.05)
     http = await serve(app, "127.0.0.1", 0)
     assert http.url.startswith("http://127.0.0.1:") and not http.url.endswith(":0/")
     try:

@@ -31,7 +31,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Running, RunningServer]]
     board.ticket("ABC-1", state="Done")
     board.write_workflow()
     run = start(board, scenario_env("complete", HOME=str(tmp_path)), watch=False)
-    http = await serve(create_app(run.orchestrator, auth_token=TOKEN), "127.0.0.1", 0)
+    http = await serve(create_app(run.orchestrator.view, auth_token=TOKEN), "127.0.0.1", 0)
     try:
         yield run, http
     finally:
@@ -75,7 +75,7 @@ async def test_a_state_changing_request_from_another_site_is_refused(
 ) -> None:
     run, http = served
     refreshes: list[object] = []
-    run.orchestrator.request_refresh = lambda ids=None: refreshes.append(ids)  # type: ignore[method-assign]
+    run.orchestrator.view.request_refresh = lambda ids=None: refreshes.append(ids)  # type: ignore[method-assign]
     async with httpx.AsyncClient(base_url=http.url) as client:
         for headers in (
             {"Origin": "http://attacker.example"},
@@ -132,7 +132,7 @@ async def test_guessed_tokens_are_limited_per_address_whatever_it_says_it_forwar
 async def test_malformed_bodies_get_a_clean_400(served: tuple[Running, RunningServer]) -> None:
     run, http = served
     receiver = github_receiver()
-    run.orchestrator.webhook = lambda kind: receiver  # type: ignore[method-assign]
+    run.orchestrator.view.webhook = lambda kind: receiver  # type: ignore[method-assign]
     deep = b"[" * 100_000 + b"]" * 100_000
     odd = json.dumps({"issue": ["not", "an", "object"], "repository": 7}).encode()
     async with httpx.AsyncClient(base_url=http.url) as client:
@@ -168,7 +168,7 @@ def test_a_hostile_page_cannot_frame_the_dashboard(tmp_path: Path) -> None:
         board = Board(tmp_path)
         board.write_workflow()
         run = start(board, scenario_env("complete", HOME=str(tmp_path)), watch=False)
-        http = await serve(create_app(run.orchestrator), "127.0.0.1", 0)
+        http = await serve(create_app(run.orchestrator.view), "127.0.0.1", 0)
         attacker = await asyncio.start_server(
             lambda r, w: _answer(w, ready["dashboard"]), "127.0.0.1", 0
         )

@@ -114,7 +114,7 @@ class Observed:
     def snapshot(self) -> dict[str, Any]:
         return {}
 
-    def issue_snapshot(self, wanted: str) -> dict[str, Any] | None:
+    async def issue_detail(self, wanted: str) -> dict[str, Any] | None:
         return None
 
     def request_refresh(self, ids: Any = None) -> None:
@@ -131,12 +131,6 @@ class Observed:
 
     def add_listener(self, listener: Any) -> None:
         return None
-
-    def workspace_path(self, identifier: str) -> Path:
-        return Path("/nowhere")
-
-    def open_command(self, path: Path) -> str:
-        return ""
 
 
 async def test_the_endpoint_answers_each_kind_of_delivery_as_it_should() -> None:
@@ -208,7 +202,7 @@ async def test_a_signed_delivery_starts_the_ticket_without_waiting_for_the_poll(
             "HOOK_SECRET": SECRET,
         }
         run = start_daemon(write_workflow(tmp_path, tracker, polling_ms=600_000), env)
-        app = create_app(run.orchestrator)
+        app = create_app(run.orchestrator.view)
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
         try:
             await run.until(lambda: run.orchestrator.health.last_tick_at is not None)

@@ -257,7 +257,7 @@ async def test_a_follow_up_issue_waits_for_its_blocker_to_close_and_then_runs(
             assert created.labels == ["status:todo"] and created.blocked_by == [1]
         daemon.orchestrator.request_refresh()
         await daemon.until(lambda: "2" in daemon.orchestrator.board.rows)
-        row = daemon.orchestrator.issue_snapshot(f"{REPO}#2")
+        row = daemon.orchestrator.view.issue_snapshot(f"{REPO}#2")
         assert row is not None and row["status"] == "waiting"
         assert row["reason"] == f"blocked by {REPO}#1 (Human Review)"
         assert daemon.dispatches(f"{REPO}#2") == []

@@ -267,7 +267,7 @@ async def test_a_follow_up_issue_waits_for_its_blocker_to_close_and_then_runs(
             assert created.state == "opened"
         daemon.orchestrator.request_refresh()
         await daemon.until(lambda: "2" in daemon.orchestrator.board.rows)
-        row = daemon.orchestrator.issue_snapshot(f"{PROJECT}#2")
+        row = daemon.orchestrator.view.issue_snapshot(f"{PROJECT}#2")
         assert row is not None and row["status"] == "waiting"
         assert row["reason"] == f"blocked by {PROJECT}#1 (Human Review)"
         assert daemon.dispatches(f"{PROJECT}#2") == []

@@ -266,7 +266,7 @@ async def test_a_follow_up_card_waits_for_its_blocker_card_to_be_done_and_then_r
         run.orchestrator.request_refresh()
 
         def waiting_reason() -> str | None:
-            row = run.orchestrator.issue_snapshot(identifier)
+            row = run.orchestrator.view.issue_snapshot(identifier)
             return row["reason"] if row is not None and row["status"] == "waiting" else None
 
         # A poll that read the new card while KT-1 was still being moved says `Ready`; the

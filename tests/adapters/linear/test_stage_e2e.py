@@ -217,7 +217,7 @@ async def test_a_follow_up_issue_is_created_blocked_and_runs_once_its_blocker_is
 
         def waiting() -> bool:
             # A poll made while ENG-1 was still running saw it in Ready: wait for a later one.
-            row = daemon.orchestrator.issue_snapshot("ENG-2")
+            row = daemon.orchestrator.view.issue_snapshot("ENG-2")
             return (
                 row is not None
                 and row["status"] == "waiting"
