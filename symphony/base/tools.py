@@ -29,6 +29,16 @@ class ToolSpec:
     moves_ticket: bool = False
     """The tool changes the ticket's state: withheld from agents in stage mode, where
     transitions are the daemon's."""
+    target_argument: str | None = None
+    """For a tool that moves the ticket to a state it is given: the argument naming it (each
+    tracker's move tool declares its own; a raw query that may move it names none)."""
+
+    def target_of(self, arguments: Any) -> str | None:
+        """The state a call of this tool moves the ticket to, when it names one."""
+        if self.target_argument is None or not isinstance(arguments, Mapping):
+            return None
+        target = arguments.get(self.target_argument)
+        return target if isinstance(target, str) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,10 +23,14 @@ from symphony.base.errors import SymphonyError
 from symphony.base.issue import Issue, normalize_state
 from symphony.base.secrets import SecretMasker
 from symphony.cli.preflight import agent_command_problem
-from symphony.codehost.contract import CodeHost as CodeHostClient
-from symphony.codehost.contract import CodeHostError
+from symphony.codehost.contract import CodeHost, CodeHostError
 from symphony.config.prompt import StageContext, render_prompt
-from symphony.config.repository import CodeHost, MergePolicy, PublishSettings, RepositorySettings
+from symphony.config.repository import (
+    CodeHostKind,
+    MergePolicy,
+    PublishSettings,
+    RepositorySettings,
+)
 from symphony.config.sandbox import SandboxKind
 from symphony.config.sections import Settings
 from symphony.core.dispatch import explain_dispatch, observe_review_queue
@@ -79,7 +83,7 @@ def used_agent_kinds(settings: Settings) -> list[str]:
 async def report(
     settings: Settings,
     tracker: Tracker,
-    code_hosts: Callable[[RepositorySettings], CodeHostClient] = create_code_host,
+    code_hosts: Callable[[RepositorySettings], CodeHost] = create_code_host,
 ) -> int:
     """Print the report; returns the exit status (0, or 1 when something would fail)."""
     try:
@@ -95,7 +99,39 @@ async def report(
     finally:
         await tracker.aclose()
     settings = dataclasses.replace(settings, tracker=resolved)
-    t = resolved
+    _print_settings(settings)
+    _notify(settings)
+    kind = settings.agent.kind
+    print(f"agent         {kind}: {settings.session_settings(kind).command}")
+    for warning in preflight_warnings(settings):
+        print(f"warning: {warning}")
+    for note in merge_notes:
+        print(note)
+    errors = _sandboxes(settings)
+    errors += await _tool_forwards(settings)
+    errors += _machine(settings, known)
+    state = _daemon_claims(settings)
+    if settings.agent.max_in_review is not None and settings.machine is not None:
+        waiting = observe_review_queue(state, in_review, settings)
+        full = waiting >= settings.agent.max_in_review
+        print(
+            f"review queue  {waiting} ticket(s) wait for review, at most "
+            f"{settings.agent.max_in_review} (agent.max_in_review)"
+            + ("; new tickets wait" if full else "")
+        )
+    print(f"\n{len(candidates)} ticket(s) in active states:")
+    errors += _verdicts(settings, candidates, state)
+    for error in errors:
+        print(f"error: {error}")
+    if errors:
+        print(f"\n{len(errors)} problem(s): a dispatch or a transition would fail.")
+        return 1
+    return 0
+
+
+def _print_settings(settings: Settings) -> None:
+    """The effective settings, a line each (never a secret)."""
+    t = settings.tracker
     print(f"workflow      {settings.workflow_path}")
     print(f"tracker       {t.kind}")
     print(f"active        {', '.join(t.active_states)}")
@@ -108,7 +144,7 @@ async def report(
         base = worktrees.base or "its default branch"
         print(f"worktrees     of {worktrees.repository} from {base}, on {worktrees.branch}")
     repository = settings.repository
-    if repository is not None and repository.kind is CodeHost.LOCAL:
+    if repository is not None and repository.kind is CodeHostKind.LOCAL:
         checks = ", ".join(check.name for check in repository.checks) or "none"
         print(
             f"repository    local: pull requests in {repository.slug}, branches in "
@@ -151,33 +187,6 @@ async def report(
             + ("on: the review page and the actions API take server.auth_token"
                if settings.server.auth_token else "off: set server.auth_token to act from /review")
         )  # fmt: skip
-    _notify(settings)
-    kind = settings.agent.kind
-    print(f"agent         {kind}: {settings.session_settings(kind).command}")
-    for warning in preflight_warnings(settings):
-        print(f"warning: {warning}")
-    for note in merge_notes:
-        print(note)
-    errors = _sandboxes(settings)
-    errors += await _tool_forwards(settings)
-    errors += _machine(settings, known)
-    state = _daemon_claims(settings)
-    if settings.agent.max_in_review is not None and settings.machine is not None:
-        waiting = observe_review_queue(state, in_review, settings)
-        full = waiting >= settings.agent.max_in_review
-        print(
-            f"review queue  {waiting} ticket(s) wait for review, at most "
-            f"{settings.agent.max_in_review} (agent.max_in_review)"
-            + ("; new tickets wait" if full else "")
-        )
-    print(f"\n{len(candidates)} ticket(s) in active states:")
-    errors += _verdicts(settings, candidates, state)
-    for error in errors:
-        print(f"error: {error}")
-    if errors:
-        print(f"\n{len(errors)} problem(s): a dispatch or a transition would fail.")
-        return 1
-    return 0
 
 
 async def _tool_forwards(settings: Settings) -> list[str]:
@@ -294,7 +303,7 @@ def _sandboxes(settings: Settings) -> list[str]:
 
 
 async def _merge_rules(
-    settings: Settings, code_hosts: Callable[[RepositorySettings], CodeHostClient]
+    settings: Settings, code_hosts: Callable[[RepositorySettings], CodeHost]
 ) -> list[str]:
     """With a merge policy: what each base branch's rules require, read from the code host. A
     base that requires no approval is a warning: the policy merges there on green checks."""
@@ -333,12 +342,12 @@ async def _merge_rules(
 def _publish_line(settings: Settings, publish: PublishSettings) -> str:
     repository = settings.repository
     assert repository is not None
-    kind = "merge request" if repository.kind is CodeHost.GITLAB else "pull request"
+    kind = "merge request" if repository.kind is CodeHostKind.GITLAB else "pull request"
     base = publish.base or "the default branch"
     draft = "a draft " if publish.draft else "a "
     where = (
         f"file in {repository.slug}"
-        if repository.kind is CodeHost.LOCAL
+        if repository.kind is CodeHostKind.LOCAL
         else f"on {repository.kind} {repository.slug}"
     )
     return f"publish: push to {repository.remote}, then {draft}{kind} {where} onto {base}"

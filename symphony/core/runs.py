@@ -1,5 +1,6 @@
 """What comes after a turn: another turn on the same thread, the end of the run, or the stage's
-progress guard.
+progress guard; and after a `done` report in a stage with gates, what comes after each round of
+them (`after_gates`).
 
 The worker runs turns and reads the ticket back after each one; whether it goes on is decided
 here, from the ticket as the tracker now shows it, the turns used and the limits in force. A
@@ -18,7 +19,7 @@ from symphony.base.hosts import HOST_UNREACHABLE, LOCAL
 from symphony.base.issue import Issue, normalize_state
 from symphony.base.pulls import PullState
 from symphony.config.sections import AgentSettings, Settings, TrackerSettings
-from symphony.config.stages import Stage
+from symphony.config.stages import Report, Stage, StageOutcome
 from symphony.core.accounting import ticket_totals_of
 from symphony.core.dispatch import (
     HostSlots,
@@ -52,12 +53,13 @@ from symphony.core.state import (
     WorkerExit,
 )
 from symphony.core.transitions import budget_transition, stage_outcome, take_queued
+from symphony.core.verification import GateRound, fix_prompt
 
 CONTINUATION_DELAY_S = 1.0
 FAILURE_BASE_DELAY_S = 10.0
 
 
-class Verdict(enum.Enum):
+class TurnVerdict(enum.Enum):
     CONTINUE = "continue"
     """Another turn on the same thread."""
     STOP = "stop"
@@ -68,7 +70,7 @@ class Verdict(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class NextTurn:
-    verdict: Verdict
+    verdict: TurnVerdict
     reason: str
     """Why, in a person's words (the worker logs it as `worker done`)."""
 
@@ -91,8 +93,8 @@ def turn_limits(settings: Settings, stage: Stage | None, turns_used: int) -> Tur
 def before_first_turn(limits: TurnLimits) -> NextTurn:
     """A run may start only while its stage has turns left."""
     if limits.budget <= 0:
-        return NextTurn(Verdict.STUCK, "the stage's turn budget is used up")
-    return NextTurn(Verdict.CONTINUE, "turns left")
+        return NextTurn(TurnVerdict.STUCK, "the stage's turn budget is used up")
+    return NextTurn(TurnVerdict.CONTINUE, "turns left")
 
 
 def next_turn(
@@ -107,24 +109,70 @@ def next_turn(
     """After turn `turn` completed with no report: `issue` is the ticket read back (None when
     the tracker no longer shows it). A fix run goes on while its ticket is in `hold_state`."""
     if issue is None:
-        return NextTurn(Verdict.STOP, "issue no longer visible")
+        return NextTurn(TurnVerdict.STOP, "issue no longer visible")
     held = hold_state is not None and _same_state(issue.state, hold_state)
     if not held and not settings.tracker.is_active(issue.state):
-        return NextTurn(Verdict.STOP, f"state is now {issue.state}")
+        return NextTurn(TurnVerdict.STOP, f"state is now {issue.state}")
     if (
         not held
         and stage is not None
         and settings.machine is not None
         and settings.machine.stage_for(issue.state) != stage
     ):
-        return NextTurn(Verdict.STOP, f"moved to {issue.state}, another stage")
+        return NextTurn(TurnVerdict.STOP, f"moved to {issue.state}, another stage")
     if not is_routable(issue, settings.tracker):
-        return NextTurn(Verdict.STOP, "issue no longer routable")
+        return NextTurn(TurnVerdict.STOP, "issue no longer routable")
     if stage is not None and turn >= limits.budget:
-        return NextTurn(Verdict.STUCK, f"max_total_turns ({stage.max_total_turns}) used, no report")
+        return NextTurn(
+            TurnVerdict.STUCK, f"max_total_turns ({stage.max_total_turns}) used, no report"
+        )
     if turn >= limits.max_turns:
-        return NextTurn(Verdict.STOP, f"max_turns ({limits.max_turns}) reached")
-    return NextTurn(Verdict.CONTINUE, "turns left")
+        return NextTurn(TurnVerdict.STOP, f"max_turns ({limits.max_turns}) reached")
+    return NextTurn(TurnVerdict.CONTINUE, "turns left")
+
+
+class GateStep(enum.Enum):
+    RUN_GATES = "run_gates"
+    """Run every gate of the stage (after the report, and after each fix turn)."""
+    FIX_TURN = "fix_turn"
+    """The gates failed and fix turns are left: the agent gets one on the same thread."""
+    DONE = "done"
+    """Verification is over: the gates passed, the fix turns are used up, or a fix turn
+    reported `blocked`; the report that stands goes to the stage machine with every round."""
+
+
+@dataclass(frozen=True, slots=True)
+class AfterGates:
+    step: GateStep
+    fix_turn: int = 0
+    """Which fix turn this is (1-based), for `FIX_TURN`."""
+    prompt: str = ""
+    """What the fix turn is told: which gates failed and the end of their output."""
+
+
+def after_gates(
+    rounds: Sequence[GateRound],
+    fix_turns: int,
+    report: Report,
+    *,
+    max_fix_turns: int,
+    identifier: str,
+) -> AfterGates:
+    """What comes next in verifying a `done` report: `rounds` of gates ran so far, `fix_turns`
+    fix turns were given, and `report` is the report that stands (a fix turn may report anew).
+    Gates run after the report and after every fix turn; a failed round is followed by a fix
+    turn while fewer than `max_fix_turns` were given; `blocked` ends it at once."""
+    if fix_turns and report.outcome is StageOutcome.BLOCKED:
+        return AfterGates(GateStep.DONE)
+    if len(rounds) == fix_turns:
+        return AfterGates(GateStep.RUN_GATES)
+    last = rounds[-1]
+    if last.passed or fix_turns >= max_fix_turns:
+        return AfterGates(GateStep.DONE)
+    fix_turn = fix_turns + 1
+    return AfterGates(
+        GateStep.FIX_TURN, fix_turn, fix_prompt(identifier, last, fix_turn, max_fix_turns)
+    )
 
 
 def failure_reason(entry: RunningEntry, result: WorkerExit) -> FailureReason | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,7 +25,7 @@ from symphony.base.events import AgentEvent, EventKind
 from symphony.base.hosts import HOST_UNREACHABLE
 from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
-from symphony.base.tools import ToolResult
+from symphony.base.tools import ToolResult, ToolSpec
 from symphony.config.prompt import (
     StageContext,
     continuation_prompt,
@@ -32,13 +33,21 @@ from symphony.config.prompt import (
     stage_continuation_prompt,
 )
 from symphony.config.sections import Settings
-from symphony.config.stages import Outcome, Report, Stage
+from symphony.config.stages import Report, Stage, StageOutcome
 from symphony.core.evidence import WorkspaceFacts
 from symphony.core.footprint import Footprint, files_named
 from symphony.core.markers import marker_of, unforgeable, unmarked
-from symphony.core.runs import TurnLimits, Verdict, before_first_turn, next_turn, turn_limits
+from symphony.core.runs import (
+    GateStep,
+    TurnLimits,
+    TurnVerdict,
+    after_gates,
+    before_first_turn,
+    next_turn,
+    turn_limits,
+)
 from symphony.core.state import Failure, FailureReason, MovePhase
-from symphony.core.verification import GateRound, Verification, fix_prompt
+from symphony.core.verification import GateRound, Verification
 from symphony.daemon.sandbox import attempt_sandbox, protected_paths
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
@@ -93,6 +102,8 @@ MAX_COMMENT_CHARS = 10_000
 
 
 MoveSink = Callable[[str | None, MovePhase], None]
+ToolAnswer = Callable[[Any], Awaitable[ToolResult]]
+"""A tool call the daemon answers itself, given the call's arguments."""
 """Told of each of the run's own tool calls that moves its ticket: the state it names (None
 when it names none), as it starts and as it ends, so that the daemon can tell the move that
 call made from anyone else's."""
@@ -212,8 +223,11 @@ class _Attempt:
         self.variables: StageContext | None = None
         self.follow_up_states: tuple[str, ...] = ()
         self.follow_ups_made = 0
-        self.movers: set[str] = set()
-        self.withheld: set[str] = set()
+        self.movers: dict[str, ToolSpec] = {}
+        """The tracker's tools that move the ticket: a call is the run's own move."""
+        self.answers: dict[str, ToolAnswer] = {}
+        """The tools the daemon answers itself, by name, declared where they are offered
+        (`prepare`); every other call goes to the tracker."""
         self.turn_report: Report | None = None
         self.grant: Grant | None = None
         self.workspace_env: dict[str, str] = {}
@@ -251,8 +265,8 @@ class _Attempt:
             self.follow_up_states = self.settings.machine.stages[0].states
             tools = [t for t in tools if not t.moves_ticket]
             tools += stage_tool_specs(stage.name, self.follow_up_states)
-        self.movers = {t.name for t in ctx.tracker.agent_tools() if t.moves_ticket}
-        self.withheld = self.movers if stage else set()
+        self.movers = {t.name: t for t in ctx.tracker.agent_tools() if t.moves_ticket}
+        self.answers = self._answers(stage is not None, ctx.memory)
         if ctx.memory is not None:
             tools = [*tools, record_learning_spec()]
         _check_cwd(ctx.workspaces, self.workspace)
@@ -309,57 +323,70 @@ class _Attempt:
             message=f"sandbox refused a connection to {target} (not in sandbox.allow_hosts)",
         ))  # fmt: skip
 
+    def _answers(self, staged: bool, memory: Memory | None) -> dict[str, ToolAnswer]:
+        """Which tools the daemon answers itself: the stage tools in stage mode, where the
+        tracker's move tools are withheld (moves are the daemon's), and the memory's."""
+        answers: dict[str, ToolAnswer] = {}
+        if staged:
+            answers |= dict.fromkeys(self.movers, _withheld)
+            answers[REPORT_OUTCOME] = self._report_outcome
+            answers[CREATE_FOLLOW_UP] = self._create_follow_up
+        if memory is not None:
+            answers[RECORD_LEARNING] = functools.partial(self._record_learning, memory)
+        return answers
+
     async def handle_tool(self, name: str, arguments: Any) -> ToolResult:
-        ctx, stage = self.ctx, self.stage
-        if name == RECORD_LEARNING and ctx.memory is not None:
-            return await _record_learning(ctx.memory, arguments, self.current)
-        if stage is not None:
-            if name == REPORT_OUTCOME:
-                report = parse_report(arguments)
-                if isinstance(report, ToolResult):
-                    return report
-                self.turn_report = report
-                return ToolResult(
-                    True,
-                    {
-                        "recorded": report.outcome.value,
-                        "note": "the daemon moves the ticket when this turn ends",
-                    },
-                )
-            if name == CREATE_FOLLOW_UP:
-                if self.follow_ups_made >= MAX_FOLLOW_UPS_PER_RUN:
-                    return ToolResult.failure(
-                        "follow_up_limit",
-                        f"a run creates at most {MAX_FOLLOW_UPS_PER_RUN} tickets; name the rest "
-                        "in your report for a person",
-                    )
-                made = await _follow_up(
-                    ctx.tracker, unforged(arguments), self.follow_up_states, self.current,
-                    ctx.masker,
-                )  # fmt: skip
-                self.follow_ups_made += made.success
-                return made
-            if name in self.withheld:
-                return ToolResult.failure(
-                    "not_allowed",
-                    "in this workflow the daemon moves tickets: call report_outcome instead",
-                )
-        moves = name in self.movers
-        target = _named_state(arguments) if moves else None
-        if moves:
+        answer = self.answers.get(name)
+        if answer is not None:
+            return await answer(arguments)
+        mover = self.movers.get(name)
+        target = mover.target_of(arguments) if mover is not None else None
+        if mover is not None:
             self.on_move(target, MovePhase.STARTED)
         try:
             async with asyncio.timeout(TOOL_TIMEOUT_S):
-                result = await ctx.tracker.execute_tool(name, unforged(arguments), self.current)
+                result = await self.ctx.tracker.execute_tool(
+                    name, unforged(arguments), self.current
+                )
         except TimeoutError:
             # The write may still land: the move stays the run's own.
             return ToolResult.failure(
                 "tool_timeout", f"{name} did not finish within {TOOL_TIMEOUT_S:.0f}s"
             )
-        if moves:
+        if mover is not None:
             self.on_move(target, MovePhase.SUCCEEDED if result.success else MovePhase.FAILED)
         # A provider error that echoes a credential must not hand it to the agent.
-        return ToolResult(result.success, ctx.masker.mask_value(result.output))
+        return ToolResult(result.success, self.ctx.masker.mask_value(result.output))
+
+    async def _report_outcome(self, arguments: Any) -> ToolResult:
+        report = parse_report(arguments)
+        if isinstance(report, ToolResult):
+            return report
+        self.turn_report = report
+        return ToolResult(
+            True,
+            {
+                "recorded": report.outcome.value,
+                "note": "the daemon moves the ticket when this turn ends",
+            },
+        )
+
+    async def _create_follow_up(self, arguments: Any) -> ToolResult:
+        if self.follow_ups_made >= MAX_FOLLOW_UPS_PER_RUN:
+            return ToolResult.failure(
+                "follow_up_limit",
+                f"a run creates at most {MAX_FOLLOW_UPS_PER_RUN} tickets; name the rest "
+                "in your report for a person",
+            )
+        made = await _follow_up(
+            self.ctx.tracker, unforged(arguments), self.follow_up_states, self.current,
+            self.ctx.masker,
+        )  # fmt: skip
+        self.follow_ups_made += made.success
+        return made
+
+    async def _record_learning(self, memory: Memory, arguments: Any) -> ToolResult:
+        return await _record_learning(memory, arguments, self.current)
 
     def take_report(self) -> Report | None:
         """The report of the turn that just ended, and a clean slate for the next."""
@@ -375,7 +402,7 @@ class _Attempt:
         launch = await self.prepare()
         limits = turn_limits(self.settings, self.stage, ctx.turns_used)
         first = before_first_turn(limits)
-        if first.verdict is Verdict.STUCK:
+        if first.verdict is TurnVerdict.STUCK:
             self.log.info("worker done", reason=first.reason)
             return await self.finish(AttemptEnd(stuck=True))
         if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and launch.tools:
@@ -412,9 +439,9 @@ class _Attempt:
                 match, turn=turn, limits=limits, stage=self.stage, settings=self.settings,
                 hold_state=self.ctx.hold_state,
             )  # fmt: skip
-            if after.verdict is not Verdict.CONTINUE:
+            if after.verdict is not TurnVerdict.CONTINUE:
                 self.log.info("worker done", reason=after.reason)
-                if after.verdict is Verdict.STUCK:
+                if after.verdict is TurnVerdict.STUCK:
                     return await self.finish(AttemptEnd(stuck=True))
                 return None
             assert match is not None
@@ -455,7 +482,7 @@ class _Attempt:
         them, with the workspace's git facts when it has evidence."""
         ctx, current = self.ctx, self.current
         verification = None
-        if stage.verify and report.outcome is Outcome.DONE:
+        if stage.verify and report.outcome is StageOutcome.DONE:
             report, verification = await _verify(
                 stage, report, current, session, launch, self.workspace_env, self.settings,
                 self.take_report, ctx.masker,
@@ -466,7 +493,7 @@ class _Attempt:
         facts = None
         if (
             stage.evidence
-            and report.outcome is Outcome.DONE
+            and report.outcome is StageOutcome.DONE
             and (verification is None or verification.passed)
         ):
             facts = await workspace_facts(
@@ -518,35 +545,33 @@ async def _verify(
     Returns the report that stands (a fix turn may report anew, `blocked` ends it) and every
     round that ran."""
     rounds: list[GateRound] = []
+    fix_turns = 0
     title = f"{issue.identifier}: {issue.title}"
     take_report()
     while True:
-        contained()  # the agent may have swapped its workspace for a link: never run there
-        gate_round = await run_gates(
-            stage.verify,
-            cwd=launch.workspace,
-            env=gate_env,
-            default_timeout_ms=settings.hooks.timeout_ms,
-            output_chars=stage.verify_output_chars,
-            masker=masker,
-            host=launch.host,
-        )
-        rounds.append(gate_round)
-        fix_turn = len(rounds)
-        if gate_round.passed or fix_turn > stage.max_fix_turns:
+        after = after_gates(
+            rounds, fix_turns, report, max_fix_turns=stage.max_fix_turns,
+            identifier=issue.identifier,
+        )  # fmt: skip
+        if after.step is GateStep.DONE:
             break
-        log.info("verification failed, fix turn", fix_turn=fix_turn, gates=[
-            r.name for r in gate_round.failures
+        if after.step is GateStep.RUN_GATES:
+            contained()  # the agent may have swapped its workspace for a link: never run there
+            rounds.append(await run_gates(
+                stage.verify, cwd=launch.workspace, env=gate_env,
+                default_timeout_ms=settings.hooks.timeout_ms,
+                output_chars=stage.verify_output_chars, masker=masker, host=launch.host,
+            ))  # fmt: skip
+            continue
+        log.info("verification failed, fix turn", fix_turn=after.fix_turn, gates=[
+            r.name for r in rounds[-1].failures
         ])  # fmt: skip
-        prompt = fix_prompt(issue.identifier, gate_round, fix_turn, stage.max_fix_turns)
         await _step(
-            f"fix turn {fix_turn}", FailureReason.AGENT_TURN, session.run_turn(prompt, title=title)
-        )
-        again = take_report()
-        if again is not None:
-            report = again
-            if report.outcome is Outcome.BLOCKED:
-                break
+            f"fix turn {after.fix_turn}", FailureReason.AGENT_TURN,
+            session.run_turn(after.prompt, title=title),
+        )  # fmt: skip
+        fix_turns += 1
+        report = take_report() or report
     verification = Verification(tuple(rounds))
     log.info(
         "verification passed" if verification.passed else "verification gave up",
@@ -573,10 +598,10 @@ async def stage_context(tracker: Tracker, issue: Issue, stage: Stage) -> StageCo
     return StageContext(stage.name, plan, rows)
 
 
-def _named_state(arguments: Any) -> str | None:
-    """The state a move tool's call names (every tracker's move tool calls it `state`)."""
-    state = arguments.get("state") if isinstance(arguments, Mapping) else None
-    return state if isinstance(state, str) else None
+async def _withheld(arguments: Any) -> ToolResult:
+    return ToolResult.failure(
+        "not_allowed", "in this workflow the daemon moves tickets: call report_outcome instead"
+    )
 
 
 def _bounded(text: str, limit: int) -> str:

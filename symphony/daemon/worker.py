@@ -36,31 +36,7 @@ async def work(
     removal: Awaitable[None] | None = None,
 ) -> None:
     """Run the attempt after `removal` (of this ticket's old workspace) has finished."""
-
-    # A session emits its events as it reads its agent's output, often dozens from one read:
-    # they reach the orchestrator together, once the read is handled (one queue item and one
-    # clock reading for all), and always before anything else this worker reports after them.
-    pending: list[AgentEvent] = []
-    loop = asyncio.get_running_loop()
-
-    def flush() -> None:
-        if pending:
-            events = tuple(pending)
-            pending.clear()
-            report(AgentUpdate(issue.id, events, clock.monotonic(), clock.wall()))
-
-    def on_event(event: AgentEvent) -> None:
-        if event.message:  # what an agent says enters the daemon here, masked
-            event = dataclasses.replace(event, message=ctx.masker.mask(event.message))
-        log_agent_event(event)
-        if not pending:
-            loop.call_soon(flush)
-        pending.append(event)
-
-    def on_move(target: str | None, phase: core.MovePhase) -> None:
-        flush()
-        report(OwnMove(issue.id, target, phase))
-
+    sinks = _Sinks(issue.id, ctx, report, clock)
     # Bound in this task's context only: every record the attempt writes (hooks, agent
     # session, tool calls) carries the issue and reaches its per-issue log file.
     structlog.contextvars.bind_contextvars(issue_id=issue.id, issue_identifier=issue.identifier)
@@ -68,7 +44,7 @@ async def work(
     try:
         if removal is not None:
             await asyncio.shield(removal)
-        end = await run_attempt(issue, attempt, ctx, on_event, on_move)
+        end = await run_attempt(issue, attempt, ctx, sinks.on_event, sinks.on_move)
         result = core.WorkerExit(
             True,
             report=end.report,
@@ -90,5 +66,44 @@ async def work(
         )
         log.exception("failed", reason="internal error")
     finally:
-        flush()
+        sinks.flush()
         report(WorkerExited(issue.id, result))
+
+
+class _Sinks:
+    """How an attempt's events and moves reach the loop.
+
+    A session emits its events as it reads its agent's output, often dozens from one read:
+    they reach the orchestrator together, once the read is handled (one queue item and one
+    clock reading for all), and always before anything else this worker reports after them.
+    """
+
+    def __init__(
+        self,
+        issue_id: str,
+        ctx: AttemptContext,
+        report: Callable[[QueueEvent], None],
+        clock: Clock,
+    ) -> None:
+        self._issue_id, self._ctx, self._report, self._clock = issue_id, ctx, report, clock
+        self._pending: list[AgentEvent] = []
+        self._loop = asyncio.get_running_loop()
+
+    def flush(self) -> None:
+        if self._pending:
+            events = tuple(self._pending)
+            self._pending.clear()
+            clock = self._clock
+            self._report(AgentUpdate(self._issue_id, events, clock.monotonic(), clock.wall()))
+
+    def on_event(self, event: AgentEvent) -> None:
+        if event.message:  # what an agent says enters the daemon here, masked
+            event = dataclasses.replace(event, message=self._ctx.masker.mask(event.message))
+        log_agent_event(event)
+        if not self._pending:
+            self._loop.call_soon(self.flush)
+        self._pending.append(event)
+
+    def on_move(self, target: str | None, phase: core.MovePhase) -> None:
+        self.flush()
+        self._report(OwnMove(self._issue_id, target, phase))

@@ -106,6 +106,8 @@ class Tool:
     make: Make
     moves_ticket: bool = False
     objects: tuple[ObjectArg, ...] = ()
+    target_argument: str | None = None
+    """The argument naming the state the tool moves the ticket to (`ToolSpec.target_of`)."""
 
     @property
     def spec(self) -> ToolSpec:
@@ -124,6 +126,7 @@ class Tool:
                 "additionalProperties": False,
             },
             moves_ticket=self.moves_ticket,
+            target_argument=self.target_argument,
         )
 
     def parse(self, arguments: Any) -> dict[str, Any] | ToolResult:
@@ -217,7 +220,7 @@ def _comment(values: dict[str, Any]) -> AddComment:
 def move_tool(name: str, description: str, *, state_help: str, make: Make = _move) -> Tool:
     """Move the session's own ticket to a state, by name (the tracker's `move_issue`)."""
     state = Arg("state", MAX_STATE_CHARS, state_help, one_line=True)
-    return Tool(name, description, (state,), make, moves_ticket=True)
+    return Tool(name, description, (state,), make, moves_ticket=True, target_argument=state.name)
 
 
 def comment_tool(name: str, description: str, *, max_chars: int, make: Make = _comment) -> Tool:

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from symphony.agents.codex import CodexSettings
 from symphony.base.issue import Issue
 from symphony.config.sections import Settings
-from symphony.config.stages import StageMachine
-from symphony.core.runs import Verdict, before_first_turn, next_turn, turn_limits
+from symphony.config.stages import Report, StageMachine, StageOutcome
+from symphony.core.runs import (
+    GateStep,
+    TurnVerdict,
+    after_gates,
+    before_first_turn,
+    next_turn,
+    turn_limits,
+)
+from symphony.core.verification import GateResult, GateRound
 from tests.factories import make_issue, make_settings, make_stage
 
 PLAN = make_stage("plan", ("Todo",), max_total_turns=5)
@@ -33,9 +43,9 @@ def test_limits_take_the_stage_turns_over_the_agent_ones_and_count_earlier_attem
 
 def test_a_run_starts_only_while_its_stage_has_turns_left() -> None:
     settings = stage_settings()
-    assert before_first_turn(turn_limits(settings, IMPLEMENT, 4)).verdict is Verdict.CONTINUE
+    assert before_first_turn(turn_limits(settings, IMPLEMENT, 4)).verdict is TurnVerdict.CONTINUE
     used_up = before_first_turn(turn_limits(settings, IMPLEMENT, 5))
-    assert used_up.verdict is Verdict.STUCK and "budget" in used_up.reason
+    assert used_up.verdict is TurnVerdict.STUCK and "budget" in used_up.reason
 
 
 def test_an_active_routable_ticket_with_turns_left_gets_another_turn() -> None:
@@ -43,9 +53,9 @@ def test_an_active_routable_ticket_with_turns_left_gets_another_turn() -> None:
     limits = turn_limits(settings, None, 0)
     ticket = make_issue("A-1", state="In Progress")
     verdict = next_turn(ticket, turn=2, limits=limits, stage=None, settings=settings)
-    assert verdict.verdict is Verdict.CONTINUE
+    assert verdict.verdict is TurnVerdict.CONTINUE
     last = next_turn(ticket, turn=3, limits=limits, stage=None, settings=settings)
-    assert last.verdict is Verdict.STOP and last.reason == "max_turns (3) reached"
+    assert last.verdict is TurnVerdict.STOP and last.reason == "max_turns (3) reached"
 
 
 def test_a_ticket_that_left_the_run_stops_it_and_says_why() -> None:
@@ -53,18 +63,18 @@ def test_a_ticket_that_left_the_run_stops_it_and_says_why() -> None:
     limits = turn_limits(settings, None, 0)
     labelled = make_issue("A-1", labels=("agent",))
 
-    def after(issue: Issue | None) -> tuple[Verdict, str]:
+    def after(issue: Issue | None) -> tuple[TurnVerdict, str]:
         found = next_turn(issue, turn=1, limits=limits, stage=None, settings=settings)
         return found.verdict, found.reason
 
-    assert after(labelled) == (Verdict.CONTINUE, "turns left")
-    assert after(None) == (Verdict.STOP, "issue no longer visible")
+    assert after(labelled) == (TurnVerdict.CONTINUE, "turns left")
+    assert after(None) == (TurnVerdict.STOP, "issue no longer visible")
     assert after(dataclasses.replace(labelled, state="Done")) == (
-        Verdict.STOP,
+        TurnVerdict.STOP,
         "state is now Done",
     )
     assert after(dataclasses.replace(labelled, labels=())) == (
-        Verdict.STOP,
+        TurnVerdict.STOP,
         "issue no longer routable",
     )
 
@@ -80,12 +90,12 @@ def test_in_stage_mode_a_move_to_another_stage_stops_and_a_used_budget_is_stuck(
         stage=PLAN,
         settings=settings,
     )
-    assert (moved.verdict, moved.reason) == (Verdict.STOP, "moved to Ready, another stage")
+    assert (moved.verdict, moved.reason) == (TurnVerdict.STOP, "moved to Ready, another stage")
     assert next_turn(planning, turn=1, limits=limits, stage=PLAN, settings=settings).verdict is (
-        Verdict.CONTINUE
+        TurnVerdict.CONTINUE
     )
     stuck = next_turn(planning, turn=2, limits=limits, stage=PLAN, settings=settings)
-    assert stuck.verdict is Verdict.STUCK and "max_total_turns (5)" in stuck.reason
+    assert stuck.verdict is TurnVerdict.STUCK and "max_total_turns (5)" in stuck.reason
 
 
 def test_a_stage_narrows_the_agent_block_its_runs_start_with() -> None:
@@ -102,3 +112,45 @@ def test_a_stage_narrows_the_agent_block_its_runs_start_with() -> None:
     # A stage's own block of the kind replaces the workflow's (the stall timeout comes with it).
     own = dataclasses.replace(PLAN, sessions={"codex": CodexSettings(stall_timeout_ms=5)})
     assert settings.agent_block(own, "codex").stall_timeout_ms == 5
+
+
+def gate_round(*passed: bool) -> GateRound:
+    return GateRound(tuple(
+        GateResult(f"gate{i}", "make check", "passed" if ok else "failed", 0 if ok else 1, 0.1,
+                   "exited with status 0" if ok else "exited with status 1", "boom")
+        for i, ok in enumerate(passed)
+    ))  # fmt: skip
+
+
+DONE = Report(StageOutcome.DONE, "done")
+BLOCKED = Report(StageOutcome.BLOCKED, "cannot")
+RED, GREEN = gate_round(True, False), gate_round(True, True)
+
+
+@pytest.mark.parametrize(
+    ("rounds", "fix_turns", "report", "step", "fix_turn"),
+    [
+        ((), 0, DONE, GateStep.RUN_GATES, 0),  # the report: the gates run first
+        ((GREEN,), 0, DONE, GateStep.DONE, 0),  # green at once: no fix turn
+        ((RED,), 0, DONE, GateStep.FIX_TURN, 1),  # red: the first fix turn
+        ((RED,), 1, DONE, GateStep.RUN_GATES, 0),  # after a fix turn the gates run again
+        ((RED, GREEN), 1, DONE, GateStep.DONE, 0),  # fixed
+        ((RED, RED), 1, DONE, GateStep.FIX_TURN, 2),  # still red, a second turn is left
+        ((RED, RED, RED), 2, DONE, GateStep.DONE, 0),  # both fix turns used: it gives up
+        ((RED,), 1, BLOCKED, GateStep.DONE, 0),  # a fix turn said blocked: no more gates
+        ((), 0, BLOCKED, GateStep.RUN_GATES, 0),  # only a fix turn's blocked ends it early
+    ],
+)
+def test_after_gates_runs_them_after_each_report_and_fix_turn_until_green_or_used_up(
+    rounds: tuple[GateRound, ...], fix_turns: int, report: Report, step: GateStep, fix_turn: int
+) -> None:
+    after = after_gates(rounds, fix_turns, report, max_fix_turns=2, identifier="A-1")
+    assert (after.step, after.fix_turn) == (step, fix_turn)
+    if step is GateStep.FIX_TURN:
+        assert f"fix turn {fix_turn} of at most 2" in after.prompt
+        assert "`gate1` failed" in after.prompt and "boom" in after.prompt
+
+
+def test_a_stage_without_fix_turns_gives_up_after_the_first_red_round() -> None:
+    after = after_gates((RED,), 0, DONE, max_fix_turns=0, identifier="A-1")
+    assert after.step is GateStep.DONE

@@ -18,6 +18,7 @@ from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.config.sections import HooksSettings
+from symphony.core.state import MovePhase
 from symphony.daemon import runner
 from symphony.daemon.runner import AttemptContext, AttemptFailed, run_attempt
 from symphony.tracker.contract import TRACKER_RATE_LIMITED, TrackerError
@@ -284,7 +285,7 @@ async def test_an_agent_s_follow_ups_start_before_the_plan_and_are_capped_per_ru
 async def test_gates_never_run_in_a_workspace_swapped_for_a_link(tmp_path: Path) -> None:
     """Containment is checked before every round of gates, not only at launch: an agent that
     replaced its workspace with a link to elsewhere gets no gate run there."""
-    from symphony.config.stages import Gate, Outcome, Report, Stage
+    from symphony.config.stages import Gate, Report, Stage, StageOutcome
 
     issue = make_issue("ABC-1")
     ctx = context(tmp_path, ScriptedTracker(issue, ["Todo"]))
@@ -303,9 +304,36 @@ async def test_gates_never_run_in_a_workspace_swapped_for_a_link(tmp_path: Path)
     )  # fmt: skip
     with pytest.raises(AttemptFailed) as failed:
         await runner._verify(
-            stage, Report(Outcome.DONE, "done"), issue, None, launch,  # type: ignore[arg-type]
+            stage, Report(StageOutcome.DONE, "done"), issue, None, launch,  # type: ignore[arg-type]
             {"PATH": "/usr/bin:/bin"}, ctx.settings, lambda: None, ctx.masker,
             contained=lambda: runner._check_cwd(ctx.workspaces, workspace),
         )  # fmt: skip
     assert failed.value.failure.step == "workspace"
     assert not (elsewhere / "gate-ran").exists()
+
+
+class MovingToTracker(MovingTracker):
+    """A tracker whose move tool names its target `to`, not `state`."""
+
+    def agent_tools(self) -> list[ToolSpec]:
+        return [
+            ToolSpec("move_it", "moves", {"type": "object"}, moves_ticket=True,
+                     target_argument="to"),
+            ToolSpec("comment_on_it", "comments", {"type": "object"}),
+        ]  # fmt: skip
+
+
+async def test_a_move_tool_is_the_runs_own_move_to_the_state_its_own_argument_names(
+    tmp_path: Path,
+) -> None:
+    issue = make_issue("ABC-1")
+    moves: list[tuple[str | None, MovePhase]] = []
+    ctx = context(
+        tmp_path,
+        MovingToTracker(issue, ["Done"]),
+        FAKE_AGENT_SCENARIO="tool",
+        FAKE_AGENT_TOOL="move_it",
+        FAKE_AGENT_TOOL_ARGS='{"to": "Human Review", "state": "Todo"}',
+    )
+    await run_attempt(issue, None, ctx, lambda event: None, lambda t, p: moves.append((t, p)))
+    assert moves == [("Human Review", MovePhase.STARTED), ("Human Review", MovePhase.SUCCEEDED)]

@@ -108,3 +108,10 @@ def test_every_broken_call_fails_with_a_message_naming_what_is_wrong(
     name: str, arguments: Any, expected: str
 ) -> None:
     assert expected in failure(BOX.parse(name, arguments))
+
+
+def test_a_move_tool_names_the_argument_that_holds_its_target() -> None:
+    spec = move_tool("move_issue", "Move it.", state_help="A state.").spec
+    assert spec.moves_ticket and spec.target_argument == "state"
+    assert spec.target_of({"state": "Done"}) == "Done"
+    assert spec.target_of({"state": 3}) is None and spec.target_of("Done") is None
