@@ -13,16 +13,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
 from symphony import core
 from symphony.base.issue import Issue
+from symphony.daemon.owner import Owner
 from symphony.tracker.contract import TrackerError, resolve_states
-
-if TYPE_CHECKING:
-    from symphony.daemon.orchestrator import Orchestrator
 
 log = structlog.get_logger("symphony.orchestrator")
 
@@ -30,7 +28,7 @@ log = structlog.get_logger("symphony.orchestrator")
 class Polling:
     """The tracker reads of one orchestrator's loop (see the module's docstring)."""
 
-    def __init__(self, orchestrator: Orchestrator) -> None:
+    def __init__(self, orchestrator: Owner) -> None:
         self._o = orchestrator
         self.held_for_review = 0
         """How many candidates wait only for the review queue (the last poll's count)."""

@@ -16,7 +16,6 @@ import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -27,14 +26,12 @@ from symphony.config.prompt import check_prompts
 from symphony.config.sections import Settings
 from symphony.config.workflow import read_workflow
 from symphony.daemon.events import Clock
+from symphony.daemon.owner import Owner
 from symphony.daemon.places import Places
 from symphony.daemon.watch import watch_tracker, watch_workflow
 from symphony.observability.activity import Activity
 from symphony.observability.snapshot import Health
 from symphony.tracker.contract import Tracker, TrackerContext, Watchable, create_tracker
-
-if TYPE_CHECKING:
-    from symphony.daemon.orchestrator import Orchestrator
 
 log = structlog.get_logger("symphony.orchestrator")
 
@@ -50,7 +47,7 @@ class StillRejected:
 
 
 @dataclass(frozen=True, slots=True)
-class Rejected:
+class ReloadRejected:
     message: str
     fingerprint: str | None
     """None when the file could not even be read (each attempt is judged again)."""
@@ -63,7 +60,7 @@ class Reloaded:
     """The current tracker when its settings did not change, else a new one."""
 
 
-Reload = Unchanged | StillRejected | Rejected | Reloaded
+Reload = Unchanged | StillRejected | ReloadRejected | Reloaded
 
 
 def reload_workflow(
@@ -78,7 +75,7 @@ def reload_workflow(
     try:
         workflow = read_workflow(current.workflow_path)
     except SymphonyError as exc:
-        return Rejected(str(exc), None)
+        return ReloadRejected(str(exc), None)
     fingerprint = workflow_fingerprint(workflow)
     if fingerprint == current.fingerprint:
         return Unchanged()
@@ -90,10 +87,10 @@ def reload_workflow(
         if settings.tracker != current.tracker:
             tracker = new_tracker(settings)
     except SymphonyError as exc:
-        return Rejected(str(exc), fingerprint)
+        return ReloadRejected(str(exc), fingerprint)
     except Exception as exc:  # an adapter bug rejects the reload, never the daemon
         log.exception("workflow reload failed unexpectedly")
-        return Rejected(f"internal error: {exc!r}", fingerprint)
+        return ReloadRejected(f"internal error: {exc!r}", fingerprint)
     return Reloaded(settings, tracker)
 
 
@@ -146,7 +143,7 @@ class WorkflowStatus:
         self._health.workflow_error_fingerprint = None
         self._health.workflow_error_since = None
 
-    def rejected(self, path: Path, rejection: Rejected) -> None:
+    def rejected(self, path: Path, rejection: ReloadRejected) -> None:
         if self._health.workflow_error != rejection.message:
             log.error(
                 "workflow reload rejected; keeping last good settings, dispatch paused",
@@ -173,7 +170,7 @@ class WorkflowStatus:
 class Reloading:
     """One orchestrator's reloads and file watches (see the module's docstring)."""
 
-    def __init__(self, orchestrator: Orchestrator) -> None:
+    def __init__(self, orchestrator: Owner) -> None:
         self._o = orchestrator
         self._status = WorkflowStatus(
             orchestrator.health, orchestrator.activity, orchestrator.clock
@@ -206,7 +203,7 @@ class Reloading:
         )
         if isinstance(reload, Unchanged):
             self._status.valid(path)
-        elif isinstance(reload, Rejected):
+        elif isinstance(reload, ReloadRejected):
             self._status.rejected(path, reload)
         elif isinstance(reload, Reloaded):
             self._apply(reload.settings, reload.tracker)

@@ -18,7 +18,6 @@ import asyncio
 import os
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -27,6 +26,7 @@ from symphony.base.errors import SymphonyError
 from symphony.base.hosts import LOCAL
 from symphony.config.sections import Settings
 from symphony.daemon.events import Clock
+from symphony.daemon.owner import Owner
 from symphony.daemon.places import Places
 from symphony.daemon.reads import TrackerReads
 from symphony.hosts.ssh import SshHost
@@ -37,13 +37,10 @@ from symphony.tracker.contract import Tracker, TrackerError
 from symphony.workspace.environment import REMOTE_INSTANCE_VARIABLE
 from symphony.workspace.remote import RemoteWorkspaces
 
-if TYPE_CHECKING:
-    from symphony.daemon.orchestrator import Orchestrator
-
 log = structlog.get_logger("symphony.orchestrator")
 
 
-async def prepare(o: Orchestrator) -> None:
+async def prepare(o: Owner) -> None:
     """The steps above, for `o`, before its loop starts: recovery needs a store; the tracker's
     states are resolved before a stage or a terminal state can be judged."""
     if o.store is not None:

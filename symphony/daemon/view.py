@@ -16,12 +16,13 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from symphony.base.hosts import LOCAL
 from symphony.codehost.contract import CodeHostError, code_host_adapter
 from symphony.core import review_actions
 from symphony.daemon.events import FollowRequested, RefreshRequested
+from symphony.daemon.owner import Owner
 from symphony.daemon.places import Workspaces
 from symphony.daemon.review import review_detail, review_queue
 from symphony.observability.snapshot import daemon_snapshot, issue_detail
@@ -31,9 +32,6 @@ from symphony.workspace.facts import read_evidence_file
 from symphony.workspace.git import git_output
 from symphony.workspace.local import workspace_key
 
-if TYPE_CHECKING:
-    from symphony.daemon.orchestrator import Orchestrator
-
 SNAPSHOT_MAX_AGE_S = 1.0
 """How old a snapshot may be served when nothing changed (its ages and countdowns move)."""
 
@@ -41,7 +39,7 @@ SNAPSHOT_MAX_AGE_S = 1.0
 class DaemonView:
     """The surfaces' view of one orchestrator (see the module's docstring)."""
 
-    def __init__(self, orchestrator: Orchestrator) -> None:
+    def __init__(self, orchestrator: Owner) -> None:
         self._daemon = orchestrator
         self.masker = orchestrator.masker
         self._snapshot: dict[str, Any] | None = None

@@ -10,8 +10,8 @@ import pytest
 from symphony.config.load import load_settings
 from symphony.config.sections import Settings
 from symphony.daemon.reload import (
-    Rejected,
     Reloaded,
+    ReloadRejected,
     StillRejected,
     Unchanged,
     reload_workflow,
@@ -81,7 +81,7 @@ def test_an_invalid_file_is_rejected_once_per_version(workflow: Path) -> None:
     current = load_settings(workflow, {})
     write(workflow, body=FRONT.format(agents="many"))
     first = reload(current, MemoryTracker())
-    assert isinstance(first, Rejected) and "max_concurrent_agents" in first.message
+    assert isinstance(first, ReloadRejected) and "max_concurrent_agents" in first.message
     assert first.fingerprint is not None
     assert isinstance(reload(current, MemoryTracker(), first.fingerprint), StillRejected)
 
@@ -90,14 +90,14 @@ def test_a_prompt_that_does_not_parse_is_rejected(workflow: Path) -> None:
     current = load_settings(workflow, {})
     write(workflow, body=FRONT.format(agents=2).replace("{{ issue.identifier }}", "{% if %}"))
     answer = reload(current, MemoryTracker())
-    assert isinstance(answer, Rejected)
+    assert isinstance(answer, ReloadRejected)
 
 
 def test_a_missing_file_is_rejected_without_a_fingerprint(workflow: Path) -> None:
     current = load_settings(workflow, {})
     workflow.unlink()
     answer = reload(current, MemoryTracker())
-    assert isinstance(answer, Rejected) and answer.fingerprint is None
+    assert isinstance(answer, ReloadRejected) and answer.fingerprint is None
 
 
 def test_an_adapter_bug_rejects_the_reload_instead_of_raising(workflow: Path) -> None:
@@ -108,4 +108,6 @@ def test_an_adapter_bug_rejects_the_reload_instead_of_raising(workflow: Path) ->
         raise KeyError("token")
 
     answer = reload_workflow(current, MemoryTracker(), {}, None, broken)
-    assert isinstance(answer, Rejected) and answer.message.startswith("internal error: KeyError")
+    assert isinstance(answer, ReloadRejected) and answer.message.startswith(
+        "internal error: KeyError"
+    )
