@@ -35,7 +35,7 @@ import json
 import shlex
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -44,7 +44,6 @@ import structlog
 from symphony.agents import (
     PORT_EXIT,
     RESPONSE_ERROR,
-    RESPONSE_TIMEOUT,
     STARTUP_FAILED,
     TURN_CANCELLED,
     TURN_FAILED,
@@ -54,10 +53,11 @@ from symphony.agents import (
     truncate,
 )
 from symphony.agents import TOOL_SERVER_NAME as SERVER_NAME
-from symphony.agents.jsonrpc import again
 from symphony.agents.session import (
+    Replies,
     RunningUsage,
     StopOnce,
+    again,
     check_workspace,
     count,
     deliver,
@@ -162,12 +162,6 @@ class _Turn:
     interrupted: bool = False
 
 
-@dataclass(slots=True)
-class _Pending:
-    requests: dict[str, asyncio.Future[Mapping[str, Any]]] = field(default_factory=dict)
-    next_id: int = 1
-
-
 class ClaudeSession:
     """An `AgentSession` speaking Claude Code's stream-json protocol to one CLI process."""
 
@@ -185,7 +179,7 @@ class ClaudeSession:
         self._model: str | None = self._settings.model
         self._turn: _Turn | None = None
         self._turn_number = 0
-        self._control = _Pending()
+        self._control: Replies[str, Mapping[str, Any]] = Replies(lambda n: f"symphony-{n}")
         self._usage = RunningUsage()
         self._failure: AgentError | None = None
         self._started_event = False
@@ -379,24 +373,20 @@ class ClaudeSession:
             raise
 
     async def _control_request(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
-        request_id = f"symphony-{self._control.next_id}"
-        self._control.next_id += 1
-        waiter: asyncio.Future[Mapping[str, Any]] = asyncio.get_running_loop().create_future()
-        self._control.requests[request_id] = waiter
         timeout_s = self._settings.read_timeout_ms / 1000
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self._write(
-                    {"type": "control_request", "request_id": request_id, "request": request}
-                )
-                return await waiter
-        except TimeoutError:
-            raise AgentError(
-                RESPONSE_TIMEOUT,
-                f"no answer to {request.get('subtype')} within {round(timeout_s * 1000)} ms",
-            ) from None
-        finally:
-            self._control.requests.pop(request_id, None)
+
+        async def send(request_id: str) -> None:
+            await self._write(
+                {"type": "control_request", "request_id": request_id, "request": request}
+            )
+
+        return await self._control.exchange(
+            send,
+            timeout_s=timeout_s,
+            timeout_message=(
+                f"no answer to {request.get('subtype')} within {round(timeout_s * 1000)} ms"
+            ),
+        )
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -432,14 +422,12 @@ class ClaudeSession:
             task.add_done_callback(self._handlers.discard)
         elif kind == "control_response":
             response = message.get("response") or {}
-            waiter = self._control.requests.get(str(response.get("request_id")))
-            if waiter is not None and not waiter.done():
-                if response.get("subtype") == "error":
-                    waiter.set_exception(
-                        AgentError(RESPONSE_ERROR, truncate(str(response.get("error")), 500))
-                    )
-                else:
-                    waiter.set_result(response.get("response") or {})
+            self._control.resolve(
+                str(response.get("request_id")),
+                AgentError(RESPONSE_ERROR, truncate(str(response.get("error")), 500))
+                if response.get("subtype") == "error"
+                else response.get("response") or {},
+            )
         elif kind == "control_cancel_request":
             pass  # the permission it asked for is no longer wanted; our answer is ignored
         else:
@@ -588,9 +576,7 @@ class ClaudeSession:
     def _fail(self, failure: AgentError) -> None:
         if self._failure is None:
             self._failure = failure
-        for waiter in self._control.requests.values():
-            if not waiter.done():
-                waiter.set_exception(again(self._failure))
+        self._control.fail(self._failure)
         self._end_turn(self._failure)
 
     def _emit(self, kind: EventKind, **fields: Any) -> None:

@@ -48,8 +48,15 @@ from symphony.agents import (
     plain,
     truncate,
 )
-from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, again, error_reply
-from symphony.agents.session import StopOnce, check_workspace, deliver, dig, within_silence
+from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, error_reply
+from symphony.agents.session import (
+    StopOnce,
+    again,
+    check_workspace,
+    deliver,
+    dig,
+    within_silence,
+)
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
 from symphony.base.events import RESUMED, AgentEvent, EventKind, TokenUsage
 from symphony.base.tools import ToolResult

@@ -2,10 +2,11 @@
 requests from the other side, each answered.
 
 `JsonRpcPeer` knows no protocol's methods. It numbers and sends requests and matches replies
-(`request`), sends notifications (`notify`), and sorts every incoming line into a reply, a
-notification (`on_notification`) or a request from the agent (`on_request`, whose answer is
-sent back; an exception becomes a JSON-RPC error, so the agent never waits forever). Codex
-omits the `"jsonrpc": "2.0"` member and ACP requires it: `version` says which.
+(`request`, with the `Replies` every session's requests go through), sends notifications
+(`notify`), and sorts every incoming line into a reply, a notification (`on_notification`) or
+a request from the agent (`on_request`, whose answer is sent back; an exception becomes a
+JSON-RPC error, so the agent never waits forever). Codex omits the `"jsonrpc": "2.0"` member
+and ACP requires it: `version` says which.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 
 import orjson
 
-from symphony.agents import RESPONSE_ERROR, RESPONSE_TIMEOUT, AgentError, truncate
+from symphony.agents import RESPONSE_ERROR, AgentError, truncate
+from symphony.agents.session import Replies, again
 from symphony.base.events import EventKind
 
 Message = dict[str, Any]
@@ -49,8 +51,7 @@ class JsonRpcPeer:
         self._after_answer = after_answer
         self._version = version
         self._logger = logger
-        self._next_id = 1
-        self._pending: dict[int, asyncio.Future[Message | AgentError]] = {}
+        self._replies: Replies[int, Message] = Replies(int)
         self._result_hooks: dict[int, Callable[[Any], None]] = {}
         self._handlers: set[asyncio.Task[None]] = set()
         self._failure: AgentError | None = None
@@ -87,25 +88,23 @@ class JsonRpcPeer:
         """Send a request and return its `result`; raises AgentError on an error reply, a
         timeout, or the end of the connection. `on_result` runs in the reader the moment a
         successful reply is read, before any later line is handled."""
-        request_id = self._next_id
-        self._next_id += 1
-        waiter: asyncio.Future[Message | AgentError] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = waiter
-        if on_result is not None:
-            self._result_hooks[request_id] = on_result
+        sent: list[int] = []
+
+        async def send(request_id: int) -> None:
+            sent.append(request_id)
+            if on_result is not None:
+                self._result_hooks[request_id] = on_result
+            await self.send({"id": request_id, "method": method, "params": params})
+
         try:
-            async with asyncio.timeout(timeout_s):
-                await self.send({"id": request_id, "method": method, "params": params})
-                reply = await waiter
-        except TimeoutError:
-            raise AgentError(
-                RESPONSE_TIMEOUT, f"no reply to {method} within {round(timeout_s * 1000)} ms"
-            ) from None
+            reply = await self._replies.exchange(
+                send,
+                timeout_s=timeout_s,
+                timeout_message=f"no reply to {method} within {round(timeout_s * 1000)} ms",
+            )
         finally:
-            self._pending.pop(request_id, None)
-            self._result_hooks.pop(request_id, None)
-        if isinstance(reply, AgentError):
-            raise again(reply)
+            for request_id in sent:
+                self._result_hooks.pop(request_id, None)
         error = reply.get("error")
         if error is not None:
             if isinstance(error, Mapping):
@@ -123,9 +122,7 @@ class JsonRpcPeer:
         recorded wins)."""
         if self._failure is None:
             self._failure = failure
-        for waiter in self._pending.values():
-            if not waiter.done():
-                waiter.set_result(self._failure)
+        self._replies.fail(self._failure)
 
     async def close(self) -> None:
         """Cancel the handlers of agent requests still running."""
@@ -178,8 +175,7 @@ class JsonRpcPeer:
 
     def _resolve(self, message: Message) -> None:
         request_id = message["id"]
-        waiter = self._pending.get(request_id) if isinstance(request_id, int) else None
-        if waiter is None or waiter.done():
+        if not isinstance(request_id, int) or not self._replies.awaits(request_id):
             self._logger.debug("agent_late_reply", request_id=request_id)
             return
         hook = self._result_hooks.pop(request_id, None)
@@ -187,7 +183,7 @@ class JsonRpcPeer:
             if hook is not None and message.get("error") is None:
                 hook(message.get("result"))
         finally:
-            waiter.set_result(message)
+            self._replies.resolve(request_id, message)
 
     async def _answer(self, request_id: Any, method: str, params: Message) -> None:
         """Answer one request from the agent; every request gets a reply."""
@@ -208,9 +204,3 @@ class JsonRpcPeer:
 
 def error_reply(code: int, message: str) -> Message:
     return {"error": {"code": code, "message": truncate(message, _DETAIL_CHARS)}}
-
-
-def again(error: AgentError) -> AgentError:
-    """A fresh copy: one stored failure may be raised in several places, and each raise keeps
-    its own traceback."""
-    return AgentError(error.category, error.message)

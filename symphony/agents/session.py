@@ -1,20 +1,85 @@
 """What every agent session shares, whatever its protocol: checking the workspace, delivering
-events, waiting for a turn under a silence limit, a stop that always runs to its end, and the
-running token totals of protocols that report usage per turn."""
+events, matching the replies to what it asked the agent (`Replies`), waiting for a turn under a
+silence limit, a stop that always runs to its end, and the running token totals of protocols
+that report usage per turn."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-from symphony.agents import INVALID_WORKSPACE_CWD, TURN_TIMEOUT, AgentError, EventSink
-from symphony.agents.jsonrpc import again
+from symphony.agents import (
+    INVALID_WORKSPACE_CWD,
+    RESPONSE_TIMEOUT,
+    TURN_TIMEOUT,
+    AgentError,
+    EventSink,
+)
 from symphony.base.events import AgentEvent, EventKind, TokenUsage
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+
+
+def again(error: AgentError) -> AgentError:
+    """A fresh copy: one stored failure may be raised in several places, and each raise keeps
+    its own traceback."""
+    return AgentError(error.category, error.message)
+
+
+class Replies(Generic[K, T]):
+    """The requests a session sent its agent that still wait for a reply, by id (`key(n)` of
+    the n-th request: a JSON-RPC number, Claude's `symphony-n`).
+
+    Each request waits at most its timeout, sending included, and is forgotten however it
+    ends, so a late reply finds nobody (`awaits` says so). Once the connection is over
+    (`fail`), every waiting request gets that failure instead of a reply; the agent's own
+    refusal is a reply of the same kind (an `AgentError`), raised to the one who asked."""
+
+    def __init__(self, key: Callable[[int], K]) -> None:
+        self._key = key
+        self._next = 1
+        self._waiting: dict[K, asyncio.Future[T | AgentError]] = {}
+
+    async def exchange(
+        self, send: Callable[[K], Awaitable[None]], *, timeout_s: float, timeout_message: str
+    ) -> T:
+        """Send a request under a new id with `send(id)` and return its reply; raises the
+        AgentError it was answered with, or RESPONSE_TIMEOUT with `timeout_message`."""
+        request_id = self._key(self._next)
+        self._next += 1
+        waiter: asyncio.Future[T | AgentError] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = waiter
+        try:
+            async with asyncio.timeout(timeout_s):
+                await send(request_id)
+                reply = await waiter
+        except TimeoutError:
+            raise AgentError(RESPONSE_TIMEOUT, timeout_message) from None
+        finally:
+            self._waiting.pop(request_id, None)
+        if isinstance(reply, AgentError):
+            raise again(reply)
+        return reply
+
+    def awaits(self, request_id: K) -> bool:
+        """Whether a request with this id still waits for its reply."""
+        waiter = self._waiting.get(request_id)
+        return waiter is not None and not waiter.done()
+
+    def resolve(self, request_id: K, reply: T | AgentError) -> None:
+        """Hand the reply to its request, if it still waits."""
+        if self.awaits(request_id):
+            self._waiting[request_id].set_result(reply)
+
+    def fail(self, failure: AgentError) -> None:
+        """The connection is over: every waiting request gets `failure`."""
+        for waiter in self._waiting.values():
+            if not waiter.done():
+                waiter.set_result(failure)
 
 
 def check_workspace(workspace: Path) -> None:
