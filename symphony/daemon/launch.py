@@ -216,6 +216,12 @@ async def run_daemon(
                     status.cancel()
                 if http is not None:
                     await http.stop()
+    except BaseExceptionGroup as group:
+        # One failure (the port taken, say) is said as itself: the command line turns a
+        # SymphonyError into its one-line message, never a group's traceback.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     finally:
         for signum in handled:
             loop.remove_signal_handler(signum)

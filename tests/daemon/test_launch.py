@@ -7,8 +7,10 @@ import asyncio
 import io
 import signal
 
+import pytest
 from rich.console import Console
 
+from symphony.base.errors import SymphonyError
 from symphony.daemon.launch import Signals, run_daemon
 
 
@@ -110,3 +112,16 @@ async def test_the_http_server_and_the_table_are_tasks_that_end_with_the_daemon(
     assert asyncio.all_tasks() == before  # nothing it started outlives it
     loop = asyncio.get_running_loop()
     assert not loop.remove_signal_handler(signal.SIGTERM)  # its handlers are gone too
+
+
+async def test_a_server_that_cannot_start_is_its_own_error_and_the_daemon_never_runs() -> None:
+    daemon = Daemon()
+    ran: list[str] = []
+    daemon.run = lambda: ran.append("run") or daemon.stopped.wait()  # type: ignore[method-assign]
+
+    async def serve_http(tasks: asyncio.TaskGroup) -> Server:
+        raise SymphonyError("server_bind_failed", "cannot listen on 127.0.0.1:1: in use")
+
+    with pytest.raises(SymphonyError, match="cannot listen"):
+        await run_daemon(daemon, serve_http=serve_http)
+    assert ran == []
