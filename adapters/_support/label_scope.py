@@ -18,7 +18,8 @@ from symphony.base.issue import Issue, normalize_state
 from symphony.config.sections import TrackerSettings
 from symphony.tracker.contract import INVALID_TRACKER_CONFIG, TrackerError
 
-from .normalize import Malformed, as_int
+from .errors import Malformed
+from .normalize import as_int
 from .provider import provider_str
 
 CLOSED_FLAG = "closed"

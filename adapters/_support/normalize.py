@@ -6,9 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 
-
-class Malformed(Exception):
-    """A provider record that cannot become an Issue; the message says why."""
+from .errors import Malformed
 
 
 def parse_timestamp(value: Any) -> datetime | None:

@@ -15,9 +15,9 @@ from typing import Any
 from symphony.base.issue import BlockerRef, Issue, normalize_labels
 from symphony.tracker.contract import Comment
 
+from .._support.errors import Malformed as Malformed
 from .._support.label_scope import CLOSED_FLAG
 from .._support.label_scope import label_names as label_names
-from .._support.normalize import Malformed as Malformed
 from .._support.normalize import as_int, numbered_record, parse_timestamp, text_or_none
 from .config import GitHubConfig
 

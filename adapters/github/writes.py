@@ -19,9 +19,10 @@ import structlog
 
 from symphony.base.tools import ToolResult, is_inline
 from symphony.tracker import tools as generic
-from symphony.tracker.contract import TRACKER_REJECTED, TRACKER_RESPONSE, Comment, TrackerError
+from symphony.tracker.contract import TRACKER_RESPONSE, Comment, TrackerError
 from symphony.tracker.tools import MoveIssue
 
+from .._support.errors import Rejected as Rejected
 from .._support.http import HttpClient, get_pages
 from .._support.normalize import as_int
 from . import tools
@@ -41,14 +42,6 @@ PER_PAGE = 100
 MAX_COMMENT_PAGES = 100
 """10,000 comments: far beyond what GitHub shows on one issue."""
 MAX_TITLE_CHARS = 256  # GitHub refuses longer issue titles
-
-
-class Rejected(TrackerError):
-    """A write GitHub cannot do as asked; `code` is what an agent tool reports for it."""
-
-    def __init__(self, message: str, code: str = TRACKER_REJECTED) -> None:
-        super().__init__(TRACKER_REJECTED, message)
-        self.code = code
 
 
 def checked_state(state: str) -> str:

@@ -29,6 +29,7 @@ from symphony.tracker.contract import (
 )
 from symphony.tracker.tools import AddComment, MoveIssue
 
+from .._support.errors import Rejected as Rejected
 from .._support.http import HttpClient, Response
 from .._support.normalize import as_int
 from . import tools
@@ -50,14 +51,6 @@ MAX_TITLE_CHARS = 255  # GitLab's limit on an issue title
 STATE_COLOR = "#1f75cb"
 TERMINAL_COLOR = "#108548"
 """Colours of the state labels `ensure_states` creates (GitLab requires one)."""
-
-
-class Rejected(TrackerError):
-    """A write refused before any request; `code` is what an agent tool reports for it."""
-
-    def __init__(self, message: str, code: str = TRACKER_REJECTED) -> None:
-        super().__init__(TRACKER_REJECTED, message)
-        self.code = code
 
 
 # Checks: the daemon's writes check their arguments as the tools check theirs.

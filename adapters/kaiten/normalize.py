@@ -19,6 +19,7 @@ from typing import Any
 from symphony.base.issue import BlockerRef, Issue, normalize_labels
 from symphony.tracker.contract import Comment
 
+from .._support.errors import Malformed as Malformed
 from .._support.normalize import as_int, parse_timestamp, text_or_none
 
 IDENTIFIER_PREFIX = "KT-"
@@ -28,15 +29,6 @@ ON_BOARD = 1
 """Kaiten card `condition`: 1 on the board, 2 archived (3 deleted on some installations)."""
 CARD_DONE = 3
 """Kaiten card `state`: 1 queued, 2 in progress, 3 done (follows the column's type)."""
-
-
-class Malformed(Exception):
-    """A card that cannot become an Issue; `key` names it in logs (its id when it has one)."""
-
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(f"{key}: {reason}")
-        self.key = key
-        self.reason = reason
 
 
 def identifier(card_id: int) -> str:
@@ -77,7 +69,7 @@ def comment_from(raw: Any) -> Comment | None:
 def required(card: Any) -> tuple[int, str, int]:
     """(id, title, column_id) of a card, or `Malformed`."""
     if not isinstance(card, Mapping):
-        raise Malformed("?", "card is not an object")
+        raise Malformed("card is not an object", "?")
     card_id = as_int(card.get("id"))
     key = str(card_id) if card_id is not None else "?"
     title = text_or_none(card.get("title"))
@@ -88,7 +80,7 @@ def required(card: Any) -> tuple[int, str, int]:
         if value is None
     ]
     if missing:
-        raise Malformed(key, f"missing or invalid {', '.join(missing)}")
+        raise Malformed(f"missing or invalid {', '.join(missing)}", key)
     assert card_id is not None and title is not None and column_id is not None
     return card_id, title, column_id
 

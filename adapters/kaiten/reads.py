@@ -98,7 +98,7 @@ class Board:
                 card_id, _, column_id = required(card)
                 state = await self._state_of(card_id, column_id)
             except Malformed as bad:
-                problems[bad.key] = bad.reason
+                problems[bad.key or "?"] = bad.reason
                 continue
             if normalize_state(state) in wanted:
                 found.setdefault(card_id, (card, state))
@@ -185,7 +185,7 @@ class Board:
             state = again.state_of(column_id, self.named)
         if state is None:
             raise Malformed(
-                str(card_id), f"column {column_id} is not a column of board {self.config.board_id}"
+                f"column {column_id} is not a column of board {self.config.board_id}", str(card_id)
             )
         return state
 

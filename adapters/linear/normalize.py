@@ -7,20 +7,12 @@ from typing import Any
 
 from symphony.base.issue import BlockerRef, Issue, normalize_labels, normalize_state
 
+from .._support.errors import Malformed as Malformed
 from .._support.normalize import as_int, parse_timestamp, text_or_none
 
 # Linear's own "this is finished" state types. A blocker in such a state no longer blocks even
 # when its team names the state differently from the workflow's terminal states.
 _DONE_TYPES = frozenset({"completed", "canceled", "duplicate"})
-
-
-class Malformed(Exception):
-    """A node that cannot become an Issue; `key` names it in logs (its id when it has one)."""
-
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(f"{key}: {reason}")
-        self.key = key
-        self.reason = reason
 
 
 def issue_from_node(
@@ -29,7 +21,7 @@ def issue_from_node(
     """The Issue for one node. `terminal_states` are normalized names; `assignee_id`, when set,
     is the only assignee whose issues are dispatchable. Raises `Malformed`."""
     if not isinstance(node, Mapping):
-        raise Malformed("?", "issue node is not an object")
+        raise Malformed("issue node is not an object", "?")
     key = _text(node.get("id")) or _text(node.get("identifier")) or "?"
     state = node.get("state")
     required = {
@@ -40,7 +32,7 @@ def issue_from_node(
     }
     missing = [name for name, value in required.items() if value is None]
     if missing:
-        raise Malformed(key, f"missing or blank {', '.join(missing)}")
+        raise Malformed(f"missing or blank {', '.join(missing)}", key)
     assert isinstance(state, Mapping)
     team = _object(node.get("team"))
     project = _object(node.get("project"))

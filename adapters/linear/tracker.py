@@ -97,7 +97,7 @@ class LinearTracker:
                 try:
                     issue = self._issue(node, assignee)
                 except Malformed as bad:
-                    problems[bad.key] = bad.reason
+                    problems[bad.key or "?"] = bad.reason
                     continue
                 # A page boundary can shift while we read; the first sighting keeps its place.
                 found.setdefault(issue.id, issue)

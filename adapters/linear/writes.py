@@ -20,13 +20,13 @@ from symphony.base.issue import Issue, normalize_state
 from symphony.base.tools import is_inline
 from symphony.tracker.contract import (
     TRACKER_PAGINATION,
-    TRACKER_REJECTED,
     TRACKER_RESPONSE,
     Comment,
     NewTicket,
     TrackerError,
 )
 
+from .._support.errors import Rejected as Rejected
 from .._support.normalize import parse_timestamp
 from . import queries
 from .api import Answer, LinearApi
@@ -50,14 +50,6 @@ _IDENTIFIER = re.compile(r"^[A-Za-z0-9]+-[0-9]+$")
 _NEVER = datetime.min.replace(tzinfo=UTC)
 
 
-class Rejected(TrackerError):
-    """A write Linear cannot do as asked; `code` is the failure code the agent tools report."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(TRACKER_REJECTED, message)
-        self.code = code
-
-
 @dataclass(frozen=True, slots=True)
 class State:
     id: str
@@ -79,9 +71,9 @@ class Team:
         if found is None:
             names = ", ".join(s.name for s in self.states) or "none found"
             raise Rejected(
-                UNKNOWN_STATE,
                 f"{name!r} is not a workflow state of team {self.key or '?'}; "
                 f"valid states: {names}",
+                UNKNOWN_STATE,
             )
         return found
 
@@ -133,7 +125,7 @@ async def move_issue(api: LinearApi, issue: Issue, state: str) -> Moved:
     node = _object(data.get("issue"))
     if not node:
         raise Rejected(
-            ISSUE_NOT_FOUND, f"issue {issue.identifier} is not visible to the API key any more"
+            f"issue {issue.identifier} is not visible to the API key any more", ISSUE_NOT_FOUND
         )
     target = team_from_node(node.get("team")).state_named(state)
     current = _object(node.get("state"))
@@ -162,18 +154,18 @@ async def edit_comment(
 ) -> Comment:
     """Replace the body of a comment on `issue` written by `author_id` (the daemon's user)."""
     if not comment_id.strip():
-        raise Rejected(COMMENT_NOT_FOUND, "a comment id is needed to edit a comment")
+        raise Rejected("a comment id is needed to edit a comment", COMMENT_NOT_FOUND)
     node = _found(api, await api.send(queries.COMMENT_OWNER, {"id": comment_id}), "comment")
     if node is None or _object(node.get("issue")).get("id") != issue.id:
         raise Rejected(
-            COMMENT_NOT_FOUND, f"comment {comment_id} is not a comment on {issue.identifier}"
+            f"comment {comment_id} is not a comment on {issue.identifier}", COMMENT_NOT_FOUND
         )
     # Only the daemon's own comments are edited; Linear would refuse others' as "forbidden",
     # which reads like a problem with the key.
     if _object(node.get("user")).get("id") != author_id:
         raise Rejected(
-            COMMENT_NOT_OWN,
             f"comment {comment_id} on {issue.identifier} was not written by the API key's user",
+            COMMENT_NOT_OWN,
         )
     data = await api.data(queries.EDIT_COMMENT, {"id": comment_id, "body": body})
     payload = _succeeded(data, "commentUpdate", f"the edit of comment {comment_id}")
@@ -270,12 +262,12 @@ async def scope_teams(api: LinearApi, config: LinearConfig) -> tuple[list[Team],
         data = await api.data(queries.TEAM_BY_KEY, {"key": config.team_key})
         nodes = _object(data.get("teams")).get("nodes")
         if not isinstance(nodes, list) or not nodes:
-            raise Rejected(OUT_OF_SCOPE, f"Linear has no {config.scope} the API key can see")
+            raise Rejected(f"Linear has no {config.scope} the API key can see", OUT_OF_SCOPE)
         return [team_from_node(nodes[0])], None
     data = await api.data(queries.PROJECT_TEAMS, {"slug": config.project_slug})
     nodes = _object(data.get("projects")).get("nodes")
     if not isinstance(nodes, list) or not nodes:
-        raise Rejected(OUT_OF_SCOPE, f"Linear has no {config.scope} the API key can see")
+        raise Rejected(f"Linear has no {config.scope} the API key can see", OUT_OF_SCOPE)
     project = _object(nodes[0])
     teams = _object(project.get("teams"))
     if _object(teams.get("pageInfo")).get("hasNextPage") is True:
@@ -297,14 +289,14 @@ async def home_of(api: LinearApi, config: LinearConfig, parent: Issue | None) ->
         if len(teams) != 1:
             keys = ", ".join(t.key or "?" for t in teams) or "none"
             raise Rejected(
-                OUT_OF_SCOPE,
                 f"{config.scope} spans teams {keys}: a new issue needs a parent to pick one",
+                OUT_OF_SCOPE,
             )
         return Home(teams[0], project_id)
     node = _found(api, await api.send(queries.ISSUE_SCOPE, {"id": parent.id}), "issue")
     if node is None:
         raise Rejected(
-            ISSUE_NOT_FOUND, f"parent {parent.identifier} is not visible to the API key any more"
+            f"parent {parent.identifier} is not visible to the API key any more", ISSUE_NOT_FOUND
         )
     team = team_from_node(node.get("team"))
     project = _object(node.get("project"))
@@ -313,7 +305,7 @@ async def home_of(api: LinearApi, config: LinearConfig, parent: Issue | None) ->
     else:
         in_scope = team.key == config.team_key
     if not in_scope:
-        raise Rejected(OUT_OF_SCOPE, f"parent {parent.identifier} is not in {config.scope}")
+        raise Rejected(f"parent {parent.identifier} is not in {config.scope}", OUT_OF_SCOPE)
     return Home(team, _text(project.get("id")) if config.project_slug is not None else None)
 
 
@@ -327,12 +319,12 @@ async def resolve_blockers(api: LinearApi, identifiers: Sequence[str]) -> list[t
             continue
         if not _IDENTIFIER.match(name):
             raise Rejected(
-                UNKNOWN_BLOCKER, f"blocker {given!r} is not a Linear identifier such as ENG-12"
+                f"blocker {given!r} is not a Linear identifier such as ENG-12", UNKNOWN_BLOCKER
             )
         node = _found(api, await api.send(queries.ISSUE_REF, {"id": name}), "issue")
         issue_id = _text(node.get("id")) if node is not None else None
         if issue_id is None:
-            raise Rejected(UNKNOWN_BLOCKER, f"blocker {name} is not an issue the API key can see")
+            raise Rejected(f"blocker {name} is not an issue the API key can see", UNKNOWN_BLOCKER)
         resolved[name] = issue_id
     return list(resolved.items())
 
@@ -343,7 +335,7 @@ async def create_ticket(api: LinearApi, config: LinearConfig, ticket: NewTicket)
     raises an error naming the created issue."""
     title = ticket.title.strip()
     if not title or not is_inline(title):
-        raise Rejected(INVALID_TICKET, "a new Linear issue needs a one-line title")
+        raise Rejected("a new Linear issue needs a one-line title", INVALID_TICKET)
     home = await home_of(api, config, ticket.parent)
     if home.team.id is None:
         raise TrackerError(TRACKER_RESPONSE, "Linear answered a team without an id")
@@ -382,7 +374,7 @@ def _succeeded(data: Mapping[str, Any], field: str, what: str) -> dict[str, Any]
     """A mutation's payload, or `Rejected` when Linear answered `success: false`."""
     payload = _object(data.get(field))
     if payload.get("success") is not True:
-        raise Rejected(MUTATION_FAILED, f"Linear did not accept {what} (success: false)")
+        raise Rejected(f"Linear did not accept {what} (success: false)", MUTATION_FAILED)
     return payload
 
 

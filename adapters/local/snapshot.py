@@ -28,7 +28,7 @@ from urllib.parse import quote_from_bytes
 from symphony.base.issue import BlockerRef, Issue, normalize_state
 from symphony.tracker.contract import TRACKER_REQUEST, TrackerError
 
-from .ticket import Malformed, Ticket, identifier_of, is_ticket_name, parse_ticket
+from .ticket import MalformedTicket, Ticket, identifier_of, is_ticket_name, parse_ticket
 
 # A ticket is a page of Markdown; anything far larger is a mistake that would cost every poll.
 MAX_TICKET_BYTES = 4 * 1024 * 1024
@@ -38,7 +38,7 @@ RACY_WINDOW_NS = 2_000_000_000
 Version = tuple[int, int, int, int]
 """(inode, size, mtime_ns, ctime_ns) of a ticket file as a read saw it."""
 
-Entry = Ticket | Malformed
+Entry = Ticket | MalformedTicket
 
 
 class BoardReader:
@@ -58,7 +58,9 @@ class BoardReader:
             if outside is not None:
                 # Never read: its content would reach a prompt, and tools would write through it.
                 reason = f"is a symbolic link to {outside}, outside the board folder; skipped"
-                entries.append(Malformed(name, identifier_of(name), identifier_of(name), reason))
+                entries.append(
+                    MalformedTicket(name, identifier_of(name), identifier_of(name), reason)
+                )
                 continue
             cached = previous.get(name)
             if (
@@ -76,14 +78,14 @@ class BoardReader:
                 continue  # deleted since the listing: it has left the board
             except OSError as exc:
                 entries.append(
-                    Malformed(
+                    MalformedTicket(
                         name, identifier_of(name), None, f"cannot read: {exc.strerror or exc}"
                     )
                 )
                 continue
             if raw is None:
                 reason = f"larger than the {MAX_TICKET_BYTES:,}-byte limit for a ticket file"
-                entries.append(Malformed(name, identifier_of(name), None, reason))
+                entries.append(MalformedTicket(name, identifier_of(name), None, reason))
                 continue
             digest = hashlib.blake2b(raw, digest_size=16).digest()
             entry = cached[1] if cached is not None and cached[0] == digest else None
@@ -151,7 +153,7 @@ class Snapshot:
         self.problems: dict[str, str] = {}
         """File name -> why that file cannot be served."""
         for entry in self.entries:
-            if isinstance(entry, Malformed):
+            if isinstance(entry, MalformedTicket):
                 self.problems[entry.file_name] = entry.reason
         for entries in self.claimed_ids.values():
             if len(entries) > 1:

@@ -1,7 +1,7 @@
 """Parse one ticket file of the local board: YAML front matter for the fields, the body as text.
 
 A ticket file is `<IDENTIFIER>.md`: a `---` line, YAML front matter (a map), a closing `---`
-line, then Markdown. Parsing is pure (bytes in, `Ticket` or `Malformed` out) so the board can
+line, then Markdown. Parsing is pure (bytes in, `Ticket` or `MalformedTicket` out) so the board can
 cache results by content and the writers can reuse the same splitting rules.
 """
 
@@ -78,7 +78,7 @@ class Ticket:
 
 
 @dataclass(frozen=True, slots=True)
-class Malformed:
+class MalformedTicket:
     """A ticket file that cannot become an Issue.
 
     `id` is the dispatch id the file claims when that much could be read, else None: a refresh
@@ -144,23 +144,23 @@ def ticket_id(front: Mapping[str, Any], identifier: str) -> str | None:
     return front_text(value)
 
 
-def parse_ticket(file_name: str, raw: bytes) -> Ticket | Malformed:
+def parse_ticket(file_name: str, raw: bytes) -> Ticket | MalformedTicket:
     identifier = identifier_of(file_name)
     try:
         document = split_document(decode(raw))
         front = load_front_matter(document.front)
     except FrontMatterError as exc:
-        return Malformed(file_name, identifier, None, exc.reason)
+        return MalformedTicket(file_name, identifier, None, exc.reason)
 
     id_ = ticket_id(front, identifier)
     if id_ is None:
-        return Malformed(file_name, identifier, None, "id must be a non-empty string")
+        return MalformedTicket(file_name, identifier, None, "id must be a non-empty string")
     title = front_text(front.get("title"))
     if title is None:
-        return Malformed(file_name, identifier, id_, "title is missing or empty")
+        return MalformedTicket(file_name, identifier, id_, "title is missing or empty")
     state = front_text(front.get("state"))
     if state is None:
-        return Malformed(file_name, identifier, id_, "state is missing or empty")
+        return MalformedTicket(file_name, identifier, id_, "state is missing or empty")
 
     priority = front.get("priority")
     # Comments reach prompts on their own (`comments`), not as part of the description.

@@ -33,7 +33,7 @@ from symphony.config.fields import INVALID_CONFIG, ConfigError, resolve_secret, 
 from symphony.config.notify import parse_notify
 from symphony.config.pricing import parse_pricing
 from symphony.config.repository import (
-    CodeHost,
+    CodeHostKind,
     FollowSettings,
     RepositorySettings,
     check_delivery,
@@ -396,7 +396,7 @@ def _with_checkpoints(tracker: TrackerSettings, machine: StageMachine) -> Tracke
     )
 
 
-_SAME_PLACE_KEYS = {CodeHost.GITHUB: "repository", CodeHost.GITLAB: "project"}
+_SAME_PLACE_KEYS = {CodeHostKind.GITHUB: "repository", CodeHostKind.GITLAB: "project"}
 """The `tracker.provider` key naming the repository or project a code host's tracker reads."""
 
 

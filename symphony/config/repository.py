@@ -55,7 +55,7 @@ DEFAULT_CHECK_TIMEOUT_MS = 600_000
 E = TypeVar("E", bound=enum.StrEnum)
 
 
-class CodeHost(enum.StrEnum):
+class CodeHostKind(enum.StrEnum):
     GITHUB = "github"
     GITLAB = "gitlab"
     LOCAL = "local"
@@ -64,10 +64,10 @@ class CodeHost(enum.StrEnum):
 
 
 _DEFAULT_API = {
-    CodeHost.GITHUB: "https://api.github.com",
-    CodeHost.GITLAB: "https://gitlab.com/api/v4",
+    CodeHostKind.GITHUB: "https://api.github.com",
+    CodeHostKind.GITLAB: "https://gitlab.com/api/v4",
 }
-_DEFAULT_TOKEN = {CodeHost.GITHUB: "$GITHUB_TOKEN", CodeHost.GITLAB: "$GITLAB_TOKEN"}
+_DEFAULT_TOKEN = {CodeHostKind.GITHUB: "$GITHUB_TOKEN", CodeHostKind.GITLAB: "$GITLAB_TOKEN"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,7 @@ class CheckCommand:
 
 @dataclass(frozen=True, slots=True)
 class RepositorySettings:
-    kind: CodeHost
+    kind: CodeHostKind
     slug: str
     """GitHub: `owner/name`; GitLab: the project path (`group/sub/project`) or numeric id;
     local: the folder of pull request files (absolute)."""
@@ -185,8 +185,8 @@ def parse_repository(
     if raw is None:
         return None
     body = _map(raw, "repository")
-    kind = _enum(body, "repository.kind", CodeHost, None)
-    if kind is CodeHost.LOCAL:
+    kind = _enum(body, "repository.kind", CodeHostKind, None)
+    if kind is CodeHostKind.LOCAL:
         return _local_repository(body, base_dir, environ)
     if body.get("checks") is not None:
         raise ConfigError(
@@ -195,9 +195,9 @@ def parse_repository(
         )
     slug = optional_text(body, "repository.slug")
     if slug is None:
-        example = "acme/widgets" if kind is CodeHost.GITHUB else "group/project"
+        example = "acme/widgets" if kind is CodeHostKind.GITHUB else "group/project"
         raise ConfigError(INVALID_CONFIG, f"repository.slug is required (for example {example})")
-    if kind is CodeHost.GITHUB and slug.count("/") != 1:
+    if kind is CodeHostKind.GITHUB and slug.count("/") != 1:
         raise ConfigError(INVALID_CONFIG, f"repository.slug must be owner/name, got {slug!r}")
     api_url = (optional_text(body, "repository.api_url") or _DEFAULT_API[kind]).rstrip("/")
     if not api_url.startswith(("https://", "http://")):
@@ -259,7 +259,7 @@ def _local_repository(
     if len(set(names)) != len(names):
         raise ConfigError(INVALID_CONFIG, "repository.checks names must be unique")
     return RepositorySettings(
-        kind=CodeHost.LOCAL,
+        kind=CodeHostKind.LOCAL,
         slug=str(resolve_path(path, base_dir, environ, "repository.path")),
         api_url="",
         token="",

@@ -185,7 +185,12 @@ class StageMachine:
 # Outcomes and the transitions they cause
 
 
-class Outcome(enum.Enum):
+class StageOutcome(enum.Enum):
+    """How a ticket's stay in a stage ended, and so which transition follows: what the agent
+    reported (`done`, `blocked`), or what a guard, the gates, the pull request or a person
+    decided. Not a run's end (`core.state.WorkerExit`) nor an outcome metric
+    (`core.outcomes.OutcomeRecord`)."""
+
     DONE = "done"
     BLOCKED = "blocked"
     STUCK = "stuck"
@@ -218,7 +223,7 @@ class Outcome(enum.Enum):
 class Report:
     """What the agent said through `report_outcome` (validated)."""
 
-    outcome: Outcome
+    outcome: StageOutcome
     summary: str
     plan: str | None = None
     open_questions: tuple[str, ...] = ()

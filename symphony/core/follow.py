@@ -40,7 +40,7 @@ from symphony.base.pulls import (
 )
 from symphony.config.repository import FIX, ChecksScope, MergePolicy
 from symphony.config.sections import Settings
-from symphony.config.stages import Outcome
+from symphony.config.stages import StageOutcome
 from symphony.core.dispatch import has_slot, start_run
 from symphony.core.effects import (
     Effect,
@@ -83,7 +83,9 @@ class MergeAnswer(enum.StrEnum):
     """The network, the host's 5xx, a timeout, read back unmerged: judged at the next reading."""
 
 
-class Verdict(enum.StrEnum):
+class ChecksVerdict(enum.StrEnum):
+    """What a pull request's counted checks say together (`verdict_of`)."""
+
     GREEN = "green"
     RED = "red"
     PENDING = "pending"
@@ -103,14 +105,14 @@ def counted_checks(checks: Sequence[Check], scope: ChecksScope) -> tuple[Check, 
     return tuple(checks)
 
 
-def verdict_of(counted: Sequence[Check]) -> Verdict:
+def verdict_of(counted: Sequence[Check]) -> ChecksVerdict:
     if not counted:
-        return Verdict.NONE
+        return ChecksVerdict.NONE
     if any(c.state is CheckState.PENDING for c in counted):
-        return Verdict.PENDING
+        return ChecksVerdict.PENDING
     if any(c.state is CheckState.FAILED for c in counted):
-        return Verdict.RED
-    return Verdict.GREEN
+        return ChecksVerdict.RED
+    return ChecksVerdict.GREEN
 
 
 def summarize_checks(counted: Sequence[Check]) -> str:
@@ -235,7 +237,7 @@ def on_pull_read(
         return _merged(state, record, settings, now, wall, "merged on the code host")
     if record.escalated or issue_id in state.held:
         return []
-    if record.fix_pushed and verdict is Verdict.GREEN:
+    if record.fix_pushed and verdict is ChecksVerdict.GREEN:
         record.fix_pushed = False
         data = {"number": record.number}
         state.new_outcomes.append(
@@ -245,37 +247,40 @@ def on_pull_read(
         effects = judge(state, record, status, counted, settings, now, wall)
         if effects is not None:
             return effects
-    if verdict is Verdict.PENDING:
+    if verdict is ChecksVerdict.PENDING:
         return _pending(record, settings, now)
     return _merge(state, record, status, verdict, settings, now)
 
 
 def _evidence_verdict(
     record: PullRecord, status: PullStatus, counted: Sequence[Check], settings: Settings
-) -> tuple[Verdict, list[str]]:
+) -> tuple[ChecksVerdict, list[str]]:
     """The verdict on this head, and the checks it still waits for: a head with no check
     reported yet, or without a check an earlier head of this pull request had, is pending,
     never green (only `follow.checks: none` merges without checks)."""
     verdict = verdict_of(counted)
-    if settings.follow.checks is ChecksScope.NONE or verdict in (Verdict.RED, Verdict.PENDING):
+    if settings.follow.checks is ChecksScope.NONE or verdict in (
+        ChecksVerdict.RED,
+        ChecksVerdict.PENDING,
+    ):
         return verdict, []
     missing = sorted(record.seen_checks - {c.name for c in status.checks})
     if missing:
-        return Verdict.PENDING, missing
-    if verdict is Verdict.NONE:
-        return Verdict.PENDING, ["any check to report"]
+        return ChecksVerdict.PENDING, missing
+    if verdict is ChecksVerdict.NONE:
+        return ChecksVerdict.PENDING, ["any check to report"]
     return verdict, []
 
 
 def _settle(
-    state: SchedulerState, record: PullRecord, status: PullStatus, verdict: Verdict
+    state: SchedulerState, record: PullRecord, status: PullStatus, verdict: ChecksVerdict
 ) -> None:
     """Green checks end the check-fix loop and a clean merge the conflict loop: their counts
     start again, and the history says which head settled it."""
     issue_id, head = record.issue.id, str(record.head_sha)[:12]
     ledger = state.ledgers.get(issue_id)
     counts = ledger.counts if ledger is not None else {}
-    if verdict is Verdict.GREEN and RunKind.CHECK_FIX.value in counts:
+    if verdict is ChecksVerdict.GREEN and RunKind.CHECK_FIX.value in counts:
         settled(state, issue_id, RunKind.CHECK_FIX)
         note(record, f"checks green on {head}")
     if status.mergeable is True and RunKind.CONFLICT_FIX.value in counts:
@@ -310,7 +315,7 @@ def _merged(
     if target is None:
         return []
     body = f"Pull request #{record.number} was {how} ({record.url}); moving the ticket to {target}."
-    return _move(state, record, target, Outcome.MERGED, "merged", body, now)
+    return _move(state, record, target, StageOutcome.MERGED, "merged", body, now)
 
 
 def _closed(
@@ -326,7 +331,7 @@ def _closed(
         f"Pull request #{record.number} was closed without being merged ({record.url}): "
         f"the daemon publishes nothing more for this ticket; moving it to {target}."
     )
-    return _move(state, record, target, Outcome.CLOSED, "closed", body, now)
+    return _move(state, record, target, StageOutcome.CLOSED, "closed", body, now)
 
 
 def _review(
@@ -365,7 +370,9 @@ def _review(
         f"({len(threads)} open thread{'s' if len(threads) != 1 else ''}); moving the ticket to "
         f"{target}, whose run addresses them."
     )
-    return _move(state, record, target, Outcome.CHANGES_REQUESTED, "changes_requested", body, now)
+    return _move(
+        state, record, target, StageOutcome.CHANGES_REQUESTED, "changes_requested", body, now
+    )
 
 
 def _reviewer_spoke_last(thread: ReviewThread) -> bool:
@@ -404,7 +411,7 @@ def _conflict(
         record.handled |= {key}
         state.reviews[record.issue.id] = ReviewRequest("conflict", text)
         body = f"Pull request #{record.number} conflicts with {record.base}; moving to {target}."
-        return _move(state, record, target, Outcome.CONFLICT, "conflict", body, now)
+        return _move(state, record, target, StageOutcome.CONFLICT, "conflict", body, now)
     seen = f"conflicts with {record.base} at {str(record.head_sha)[:12]}"
     request = ReviewRequest("conflict", text)
     return _fix_run(state, record, settings, now, wall, key, request, RunKind.CONFLICT_FIX, seen)
@@ -419,7 +426,7 @@ def _failed_checks(
     now: float,
     wall: datetime,
 ) -> list[Effect] | None:
-    if verdict_of(counted) is not Verdict.RED:
+    if verdict_of(counted) is not ChecksVerdict.RED:
         return None
     failed = [c for c in counted if c.state is CheckState.FAILED]
     key = f"checks:{record.head_sha}:" + ",".join(sorted(c.name for c in failed))
@@ -433,8 +440,8 @@ def _failed_checks(
         body = f"Checks failed on pull request #{record.number}; moving the ticket to "
         body += f"{follow.on_checks_failed}.\n\n{text}"
         return _move(
-            state, record, follow.on_checks_failed, Outcome.CHECKS_FAILED, "checks_failed", body,
-            now,
+            state, record, follow.on_checks_failed, StageOutcome.CHECKS_FAILED, "checks_failed",
+            body, now,
         )  # fmt: skip
     names = ", ".join(c.name for c in failed)
     seen = f"{names} failed on {str(record.head_sha)[:12]}"
@@ -516,7 +523,7 @@ def _merge(
     state: SchedulerState,
     record: PullRecord,
     status: PullStatus,
-    verdict: Verdict,
+    verdict: ChecksVerdict,
     settings: Settings,
     now: float,
 ) -> list[Effect]:
@@ -538,7 +545,7 @@ def _merge(
 
 
 def merge_reasons(
-    record: PullRecord, status: PullStatus, verdict: Verdict, settings: Settings
+    record: PullRecord, status: PullStatus, verdict: ChecksVerdict, settings: Settings
 ) -> str | None:
     """Why the policy allows merging now, in a sentence; None when it does not."""
     merge = settings.merge
@@ -546,7 +553,7 @@ def merge_reasons(
         return None
     if status.merge_allowed is False:
         return None  # the host says it will not merge now (rules unmet, behind, blocked)
-    if verdict not in (Verdict.GREEN, Verdict.NONE):
+    if verdict not in (ChecksVerdict.GREEN, ChecksVerdict.NONE):
         return None
     label = merge.require_label
     if label is not None and label not in status.labels and label not in record.issue.labels:
@@ -566,7 +573,7 @@ def merge_reasons(
         return None
     checks = (
         f"every check that counts passed ({record.checks})"
-        if verdict is Verdict.GREEN
+        if verdict is ChecksVerdict.GREEN
         else "no check counts"
     )
     labelled = f", labelled {label}" if label is not None else ""
@@ -618,7 +625,7 @@ def _move(
     state: SchedulerState,
     record: PullRecord,
     target: str,
-    outcome: Outcome,
+    outcome: StageOutcome,
     kind: str,
     body: str,
     now: float,

@@ -15,7 +15,7 @@ from typing import Any
 from symphony.base.issue import Issue
 from symphony.base.pulls import PullRequest
 from symphony.config.sections import Settings
-from symphony.config.stages import Outcome, Report, Stage
+from symphony.config.stages import Report, Stage, StageOutcome
 from symphony.core.evidence import render_evidence
 from symphony.core.stage_outcomes import PlannedComment, PublishIntent, TransitionPlan
 
@@ -34,7 +34,7 @@ def publish_intent(
     """The pull request a `done` of `stage` publishes, or None when the stage publishes
     nothing (or the workflow names no repository)."""
     publish, repository = stage.publish, settings.repository
-    if publish is None or repository is None or report.outcome is not Outcome.DONE:
+    if publish is None or repository is None or report.outcome is not StageOutcome.DONE:
         return None
     verified = evidence.get("workspace") if evidence is not None else None
     verified = verified if isinstance(verified, Mapping) else {}

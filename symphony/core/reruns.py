@@ -29,7 +29,7 @@ from datetime import datetime
 
 from symphony.base.issue import Issue, normalize_state
 from symphony.config.sections import Settings
-from symphony.config.stages import Outcome
+from symphony.config.stages import StageOutcome
 from symphony.core.costs import usd
 from symphony.core.effects import Effect, PostComment
 from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
@@ -204,7 +204,7 @@ def escalate(
         record.escalated = True
     body = escalation_text(state, issue, why, settings, extra)
     machine = settings.machine
-    outcome = Outcome.RUNAWAY if why.startswith("the runaway guard") else Outcome.CAPPED
+    outcome = StageOutcome.RUNAWAY if why.startswith("the runaway guard") else StageOutcome.CAPPED
     if machine is None:
         state.claimed.discard(issue.id)
         state.held[issue.id] = (normalize_state(issue.state), issue.updated_at)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from symphony.base.issue import Issue, normalize_state
 from symphony.config.repository import MergePolicy
 from symphony.config.sections import Settings
-from symphony.config.stages import Outcome, Stage
+from symphony.config.stages import Stage, StageOutcome
 from symphony.core.effects import PerformTransition, PostComment, StopWorker
 from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
 from symphony.core.state import PullRecord, SchedulerState, StopReason
@@ -90,7 +90,7 @@ class Decision:
 
     checkpoint: Checkpoint
     target: str
-    outcome: Outcome
+    outcome: StageOutcome
     verb: str
     merge: PullRecord | None = None
     """An approval of a diff whose pull request the merge policy merges: no move, the
@@ -140,8 +140,8 @@ def decide(
                     "pull_request_unread",
                     f"pull request #{record.number} has not been read yet: try again shortly",
                 )
-            return Decision(checkpoint, "", Outcome.APPROVED, "approved", merge=record)
-        target, outcome, verb = stage.on_approved, Outcome.APPROVED, "approved"
+            return Decision(checkpoint, "", StageOutcome.APPROVED, "approved", merge=record)
+        target, outcome, verb = stage.on_approved, StageOutcome.APPROVED, "approved"
     elif action is ReviewAction.REQUEST_CHANGES:
         if not words:
             return Refusal("comment_required", "say what should change: the comment is empty")
@@ -151,17 +151,21 @@ def decide(
             )
         target, outcome, verb = (
             stage.on_changes_requested,
-            Outcome.CHANGES_REQUESTED,
+            StageOutcome.CHANGES_REQUESTED,
             ("requested changes"),
         )
     elif action is ReviewAction.REPLAN:
-        target, outcome, verb = machine.stages[0].states[0], Outcome.REPLAN, "asked for a new plan"
+        target, outcome, verb = (
+            machine.stages[0].states[0],
+            StageOutcome.REPLAN,
+            "asked for a new plan",
+        )
     elif action is ReviewAction.SPLIT:
         if stage is None or stage.evidence:
             return Refusal("not_a_plan", f"{issue.identifier} is not at a plan checkpoint")
-        target, outcome, verb = cancelled_state(settings), Outcome.CANCELLED, "split it"
+        target, outcome, verb = cancelled_state(settings), StageOutcome.CANCELLED, "split it"
     else:
-        target, outcome, verb = cancelled_state(settings), Outcome.CANCELLED, "cancelled it"
+        target, outcome, verb = cancelled_state(settings), StageOutcome.CANCELLED, "cancelled it"
     return Decision(checkpoint, target, outcome, verb)
 
 

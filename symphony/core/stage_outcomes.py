@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.config.stages import Outcome, Report, Stage
+from symphony.config.stages import Report, Stage, StageOutcome
 from symphony.core.evidence import render_evidence
 from symphony.core.verification import Verification, describe_failures
 
@@ -30,7 +30,7 @@ class PlannedComment:
 @dataclass(frozen=True, slots=True)
 class TransitionPlan:
     stage: str
-    outcome: Outcome
+    outcome: StageOutcome
     target: str
     comments: tuple[PlannedComment, ...]
     evidence: Mapping[str, Any] | None = None
@@ -79,7 +79,7 @@ def plan_transition(
     to `on_verify_failed`; a `done` with `evidence` hands over with the evidence comment."""
     if (
         report is not None
-        and report.outcome is Outcome.DONE
+        and report.outcome is StageOutcome.DONE
         and verification is not None
         and not verification.passed
     ):
@@ -92,11 +92,11 @@ def plan_transition(
         )
         return TransitionPlan(
             stage.name,
-            Outcome.VERIFY_FAILED,
+            StageOutcome.VERIFY_FAILED,
             stage.on_verify_failed,
             (PlannedComment("verify_failed", body),),
         )
-    if report is not None and report.outcome is Outcome.DONE:
+    if report is not None and report.outcome is StageOutcome.DONE:
         comments: list[PlannedComment] = []
         if report.plan:
             comments.append(PlannedComment("plan", report.plan.strip(), single=True))
@@ -110,8 +110,10 @@ def plan_transition(
                     f"\n\n{report.summary.strip()}",
                 )
             )
-        return TransitionPlan(stage.name, Outcome.DONE, stage.on_success, tuple(comments), evidence)
-    if report is not None and report.outcome is Outcome.BLOCKED:
+        return TransitionPlan(
+            stage.name, StageOutcome.DONE, stage.on_success, tuple(comments), evidence
+        )
+    if report is not None and report.outcome is StageOutcome.BLOCKED:
         body = (
             f"The agent is blocked in stage `{stage.name}`; moving the ticket to "
             f"{stage.on_blocked}.\n\n{report.summary.strip()}"
@@ -119,7 +121,7 @@ def plan_transition(
         if report.open_questions:
             body += "\n\nOpen questions:\n" + "\n".join(f"- {q}" for q in report.open_questions)
         return TransitionPlan(
-            stage.name, Outcome.BLOCKED, stage.on_blocked, (PlannedComment("blocked", body),)
+            stage.name, StageOutcome.BLOCKED, stage.on_blocked, (PlannedComment("blocked", body),)
         )
     if stuck:
         body = (
@@ -132,6 +134,6 @@ def plan_transition(
                 last_message.strip().splitlines()
             )
         return TransitionPlan(
-            stage.name, Outcome.STUCK, stage.on_stuck, (PlannedComment("stuck", body),)
+            stage.name, StageOutcome.STUCK, stage.on_stuck, (PlannedComment("stuck", body),)
         )
     return None

@@ -15,7 +15,7 @@ from typing import Any
 
 from symphony.base.issue import Issue, normalize_state
 from symphony.config.sections import Settings
-from symphony.config.stages import Outcome, Stage
+from symphony.config.stages import Stage, StageOutcome
 from symphony.core.accounting import ticket_totals_of
 from symphony.core.costs import budget_exceeded_text
 from symphony.core.effects import (
@@ -67,9 +67,9 @@ def stage_outcome(
     if plan is None:
         return None
     review = {normalize_state(s) for s in machine.review_states(settings.tracker.terminal_states)}
-    if plan.outcome is Outcome.DONE and normalize_state(plan.target) in review:
+    if plan.outcome is StageOutcome.DONE and normalize_state(plan.target) in review:
         plan = dataclasses.replace(plan, hands_off=True)
-    if plan.outcome is Outcome.DONE and result.report is not None:
+    if plan.outcome is StageOutcome.DONE and result.report is not None:
         asked = state.reviews.get(entry.issue.id)
         replies = asked.threads if asked is not None else ()
         intent = publish_intent(stage, settings, entry.issue, result.report, plan.evidence, replies)
@@ -104,7 +104,7 @@ def _evidence(
     if (
         not stage.evidence
         or report is None
-        or report.outcome is not Outcome.DONE
+        or report.outcome is not StageOutcome.DONE
         or (verification is not None and not verification.passed)
     ):
         return None
@@ -143,7 +143,7 @@ def budget_transition(
     )
     plan = TransitionPlan(
         entry.stage or "run",
-        Outcome.BUDGET_EXCEEDED,
+        StageOutcome.BUDGET_EXCEEDED,
         budget.on_exceeded,
         (PlannedComment("budget_exceeded", body),),
     )
@@ -156,7 +156,7 @@ def moves_from(pending: PendingTransition, settings: Settings) -> frozenset[str]
     but the target a person moved the ticket meanwhile, and the daemon gives way."""
     states = {normalize_state(pending.issue.state)}
     machine = settings.machine
-    if pending.plan.by is not None and pending.plan.outcome is Outcome.CANCELLED:
+    if pending.plan.by is not None and pending.plan.outcome is StageOutcome.CANCELLED:
         # A person's cancel holds wherever the daemon's own steps have taken the ticket since.
         states.update(normalize_state(s) for s in settings.tracker.active_states)
         if machine is not None:
@@ -166,7 +166,7 @@ def moves_from(pending: PendingTransition, settings: Settings) -> frozenset[str]
     if pending.plan.by is not None:
         return frozenset(states)  # a person's action: from the checkpoint they saw it at
     stage = machine.stage_named(pending.plan.stage) if machine is not None else None
-    if pending.plan.outcome is Outcome.BUDGET_EXCEEDED:
+    if pending.plan.outcome is StageOutcome.BUDGET_EXCEEDED:
         states.update(normalize_state(s) for s in settings.tracker.active_states)
     elif stage is not None:
         states.update(normalize_state(s) for s in stage.states)
@@ -294,7 +294,9 @@ def _record_move(
         if entered is not None:
             data["seconds"] = round(max((wall - entered).total_seconds(), 0.0), 1)
         state.new_outcomes.append(OutcomeRecord(wall, HANDOFF, issue_id, pending.identifier, data))
-    elif plan.outcome is not Outcome.DONE and plan.by is None:  # a person's move is no escalation
+    elif (
+        plan.outcome is not StageOutcome.DONE and plan.by is None
+    ):  # a person's move is no escalation
         state.new_outcomes.append(
             OutcomeRecord(
                 wall, ESCALATED, issue_id, pending.identifier,
@@ -328,7 +330,7 @@ def _escalate_unpublished(
     )
     pending.plan = TransitionPlan(
         pending.plan.stage,
-        Outcome.PUBLISH_FAILED,
+        StageOutcome.PUBLISH_FAILED,
         machine.escalation_state,
         (PlannedComment("publish_failed", body),),
     )

@@ -30,8 +30,7 @@ from symphony.codehost.contract import (
     publish_pull_request,
 )
 from symphony.config.prompt import PromptError, render_title
-from symphony.config.repository import CodeHost as CodeHostKind
-from symphony.config.repository import RepositorySettings
+from symphony.config.repository import CodeHostKind, RepositorySettings
 from symphony.core.follow import addressed_reply
 from symphony.core.stage_outcomes import PublishIntent
 from symphony.workspace.git import LOCAL_GIT, Git, git_output

@@ -25,12 +25,12 @@ import symphony.hosts.process as process
 # How long a timed-out script gets to exit on SIGTERM before its process group is SIGKILLed.
 TERM_GRACE_SECONDS = 1.0
 
-Outcome = Literal["completed", "failed", "timed_out"]
+ScriptOutcome = Literal["completed", "failed", "timed_out"]
 
 
 @dataclass(frozen=True, slots=True)
 class ScriptResult:
-    outcome: Outcome
+    outcome: ScriptOutcome
     exit_code: int | None
     detail: str
     """`completed`, `exited with status N`, `timed out after N ms`, `could not start: ...`."""
@@ -95,7 +95,7 @@ async def run_script(
                 await proc.wait()
         except TimeoutError:
             await process.end_group(proc, TERM_GRACE_SECONDS, mark=mark)
-            outcome: Outcome = "timed_out"
+            outcome: ScriptOutcome = "timed_out"
             detail = f"timed out after {timeout_ms} ms"
         except BaseException:
             # Cancelled (the worker was stopped): the script must not outlive its owner.

@@ -45,7 +45,7 @@ import structlog
 from symphony.hosts import AgentLaunchSpec, CarrierFailure, process
 from symphony.hosts.sandbox.home import HomeCredentials
 from symphony.hosts.sandbox.remote import launcher
-from symphony.hosts.shell import Outcome, ScriptResult, read_tail
+from symphony.hosts.shell import ScriptOutcome, ScriptResult, read_tail
 
 log = structlog.get_logger("symphony.hosts")
 
@@ -450,7 +450,7 @@ class SshHost:
             except TimeoutError:
                 await process.end_group(proc, 1.0)
                 await self._end_reported_group(output, mark)
-                outcome: Outcome = "timed_out"
+                outcome: ScriptOutcome = "timed_out"
                 detail = f"timed out after {timeout_ms} ms"
             except BaseException:
                 process.signal_group(proc.pid, signal.SIGKILL)

@@ -12,7 +12,7 @@ from typing import Any
 from symphony.base.issue import BlockerRef, Issue
 from symphony.base.pulls import PullState, ReviewDecision
 from symphony.base.times import parse_instant
-from symphony.config.stages import Outcome
+from symphony.config.stages import StageOutcome
 from symphony.core.stage_outcomes import PlannedComment, PublishIntent, TransitionPlan
 from symphony.core.state import PullRecord, ReviewRequest, RunLedger
 
@@ -71,7 +71,7 @@ def plan_from_json(text: str) -> TransitionPlan:
     data = json.loads(text)
     return TransitionPlan(
         data["stage"],
-        Outcome(data["outcome"]),
+        StageOutcome(data["outcome"]),
         data["target"],
         tuple(
             # Written before comments said so, only the plan was one of a kind.

@@ -21,7 +21,7 @@ from symphony.base.tools import (
     object_schema,
     string_schema,
 )
-from symphony.config.stages import Outcome, Report
+from symphony.config.stages import Report, StageOutcome
 
 REPORT_OUTCOME = "report_outcome"
 CREATE_FOLLOW_UP = "create_follow_up"
@@ -125,7 +125,7 @@ def parse_report(arguments: Any) -> Report | ToolResult:
         return invalid_arguments("'pull_request' must be the request's http(s) URL")
     assert summary is not None
     return Report(
-        Outcome(outcome),
+        StageOutcome(outcome),
         summary,
         plan,
         tuple(q.strip() for q in questions),

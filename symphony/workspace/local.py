@@ -46,7 +46,7 @@ from symphony.base.errors import SymphonyError
 from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST, LocalHost
-from symphony.hosts.shell import Outcome, ScriptResult
+from symphony.hosts.shell import ScriptOutcome, ScriptResult
 from symphony.workspace.facts import read_evidence_file, write_evidence_file
 from symphony.workspace.git import LOCAL_GIT, git_output
 from symphony.workspace.marks import MARKS_DIR, OwnershipMarks
@@ -128,7 +128,7 @@ class Workspace:
 @dataclass(frozen=True, slots=True)
 class _HookResult:
     name: HookName
-    outcome: Outcome
+    outcome: ScriptOutcome
     exit_code: int | None
     detail: str
 

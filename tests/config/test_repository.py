@@ -22,7 +22,7 @@ from symphony.config.prompt import (
 from symphony.config.repository import (
     FIX,
     ChecksScope,
-    CodeHost,
+    CodeHostKind,
     MergeMethod,
     MergePolicy,
 )
@@ -71,7 +71,7 @@ def test_a_github_repository_takes_its_documented_defaults(tmp_path: Path) -> No
     repository = settings.repository
     assert repository is not None
     assert (repository.kind, repository.slug, repository.remote) == (
-        CodeHost.GITHUB,
+        CodeHostKind.GITHUB,
         "acme/widgets",
         "origin",
     )
@@ -155,7 +155,7 @@ def test_a_local_repository_resolves_its_paths_and_reads_its_checks(tmp_path: Pa
 """
     settings = load_settings(workflow(tmp_path, local), {"GITHUB_TOKEN": TOKEN})
     repository = settings.repository
-    assert repository is not None and repository.kind is CodeHost.LOCAL
+    assert repository is not None and repository.kind is CodeHostKind.LOCAL
     assert repository.slug == str(tmp_path / ".symphony" / "pulls")
     assert repository.remote == str(tmp_path / "remote.git")
     assert (repository.token, repository.token_env) == ("", None)

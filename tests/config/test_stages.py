@@ -10,7 +10,7 @@ from symphony.base.errors import SymphonyError
 from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
 from symphony.config.prompt import PromptError, check_prompts
-from symphony.config.stages import Outcome, Report
+from symphony.config.stages import Report, StageOutcome
 from symphony.core.markers import marked, marker_of, unmarked
 from symphony.core.stage_outcomes import plan_transition
 
@@ -266,12 +266,12 @@ def test_done_with_a_plan_posts_the_plan_and_moves_to_on_success(tmp_path: Path)
     stage = _stage(tmp_path, "plan")
     plan = plan_transition(
         stage,
-        Report(Outcome.DONE, "Planned.", "1. a\n2. b"),
+        Report(StageOutcome.DONE, "Planned.", "1. a\n2. b"),
         stuck=False,
         turns_used=3,
         last_message=None,
     )
-    assert plan is not None and plan.target == "Plan Review" and plan.outcome is Outcome.DONE
+    assert plan is not None and plan.target == "Plan Review" and plan.outcome is StageOutcome.DONE
     assert [c.kind for c in plan.comments] == ["plan", "done"]
     assert plan.comments[0].body == "1. a\n2. b"
     assert "Planned." in plan.comments[1].body
@@ -279,7 +279,7 @@ def test_done_with_a_plan_posts_the_plan_and_moves_to_on_success(tmp_path: Path)
 
 def test_blocked_posts_the_summary_and_questions_and_escalates(tmp_path: Path) -> None:
     stage = _stage(tmp_path, "implement")
-    report = Report(Outcome.BLOCKED, "Need a decision.", open_questions=("Which API?",))
+    report = Report(StageOutcome.BLOCKED, "Need a decision.", open_questions=("Which API?",))
     plan = plan_transition(stage, report, stuck=False, turns_used=1, last_message=None)
     assert plan is not None and plan.target == "Needs Attention"
     assert "Need a decision." in plan.comments[0].body and "- Which API?" in plan.comments[0].body

@@ -16,7 +16,7 @@ from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
 from symphony.config.pricing import DEFAULT_PRICES, Price, Pricing, parse_pricing
 from symphony.config.sections import BudgetSettings, Settings
-from symphony.config.stages import Outcome
+from symphony.config.stages import StageOutcome
 from symphony.core.budgets import check_budgets
 from symphony.core.costs import usd
 from symphony.store import Store
@@ -163,7 +163,7 @@ def test_the_budget_warns_once_then_stops_the_run_and_moves_the_ticket_with_the_
     )
     assert isinstance(perform, core.PerformTransition) and perform.target == "Budget Exceeded"
     plan = state.transitions[issue_id].plan
-    assert plan.outcome is Outcome.BUDGET_EXCEEDED
+    assert plan.outcome is StageOutcome.BUDGET_EXCEEDED
     assert "spent $2.25 of its $2.00 budget" in plan.comments[0].body
     # A person moves it back: one more window of $2.00 from what it has spent.
     core.on_transition_confirmed(state, issue_id, moved=True, wall=WALL)

@@ -23,7 +23,7 @@ from symphony.base.pulls import (
     ReviewThread,
 )
 from symphony.config.repository import (
-    CodeHost,
+    CodeHostKind,
     FollowSettings,
     MergePolicy,
     MergeSettings,
@@ -31,14 +31,14 @@ from symphony.config.repository import (
     RepositorySettings,
 )
 from symphony.config.sections import Settings
-from symphony.config.stages import Outcome, Report, StageMachine
+from symphony.config.stages import Report, StageMachine, StageOutcome
 from symphony.core.follow import MergeAnswer, addressed_reply
 from symphony.core.outcomes import MERGED
 from tests.factories import WALL, make_issue, make_settings, make_stage
 
-DONE = Report(Outcome.DONE, "Implemented it.")
+DONE = Report(StageOutcome.DONE, "Implemented it.")
 REPOSITORY = RepositorySettings(
-    CodeHost.GITHUB, "acme/widgets", "https://api.github.com", "t0ken", "GITHUB_TOKEN"
+    CodeHostKind.GITHUB, "acme/widgets", "https://api.github.com", "t0ken", "GITHUB_TOKEN"
 )
 GREEN = Check("ci", CheckState.PASSED, required=True)
 RED = Check("ci", CheckState.FAILED, required=True, url="https://ci/1", output="E boom")
@@ -112,7 +112,7 @@ def read(
 
 def moved_to(
     effects: list[core.Effect], state: core.SchedulerState, issue_id: str
-) -> tuple[str, Outcome]:
+) -> tuple[str, StageOutcome]:
     (perform,) = effects
     assert isinstance(perform, core.PerformTransition)
     plan = state.transitions[issue_id].plan
@@ -148,7 +148,7 @@ def test_a_refused_push_sends_the_ticket_to_escalation_with_the_remotes_words() 
         state, issue.id, core.WriteResult.REFUSED, "origin refused: pre-receive hook declined",
         settings, 2.0, WALL,
     )  # fmt: skip
-    assert moved_to(effects, state, issue.id) == ("Needs Attention", Outcome.PUBLISH_FAILED)
+    assert moved_to(effects, state, issue.id) == ("Needs Attention", StageOutcome.PUBLISH_FAILED)
     (comment,) = state.transitions[issue.id].plan.comments
     assert "pre-receive hook declined" in comment.body
     assert state.transitions[issue.id].plan.publish is None
@@ -171,7 +171,7 @@ def test_merged_on_the_host_moves_the_ticket_and_counts_the_merge() -> None:
     state, settings = core.SchedulerState(), follow_settings()
     issue_id = published(state, settings)
     effects = read(state, issue_id, status(state=PullState.MERGED), settings)
-    assert moved_to(effects, state, issue_id) == ("Done", Outcome.MERGED)
+    assert moved_to(effects, state, issue_id) == ("Done", StageOutcome.MERGED)
     (merged,) = [r for r in state.new_outcomes if r.kind == MERGED]
     assert merged.data["seconds"] == 3600.0 and merged.data["rework"] is False
     assert state.pull_requests[issue_id].state is PullState.MERGED
@@ -182,11 +182,11 @@ def test_closed_unmerged_moves_to_on_closed_or_to_a_person() -> None:
     state, settings = core.SchedulerState(), follow_settings(on_closed="Cancelled")
     issue_id = published(state, settings)
     effects = read(state, issue_id, status(state=PullState.CLOSED), settings)
-    assert moved_to(effects, state, issue_id) == ("Cancelled", Outcome.CLOSED)
+    assert moved_to(effects, state, issue_id) == ("Cancelled", StageOutcome.CLOSED)
     state, settings = core.SchedulerState(), follow_settings()
     issue_id = published(state, settings)
     effects = read(state, issue_id, status(state=PullState.CLOSED), settings)
-    assert moved_to(effects, state, issue_id) == ("Needs Attention", Outcome.CLOSED)
+    assert moved_to(effects, state, issue_id) == ("Needs Attention", StageOutcome.CLOSED)
     assert state.pull_requests[issue_id].state is PullState.CLOSED
     assert core.follow.due_reads(state, settings, 100.0) == []  # no longer followed
 
@@ -230,7 +230,7 @@ def test_checks_that_keep_failing_escalate_after_max_check_fixes() -> None:
     core.on_worker_exit(state, issue_id, core.WorkerExit(True, report=DONE), settings, 20.0)
     core.on_transition_written(state, issue_id, core.WriteResult.MOVED, None, settings, 21.0, WALL)
     effects = read(state, issue_id, status(RED, sha="b" * 40), settings)
-    assert moved_to(effects, state, issue_id) == ("Needs Attention", Outcome.CAPPED)
+    assert moved_to(effects, state, issue_id) == ("Needs Attention", StageOutcome.CAPPED)
     (comment,) = state.transitions[issue_id].plan.comments
     assert "1 check fix run did not settle it (follow.max_check_fixes: 1)" in comment.body
     assert "check fix 1/1 (ci)" in comment.body and "E boom" in comment.body
@@ -240,7 +240,7 @@ def test_failed_checks_move_to_a_state_when_one_is_named() -> None:
     state, settings = core.SchedulerState(), follow_settings(on_checks_failed="Rework")
     issue_id = published(state, settings)
     effects = read(state, issue_id, status(RED), settings)
-    assert moved_to(effects, state, issue_id) == ("Rework", Outcome.CHECKS_FAILED)
+    assert moved_to(effects, state, issue_id) == ("Rework", StageOutcome.CHECKS_FAILED)
     assert state.reviews[issue_id].kind == "checks"
 
 
@@ -250,28 +250,28 @@ def test_only_required_checks_count_unless_none_is_required() -> None:
         core.follow.verdict_of(
             core.follow.counted_checks((GREEN, optional_red), core.follow.ChecksScope.REQUIRED)
         )
-        is core.follow.Verdict.GREEN
+        is core.follow.ChecksVerdict.GREEN
     )
     assert (
         core.follow.verdict_of(
             core.follow.counted_checks((optional_red,), core.follow.ChecksScope.REQUIRED)
         )
-        is core.follow.Verdict.RED
+        is core.follow.ChecksVerdict.RED
     )
     assert (
         core.follow.verdict_of(
             core.follow.counted_checks((GREEN, optional_red), core.follow.ChecksScope.ALL)
         )
-        is core.follow.Verdict.RED
+        is core.follow.ChecksVerdict.RED
     )
     assert (
         core.follow.verdict_of(
             core.follow.counted_checks((optional_red,), core.follow.ChecksScope.NONE)
         )
-        is core.follow.Verdict.NONE
+        is core.follow.ChecksVerdict.NONE
     )
     pending = Check("ci", CheckState.PENDING, required=True)
-    assert core.follow.verdict_of((pending, RED)) is core.follow.Verdict.PENDING
+    assert core.follow.verdict_of((pending, RED)) is core.follow.ChecksVerdict.PENDING
 
 
 def test_a_check_pending_past_the_timeout_is_one_comment() -> None:
@@ -298,7 +298,7 @@ def test_a_review_with_open_threads_moves_to_rework_with_the_review_for_the_next
         reviews=(Review("alice", "changes_requested", "Close, but not yet."),),
     )  # fmt: skip
     effects = read(state, issue_id, seen, settings)
-    assert moved_to(effects, state, issue_id) == ("Rework", Outcome.CHANGES_REQUESTED)
+    assert moved_to(effects, state, issue_id) == ("Rework", StageOutcome.CHANGES_REQUESTED)
     core.on_transition_written(state, issue_id, core.WriteResult.MOVED, None, settings, 11.0, WALL)
     asked = state.reviews[issue_id]
     assert asked.threads == ("T1",)
@@ -325,7 +325,7 @@ def test_a_review_with_open_threads_moves_to_rework_with_the_review_for_the_next
         answered, comments=(*answered.comments, ReviewComment("alice", "Still wrong."))
     )
     effects = read(state, issue_id, dataclasses.replace(seen, threads=(again,)), settings)
-    assert moved_to(effects, state, issue_id) == ("Rework", Outcome.CHANGES_REQUESTED)
+    assert moved_to(effects, state, issue_id) == ("Rework", StageOutcome.CHANGES_REQUESTED)
 
 
 def test_a_conflict_starts_a_fix_run_told_to_merge_the_base() -> None:
@@ -389,7 +389,7 @@ def test_green_and_approved_merges_at_the_head_read_and_moves_the_ticket() -> No
     effects = core.follow.on_merge_answered(
         state, issue_id, MergeAnswer.MERGED, merge.why, settings, 11.0, WALL
     )
-    assert moved_to(effects, state, issue_id) == ("Done", Outcome.MERGED)
+    assert moved_to(effects, state, issue_id) == ("Done", StageOutcome.MERGED)
     (comment,) = state.transitions[issue_id].plan.comments
     assert "approved by alice" in comment.body
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from symphony.config.repository import CodeHost, PublishSettings, RepositorySettings
-from symphony.config.stages import Outcome, Report
+from symphony.config.repository import CodeHostKind, PublishSettings, RepositorySettings
+from symphony.config.stages import Report, StageOutcome
 from symphony.core.evidence import WorkspaceFacts, build_evidence
 from symphony.core.publishing import publish_intent
 from tests.factories import make_issue, make_settings, make_stage
 
-REPOSITORY = RepositorySettings(CodeHost.GITHUB, "o/r", "https://api.github.com", "t", None)
+REPOSITORY = RepositorySettings(CodeHostKind.GITHUB, "o/r", "https://api.github.com", "t", None)
 
 
 def test_the_intent_names_the_verified_commit_and_branch_from_the_evidence() -> None:
     stage = make_stage("implement", ("Ready",), evidence=True, publish=PublishSettings())
     settings = dataclasses.replace(make_settings(), repository=REPOSITORY)
-    report = Report(Outcome.DONE, "did it")
+    report = Report(StageOutcome.DONE, "did it")
     facts = WorkspaceFacts("symphony/ABC-1", "a" * 40, "main", "workspace.base_ref")
     evidence = build_evidence(
         identifier="ABC-1", stage="implement", target="Human Review", report=report,

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from symphony import core
 from symphony.base.pulls import PullState
-from symphony.config.stages import Outcome, StageMachine
+from symphony.config.stages import StageMachine, StageOutcome
 from symphony.core.state import RunKind
 from symphony.store.codec import ledger_from_json, ledger_to_json
 from tests.core.test_follow import (
@@ -55,7 +55,7 @@ def test_a_conflict_fix_that_never_resolves_stops_at_its_cap_with_the_loop_named
     (move,) = effects
     assert isinstance(move, core.PerformTransition) and move.target == "Needs Attention"
     plan = state.transitions[issue_id].plan
-    assert plan.outcome is Outcome.CAPPED
+    assert plan.outcome is StageOutcome.CAPPED
     body = plan.comments[0].body
     assert "2 conflict fix runs did not settle it (follow.max_conflict_fixes: 2)" in body
     assert "conflict fix 1/2" in body and "conflict fix 2/2" in body
@@ -130,7 +130,7 @@ def test_the_runaway_guard_stops_a_ticket_a_tracker_bounces_between_active_state
     (move,) = effects
     assert isinstance(move, core.PerformTransition) and move.target == "Needs Attention"
     plan = state.transitions["id-A-1"].plan
-    assert plan.outcome is Outcome.RUNAWAY
+    assert plan.outcome is StageOutcome.RUNAWAY
     assert "the runaway guard stopped it: 4 runs within 1 h" in plan.comments[0].body
     # An hour later the old runs are out of the window, but the ticket waits for a person:
     # it is in Needs Attention, and the ledger says why.
@@ -228,7 +228,7 @@ def test_cancel_while_the_agent_is_mid_turn_stops_it_and_moves_once_it_exits() -
     assert [m.target for m in moves] == ["Cancelled"]
     assert not any(isinstance(e, core.RetryScheduled) for e in effects)
     assert issue.id not in state.retry_attempts
-    assert state.transitions[issue.id].plan.outcome is Outcome.CANCELLED
+    assert state.transitions[issue.id].plan.outcome is StageOutcome.CANCELLED
 
 
 def test_cancel_while_the_daemon_writes_its_own_move_follows_that_move() -> None:

@@ -11,7 +11,7 @@ from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
 from symphony.config.sandbox import Network, SandboxKind, SandboxSettings
 from symphony.config.sections import Settings
-from symphony.config.stages import Gate, Outcome, Report, StageMachine
+from symphony.config.stages import Gate, Report, StageMachine, StageOutcome
 from symphony.core.evidence import WorkspaceFacts
 from symphony.core.outcomes import CLOSED, GATE, HANDOFF, REWORK, summarize
 from symphony.core.verification import GateResult, GateRound, Verification
@@ -23,7 +23,7 @@ FACTS = WorkspaceFacts(
     "symphony/A-1", "c0ffee" * 6 + "abcd", "b" * 40, "where the workspace started",
     ("c0ffee1 Add the feature",), 0, " calc.py | 2 ++\n 1 file changed", 0,
 )  # fmt: skip
-DONE = Report(Outcome.DONE, "Implemented it.", pull_request="https://example.test/pr/7")
+DONE = Report(StageOutcome.DONE, "Implemented it.", pull_request="https://example.test/pr/7")
 
 
 def review_settings(max_in_review: int | None = None) -> Settings:
@@ -68,7 +68,7 @@ def test_gates_that_still_fail_after_the_fix_turns_escalate_with_the_last_failur
     pending = run_to_report(state, review_settings(), "Ready", exit)
     plan = pending.plan
     assert (plan.outcome, plan.target, plan.evidence, plan.hands_off) == (
-        Outcome.VERIFY_FAILED,
+        StageOutcome.VERIFY_FAILED,
         "Broken",
         None,
         False,
@@ -88,7 +88,7 @@ def test_a_verified_hand_off_carries_the_evidence_of_what_the_daemon_saw() -> No
     verification = Verification((GateRound((FAILED,)), GateRound((PASSED,))))
     exit = core.WorkerExit(True, report=DONE, verification=verification, facts=FACTS)
     plan = run_to_report(state, review_settings(), "Ready", exit).plan
-    assert (plan.outcome, plan.target, plan.hands_off) == (Outcome.DONE, "Human Review", True)
+    assert (plan.outcome, plan.target, plan.hands_off) == (StageOutcome.DONE, "Human Review", True)
     evidence = plan.evidence
     assert evidence is not None
     assert evidence["verification"]["fix_turns"] == 1

@@ -7,7 +7,7 @@ import dataclasses
 
 from symphony import core
 from symphony.config.sections import Settings
-from symphony.config.stages import Outcome, StageMachine
+from symphony.config.stages import StageMachine, StageOutcome
 from symphony.core.review_actions import Refusal, ReviewAction, checkpoint_of, take
 from tests.factories import make_issue, make_settings, make_stage
 
@@ -36,7 +36,7 @@ def test_approving_a_plan_moves_it_to_the_next_stage_with_a_comment_saying_who()
     effect = take(state, issue, ReviewAction.APPROVE, review_settings(), by="ada", now=5.0)
     assert isinstance(effect, core.PerformTransition) and effect.target == "Ready"
     plan = pending_plan(state, issue.id)
-    assert plan.outcome is Outcome.APPROVED and plan.by == "ada"
+    assert plan.outcome is StageOutcome.APPROVED and plan.by == "ada"
     (comment,) = plan.comments
     assert comment.body == "ada approved at Plan Review; moving the ticket to Ready."
     assert issue.id in state.claimed  # never dispatched while the move is written

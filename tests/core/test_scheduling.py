@@ -11,7 +11,7 @@ from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
 from symphony.base.issue import Issue
 from symphony.config.sections import HostSpec, Settings, SshSettings, WorkerSettings
-from symphony.config.stages import Outcome, Report
+from symphony.config.stages import Report, StageOutcome
 from symphony.core.footprint import Footprint
 from tests.factories import WALL, make_issue, make_settings, make_stage
 
@@ -701,7 +701,7 @@ def test_a_pending_move_gives_way_once_the_ticket_left_its_stage() -> None:
     settings = stage_settings()
     state = core.SchedulerState()
     core.select_dispatches(state, [make_issue("A-1")], settings, 0.0, WALL)
-    report = Report(Outcome.DONE, "planned", plan="1. do it")
+    report = Report(StageOutcome.DONE, "planned", plan="1. do it")
     (perform,) = core.on_worker_exit(
         state, "id-A-1", core.WorkerExit(True, report=report), settings, 1.0
     )
@@ -710,7 +710,7 @@ def test_a_pending_move_gives_way_once_the_ticket_left_its_stage() -> None:
     # Still in the plan stage's states: the daemon moves it on to Plan Review.
     assert core.moves_from(pending, settings) == {"todo"}
     budget = dataclasses.replace(
-        pending, plan=dataclasses.replace(pending.plan, outcome=Outcome.BUDGET_EXCEEDED)
+        pending, plan=dataclasses.replace(pending.plan, outcome=StageOutcome.BUDGET_EXCEEDED)
     )
     assert core.moves_from(budget, settings) == {"todo", "ready"}  # wherever it was worked on
 
@@ -747,7 +747,7 @@ def test_a_report_becomes_a_pending_transition_that_keeps_the_claim_until_confir
     state = core.SchedulerState()
     issue = make_issue("A-1")
     core.select_dispatches(state, [issue], settings, 0.0, WALL)
-    report = Report(Outcome.DONE, "Planned.", "1. do")
+    report = Report(StageOutcome.DONE, "Planned.", "1. do")
     (perform,) = core.on_worker_exit(
         state, issue.id, core.WorkerExit(True, report=report), settings, 1.0
     )
@@ -789,7 +789,7 @@ def test_a_written_move_ends_the_transition_and_a_failed_one_waits_for_another_t
     state = core.SchedulerState()
     issue = make_issue("A-1")
     core.select_dispatches(state, [issue], settings, 0.0, WALL)
-    report = Report(Outcome.DONE, "Planned.", "1. do")
+    report = Report(StageOutcome.DONE, "Planned.", "1. do")
     core.on_worker_exit(state, issue.id, core.WorkerExit(True, report=report), settings, 1.0)
     failed = core.WriteResult.FAILED
     (retry,) = core.on_transition_written(state, issue.id, failed, None, settings, 1.0, WALL)

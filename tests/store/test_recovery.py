@@ -15,7 +15,7 @@ import pytest
 
 from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
-from symphony.config.stages import Outcome
+from symphony.config.stages import StageOutcome
 from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
 from symphony.hosts.process import INSTANCE_VARIABLE
 from symphony.store import Store
@@ -153,7 +153,7 @@ def test_a_restart_keeps_every_count_a_persons_stop_and_a_queued_cancel(tmp_path
     running, held = make_issue("A-1"), make_issue("B-1", updated_at=WALL)
     core.select_dispatches(state, [running], settings, 0.0, WALL)
     said = (PlannedComment("review_action", "ada cancelled it"),)
-    cancel = TransitionPlan("review", Outcome.CANCELLED, "Cancelled", said, by="ada")
+    cancel = TransitionPlan("review", StageOutcome.CANCELLED, "Cancelled", said, by="ada")
     state.queued_moves[running.id] = (running, cancel)
     state.ledgers[running.id].counts["conflict fix"] = 2
     state.held[held.id] = ("todo", WALL)

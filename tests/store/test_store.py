@@ -10,7 +10,7 @@ import pytest
 
 from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
-from symphony.config.stages import Outcome
+from symphony.config.stages import StageOutcome
 from symphony.core.footprint import Footprint
 from symphony.core.outcomes import HANDOFF, OutcomeRecord
 from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
@@ -36,7 +36,7 @@ def busy_state() -> core.SchedulerState:
     )
     plan = TransitionPlan(
         "plan",
-        Outcome.DONE,
+        StageOutcome.DONE,
         "Plan Review",
         (PlannedComment("plan", "1. x", single=True), PlannedComment("evidence", "e", True)),
         evidence={"ticket": "C-1", "tokens": {"total": 3}},
@@ -241,7 +241,7 @@ def test_a_persons_pending_move_comes_back_attributed_to_them(tmp_path: Path) ->
     store, _ = Store.open(tmp_path / "state.db")
     state = core.SchedulerState()
     plan = TransitionPlan(
-        "plan", Outcome.APPROVED, "Ready", (PlannedComment("review_action", "ada approved"),),
+        "plan", StageOutcome.APPROVED, "Ready", (PlannedComment("review_action", "ada approved"),),
         by="ada",
     )  # fmt: skip
     state.transitions["id-C-1"] = core.PendingTransition(

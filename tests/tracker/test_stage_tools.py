@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from symphony.base.tools import ToolResult
-from symphony.config.stages import Outcome, Report
+from symphony.config.stages import Report, StageOutcome
 from symphony.tracker.stage_tools import parse_follow_up, parse_report, stage_tool_specs
 
 STATES = ("Todo", "Ready")
@@ -17,7 +17,7 @@ def test_a_valid_report_is_recorded_with_its_plan_and_questions() -> None:
     report = parse_report(
         {"outcome": "blocked", "summary": " Stuck. ", "open_questions": ["Which API?"]}
     )
-    assert report == Report(Outcome.BLOCKED, "Stuck.", None, ("Which API?",))
+    assert report == Report(StageOutcome.BLOCKED, "Stuck.", None, ("Which API?",))
     done = parse_report('{"outcome": "done", "summary": "ok", "plan": "1. x"}')
     assert isinstance(done, Report) and done.plan == "1. x"
 

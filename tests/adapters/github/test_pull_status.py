@@ -26,7 +26,7 @@ from symphony.codehost.contract import (
     ReviewComment,
     ReviewDecision,
 )
-from symphony.config.repository import CodeHost, MergeMethod, RepositorySettings
+from symphony.config.repository import CodeHostKind, MergeMethod, RepositorySettings
 from symphony_adapters.github import queries
 from symphony_adapters.github.pulls import GitHubPulls
 from tests.adapters.github.fake_github import FakeGitHub, serve
@@ -36,7 +36,7 @@ from tests.adapters.github.test_contract import check_graphql_answer, graphql_sc
 
 TOKEN = "ghp_daemon_follow_0123456789"
 REPOSITORY = RepositorySettings(
-    kind=CodeHost.GITHUB,
+    kind=CodeHostKind.GITHUB,
     slug="acme/widgets",
     api_url="https://api.github.com",
     token=TOKEN,
@@ -283,7 +283,7 @@ async def test_fake_github_serves_the_same_pull_requests_over_http() -> None:
     github = FakeGitHub(token=TOKEN)
     with serve(github):
         repository = RepositorySettings(
-            CodeHost.GITHUB, "acme/widgets", github.base, TOKEN, "GITHUB_TOKEN"
+            CodeHostKind.GITHUB, "acme/widgets", github.base, TOKEN, "GITHUB_TOKEN"
         )
         host = GitHubPulls(repository, sleep=no_sleep)
         try:

@@ -17,14 +17,14 @@ from symphony.codehost.contract import (
     code_host_adapter,
     publish_pull_request,
 )
-from symphony.config.repository import CodeHost, RepositorySettings
+from symphony.config.repository import CodeHostKind, RepositorySettings
 from symphony_adapters.github.pulls import GitHubPulls
 from tests.adapters.github.fake_pulls import FakePulls
 from tests.adapters.github.openapi_pulls import check_exchange, descriptions, resolve
 
 TOKEN = "ghp_daemon_pulls_0123456789"
 REPOSITORY = RepositorySettings(
-    kind=CodeHost.GITHUB,
+    kind=CodeHostKind.GITHUB,
     slug="acme/widgets",
     api_url="https://api.github.com",
     token=TOKEN,

@@ -19,14 +19,14 @@ from symphony.codehost.contract import (
     code_host_adapter,
     publish_pull_request,
 )
-from symphony.config.repository import CodeHost, MergeMethod, RepositorySettings
+from symphony.config.repository import CodeHostKind, MergeMethod, RepositorySettings
 from symphony_adapters.gitlab.merge_requests import GitLabMergeRequests, log_end
 from tests.adapters.gitlab import payloads
 from tests.adapters.gitlab.fake_merge_requests import FakeMergeRequests
 
 TOKEN = "glpat-daemon_merge_requests_0123"
 REPOSITORY = RepositorySettings(
-    kind=CodeHost.GITLAB,
+    kind=CodeHostKind.GITLAB,
     slug=payloads.PROJECT,
     api_url=payloads.API,
     token=TOKEN,
@@ -143,7 +143,7 @@ async def test_other_failures_keep_their_kind_under_the_code_hosts_name() -> Non
 async def test_a_numeric_project_id_names_the_project_as_it_is() -> None:
     fake = fake_project()
     by_id = RepositorySettings(
-        CodeHost.GITLAB, str(payloads.PROJECT_ID), payloads.API, TOKEN, "GITLAB_TOKEN"
+        CodeHostKind.GITLAB, str(payloads.PROJECT_ID), payloads.API, TOKEN, "GITLAB_TOKEN"
     )
     assert await host(fake, by_id).default_branch() == "main"
     assert fake.requests[-1].path == f"/api/v4/projects/{payloads.PROJECT_ID}"

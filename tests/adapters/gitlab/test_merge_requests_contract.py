@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from symphony.codehost.contract import PullRequestDraft, publish_pull_request
-from symphony.config.repository import CodeHost, MergeMethod, RepositorySettings
+from symphony.config.repository import CodeHostKind, MergeMethod, RepositorySettings
 from symphony_adapters.gitlab.merge_requests import GitLabMergeRequests
 from tests.adapters.gitlab import payloads
 from tests.adapters.gitlab.fake_gitlab import FakeGitLab, serve
@@ -56,7 +56,7 @@ async def follow_one_merge_request(fake: FakeMergeRequests, base: str) -> None:
     """Publish, follow through a red and a green pipeline, reply, merge; then a second branch
     whose merge answer is lost."""
     repository = RepositorySettings(
-        CodeHost.GITLAB, payloads.PROJECT, f"{base}/api/v4", TOKEN, "GITLAB_TOKEN"
+        CodeHostKind.GITLAB, payloads.PROJECT, f"{base}/api/v4", TOKEN, "GITLAB_TOKEN"
     )
     gitlab = GitLabMergeRequests(repository)
     try:

@@ -20,7 +20,7 @@ from symphony.codehost.contract import (
     code_host_adapter,
     publish_pull_request,
 )
-from symphony.config.repository import CheckCommand, CodeHost, MergeMethod, RepositorySettings
+from symphony.config.repository import CheckCommand, CodeHostKind, MergeMethod, RepositorySettings
 from symphony_adapters.local.pulls import REPLY_AUTHOR, LocalPulls
 from tests.workspace.test_worktrees import git
 
@@ -60,7 +60,7 @@ def repo(tmp_path: Path) -> Repo:
 
 def host(repo: Repo, tmp_path: Path, *checks: CheckCommand) -> LocalPulls:
     settings = RepositorySettings(
-        kind=CodeHost.LOCAL,
+        kind=CodeHostKind.LOCAL,
         slug=str(tmp_path / "pulls"),
         api_url="",
         token="",
