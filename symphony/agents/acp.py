@@ -53,8 +53,7 @@ from symphony.agents import (
 from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, error_reply
 from symphony.agents.session import (
     RunningUsage,
-    StopOnce,
-    check_workspace,
+    SessionBase,
     count,
     deliver,
     dig,
@@ -154,19 +153,15 @@ class _Turn:
     """The agent's message of this turn, as streamed."""
 
 
-class AcpSession:
+class AcpSession(SessionBase):
     """An `AgentSession` speaking ACP to an agent process (a new one after a cancel or an
     error, on the same ACP session)."""
-
-    resumed = False
 
     def __init__(self, launch: AgentLaunch, *, stop_grace_s: float = 2.0) -> None:
         if not isinstance(launch.settings, AcpSettings):
             raise TypeError(f"an ACP session needs the acp block, not {launch.settings!r}")
-        self._launch = launch
+        super().__init__(launch, _log, stop_grace_s=stop_grace_s, stop_name="acp-stop")
         self._settings: AcpSettings = launch.settings
-        self._stop_grace_s = stop_grace_s
-        self._logger = _log.bind(workspace=str(launch.workspace))
         self._process: AgentProcess | None = None
         self._rpc: JsonRpcPeer | None = None
         self._session_id: str | None = None
@@ -176,8 +171,6 @@ class AcpSession:
         self._usage = RunningUsage()
         self._retire_before_next = False
         self._started_event = False
-        self._stopping = False
-        self._stop = StopOnce("acp-stop")
 
     @property
     def pid(self) -> int | None:
@@ -186,22 +179,20 @@ class AcpSession:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._process is not None or self._stop.started:
-            raise AgentError(STARTUP_FAILED, "the session was already started")
         if not self._settings.command:
             raise AgentError(STARTUP_FAILED, "acp.command is not set: which agent should run?")
-        if self._launch.host.is_local:
-            check_workspace(self._launch.workspace)
-        try:
-            await self._open(self._launch.resume_thread_id)
-        except BaseException as exc:
-            if isinstance(exc, AgentError):
-                self._emit(EventKind.STARTUP_FAILED, message=str(exc))
-                self._logger.warning("agent_startup_failed", reason=str(exc))
-            await self.stop()
-            raise
+        await super().start()
 
-    async def _open(self, load: str | None) -> None:
+    def _began(self) -> bool:
+        return self._process is not None
+
+    async def _open(self) -> None:
+        await self._open_on(self._launch.resume_thread_id)
+
+    async def _shutdown(self) -> None:
+        await self._retire_process()
+
+    async def _open_on(self, load: str | None) -> None:
         """A new agent process, initialized, on a new session or on `load`'s."""
         rpc = await self._spawn()
         timeout_s = self._settings.read_timeout_ms / 1000
@@ -276,12 +267,7 @@ class AcpSession:
 
         async def closed(returncode: int | None) -> None:
             if rpc is not None and self._rpc is rpc:
-                failure = (
-                    AgentError(PORT_EXIT, "the session was stopped")
-                    if self._stopping
-                    else process.exit_failure(returncode)
-                )
-                rpc.fail(failure)
+                rpc.fail(self._exit_failure(process, returncode))
 
         await process.spawn(closed)
         self._logger = process.logger
@@ -336,7 +322,7 @@ class AcpSession:
         if self._retire_before_next or self._rpc.failure is not None:
             # The process may answer the next prompt with the last one's leftovers: a new one.
             await self._retire_process()
-            await self._open(self._session_id)
+            await self._open_on(self._session_id)
             self._retire_before_next = False
         rpc = self._rpc
         assert rpc is not None
@@ -380,9 +366,7 @@ class AcpSession:
             raise AgentError(TURN_FAILED, f"the agent stopped the turn: {stop}")
         except AgentError as exc:
             self._retire_before_next = True
-            if exc.category not in (TURN_FAILED, TURN_CANCELLED):
-                self._emit(EventKind.TURN_ENDED_WITH_ERROR, message=str(exc))
-            self._logger.warning("agent_turn_failed", reason=str(exc))
+            self._turn_failed(exc, said=exc.category in (TURN_FAILED, TURN_CANCELLED))
             if exc.category == RESPONSE_ERROR:
                 raise AgentError(TURN_FAILED, exc.message) from None
             raise
@@ -390,11 +374,6 @@ class AcpSession:
             self._turn = None
             if not prompt_task.done():
                 prompt_task.cancel()
-
-    async def stop(self) -> None:
-        """Cancel any prompt, end the process and its group; never raises."""
-        self._stopping = True
-        await self._stop(self._retire_process)
 
     async def _retire_process(self) -> None:
         process, rpc = self._process, self._rpc

@@ -56,9 +56,8 @@ from symphony.agents import TOOL_SERVER_NAME as SERVER_NAME
 from symphony.agents.session import (
     Replies,
     RunningUsage,
-    StopOnce,
+    SessionBase,
     again,
-    check_workspace,
     count,
     deliver,
     turn_event,
@@ -162,18 +161,14 @@ class _Turn:
     interrupted: bool = False
 
 
-class ClaudeSession:
+class ClaudeSession(SessionBase):
     """An `AgentSession` speaking Claude Code's stream-json protocol to one CLI process."""
-
-    resumed = False
 
     def __init__(self, launch: AgentLaunch, *, stop_grace_s: float = 2.0) -> None:
         if not isinstance(launch.settings, ClaudeSettings):
             raise TypeError(f"a claude session needs the claude block, not {launch.settings!r}")
-        self._launch = launch
+        super().__init__(launch, _log, stop_grace_s=stop_grace_s, stop_name="claude-stop")
         self._settings: ClaudeSettings = launch.settings
-        self._stop_grace_s = stop_grace_s
-        self._logger = _log.bind(workspace=str(launch.workspace))
         self._process: AgentProcess | None = None
         self._session_id: str | None = None
         self._model: str | None = self._settings.model
@@ -183,8 +178,6 @@ class ClaudeSession:
         self._usage = RunningUsage()
         self._failure: AgentError | None = None
         self._started_event = False
-        self._stopping = False
-        self._stop = StopOnce("claude-stop")
         self._handlers: set[asyncio.Task[None]] = set()
 
     @property
@@ -197,33 +190,31 @@ class ClaudeSession:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Launch Claude Code and check it answers; raises AgentError."""
-        if self._process is not None or self._stop.started:
-            raise AgentError(STARTUP_FAILED, "the session was already started")
-        if self._launch.host.is_local:
-            check_workspace(self._launch.workspace)
-        try:
-            resume = self._launch.resume_thread_id
-            if resume is not None:
-                try:
-                    await self._launch_process(resume, resuming=True)
-                    self.resumed = True
-                except AgentError as exc:
-                    # Claude no longer has that session (or never had it): start a new one.
-                    self._logger.info("agent_resume_refused", thread_id=resume, reason=str(exc))
-                    await self._retire()
-            if not self.resumed:
-                await self._launch_process(str(uuid.uuid4()), resuming=False)
-        except BaseException as exc:
-            if isinstance(exc, AgentError):
-                self._emit(EventKind.STARTUP_FAILED, message=str(exc))
-                self._logger.warning("agent_startup_failed", reason=str(exc))
-            await self.stop()
-            raise
+    def _began(self) -> bool:
+        return self._process is not None
+
+    async def _open(self) -> None:
+        """Launch Claude Code and check it answers: on the session to resume when it still
+        has it, else on a new one."""
+        resume = self._launch.resume_thread_id
+        if resume is not None:
+            try:
+                await self._launch_process(resume, resuming=True)
+                self.resumed = True
+            except AgentError as exc:
+                # Claude no longer has that session (or never had it): start a new one.
+                self._logger.info("agent_resume_refused", thread_id=resume, reason=str(exc))
+                await self._retire()
+        if not self.resumed:
+            await self._launch_process(str(uuid.uuid4()), resuming=False)
+
+    def _opened(self) -> None:
         self._logger.debug(
             "agent_session_started", thread_id=self._session_id, resumed=self.resumed
         )
+
+    async def _shutdown(self) -> None:
+        await self._retire()
 
     async def _launch_process(self, session_id: str, *, resuming: bool) -> None:
         self._failure = None
@@ -316,18 +307,11 @@ class ClaudeSession:
                 turn.outcome, self._process_output, self._settings.turn_timeout_ms
             )
         except AgentError as exc:
-            if exc.category not in (TURN_FAILED, TURN_CANCELLED):
-                self._emit(EventKind.TURN_ENDED_WITH_ERROR, message=str(exc))
-            self._logger.warning("agent_turn_failed", reason=str(exc))
+            self._turn_failed(exc, said=exc.category in (TURN_FAILED, TURN_CANCELLED))
             raise
         finally:
             self._turn = None
         return TurnResult(turn_id, f"{self._session_id}-{turn_id}", outcome.message)
-
-    async def stop(self) -> None:
-        """Interrupt any turn, end the process and its group; never raises."""
-        self._stopping = True
-        await self._stop(self._retire)
 
     def _process_output(self) -> float:
         return self._process.last_output if self._process is not None else 0.0
@@ -565,13 +549,7 @@ class ClaudeSession:
             self._logger.debug("agent_request_unanswered", reason=str(exc))
 
     async def _on_stdout_closed(self, returncode: int | None) -> None:
-        process = self._process
-        if self._stopping or process is None:
-            failure = AgentError(PORT_EXIT, "the session was stopped")
-        else:
-            failure = process.exit_failure(returncode)
-            self._logger.warning("agent_exited", returncode=returncode, reason=failure.message)
-        self._fail(failure)
+        self._fail(self._exit_failure(self._process, returncode))
 
     def _fail(self, failure: AgentError) -> None:
         if self._failure is None:

@@ -37,7 +37,6 @@ import structlog
 from symphony.agents import (
     PORT_EXIT,
     RESPONSE_ERROR,
-    STARTUP_FAILED,
     TURN_CANCELLED,
     TURN_FAILED,
     TURN_INPUT_REQUIRED,
@@ -50,9 +49,8 @@ from symphony.agents import (
 )
 from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, error_reply
 from symphony.agents.session import (
-    StopOnce,
+    SessionBase,
     again,
-    check_workspace,
     deliver,
     dig,
     within_silence,
@@ -163,24 +161,19 @@ class _TurnWaiter:
     reported: bool = False
 
 
-class AppServerSession:
+class AppServerSession(SessionBase):
     """An `AgentSession` speaking the codex app-server protocol to a child process.
 
     `stop_grace_s` bounds each polite step of `stop()`: waiting for the interrupt reply (at most
     half of it), for the process to exit once stdin is closed, and (half) after SIGTERM.
     """
 
-    resumed = False
-    """The session continues the thread `launch.resume_thread_id` named (codex still had it)."""
-
     def __init__(self, launch: AgentLaunch, *, stop_grace_s: float = 2.0) -> None:
         if not isinstance(launch.settings, CodexSettings):
             raise TypeError(f"a codex session needs the codex block, not {launch.settings!r}")
-        self._launch = launch
+        super().__init__(launch, _log, stop_grace_s=stop_grace_s, stop_name="app-server-stop")
         self._settings: CodexSettings = launch.settings
-        self._stop_grace_s = stop_grace_s
         self._tool_names = frozenset(tool.name for tool in launch.tools)
-        self._logger = _log.bind(workspace=str(launch.workspace))
         self._process = AgentProcess(
             launch.settings.command,
             workspace=launch.workspace,
@@ -207,8 +200,6 @@ class AppServerSession:
         self._active_turn_id: str | None = None  # a turn codex has not reported finished
         self._turn: _TurnWaiter | None = None
         self._last_delta_event = float("-inf")
-        self._stopping = False
-        self._stop = StopOnce("app-server-stop")
 
     @property
     def lines_read(self) -> int:
@@ -229,23 +220,17 @@ class AppServerSession:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Launch the agent in the workspace and open a thread; raises AgentError."""
-        if self._spawned or self._stop.started:
-            raise AgentError(STARTUP_FAILED, "the session was already started")
-        if self._launch.host.is_local:
-            check_workspace(self._launch.workspace)
-        try:
-            self._spawned = True
-            await self._process.spawn(self._on_stdout_closed)
-            self._logger = self._process.logger
-            await self._handshake()
-        except BaseException as exc:
-            if isinstance(exc, AgentError):
-                self._emit(EventKind.STARTUP_FAILED, message=str(exc))
-                self._logger.warning("agent_startup_failed", reason=str(exc))
-            await self.stop()
-            raise
+    def _began(self) -> bool:
+        return self._spawned
+
+    async def _open(self) -> None:
+        """Launch the agent in the workspace and open a thread."""
+        self._spawned = True
+        await self._process.spawn(self._on_stdout_closed)
+        self._logger = self._process.logger
+        await self._handshake()
+
+    def _opened(self) -> None:
         self._logger.debug("agent_session_started", thread_id=self._thread_id, resumed=self.resumed)
         self._emit(
             EventKind.SESSION_STARTED, message=RESUMED if self.resumed else None, model=self._model
@@ -279,22 +264,13 @@ class AppServerSession:
                 waiter.outcome, lambda: self._process.last_output, self._settings.turn_timeout_ms
             )
         except AgentError as exc:
-            if not (waiter.reported and exc.category in _REPORTED_CATEGORIES):
-                self._emit(EventKind.TURN_ENDED_WITH_ERROR, message=str(exc))
-            self._logger.warning("agent_turn_failed", session_id=self._session_id, reason=str(exc))
+            said = waiter.reported and exc.category in _REPORTED_CATEGORIES
+            self._turn_failed(exc, said=said, session_id=self._session_id)
             raise
         finally:
             self._turn = None
         self._logger.debug("agent_turn_completed", session_id=outcome.session_id)
         return outcome
-
-    async def stop(self) -> None:
-        """Interrupt any running turn, end the process and its group; never raises.
-
-        The cleanup is awaited to its end even when the caller is cancelled (`StopOnce`).
-        """
-        self._stopping = True
-        await self._stop(self._shutdown)
 
     # -- startup ---------------------------------------------------------------------------
 
@@ -415,12 +391,7 @@ class AppServerSession:
         )
 
     async def _on_stdout_closed(self, returncode: int | None) -> None:
-        if self._stopping:
-            failure = AgentError(PORT_EXIT, "the session was stopped")
-        else:
-            failure = self._process.exit_failure(returncode)
-            self._logger.warning("agent_exited", returncode=returncode, reason=failure.message)
-        self._fail(failure)
+        self._fail(self._exit_failure(self._process, returncode))
 
     def _fail(self, failure: AgentError) -> None:
         """Record that the session is over and release everyone waiting on it."""

@@ -1,7 +1,8 @@
-"""What every agent session shares, whatever its protocol: checking the workspace, delivering
-events, matching the replies to what it asked the agent (`Replies`), waiting for a turn under a
-silence limit, a stop that always runs to its end, and the running token totals of protocols
-that report usage per turn."""
+"""What every agent session shares, whatever its protocol: the lifecycle (`SessionBase`: start
+once in a checked workspace, a failed start said and cleaned up, a stop that always runs to its
+end, a failed turn said once, why the process ended), delivering events, matching the replies
+to what it asked the agent (`Replies`), waiting for a turn under a silence limit, and the
+running token totals of protocols that report usage per turn."""
 
 from __future__ import annotations
 
@@ -13,11 +14,15 @@ from typing import Any, Generic, TypeVar
 
 from symphony.agents import (
     INVALID_WORKSPACE_CWD,
+    PORT_EXIT,
     RESPONSE_TIMEOUT,
+    STARTUP_FAILED,
     TURN_TIMEOUT,
     AgentError,
+    AgentLaunch,
     EventSink,
 )
+from symphony.agents.stdio import AgentProcess
 from symphony.base.events import AgentEvent, EventKind, TokenUsage
 
 T = TypeVar("T")
@@ -160,6 +165,78 @@ class StopOnce:
             task.exception()  # shutdowns catch everything; this only marks it retrieved
         if cancelled is not None:
             raise cancelled
+
+
+class SessionBase:
+    """The lifecycle of one agent session, whatever its protocol. A protocol fills in whether
+    it was started (`_began`), how it opens (`_open`: spawn and handshake), how it ends
+    (`_shutdown`), what it says once open (`_opened`) and how it emits an event (`_emit`);
+    its turns are its own, and report a failure through `_turn_failed`."""
+
+    resumed = False
+    """The session continues the thread `launch.resume_thread_id` named."""
+
+    def __init__(
+        self, launch: AgentLaunch, logger: Any, *, stop_grace_s: float, stop_name: str
+    ) -> None:
+        self._launch = launch
+        self._stop_grace_s = stop_grace_s
+        self._logger = logger.bind(workspace=str(launch.workspace))
+        self._stopping = False
+        self._stop = StopOnce(stop_name)
+
+    def _began(self) -> bool:
+        raise NotImplementedError
+
+    async def _open(self) -> None:
+        raise NotImplementedError
+
+    async def _shutdown(self) -> None:
+        raise NotImplementedError
+
+    def _opened(self) -> None:
+        """Once open: what the protocol says (by default, a debug line)."""
+        self._logger.debug("agent_session_started", resumed=self.resumed)
+
+    def _emit(self, kind: EventKind, *, message: str | None = None) -> None:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        """Launch the agent in the workspace and open its session; raises AgentError. A
+        session starts once; a start that fails is said, and stopped before it raises."""
+        if self._began() or self._stop.started:
+            raise AgentError(STARTUP_FAILED, "the session was already started")
+        if self._launch.host.is_local:
+            check_workspace(self._launch.workspace)
+        try:
+            await self._open()
+        except BaseException as exc:
+            if isinstance(exc, AgentError):
+                self._emit(EventKind.STARTUP_FAILED, message=str(exc))
+                self._logger.warning("agent_startup_failed", reason=str(exc))
+            await self.stop()
+            raise
+        self._opened()
+
+    async def stop(self) -> None:
+        """Interrupt any turn, end the process and its group; never raises. The cleanup is
+        awaited to its end even when the caller is cancelled (`StopOnce`)."""
+        self._stopping = True
+        await self._stop(self._shutdown)
+
+    def _turn_failed(self, exc: AgentError, *, said: bool, **fields: Any) -> None:
+        """A turn ended in `exc`: said as an event unless the agent's own report said it."""
+        if not said:
+            self._emit(EventKind.TURN_ENDED_WITH_ERROR, message=str(exc))
+        self._logger.warning("agent_turn_failed", reason=str(exc), **fields)
+
+    def _exit_failure(self, process: AgentProcess | None, returncode: int | None) -> AgentError:
+        """Why the session is over now that its process's output closed."""
+        if self._stopping or process is None:
+            return AgentError(PORT_EXIT, "the session was stopped")
+        failure = process.exit_failure(returncode)
+        self._logger.warning("agent_exited", returncode=returncode, reason=failure.message)
+        return failure
 
 
 @dataclass(slots=True)
