@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import uvloop
 
+from tests.cli_runner import Cli, InProcessCli
+
 GIT_IDENTITY = "[user]\n\tname = Symphony Tests\n\temail = tests@symphony.invalid\n"
 
 
@@ -36,3 +38,9 @@ def hermetic_home(
     for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "GIT_CONFIG_GLOBAL"):
         monkeypatch.delenv(name, raising=False)
     return home
+
+
+@pytest.fixture
+def symphony_cli(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """The `symphony` command, run in this process (see `tests.cli_runner`)."""
+    return InProcessCli(capfd, monkeypatch)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from symphony.memory import (
     relevance,
     render,
 )
+from tests.cli_runner import Cli
 from tests.harness import Board, scenario_env, start
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -276,36 +275,29 @@ def test_memory_settings_default_beside_the_workflow_and_reject_bad_values(
             load_settings(board.workflow, {})
 
 
-def symphony(board: Board, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "symphony", *args],
-        cwd=board.root,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_symphony_memory_lists_the_notes_and_render_shows_them_in_the_prompt(
-    board: Board,
+    board: Board, symphony_cli: Cli
 ) -> None:
     board.ticket("ABC-1", labels=["backend"])
     board.write_workflow(prompt="Work on {{ issue.identifier }}.\n{{ memory }}")
-    assert symphony(board, "memory").stdout.startswith("no notes in ")
+    assert symphony_cli("memory", cwd=board.root).stdout.startswith("no notes in ")
     mem = Memory(MemorySettings(board.root / ".symphony" / "memory"), SecretMasker())
     mem.record("queues", "Use the outbox table.", ticket="ABC-0", labels=["backend"])
-    listed = symphony(board, "memory")
+    listed = symphony_cli("memory", cwd=board.root)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert lines[0] == f"1 note in {board.root / '.symphony' / 'memory'}"
     assert "ABC-0" in lines[1] and "queues: Use the outbox table." in lines[1]
-    rendered = symphony(board, "render", "ABC-1")
+    rendered = symphony_cli("render", "ABC-1", cwd=board.root)
     assert rendered.returncode == 0, rendered.stderr
     assert "- **queues** (ABC-0, " in rendered.stdout
-    checked = symphony(board, "check")
+    checked = symphony_cli("check", cwd=board.root)
     assert "memory        1 note in " in checked.stdout
     board.write_workflow(memory={"enabled": False})
-    assert symphony(board, "memory").stdout.strip() == "memory is off (memory.enabled: false)"
+    assert (
+        symphony_cli("memory", cwd=board.root).stdout.strip()
+        == "memory is off (memory.enabled: false)"
+    )
 
 
 def test_a_person_s_edit_or_deletion_of_a_note_shows_in_the_next_prompt(tmp_path: Path) -> None:

@@ -1,41 +1,21 @@
-"""The `symphony` command and its host lifecycle (spec §17.7), run as a real process."""
+"""The `symphony` command (spec §17.7): what each subcommand prints and the code it exits with,
+run in-process. The daemon's lifecycle under real signals is in tests/e2e/test_cli.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from symphony import core
-from symphony.cli.main import StopSignals
 from symphony.core.outcomes import CLOSED, GATE, HANDOFF, REWORK, OutcomeRecord
 from symphony.store import Store
-from tests.harness import Board, is_alive, wait_until
-
-SYMPHONY = [sys.executable, "-m", "symphony"]
-
-
-def run_cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*SYMPHONY, *args],
-        cwd=cwd,
-        env=env or dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.cli_runner import Cli
+from tests.harness import Board
 
 
 @pytest.fixture
@@ -43,16 +23,20 @@ def board(tmp_path: Path) -> Board:
     return Board(tmp_path)
 
 
-def test_missing_default_workflow_in_cwd_is_a_clean_error(tmp_path: Path) -> None:
-    result = run_cli(cwd=tmp_path)
+def test_missing_default_workflow_in_cwd_is_a_clean_error(
+    tmp_path: Path, symphony_cli: Cli
+) -> None:
+    result = symphony_cli(cwd=tmp_path)
     assert result.returncode == 1
     assert "missing_workflow_file" in result.stderr
     assert str(tmp_path / "WORKFLOW.md") in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_nonexistent_explicit_workflow_path_is_a_clean_error(tmp_path: Path) -> None:
-    result = run_cli("nope/WORKFLOW.md", cwd=tmp_path)
+def test_nonexistent_explicit_workflow_path_is_a_clean_error(
+    tmp_path: Path, symphony_cli: Cli
+) -> None:
+    result = symphony_cli("nope/WORKFLOW.md", cwd=tmp_path)
     assert result.returncode == 1 and "nope/WORKFLOW.md" in result.stderr
 
 
@@ -68,21 +52,21 @@ def test_nonexistent_explicit_workflow_path_is_a_clean_error(tmp_path: Path) -> 
     ],
 )
 def test_invalid_workflow_fails_startup_with_a_readable_reason(
-    tmp_path: Path, front: str, expected: str
+    tmp_path: Path, front: str, expected: str, symphony_cli: Cli
 ) -> None:
     (tmp_path / "WORKFLOW.md").write_text(f"---\n{front}\n---\nprompt\n")
     for args in ((), ("check",)):
-        result = run_cli(*args, cwd=tmp_path)
+        result = symphony_cli(*args, cwd=tmp_path)
         assert result.returncode == 1
         assert expected in result.stderr and "Traceback" not in result.stderr
 
 
-def test_default_workflow_in_cwd_is_used_by_check(board: Board) -> None:
+def test_default_workflow_in_cwd_is_used_by_check(board: Board, symphony_cli: Cli) -> None:
     board.ticket("ABC-1", priority=1)
     board.ticket("ABC-2", blocked_by=["ABC-1"])
     board.ticket("ABC-3", state="Done")
     board.write_workflow()
-    result = run_cli("check", cwd=board.root)
+    result = symphony_cli("check", cwd=board.root)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert any("ABC-1" in line and "would dispatch" in line for line in lines)
@@ -90,7 +74,7 @@ def test_default_workflow_in_cwd_is_used_by_check(board: Board) -> None:
     assert "ABC-3" not in result.stdout
 
 
-def test_check_names_why_each_ticket_waits(board: Board) -> None:
+def test_check_names_why_each_ticket_waits(board: Board, symphony_cli: Cli) -> None:
     board.ticket("ABC-1", priority=1)
     board.ticket("ABC-2", blocked_by=["ABC-1"])
     board.ticket("ABC-3", state="In Progress")
@@ -98,7 +82,7 @@ def test_check_names_why_each_ticket_waits(board: Board) -> None:
     board.write_workflow(
         agent={"max_concurrent_agents": 2, "max_concurrent_agents_by_state": {"in progress": 0}}
     )
-    result = run_cli("check", cwd=board.root)
+    result = symphony_cli("check", cwd=board.root)
     assert result.returncode == 0, result.stderr
     lines = {line.split()[0]: line for line in result.stdout.splitlines() if "ABC-" in line}
     assert "waits: blocked by ABC-1 (Todo)" in lines["ABC-2"]
@@ -106,13 +90,15 @@ def test_check_names_why_each_ticket_waits(board: Board) -> None:
     assert "waits for a slot: all 2 agents busy (agent.max_concurrent_agents)" in lines["ABC-3"]
 
 
-def test_check_warns_about_unknown_keys_and_a_missing_agent_program(board: Board) -> None:
+def test_check_warns_about_unknown_keys_and_a_missing_agent_program(
+    board: Board, symphony_cli: Cli
+) -> None:
     board.ticket("ABC-1")
     board.write_workflow(codex={"command": "no-such-agent-xyz app-server"})
     board.workflow.write_text(
         board.workflow.read_text().replace("polling:\n  interval_ms:", "polling:\n  intervl_ms:")
     )
-    result = run_cli("check", cwd=board.root)
+    result = symphony_cli("check", cwd=board.root)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "warning: polling.intervl_ms is not a setting" in out
@@ -120,7 +106,9 @@ def test_check_warns_about_unknown_keys_and_a_missing_agent_program(board: Board
     assert "warning: the agent program `no-such-agent-xyz` (codex.command) was not found" in out
 
 
-def test_check_renders_every_active_tickets_prompt_and_fails_on_any(board: Board) -> None:
+def test_check_renders_every_active_tickets_prompt_and_fails_on_any(
+    board: Board, symphony_cli: Cli
+) -> None:
     board.ticket("ABC-1")
     board.ticket("ABC-2", priority=1)
     # Valid for every ticket but ABC-1, whose blocker list is empty.
@@ -128,43 +116,45 @@ def test_check_renders_every_active_tickets_prompt_and_fails_on_any(board: Board
     (board.tickets / "ABC-2.md").write_text(
         "---\ntitle: T\nstate: Todo\npriority: 1\nblocked_by: [ABC-9]\n---\n"
     )
-    result = run_cli("check", cwd=board.root)
+    result = symphony_cli("check", cwd=board.root)
     assert result.returncode == 1
     assert "error: prompt of ABC-1 cannot be rendered: template_render_error" in result.stdout
     assert "prompt of ABC-2" not in result.stdout
     assert "Traceback" not in result.stderr + result.stdout
 
 
-def test_version_is_printed() -> None:
-    result = run_cli("--version", cwd=Path.cwd())
+def test_version_is_printed(symphony_cli: Cli) -> None:
+    result = symphony_cli("--version", cwd=Path.cwd())
     assert result.returncode == 0 and result.stdout.startswith("symphony ")
 
 
-def test_render_accepts_options_between_its_arguments(board: Board) -> None:
+def test_render_accepts_options_between_its_arguments(board: Board, symphony_cli: Cli) -> None:
     board.ticket("ABC-1")
     board.write_workflow(prompt="{{ issue.identifier }} attempt={{ attempt }}")
-    result = run_cli("render", "ABC-1", "--attempt", "2", str(board.workflow), cwd=board.root)
+    result = symphony_cli("render", "ABC-1", "--attempt", "2", str(board.workflow), cwd=board.root)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ABC-1 attempt=2"
 
 
-def test_render_prints_the_prompt_a_ticket_would_get(board: Board) -> None:
+def test_render_prints_the_prompt_a_ticket_would_get(board: Board, symphony_cli: Cli) -> None:
     board.ticket("ABC-1")
     board.write_workflow(
         prompt="Fix {{ issue.identifier }} ({{ issue.title }}) attempt={{ attempt }}"
     )
-    result = run_cli("render", "ABC-1", "--attempt", "2", cwd=board.root)
+    result = symphony_cli("render", "ABC-1", "--attempt", "2", cwd=board.root)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Fix ABC-1 (Ticket ABC-1) attempt=2"
-    missing = run_cli("render", "ABC-9", cwd=board.root)
+    missing = symphony_cli("render", "ABC-9", cwd=board.root)
     assert missing.returncode == 1 and "ABC-9" in missing.stderr
 
 
-def test_a_prompt_reading_an_unknown_field_stops_render_check_and_the_daemon(board: Board) -> None:
+def test_a_prompt_reading_an_unknown_field_stops_render_check_and_the_daemon(
+    board: Board, symphony_cli: Cli
+) -> None:
     board.ticket("ABC-1")
     board.write_workflow(prompt="Fix it.\n{{ issue.titel }}")
     for args in (("render", "ABC-1"), ("check",), ()):
-        result = run_cli(*args, cwd=board.root)
+        result = symphony_cli(*args, cwd=board.root)
         assert result.returncode == 1, args
         assert "template_unknown_variable" in result.stderr and "did you mean `title`?" in (
             result.stderr
@@ -172,195 +162,12 @@ def test_a_prompt_reading_an_unknown_field_stops_render_check_and_the_daemon(boa
         assert "Traceback" not in result.stderr
 
 
-def _start_daemon(
-    board: Board,
-    *args: str,
-    env: dict[str, str] | None = None,
-    preexec_fn: Callable[[], Any] | None = None,
-) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*SYMPHONY, str(board.workflow), *args],
-        cwd=board.root,
-        env=dict(os.environ, FAKE_AGENT_SCENARIO="hang", **(env or {})),
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=preexec_fn,
-    )
-
-
-def _read_until(proc: subprocess.Popen[str], needle: str, timeout: float = 20) -> list[str]:
-    assert proc.stderr is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if needle in line:
-            return lines
-    raise AssertionError(f"{needle!r} not logged; got:\n{''.join(lines)}")
-
-
-@pytest.mark.slow
-def test_sigterm_stops_agents_runs_after_run_and_exits_zero(board: Board) -> None:
-    board.ticket("ABC-1")
-    board.write_workflow(hooks={"after_run": "echo ran > ../after_run.marker"})
-    proc = _start_daemon(board, "--logs-root", str(board.root / "logs"))
-    try:
-        lines = _read_until(proc, "turn_started")
-        proc.send_signal(signal.SIGTERM)
-        _, rest = proc.communicate(timeout=20)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, rest
-    assert (board.workspaces / "after_run.marker").read_text().strip() == "ran"
-    dispatch = next(line for line in lines if "dispatching" in line)
-    assert "issue_identifier=ABC-1" in dispatch and "issue_id=ABC-1" in dispatch
-    assert any("turn_started" in line and "session_id=" in line for line in lines)
-    issue_log = (board.root / "logs" / "ABC-1.log").read_text()
-    assert "dispatching" in issue_log and "session_started" in issue_log
-
-
-@pytest.mark.slow
-def test_json_log_format_emits_one_object_per_line(board: Board) -> None:
-    board.ticket("ABC-1")
-    board.write_workflow()
-    proc = _start_daemon(board, "--log-format", "json")
-    try:
-        lines = _read_until(proc, "dispatching")
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=20)
-    finally:
-        proc.kill()
-    records = [json.loads(line) for line in lines]
-    dispatch = next(r for r in records if r["event"] == "dispatching")
-    assert dispatch["issue_identifier"] == "ABC-1" and dispatch["level"] == "info"
-    assert proc.returncode == 0
-
-
-def _record(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _agent_pids(record: Path) -> list[int]:
-    """The fake agent's own pid and its child's, from its record file."""
-    rows = _record(record)
-    pids = [rows[0]["pid"]]
-    pids += [row["pid"] for row in rows if row.get("_fake") == "child"]
-    return pids
-
-
-def _read_until_all(proc: subprocess.Popen[str], *needles: str) -> list[str]:
-    lines: list[str] = []
-    for needle in needles:
-        lines += _read_until(proc, needle)
-    return lines
-
-
-@pytest.mark.slow
-def test_sighup_stops_like_sigterm_and_leaves_no_process_behind(board: Board) -> None:
-    board.ticket("ABC-1")
-    board.write_workflow(hooks={"after_run": "echo ran > ../after_run.marker"})
-    record = board.root / "agent.jsonl"
-    proc = _start_daemon(
-        board,
-        env={"FAKE_AGENT_RECORD": str(record), "FAKE_AGENT_SPAWN_CHILD": "1"},
-        # As from a terminal, even when the tests themselves run under nohup (which the
-        # daemon would rightly take as "keep ignoring hang-ups").
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
-    )
-    try:
-        _read_until(proc, "turn_started")
-        assert wait_until(lambda: len(_agent_pids(record)) == 2)
-        pids = _agent_pids(record)
-        proc.send_signal(signal.SIGHUP)
-        _, rest = proc.communicate(timeout=20)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, rest
-    assert "signal=SIGHUP" in rest and "event=stopped" in rest
-    assert (board.workspaces / "after_run.marker").read_text().strip() == "ran"
-    assert not [pid for pid in pids if is_alive(pid)]
-
-
-@pytest.mark.slow
-def test_sighup_is_ignored_when_the_daemon_was_started_detached(board: Board) -> None:
-    board.ticket("ABC-1")
-    board.write_workflow()
-    proc = _start_daemon(board, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
-    try:
-        _read_until(proc, "turn_started")
-        # Pending together, SIGHUP (1) is delivered before SIGTERM (15): had it been handled,
-        # it would be the signal named in the stop.
-        proc.send_signal(signal.SIGHUP)
-        proc.send_signal(signal.SIGTERM)
-        _, rest = proc.communicate(timeout=20)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0
-    assert "signal=SIGTERM" in rest and "signal=SIGHUP" not in rest
-
-
-@pytest.mark.slow
-def test_second_sigint_says_still_stopping_and_third_kills_everything(board: Board) -> None:
-    board.ticket("ABC-1")
-    # The after_run hook holds the graceful stop up; its sleep must not outlive a forced stop.
-    board.write_workflow(
-        hooks={"after_run": "sleep 60 & echo $! > ../hook-sleep.pid; wait"},
-    )
-    record = board.root / "agent.jsonl"
-    proc = _start_daemon(
-        board,
-        "--log-level",
-        "debug",
-        env={
-            "FAKE_AGENT_RECORD": str(record),
-            "FAKE_AGENT_SPAWN_CHILD": "1",
-            "FAKE_AGENT_IGNORE_EOF": "1",
-        },
-    )
-    try:
-        _read_until(proc, "turn_started")
-        assert wait_until(lambda: len(_agent_pids(record)) == 2)
-        pids = _agent_pids(record)
-        proc.send_signal(signal.SIGINT)
-        _read_until_all(proc, "stopping: agents are being stopped", "hook=after_run")
-        assert wait_until(lambda: (board.workspaces / "hook-sleep.pid").exists())
-        proc.send_signal(signal.SIGINT)
-        _read_until(proc, "still stopping")
-        assert proc.poll() is None
-        proc.send_signal(signal.SIGINT)
-        _, rest = proc.communicate(timeout=10)
-    finally:
-        proc.kill()
-    assert proc.returncode == 1
-    assert "forced stop" in rest
-    pids.append(int((board.workspaces / "hook-sleep.pid").read_text()))
-    assert wait_until(lambda: not [pid for pid in pids if is_alive(pid)])
-
-
-def test_stop_signals_stop_once_then_warn_then_force() -> None:
-    stops: list[str] = []
-    exits: list[int] = []
-    hangups: list[str] = []
-    handler = StopSignals(
-        lambda: stops.append("stop"),
-        on_hangup=lambda: hangups.append("hup"),
-        exit_now=exits.append,
-    )
-    handler(signal.SIGHUP)
-    assert (stops, hangups, exits) == (["stop"], ["hup"], [])
-    handler(signal.SIGINT)
-    assert (stops, exits) == (["stop"], [])
-    handler(signal.SIGTERM)
-    assert (stops, exits) == (["stop"], [1])
-
-
-def test_report_prints_the_outcome_figures_while_a_daemon_holds_the_store(board: Board) -> None:
+def test_report_prints_the_outcome_figures_while_a_daemon_holds_the_store(
+    board: Board, symphony_cli: Cli
+) -> None:
 
     board.write_workflow()
-    empty = run_cli("report", cwd=board.root)
+    empty = symphony_cli("report", cwd=board.root)
     assert empty.returncode == 0 and "No state yet" in empty.stdout
     now = datetime.now(UTC)
     state = core.SchedulerState()
@@ -382,7 +189,7 @@ def test_report_prints_the_outcome_figures_while_a_daemon_holds_the_store(board:
     store, _ = Store.open(board.root / ".symphony" / "state.db")
     try:
         store.save(state, 0.0, now)
-        result = run_cli("report", "--since", "7d", cwd=board.root)
+        result = symphony_cli("report", "--since", "7d", cwd=board.root)
     finally:
         store.close()
     assert result.returncode == 0, result.stderr
@@ -396,11 +203,13 @@ def test_report_prints_the_outcome_figures_while_a_daemon_holds_the_store(board:
     assert "cost per accepted          $4.50" in out
     assert "A-1                        $4.50   12,345" in out
     assert "B-2                      unknown   99" in out
-    wrong = run_cli("report", "--since", "soon", cwd=board.root)
+    wrong = symphony_cli("report", "--since", "soon", cwd=board.root)
     assert wrong.returncode == 1 and "--since must be like 90m, 24h, 7d or 2w" in wrong.stderr
 
 
-def test_check_shows_each_stages_sandbox_and_fails_where_it_cannot_start(board: Board) -> None:
+def test_check_shows_each_stages_sandbox_and_fails_where_it_cannot_start(
+    board: Board, symphony_cli: Cli
+) -> None:
     board.ticket("ABC-1")
     stages = {
         "plan": {"states": ["Todo"], "on_success": "Plan Review",
@@ -414,8 +223,8 @@ def test_check_shows_each_stages_sandbox_and_fails_where_it_cannot_start(board: 
     tools.mkdir()
     (tools / "python3").symlink_to(sys.executable)
     # Without bwrap on PATH: the same report, and a failure that says what to install.
-    without = run_cli("check", cwd=board.root, env={**os.environ, "PATH": str(tools)})
-    with_path = run_cli("check", cwd=board.root)
+    without = symphony_cli("check", cwd=board.root, env={"PATH": str(tools)})
+    with_path = symphony_cli("check", cwd=board.root)
     for result in (without, with_path):
         assert "sandbox       bwrap, network model, workspace writable" in result.stdout
         assert "sandbox: bwrap, network none, workspace read-only" in result.stdout
@@ -428,7 +237,9 @@ def test_check_shows_each_stages_sandbox_and_fails_where_it_cannot_start(board: 
         assert with_path.returncode == 0, with_path.stdout
 
 
-def test_check_says_when_the_kernel_refuses_the_sandbox_its_namespaces(board: Board) -> None:
+def test_check_says_when_the_kernel_refuses_the_sandbox_its_namespaces(
+    board: Board, symphony_cli: Cli
+) -> None:
     board.ticket("ABC-1")
     board.write_workflow(sandbox={"kind": "bwrap", "network": "none"})
     tools = board.root / "bin"
@@ -441,14 +252,16 @@ def test_check_says_when_the_kernel_refuses_the_sandbox_its_namespaces(board: Bo
     )
     for tool in ("socat", "bwrap"):
         (tools / tool).chmod(0o755)
-    result = run_cli("check", cwd=board.root, env={**os.environ, "PATH": str(tools)})
+    result = symphony_cli("check", cwd=board.root, env={"PATH": str(tools)})
     assert result.returncode == 1
     assert "are user namespaces allowed?): bwrap: No permissions to creating new namespace" in (
         result.stdout
     )
 
 
-def test_check_names_the_command_that_builds_an_absent_podman_image(board: Board) -> None:
+def test_check_names_the_command_that_builds_an_absent_podman_image(
+    board: Board, symphony_cli: Cli
+) -> None:
     if shutil.which("podman") is None:
         if os.environ.get("SYMPHONY_REQUIRE_SANDBOX"):
             pytest.fail("podman is not installed (scripts/test installs it)")
@@ -456,7 +269,7 @@ def test_check_names_the_command_that_builds_an_absent_podman_image(board: Board
     board.ticket("ABC-1")
     image = f"localhost/symphony-absent-{os.getpid()}"
     board.write_workflow(sandbox={"kind": "podman", "image": image})
-    result = run_cli("check", cwd=board.root)
+    result = symphony_cli("check", cwd=board.root)
     assert result.returncode == 1
     assert f"sandbox       podman, image {image}, network model" in result.stdout
     assert f"the image {image} is absent; build it with `scripts/build-sandbox-image {image}`" in (
@@ -465,7 +278,9 @@ def test_check_names_the_command_that_builds_an_absent_podman_image(board: Board
     assert "Traceback" not in result.stderr
 
 
-def test_check_names_each_notification_channel_without_its_secrets(board: Board) -> None:
+def test_check_names_each_notification_channel_without_its_secrets(
+    board: Board, symphony_cli: Cli
+) -> None:
     board.ticket("ABC-1")
     hook = "https://hooks.slack.test/services/T0/B0/s3cr3t"
     board.write_workflow(notify={"channels": [
@@ -473,7 +288,7 @@ def test_check_names_each_notification_channel_without_its_secrets(board: Board)
         {"kind": "email", "smtp": {"host": "smtp.example.com"}, "from": "s@example.com",
          "to": ["team@example.com"]},
     ]})  # fmt: skip
-    result = run_cli("check", cwd=board.root, env={**os.environ, "HOOK": hook})
+    result = symphony_cli("check", cwd=board.root, env={"HOOK": hook})
     assert result.returncode == 0, result.stdout + result.stderr
     assert (
         "notify        slack: slack incoming webhook at hooks.slack.test (review_waiting, "
@@ -484,17 +299,19 @@ def test_check_names_each_notification_channel_without_its_secrets(board: Board)
     assert "s3cr3t" not in result.stdout + result.stderr
 
 
-def test_host_beyond_loopback_needs_a_token(board: Board) -> None:
+def test_host_beyond_loopback_needs_a_token(board: Board, symphony_cli: Cli) -> None:
     board.ticket("ABC-1", state="Done")
     board.write_workflow()
-    refused = run_cli(str(board.workflow), "--no-tui", "--host", "0.0.0.0", "--port", "0",
+    refused = symphony_cli(str(board.workflow), "--no-tui", "--host", "0.0.0.0", "--port", "0",
                       cwd=board.root)  # fmt: skip
     assert refused.returncode == 1
     assert "--host 0.0.0.0 is reachable from other machines" in refused.stderr
     assert "server.auth_token" in refused.stderr and "Traceback" not in refused.stderr
 
 
-def test_check_and_report_go_over_every_workflow_of_a_fleet(tmp_path: Path) -> None:
+def test_check_and_report_go_over_every_workflow_of_a_fleet(
+    tmp_path: Path, symphony_cli: Cli
+) -> None:
     for name in ("alpha", "beta"):
         (tmp_path / name).mkdir()
         made = Board(tmp_path / name)
@@ -502,7 +319,7 @@ def test_check_and_report_go_over_every_workflow_of_a_fleet(tmp_path: Path) -> N
         made.write_workflow()
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "WORKFLOW.md").write_text("---\ntracker: [\n---\n")
-    checked = run_cli("check", str(tmp_path), cwd=tmp_path)
+    checked = symphony_cli("check", str(tmp_path), cwd=tmp_path)
     assert checked.returncode == 1  # the broken one fails the fleet's check
     out = checked.stdout
     assert "== alpha (" in out and "== beta (" in out and "== broken (" in out
@@ -510,13 +327,15 @@ def test_check_and_report_go_over_every_workflow_of_a_fleet(tmp_path: Path) -> N
     assert "Traceback" not in checked.stderr
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text("workflows: [alpha, beta]\n")
-    assert run_cli("check", str(fleet), cwd=tmp_path).returncode == 0
-    reported = run_cli("report", str(fleet), cwd=tmp_path)
+    assert symphony_cli("check", str(fleet), cwd=tmp_path).returncode == 0
+    reported = symphony_cli("report", str(fleet), cwd=tmp_path)
     assert reported.returncode == 0, reported.stderr
     assert reported.stdout.count("== ") == 2
 
 
-def test_check_shows_the_runaway_guard_and_a_persons_stop_from_the_store(board: Board) -> None:
+def test_check_shows_the_runaway_guard_and_a_persons_stop_from_the_store(
+    board: Board, symphony_cli: Cli
+) -> None:
     board.ticket("ABC-1")
     board.ticket("ABC-2")
     board.write_workflow()
@@ -530,7 +349,7 @@ def test_check_shows_the_runaway_guard_and_a_persons_stop_from_the_store(board: 
         store.save(state, 0.0, now)
     finally:
         store.close()
-    result = run_cli("check", cwd=board.root)
+    result = symphony_cli("check", cwd=board.root)
     assert result.returncode == 0, result.stderr
     assert (
         "re-runs       at most 10 continuations, 5 retries after errors, 3 stall restarts; "
@@ -543,7 +362,7 @@ def test_check_shows_the_runaway_guard_and_a_persons_stop_from_the_store(board: 
     )
     assert "waits: stopped by a person" in verdicts["ABC-2"]
     board.write_workflow(agent={"runaway_window": "soon"})
-    wrong = run_cli("check", cwd=board.root)
+    wrong = symphony_cli("check", cwd=board.root)
     assert wrong.returncode == 1
     assert "agent.runaway_window must be a duration like 30m, 1h or 90s, got 'soon'" in (
         wrong.stdout + wrong.stderr

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from symphony.cli.init import TRACKERS, InitError, init_workflow
+from tests.cli_runner import Cli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -49,35 +47,26 @@ def test_init_accepts_a_file_path_and_makes_its_folder(tmp_path: Path) -> None:
     assert written.workflow == tmp_path / "ops" / "agents.md" and written.workflow.is_file()
 
 
-def _symphony(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "symphony", *args],
-        cwd=cwd,
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def test_init_then_check_works_from_an_empty_folder_and_says_what_to_run(tmp_path: Path) -> None:
-    missing = _symphony(cwd=tmp_path)
+def test_init_then_check_works_from_an_empty_folder_and_says_what_to_run(
+    tmp_path: Path, symphony_cli: Cli
+) -> None:
+    missing = symphony_cli(cwd=tmp_path)
     assert missing.returncode == 1 and "symphony init" in missing.stderr
-    result = _symphony("init", cwd=tmp_path)
+    result = symphony_cli("init", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "wrote WORKFLOW.md (local tracker)" in result.stdout
     assert "symphony check WORKFLOW.md" in result.stdout
-    check = _symphony("check", cwd=tmp_path)
+    check = symphony_cli("check", cwd=tmp_path)
     assert check.returncode == 0, check.stderr
     assert "TASK-1" in check.stdout and "would dispatch" in check.stdout
-    again = _symphony("init", cwd=tmp_path)
+    again = symphony_cli("init", cwd=tmp_path)
     assert again.returncode == 1 and "already exists" in again.stderr
     assert "Traceback" not in again.stderr
 
 
-def test_init_for_a_saas_tracker_names_what_to_set_next(tmp_path: Path) -> None:
-    result = _symphony("init", "--tracker", "github-projects", str(tmp_path), cwd=tmp_path)
+def test_init_for_a_saas_tracker_names_what_to_set_next(tmp_path: Path, symphony_cli: Cli) -> None:
+    result = symphony_cli("init", "--tracker", "github-projects", str(tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "set tracker.provider.project and export GITHUB_TOKEN" in result.stdout
-    unknown = _symphony("init", "--tracker", "jira", cwd=tmp_path)
+    unknown = symphony_cli("init", "--tracker", "jira", cwd=tmp_path)
     assert unknown.returncode == 2 and "invalid choice" in unknown.stderr

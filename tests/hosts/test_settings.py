@@ -14,6 +14,7 @@ from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
 from symphony.config.sections import HostSpec, SshSettings
 from symphony.hosts.ssh import FORWARD_PORTS, CommandResult, SshHost, encode_env, remote_pgid_of
+from tests.cli_runner import Cli
 from tests.harness import Board
 
 
@@ -136,20 +137,16 @@ def test_the_readme_s_two_host_workflow_loads(tmp_path: Path) -> None:
     assert settings.worker.ssh.pass_env == ("OPENAI_API_KEY",)
 
 
-def test_check_lists_the_hosts_and_does_not_look_for_the_agent_here(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
+def test_check_lists_the_hosts_and_does_not_look_for_the_agent_here(
+    tmp_path: Path, symphony_cli: Cli
+) -> None:
     board = Board(tmp_path)
     board.ticket("ABC-1")
     board.write_workflow(
         worker={"ssh_hosts": ["build-1", {"host": "build-2", "max_agents": 2}]},
         codex={"command": "codex-only-on-the-hosts app-server"},
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "symphony", "check"],
-        cwd=board.root, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    result = symphony_cli("check", cwd=board.root)
     assert result.returncode == 0, result.stderr
     assert "ssh hosts     build-1 (4 at once), build-2 (2 at once)" in result.stdout
     warnings = [line for line in result.stdout.splitlines() if line.startswith("warning:")]

@@ -19,7 +19,7 @@ from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
 from symphony.config.sections import ServerSettings
 from symphony.observability.server import create_app, serve
-from tests.cli.test_cli import _read_until, _start_daemon
+from tests.e2e.test_cli import _read_until, _start_daemon
 from tests.harness import Board, Running, scenario_env, start
 
 pytestmark = pytest.mark.slow

@@ -20,6 +20,7 @@ from symphony.config.load import load_settings
 from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.workspace.local import WorkspaceManager
 from symphony.workspace.worktrees import MIRROR_NAME, slugify
+from tests.cli_runner import Cli
 
 
 def git(path: Path, *args: str) -> str:
@@ -167,16 +168,12 @@ def test_check_warns_when_the_repository_is_missing(tmp_path: Path) -> None:
     assert any("workspace.repository" in w for w in preflight_warnings(settings))
 
 
-def test_check_shows_the_worktree_settings(tmp_path: Path, repository: Path) -> None:
+def test_check_shows_the_worktree_settings(
+    tmp_path: Path, repository: Path, symphony_cli: Cli
+) -> None:
     write(tmp_path, {"strategy": "worktree", "repository": str(repository), "base": "main"})
     (tmp_path / "board").mkdir()
-    result = subprocess.run(
-        [sys.executable, "-m", "symphony", "check"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = symphony_cli("check", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     line = (
         f"worktrees     of {repository} from main, on symphony/{{{{ issue.identifier | slugify }}}}"
