@@ -101,7 +101,10 @@ def serve(fake: F, prefix: str = "") -> Iterator[F]:
     handler = type("Handler", (_Handler,), {"fake": fake, "traffic": traffic})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     fake.base = f"http://127.0.0.1:{server.server_address[1]}{prefix}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # Polled every 50 ms rather than 500: shutdown waits for the next poll, on every test.
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield fake

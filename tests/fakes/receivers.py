@@ -80,7 +80,10 @@ def hook_receiver(**options: Any) -> Iterator[HookReceiver]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     receiver.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # Polled every 50 ms rather than 500: shutdown waits for the next poll, on every test.
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield receiver

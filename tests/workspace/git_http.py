@@ -85,7 +85,10 @@ class GitHttpServer:
 @contextmanager
 def git_http_server(root: Path, username: str, token: str) -> Iterator[GitHttpServer]:
     server = GitHttpServer(root, username, token)
-    thread = threading.Thread(target=server.httpd.serve_forever, daemon=True)
+    # Polled every 50 ms rather than 500: shutdown waits for the next poll.
+    thread = threading.Thread(
+        target=server.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield server
