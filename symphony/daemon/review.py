@@ -19,7 +19,6 @@ from symphony.daemon.places import Workspaces
 from symphony.observability.board import Board
 from symphony.tracker.contract import Tracker, TrackerError
 from symphony.workspace.diff import branch_diff
-from symphony.workspace.remote import RemoteWorkspaces
 
 CHECKPOINT_ORDER = ("plan", "diff", "escalated")
 
@@ -116,7 +115,7 @@ async def review_detail(
     # The ticket's workspace where its runs were: here, or its SSH host (read over ssh).
     workspaces = workspaces_of(row.issue_id)
     path = workspaces.path_for(row.identifier)
-    host = workspaces.host.name if isinstance(workspaces, RemoteWorkspaces) else None
+    host = workspaces.remote_host
     detail["workspace_path"] = str(path)
     detail["workspace_host"] = host
     there_cmd = f"cd {shlex.quote(str(path))} && exec $SHELL -l"

@@ -24,6 +24,11 @@ class Workspaces(Protocol):
     @property
     def root(self) -> Path: ...
 
+    @property
+    def remote_host(self) -> str | None:
+        """The SSH host the workspaces are on; None for this machine."""
+        ...
+
     def path_for(self, identifier: str) -> Path: ...
 
     def owned_path(self, identifier: str) -> Path | None:

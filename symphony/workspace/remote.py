@@ -94,6 +94,11 @@ class RemoteWorkspaces:
     def root(self) -> Path:
         return Path(self._root)
 
+    @property
+    def remote_host(self) -> str | None:
+        """The SSH host these workspaces are on (a person opens one with `ssh -t` there)."""
+        return self.host.name
+
     def path_for(self, identifier: str) -> Path:
         return Path(self._root / workspace_key(identifier))
 
