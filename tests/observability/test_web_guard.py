@@ -154,6 +154,7 @@ async def test_malformed_bodies_get_a_clean_400(served: tuple[Running, RunningSe
         assert (await client.get("/livez")).status_code == 200
 
 
+@pytest.mark.slow  # a real Chromium, as the dashboard's browser tests
 def test_a_hostile_page_cannot_frame_the_dashboard(tmp_path: Path) -> None:
     """Real Chromium: a page of another origin frames the dashboard; the frame stays empty."""
     import asyncio
