@@ -18,7 +18,8 @@ Run it as `python3 fake_app_server.py`. The environment picks the behaviour:
 - `FAKE_AGENT_RECORD_ENV`: comma-separated names whose values go into that first line.
 - `FAKE_AGENT_TOOL`, `FAKE_AGENT_TOOL_ARGS` (JSON): the dynamic tool the `tool` scenario calls.
 - `FAKE_AGENT_FILE`: the file `write_file` writes in its cwd (default `agent-output.txt`).
-- `FAKE_AGENT_DURATION_MS`: how long `slow` streams (default 500), and `stream` when paced.
+- `FAKE_AGENT_DURATION_MS`: how long `slow` streams (default 500; a turn/interrupt ends it
+  early), and `stream` when paced.
 - `FAKE_AGENT_STREAM_RATE`: lines per second `stream` writes, one write per line;
   0 (the default) writes `FAKE_AGENT_STREAM_LINES` (default 10000) as fast as the pipe takes
   them. Either way the lines are built before the turn starts, so writing costs the fake little.
@@ -566,7 +567,11 @@ class Turn:
         item = self.command("sleep-ish")
         deadline = time.monotonic() + duration_s
         while time.monotonic() < deadline:
-            time.sleep(0.05)
+            # Listening meanwhile, as codex does: a stop interrupts the turn at once rather than
+            # waiting out its grace periods.
+            if self.interrupted_within(0.05):
+                self.finish("interrupted")
+                return
             self.io.notify(
                 "item/commandExecution/outputDelta",
                 {**self.ids(), "itemId": item["id"], "delta": "."},
