@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from symphony import DISTRIBUTION
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.base.events import AgentEvent
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.config.agents import SessionSettings
@@ -26,16 +26,16 @@ from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
 
 # Failure categories (spec §10.6).
-CODEX_NOT_FOUND = "codex_not_found"
-INVALID_WORKSPACE_CWD = "invalid_workspace_cwd"
-RESPONSE_TIMEOUT = "response_timeout"
-TURN_TIMEOUT = "turn_timeout"
-PORT_EXIT = "port_exit"
-RESPONSE_ERROR = "response_error"
-TURN_FAILED = "turn_failed"
-TURN_CANCELLED = "turn_cancelled"
-TURN_INPUT_REQUIRED = "turn_input_required"
-STARTUP_FAILED = "startup_failed"
+CODEX_NOT_FOUND = ErrorCategory.CODEX_NOT_FOUND
+INVALID_WORKSPACE_CWD = ErrorCategory.INVALID_WORKSPACE_CWD
+RESPONSE_TIMEOUT = ErrorCategory.RESPONSE_TIMEOUT
+TURN_TIMEOUT = ErrorCategory.TURN_TIMEOUT
+PORT_EXIT = ErrorCategory.PORT_EXIT
+RESPONSE_ERROR = ErrorCategory.RESPONSE_ERROR
+TURN_FAILED = ErrorCategory.TURN_FAILED
+TURN_CANCELLED = ErrorCategory.TURN_CANCELLED
+TURN_INPUT_REQUIRED = ErrorCategory.TURN_INPUT_REQUIRED
+STARTUP_FAILED = ErrorCategory.STARTUP_FAILED
 
 
 def truncate(text: str, limit: int = 200) -> str:

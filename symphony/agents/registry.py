@@ -16,11 +16,11 @@ from typing import Any
 
 from symphony.agents import AgentLaunch, AgentSession, acp, claude, codex
 from symphony.agents.codex import AppServerSession
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.config.agents import SessionSettings
 from symphony.hosts.sandbox.home import NO_CREDENTIALS, HomeCredentials
 
-UNKNOWN_AGENT = "unknown_agent_kind"
+UNKNOWN_AGENT = ErrorCategory.UNKNOWN_AGENT_KIND
 
 
 @dataclass(frozen=True, slots=True)

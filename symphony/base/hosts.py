@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 
+from symphony.base.errors import ErrorCategory
+
 LOCAL = "local"
 """The name of the daemon's own machine wherever a host is named (API, store, logs)."""
 
-HOST_UNREACHABLE = "host_unreachable"
+HOST_UNREACHABLE = ErrorCategory.HOST_UNREACHABLE
 """The error category of a run or a command that could not reach its SSH host."""
 
 

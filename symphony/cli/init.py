@@ -12,9 +12,9 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 
-INIT_FAILED = "init_failed"
+INIT_FAILED = ErrorCategory.INIT_FAILED
 
 TRACKERS: dict[str, str] = {
     "local": "a folder of Markdown tickets next to WORKFLOW.md (no account needed)",

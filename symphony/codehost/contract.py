@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from symphony.base.adapters import adapter_module
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.base.pulls import (
     CHECK_OUTPUT_CHARS,
     Check,
@@ -33,15 +33,15 @@ from symphony.base.pulls import (
 )
 from symphony.config.repository import MergeMethod, RepositorySettings
 
-CODE_HOST_REQUEST = "code_host_request"
-CODE_HOST_STATUS = "code_host_status"
-CODE_HOST_RESPONSE = "code_host_response"
-CODE_HOST_RATE_LIMITED = "code_host_rate_limited"
-CODE_HOST_REJECTED = "code_host_rejected"
+CODE_HOST_REQUEST = ErrorCategory.CODE_HOST_REQUEST
+CODE_HOST_STATUS = ErrorCategory.CODE_HOST_STATUS
+CODE_HOST_RESPONSE = ErrorCategory.CODE_HOST_RESPONSE
+CODE_HOST_RATE_LIMITED = ErrorCategory.CODE_HOST_RATE_LIMITED
+CODE_HOST_REJECTED = ErrorCategory.CODE_HOST_REJECTED
 """The host refused what was asked as asked (a base branch that does not exist, ...)."""
-CODE_HOST_HEAD_MOVED = "code_host_head_moved"
+CODE_HOST_HEAD_MOVED = ErrorCategory.CODE_HOST_HEAD_MOVED
 """A merge named a head commit the branch has moved past (a push after the reading)."""
-UNSUPPORTED_CODE_HOST = "unsupported_code_host"
+UNSUPPORTED_CODE_HOST = ErrorCategory.UNSUPPORTED_CODE_HOST
 
 
 __all__ = [

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 
-INVALID_CONFIG = "invalid_workflow_config"
+INVALID_CONFIG = ErrorCategory.INVALID_WORKFLOW_CONFIG
 
 
 class ConfigError(SymphonyError):

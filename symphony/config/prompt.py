@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 from liquid import BoundTemplate, Environment, StrictUndefined
 from liquid.exceptions import LiquidError
 
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.base.issue import ANYTHING, ISSUE_TEMPLATE_SHAPE, VALUE, Issue, TemplateShape
 
 if TYPE_CHECKING:
     from symphony.config.sections import Settings
 
-TEMPLATE_PARSE_ERROR = "template_parse_error"
-TEMPLATE_RENDER_ERROR = "template_render_error"
-TEMPLATE_UNKNOWN_VARIABLE = "template_unknown_variable"
-TEMPLATE_UNKNOWN_FILTER = "template_unknown_filter"
+TEMPLATE_PARSE_ERROR = ErrorCategory.TEMPLATE_PARSE_ERROR
+TEMPLATE_RENDER_ERROR = ErrorCategory.TEMPLATE_RENDER_ERROR
+TEMPLATE_UNKNOWN_VARIABLE = ErrorCategory.TEMPLATE_UNKNOWN_VARIABLE
+TEMPLATE_UNKNOWN_FILTER = ErrorCategory.TEMPLATE_UNKNOWN_FILTER
 
 _ENV = Environment(undefined=StrictUndefined, strict_filters=True)
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import yaml
 
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 
-MISSING_WORKFLOW_FILE = "missing_workflow_file"
-WORKFLOW_PARSE_ERROR = "workflow_parse_error"
-WORKFLOW_FRONT_MATTER_NOT_A_MAP = "workflow_front_matter_not_a_map"
+MISSING_WORKFLOW_FILE = ErrorCategory.MISSING_WORKFLOW_FILE
+WORKFLOW_PARSE_ERROR = ErrorCategory.WORKFLOW_PARSE_ERROR
+WORKFLOW_FRONT_MATTER_NOT_A_MAP = ErrorCategory.WORKFLOW_FRONT_MATTER_NOT_A_MAP
 
 
 class WorkflowError(SymphonyError):

@@ -109,7 +109,7 @@ async def merge(
     )
 
 
-_ANSWERS = {
+_ANSWERS: dict[str, core.follow.MergeAnswer] = {
     CODE_HOST_REJECTED: core.follow.MergeAnswer.REFUSED,
     CODE_HOST_HEAD_MOVED: core.follow.MergeAnswer.HEAD_MOVED,
 }

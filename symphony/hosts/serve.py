@@ -16,9 +16,9 @@ from typing import Any
 
 import uvicorn
 
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 
-SERVER_BIND_FAILED = "server_bind_failed"
+SERVER_BIND_FAILED = ErrorCategory.SERVER_BIND_FAILED
 
 
 class _EmbeddedServer(uvicorn.Server):

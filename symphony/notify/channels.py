@@ -24,6 +24,7 @@ from email.utils import formatdate
 import httpx
 import structlog
 
+from symphony.base.errors import ErrorCategory
 from symphony.config.notify import Channel, ChannelKind, SmtpSettings
 from symphony.notify import NotifyError
 from symphony.notify.message import Message
@@ -63,10 +64,12 @@ async def send(channel: Channel, message: Message, client: httpx.AsyncClient) ->
     except httpx.HTTPError as exc:
         # The URL may be a credential (a Slack webhook): name the host only.
         host = httpx.URL(channel.url).host
-        raise NotifyError("notify_unreachable", f"{host} cannot be reached: {_why(exc)}") from None
+        raise NotifyError(
+            ErrorCategory.NOTIFY_UNREACHABLE, f"{host} cannot be reached: {_why(exc)}"
+        ) from None
     if not response.is_success:
         raise NotifyError(
-            "notify_refused",
+            ErrorCategory.NOTIFY_REFUSED,
             f"{response.request.url.host} answered {response.status_code}: "
             f"{response.text.strip()[:200]}",
         )
@@ -98,11 +101,12 @@ def _send_mail(channel: Channel, message: Message) -> None:
     except smtplib.SMTPResponseException as exc:
         text = exc.smtp_error.decode(errors="replace") if isinstance(exc.smtp_error, bytes) else ""
         raise NotifyError(
-            "notify_refused", f"{smtp.host}:{smtp.port} answered {exc.smtp_code}: {text}"
+            ErrorCategory.NOTIFY_REFUSED,
+            f"{smtp.host}:{smtp.port} answered {exc.smtp_code}: {text}",
         ) from None
     except (OSError, smtplib.SMTPException, ssl.SSLError) as exc:
         raise NotifyError(
-            "notify_unreachable", f"mail to {smtp.host}:{smtp.port} failed: {_why(exc)}"
+            ErrorCategory.NOTIFY_UNREACHABLE, f"mail to {smtp.host}:{smtp.port} failed: {_why(exc)}"
         ) from None
     if refused:
         # The others have it: sending again would repeat it to them.

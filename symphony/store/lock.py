@@ -13,10 +13,10 @@ import os
 import time
 from pathlib import Path
 
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.hosts.process import pid_alive
 
-DAEMON_RUNNING = "daemon_already_running"
+DAEMON_RUNNING = ErrorCategory.DAEMON_ALREADY_RUNNING
 
 
 class LockError(SymphonyError):

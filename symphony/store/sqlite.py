@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.core.notifications import Delivery
 from symphony.core.outcomes import OutcomeRecord
 from symphony.core.state import Outbox, SchedulerState
@@ -67,8 +67,8 @@ __all__ = [
     "TransitionRow",
 ]
 
-STORE_NEWER = "store_newer_schema"
-STORE_UNUSABLE = "store_unusable"
+STORE_NEWER = ErrorCategory.STORE_NEWER_SCHEMA
+STORE_UNUSABLE = ErrorCategory.STORE_UNUSABLE
 
 
 class StoreError(SymphonyError):

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from symphony.base.adapters import adapter_module, available_kinds, is_kind_name
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.base.issue import Issue
 from symphony.base.tools import ToolResult, ToolSpec
 
@@ -37,17 +37,17 @@ if TYPE_CHECKING:
     from symphony.config.sections import TrackerSettings
 
 # Stable categories (spec §11.4) plus the ones our adapters add.
-UNSUPPORTED_TRACKER_KIND = "unsupported_tracker_kind"
-INVALID_TRACKER_CONFIG = "invalid_tracker_config"
-MISSING_TRACKER_SECRET = "missing_tracker_secret"
-TRACKER_REQUEST = "tracker_request"
-TRACKER_STATUS = "tracker_status"
-TRACKER_RESPONSE = "tracker_response"
-TRACKER_PAGINATION = "tracker_pagination"
-TRACKER_RATE_LIMITED = "tracker_rate_limited"
-TRACKER_INTERNAL = "tracker_internal"
+UNSUPPORTED_TRACKER_KIND = ErrorCategory.UNSUPPORTED_TRACKER_KIND
+INVALID_TRACKER_CONFIG = ErrorCategory.INVALID_TRACKER_CONFIG
+MISSING_TRACKER_SECRET = ErrorCategory.MISSING_TRACKER_SECRET
+TRACKER_REQUEST = ErrorCategory.TRACKER_REQUEST
+TRACKER_STATUS = ErrorCategory.TRACKER_STATUS
+TRACKER_RESPONSE = ErrorCategory.TRACKER_RESPONSE
+TRACKER_PAGINATION = ErrorCategory.TRACKER_PAGINATION
+TRACKER_RATE_LIMITED = ErrorCategory.TRACKER_RATE_LIMITED
+TRACKER_INTERNAL = ErrorCategory.TRACKER_INTERNAL
 """An adapter raised something other than TrackerError: a bug, reported as a failed read."""
-TRACKER_REJECTED = "tracker_rejected"
+TRACKER_REJECTED = ErrorCategory.TRACKER_REJECTED
 """A write the tracker cannot perform as asked (an unknown state, a blocker that does not exist,
 a ticket outside the configured scope): retrying it unchanged will not help."""
 

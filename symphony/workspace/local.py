@@ -42,7 +42,7 @@ from typing import Any, Literal
 import structlog
 from liquid import Environment, StrictUndefined
 
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST, LocalHost
@@ -54,15 +54,15 @@ from symphony.workspace.worktrees import WorktreeError, Worktrees, slugify
 
 log = structlog.get_logger(__name__)
 
-INVALID_WORKSPACE_PATH = "invalid_workspace_path"
-WORKSPACE_CREATE_FAILED = "workspace_create_failed"
-HOOK_FAILED = "hook_failed"
+INVALID_WORKSPACE_PATH = ErrorCategory.INVALID_WORKSPACE_PATH
+WORKSPACE_CREATE_FAILED = ErrorCategory.WORKSPACE_CREATE_FAILED
+HOOK_FAILED = ErrorCategory.HOOK_FAILED
 HookHost = Callable[[], contextlib.AbstractAsyncContextManager[Host]]
 """Makes the host one hook runs on and ends it after (a sandbox built for that hook); raises
 SymphonyError when it cannot be made."""
-HOOK_TIMEOUT = "hook_timeout"
-WORKSPACE_REMOVE_FAILED = "workspace_remove_failed"
-WORKSPACE_NOT_OWNED = "workspace_not_owned"
+HOOK_TIMEOUT = ErrorCategory.HOOK_TIMEOUT
+WORKSPACE_REMOVE_FAILED = ErrorCategory.WORKSPACE_REMOVE_FAILED
+WORKSPACE_NOT_OWNED = ErrorCategory.WORKSPACE_NOT_OWNED
 
 # Hook output kept for the log: the end of the output is where the error usually is.
 OUTPUT_TAIL_BYTES = 2048
@@ -171,6 +171,11 @@ class WorkspaceManager:
     def root(self) -> Path:
         """The absolute, normalized workspace root."""
         return self._root
+
+    @property
+    def remote_host(self) -> str | None:
+        """These workspaces are on this machine."""
+        return None
 
     def path_for(self, identifier: str) -> Path:
         """`<root>/<workspace_key>` after checking it stays inside the root, symlinks resolved."""

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.base.secrets import REDACTED, SecretMasker
 from symphony.workspace.git import LOCAL_GIT, Git, git_output
 
@@ -26,9 +26,9 @@ PUSH_TOKEN_VARIABLE = "SYMPHONY_PUSH_TOKEN"
 """The variable the daemon's push carries the token in (that process only)."""
 PUSH_TIMEOUT_S = 120.0
 
-PUSH_REJECTED = "push_rejected"
+PUSH_REJECTED = ErrorCategory.PUSH_REJECTED
 """The remote refused the push (a protected branch, a hook, a branch that moved on)."""
-PUSH_FAILED = "push_failed"
+PUSH_FAILED = ErrorCategory.PUSH_FAILED
 """The push could not be made (no such remote, authentication, network, timeout)."""
 
 # The helper answers `get` with the token from its own environment; other actions (store,

@@ -29,12 +29,12 @@ from pathlib import Path
 
 import structlog
 
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.config.sections import WorktreeSettings
 from symphony.hosts.ssh import SshHost
 from symphony.workspace.git import SAFE_GIT_SH, GitRun, run_git
 
-WORKTREE_FAILED = "worktree_failed"
+WORKTREE_FAILED = ErrorCategory.WORKTREE_FAILED
 MIRROR_NAME = ".symphony-mirror.git"
 GIT_TIMEOUT_S = 300.0
 """A clone or fetch of a large repository takes a while; a query (`workspace.git`) does not."""

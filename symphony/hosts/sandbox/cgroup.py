@@ -14,11 +14,11 @@ import contextlib
 import os
 from pathlib import Path
 
-from symphony.base.errors import SymphonyError
+from symphony.base.errors import ErrorCategory, SymphonyError
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "symphony-sandbox"
-SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+SANDBOX_UNAVAILABLE = ErrorCategory.SANDBOX_UNAVAILABLE
 """The category of every reason a sandbox cannot be made (`symphony.hosts.sandbox.host` says
 it too)."""
 
