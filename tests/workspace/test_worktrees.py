@@ -191,6 +191,7 @@ async def test_the_daemon_gives_each_ticket_a_worktree_and_removes_it_when_done(
     board.ticket("ABC-2")
     board.write_workflow(
         workspace={"root": "workspaces", "strategy": "worktree", "repository": str(repository)},
+        agent={"max_turns": 1},  # one turn per run: the worktrees are what is tested here
         polling_ms=200,
     )
     run = start(board, scenario_env("complete"), watch=False)
