@@ -114,7 +114,7 @@ class PostComment:
 
 @dataclass(frozen=True, slots=True)
 class ReadPullRequest:
-    """Read the ticket's pull request (`core.pulls.on_pull_read` judges the answer)."""
+    """Read the ticket's pull request (`core.follow.on_pull_read` judges the answer)."""
 
     issue_id: str
     identifier: str
@@ -123,7 +123,7 @@ class ReadPullRequest:
 
 @dataclass(frozen=True, slots=True)
 class MergePullRequest:
-    """Merge the ticket's pull request at `head_sha` (`core.pulls.on_merge_answered`)."""
+    """Merge the ticket's pull request at `head_sha` (`core.follow.on_merge_answered`)."""
 
     issue_id: str
     identifier: str

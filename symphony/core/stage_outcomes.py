@@ -46,7 +46,7 @@ class TransitionPlan:
 
 @dataclass(frozen=True, slots=True)
 class PublishIntent:
-    """What publishing a ticket's branch asks the code host for (`core.pulls`)."""
+    """What publishing a ticket's branch asks the code host for (`core.publishing`)."""
 
     title_template: str
     """Rendered for the ticket by the daemon when it publishes (Liquid loads asyncio, which the

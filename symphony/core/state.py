@@ -222,7 +222,7 @@ class PendingTransition:
 @dataclass(slots=True)
 class PullRecord:
     """A pull request the daemon published for a ticket, followed until it is merged or closed
-    (`core.pulls`)."""
+    (`core.follow`)."""
 
     issue: Issue
     """The ticket as the daemon last moved it: its state is where following finds it."""
@@ -254,7 +254,7 @@ class PullRecord:
     """A check fix ran since the checks were last green (the check-fix success rate)."""
     handled: frozenset[str] = frozenset()
     """What the daemon acted on already, once each: a failure on a head commit, a conflict,
-    a review, a refused merge (`core.pulls` names the keys)."""
+    a review, a refused merge (`core.follow` names the keys)."""
     published_at: datetime | None = None
     approved_by: str | None = None
     """A person approved it on the review surface, at `approved_head`: the merge policy counts
