@@ -66,7 +66,7 @@ def render_metrics(snapshot: dict[str, Any]) -> str:
     health = snapshot.get("health", {})
     _queue_metrics(out, snapshot)
     _pull_request_metrics(out, snapshot.get("pull_requests", []))
-    _run_metrics(out, health, snapshot["codex_totals"])
+    _run_metrics(out, health, snapshot["agent_totals"])
     _tracker_metrics(out, health.get("tracker_requests", {}))
     review = snapshot.get("review") or {}
     if review.get("limit") is not None:

@@ -243,7 +243,7 @@ def build_snapshot(
             _retry_row(entry, now, wall)
             for entry in sorted(state.retry_attempts.values(), key=lambda e: e.due_at)
         ],
-        "codex_totals": {
+        "agent_totals": {
             "input_tokens": totals.input_tokens,
             "output_tokens": totals.output_tokens,
             "total_tokens": totals.total_tokens,

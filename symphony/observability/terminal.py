@@ -72,7 +72,7 @@ def render_status(snapshot: Mapping[str, Any], masker: SecretMasker) -> Renderab
             )
         parts.append(queue)
 
-    totals = snapshot.get("codex_totals", {})
+    totals = snapshot.get("agent_totals", {})
     counts = snapshot.get("counts", {})
     parts.append(
         Text(

@@ -126,7 +126,7 @@ async def test_two_tickets_run_in_parallel_through_real_codex_and_reach_human_re
         assert moved["state"] == "Human Review" and moved["changed"] is True
     assert len(model.requests) == 6
     assert all(MOVE_TOOL in request.tool_names for request in model.requests)
-    totals = snapshot["codex_totals"]
+    totals = snapshot["agent_totals"]
     assert totals["total_tokens"] > 0
     assert totals["total_tokens"] == model.reported_total_tokens
 

@@ -63,8 +63,8 @@ async def test_tickets_dispatch_in_parallel_and_reach_human_review_through_the_t
     assert board.state_of("ABC-3") == "Done"
     assert (board.workspaces / "ABC-1").is_dir() and (board.workspaces / "ABC-2").is_dir()
     snapshot = run.orchestrator.snapshot()
-    assert snapshot["codex_totals"]["total_tokens"] > 0
-    assert snapshot["codex_totals"]["seconds_running"] > 0
+    assert snapshot["agent_totals"]["total_tokens"] > 0
+    assert snapshot["agent_totals"]["seconds_running"] > 0
 
 
 async def test_ticket_totals_outlive_the_daemon_and_long_quiet_tickets_are_forgotten(

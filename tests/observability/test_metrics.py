@@ -10,7 +10,7 @@ from symphony.observability.metrics import TrackerRequests, render_metrics
 def _snapshot(**health: Any) -> dict[str, Any]:
     return {
         "counts": {"running": 0, "retrying": 0},
-        "codex_totals": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+        "agent_totals": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
         "health": {"dispatched": 0, "failures": {}, "last_tick_ms": 1.5, **health},
     }
 

@@ -57,7 +57,7 @@ async def test_state_returns_the_orchestrator_snapshot(hanging: Running) -> None
     body = response.json()
     assert body["counts"] == {"running": 1, "retrying": 0}
     assert [row["issue_identifier"] for row in body["running"]] == ["ABC-1"]
-    assert set(body) >= {"generated_at", "retrying", "codex_totals", "rate_limits", "health"}
+    assert set(body) >= {"generated_at", "retrying", "agent_totals", "rate_limits", "health"}
 
 
 async def test_issue_detail_shows_the_running_row(hanging: Running) -> None:

@@ -53,7 +53,7 @@ def test_snapshot_has_running_rows_retry_rows_token_totals_and_rate_limits() -> 
     assert retry["issue_identifier"] == "A-2" and retry["attempt"] == 1
     assert retry["error"] == "turn 1: boom" and retry["due_in_seconds"] == 5.0
     assert retry["due_at"] == (WALL + timedelta(seconds=20)).isoformat()
-    totals = snapshot["codex_totals"]
+    totals = snapshot["agent_totals"]
     assert totals["total_tokens"] == 100
     assert totals["seconds_running"] == 25.0  # A-2 ran 10 s and ended; A-1 has run 15 s
     assert snapshot["rate_limits"] == {"primary": None}
