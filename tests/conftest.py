@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 import uvloop
 
 from tests.cli_runner import Cli, InProcessCli
@@ -38,6 +39,19 @@ def hermetic_home(
     for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "GIT_CONFIG_GLOBAL"):
         monkeypatch.delenv(name, raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def plain_log_tracebacks() -> None:
+    """Where a test leaves logging as structlog sets it up by default, an exception is logged
+    with a plain traceback: the default draws it with rich, locals included, which takes a
+    second or more per logged exception. Tests read the records, not the drawing."""
+    if structlog.is_configured():
+        return
+    *processors, renderer = structlog.get_config()["processors"]
+    if isinstance(renderer, structlog.dev.ConsoleRenderer):
+        plain = structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
+        structlog.configure(processors=[*processors, plain])
 
 
 @pytest.fixture
