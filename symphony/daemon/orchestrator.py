@@ -152,8 +152,7 @@ class Orchestrator:
         self._queue.put_nowait(ev.StopRequested())
 
     def reload(self) -> None:
-        """Read WORKFLOW.md again in the loop (its watch, or SIGHUP); safe from signal
-        handlers."""
+        """Read WORKFLOW.md again in the loop (its watch, SIGHUP); safe from signal handlers."""
         self._queue.put_nowait(ev.WorkflowChanged())
 
     def poll_by(self, at: float) -> None:
@@ -165,8 +164,9 @@ class Orchestrator:
         self._queue.put_nowait(event)
 
     def request_refresh(self, ids: Sequence[str] | None = None) -> None:
-        """Poll now, or read only the tickets `ids` names (`DaemonView.request_refresh`)."""
-        self.view.request_refresh(ids)
+        """Poll now rather than at the next interval; with `ids`, look at those tickets only
+        (what a webhook names), which costs one read of them instead of a whole poll."""
+        self._queue.put_nowait(ev.RefreshRequested(tuple(ids) if ids is not None else None))
 
     def snapshot(self) -> dict[str, Any]:
         """The read side's snapshot (`DaemonView.snapshot`), built afresh."""

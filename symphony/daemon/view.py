@@ -21,7 +21,7 @@ from typing import Any
 from symphony.base.hosts import LOCAL
 from symphony.codehost.contract import CodeHostError, code_host_adapter
 from symphony.core import review_actions
-from symphony.daemon.events import FollowRequested, RefreshRequested
+from symphony.daemon.events import FollowRequested
 from symphony.daemon.owner import Owner
 from symphony.daemon.places import Workspaces
 from symphony.daemon.review import review_detail, review_queue
@@ -171,9 +171,8 @@ class DaemonView:
     # Asking
 
     def request_refresh(self, ids: Sequence[str] | None = None) -> None:
-        """Poll now rather than at the next interval; with `ids`, look at those tickets only
-        (what a webhook names), which costs one read of them instead of a whole poll."""
-        self._daemon.put(RefreshRequested(tuple(ids) if ids is not None else None))
+        """Poll now, or read only the tickets `ids` names (`Orchestrator.request_refresh`)."""
+        self._daemon.request_refresh(ids)
 
     def webhook(self, kind: str) -> WebhookReceiver | None:
         """The receiver of the workflow's tracker for deliveries addressed to `kind`; None
