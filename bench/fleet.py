@@ -79,7 +79,7 @@ async def idle_share(root: Path, count: int) -> float:
             await asyncio.sleep(0.05)
         for status in runner.statuses:
             assert status.orchestrator is not None
-            status.orchestrator.pause("bench")
+            status.orchestrator.view.pause("bench")
         # Every workflow has polled its whole board at least once.
         while any(s.orchestrator is not None and s.orchestrator.health.last_tick_at is None
                   for s in runner.statuses):  # fmt: skip

@@ -97,7 +97,7 @@ async def run(tickets: int, sessions: int) -> dict[str, str]:
             store=Store.open(root / "state.db")[0],
         )
         task = asyncio.create_task(orchestrator.run())
-        app = create_app(orchestrator)
+        app = create_app(orchestrator.view)
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
         try:
             running = orchestrator.state.running

@@ -101,7 +101,7 @@ class TickSampler:
         self.ticks_ms: list[float] = []
         self._health = orchestrator.health
         self._seen = self._health.last_tick_at
-        orchestrator.add_listener(self._on_change)
+        orchestrator.view.add_listener(self._on_change)
 
     def _on_change(self) -> None:
         if self._health.last_tick_at != self._seen and self._health.last_tick_ms is not None:
@@ -131,7 +131,7 @@ async def run() -> list[tuple[str, Window]]:
             settings, environ={}, session_factory=StreamingSession, watch=False
         )
         task = asyncio.create_task(orchestrator.run())
-        http = await serve(create_app(orchestrator), "127.0.0.1", 0)
+        http = await serve(create_app(orchestrator.view), "127.0.0.1", 0)
         sampler = TickSampler(orchestrator)
         windows: list[tuple[str, Window]] = []
         try:

@@ -80,7 +80,7 @@ async def measure() -> list[float]:
             load_settings(workflow, env), environ=env, watch=False, session_factory=session
         )
         task = asyncio.create_task(orchestrator.run())
-        app = create_app(orchestrator)
+        app = create_app(orchestrator.view)
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
         reactions = []
         try:

@@ -315,7 +315,7 @@ async def test_review_actions_are_label_moves_comments_and_issues_on_github(
     github.add(1, labels=["status:todo"])
     github.add(2, labels=["status:todo"])
     daemon = start(tmp_path, github)
-    app = create_app(daemon.orchestrator, auth_token=secret)
+    app = create_app(daemon.orchestrator.view, auth_token=secret)
     person = {"Authorization": f"Bearer {secret}", "X-Symphony-Actor": "ada"}
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://symphony"
