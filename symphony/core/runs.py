@@ -551,8 +551,12 @@ def on_retries_refreshed(
     settings: Settings,
     now: float,
     wall: datetime,
+    *,
+    limited_for_s: float | None = None,
 ) -> list[Effect]:
-    """Re-dispatch, requeue or release each due retry given fresh snapshots (None: fetch failed)."""
+    """Re-dispatch, requeue or release each due retry given fresh snapshots (None: fetch
+    failed). A read the tracker's rate limit refused (`limited_for_s`: until its reset) is no
+    failure of the run: each retry waits for the reset without counting an attempt."""
     effects: list[Effect] = []
     tracker = settings.tracker
     by_id = {issue.id: issue for issue in refreshed} if refreshed is not None else {}
@@ -561,6 +565,10 @@ def on_retries_refreshed(
         if state.retry_attempts.get(retry.issue_id) is not retry:
             continue  # replaced or dispatched meanwhile
         del state.retry_attempts[retry.issue_id]
+        if refreshed is None and limited_for_s is not None:
+            effects.append(_requeue(state, retry, "waiting for the tracker's rate limit", settings,
+                                    now, after_s=limited_for_s))  # fmt: skip
+            continue
         if refreshed is None:
             effects.append(_requeue(state, retry, "retry refresh failed", settings, now))
             continue
@@ -621,10 +629,20 @@ def _judge_again(state: SchedulerState, issue_id: str) -> None:
 
 
 def _requeue(
-    state: SchedulerState, retry: RetryEntry, error: str, settings: Settings, now: float
+    state: SchedulerState,
+    retry: RetryEntry,
+    error: str,
+    settings: Settings,
+    now: float,
+    *,
+    after_s: float | None = None,
 ) -> RetryScheduled:
-    attempt = retry.attempt + 1
-    delay = retry_delay_s(attempt, RetryKind.FAILURE, settings.agent)
+    """`retry` again later: after a failure's backoff counting one more attempt, or, with
+    `after_s`, then and as the same attempt."""
+    attempt = retry.attempt + (1 if after_s is None else 0)
+    delay = (
+        retry_delay_s(attempt, RetryKind.FAILURE, settings.agent) if after_s is None else after_s
+    )
     entry = RetryEntry(
         issue_id=retry.issue_id,
         identifier=retry.identifier,

@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from symphony import core
+from symphony.base.errors import ErrorCategory
 from symphony.base.issue import Issue
 from symphony.daemon.owner import Owner
 from symphony.tracker.contract import TrackerError, resolve_states
@@ -165,6 +166,7 @@ class Polling:
             return  # dispatch is paused until WORKFLOW.md is valid again; retries wait
         due = core.due_retries(o.state, o.clock.monotonic())
         refreshed: list[Any] | None
+        limited_for_s = None
         try:
             refreshed = await o.reads.read(
                 "retries", o.tracker.fetch_issues_by_ids([r.issue_id for r in due])
@@ -172,10 +174,18 @@ class Polling:
         except TrackerError as exc:
             log.warning("retry refresh failed", reason=str(exc))
             refreshed = None
+            if exc.category == ErrorCategory.TRACKER_RATE_LIMITED:
+                limited_for_s = max(exc.retry_after_s or 1.0, 0.1)
         if o.seat is not None:
             self._seat_for(len(due))
         o.perform(
             core.on_retries_refreshed(
-                o.state, due, refreshed, o.settings, o.clock.monotonic(), o.clock.wall()
+                o.state,
+                due,
+                refreshed,
+                o.settings,
+                o.clock.monotonic(),
+                o.clock.wall(),
+                limited_for_s=limited_for_s,
             )
         )

@@ -522,6 +522,23 @@ def test_slot_exhaustion_requeues_retry_with_explicit_error() -> None:
     assert requeued.entry.attempt == 2 and requeued.delay_s == 20.0
 
 
+def test_a_retry_whose_read_failed_backs_off_but_a_rate_limited_one_waits_for_the_reset() -> None:
+    state = core.SchedulerState()
+    entry = _queue_retry(state, make_issue("A-1"))
+    (failed,) = core.on_retries_refreshed(state, [entry], None, make_settings(), 10.0, WALL)
+    assert isinstance(failed, core.RetryScheduled)
+    assert (failed.entry.attempt, failed.delay_s) == (2, 20.0)
+    assert failed.entry.error == "retry refresh failed"
+    limited = state.retry_attempts["id-A-1"]
+    (waits,) = core.on_retries_refreshed(
+        state, [limited], None, make_settings(), 30.0, WALL, limited_for_s=1.5
+    )
+    assert isinstance(waits, core.RetryScheduled)
+    # The same attempt, due at the tracker's reset: a rate limit is no failure of the run.
+    assert (waits.entry.attempt, waits.delay_s, waits.entry.due_at) == (2, 1.5, 31.5)
+    assert waits.entry.error == "waiting for the tracker's rate limit"
+
+
 def test_due_retry_of_terminal_issue_releases_claim_and_removes_workspace() -> None:
     state = core.SchedulerState()
     entry = _queue_retry(state, make_issue("A-1"))
