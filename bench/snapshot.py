@@ -56,6 +56,7 @@ class StreamingSession:
     """An agent that never finishes its turn and reports a steady stream of events."""
 
     counter = 0
+    resumed = False
 
     def __init__(self, launch: AgentLaunch) -> None:
         self._emit = launch.on_event
