@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from symphony import DISTRIBUTION
 from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.base.events import AgentEvent
+from symphony.base.limits import ProviderLimit
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.config.agents import SessionSettings
 from symphony.hosts import Host
@@ -63,7 +64,13 @@ def plain(value: Any) -> Any:
 
 
 class AgentError(SymphonyError):
-    """A session or turn ended without success; `category` is one of the constants above."""
+    """A session or turn ended without success; `category` is one of the constants above.
+    `limit` says the provider refused the turn (a usage or rate limit, an overload, an outage)
+    rather than the work failing: the daemon then pauses the agent kind, not the ticket."""
+
+    def __init__(self, category: str, message: str, *, limit: ProviderLimit | None = None) -> None:
+        super().__init__(category, message)
+        self.limit = limit
 
 
 ToolHandler = Callable[[str, Any], Awaitable[ToolResult]]

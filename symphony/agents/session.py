@@ -32,7 +32,7 @@ K = TypeVar("K", bound=Hashable)
 def again(error: AgentError) -> AgentError:
     """A fresh copy: one stored failure may be raised in several places, and each raise keeps
     its own traceback."""
-    return AgentError(error.category, error.message)
+    return AgentError(error.category, error.message, limit=error.limit)
 
 
 class Replies(Generic[K, T]):
