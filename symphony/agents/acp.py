@@ -51,6 +51,7 @@ from symphony.agents import (
     truncate,
 )
 from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, error_reply
+from symphony.agents.limits import kind_of_api_error, reset_in_text
 from symphony.agents.session import (
     RunningUsage,
     SessionBase,
@@ -62,6 +63,7 @@ from symphony.agents.session import (
 )
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
 from symphony.base.events import RESUMED, EventKind
+from symphony.base.limits import LimitKind, ProviderLimit
 from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
 
 _log = structlog.get_logger(__name__)
@@ -368,7 +370,8 @@ class AcpSession(SessionBase):
             self._retire_before_next = True
             self._turn_failed(exc, said=exc.category in (TURN_FAILED, TURN_CANCELLED))
             if exc.category == RESPONSE_ERROR:
-                raise AgentError(TURN_FAILED, exc.message) from None
+                limit = exc.limit or _limit_of(exc.message)
+                raise AgentError(TURN_FAILED, exc.message, limit=limit) from None
             raise
         finally:
             self._turn = None
@@ -458,3 +461,13 @@ class AcpSession(SessionBase):
     def _emit(self, kind: EventKind, **fields: Any) -> None:
         event = turn_event(kind, self.pid, self._session_id, self._turn_number, **fields)
         deliver(self._launch.on_event, event, self._logger)
+
+
+def _limit_of(message: str) -> ProviderLimit | None:
+    """The provider's limit a failed `session/prompt` names. ACP has no field for it: the
+    adapters pass the model server's words on (`Internal error: API Error: 429 {...}`)."""
+    kind = kind_of_api_error(message)
+    if kind is None:
+        return None
+    resets_at = reset_in_text(message) if kind in (LimitKind.USAGE, LimitKind.RATE) else None
+    return ProviderLimit(kind, resets_at, truncate(message))

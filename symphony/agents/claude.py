@@ -26,16 +26,21 @@ Posture, like codex's (`symphony.agents.codex`):
 - Usage comes per turn in `result.usage`; the session reports its running total as the thread
   totals the core expects, with cache reads and writes apart for pricing. `total_cost_usd`
   (Claude's own estimate, cumulative for the process) is kept as `reported_cost_usd`.
+- An error result the model server caused (`api_error_status` 429, 529, 5xx, a refused
+  connection; the turn's last `api_retry` line backs a result that names no status) fails the
+  turn with a `ProviderLimit` (`_limit_of`); a 400 or 401 stays an ordinary failure.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shlex
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -53,6 +58,13 @@ from symphony.agents import (
     truncate,
 )
 from symphony.agents import TOOL_SERVER_NAME as SERVER_NAME
+from symphony.agents.limits import (
+    api_error_status,
+    kind_of_status,
+    names_overload,
+    names_usage_limit,
+    reset_in_text,
+)
 from symphony.agents.session import (
     Replies,
     RunningUsage,
@@ -65,6 +77,7 @@ from symphony.agents.session import (
 )
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
 from symphony.base.events import RESUMED, EventKind
+from symphony.base.limits import LimitKind, ProviderLimit
 from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
 
 _log = structlog.get_logger(__name__)
@@ -154,11 +167,22 @@ def parse_settings(raw: Mapping[str, Any]) -> ClaudeSettings:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    """Claude's last `api_retry` line of a turn: why it retried the model, and how long it
+    said it would wait."""
+
+    error: str | None
+    status: int | None
+    delay_ms: int | None
+
+
 @dataclass(slots=True)
 class _Turn:
     outcome: asyncio.Future[TurnResult | AgentError]
     last_message: str | None = None
     interrupted: bool = False
+    retry: _Retry | None = None
 
 
 class ClaudeSession(SessionBase):
@@ -445,6 +469,12 @@ class ClaudeSession(SessionBase):
                         )
                     )
         elif subtype == "api_retry":
+            if self._turn is not None:
+                self._turn.retry = _Retry(
+                    _text(message.get("error")),
+                    _number(message.get("error_status")),
+                    _number(message.get("retry_delay_ms")),
+                )
             self._emit(
                 EventKind.NOTIFICATION,
                 message=truncate(
@@ -509,7 +539,8 @@ class ClaudeSession(SessionBase):
                 detail = text or "; ".join(map(str, message.get("errors") or [])) or "error"
                 status = message.get("api_error_status")
                 reason = f"{detail} (HTTP {status})" if status else detail
-                outcome = AgentError(TURN_FAILED, truncate(reason, 1000))
+                limit = _limit_of(message, detail, turn.retry if turn else None, datetime.now(UTC))
+                outcome = AgentError(TURN_FAILED, truncate(reason, 1000), limit=limit)
                 self._emit(EventKind.TURN_FAILED, message=truncate(outcome.message))
             self._end_turn(outcome)
             return
@@ -560,6 +591,66 @@ class ClaudeSession(SessionBase):
     def _emit(self, kind: EventKind, **fields: Any) -> None:
         event = turn_event(kind, self.pid, self._session_id, self._turn_number, **fields)
         deliver(self._launch.on_event, event, self._logger)
+
+
+_RETRY_KINDS = {
+    "rate_limit": LimitKind.RATE,
+    "overloaded": LimitKind.OVERLOADED,
+    "server_error": LimitKind.OUTAGE,
+}
+"""`api_retry` errors that are the model server's (`authentication_failed`, `unknown` are not)."""
+
+_UNREACHABLE = re.compile(r"connection (?:refused|error|reset)|ECONNREFUSED|ECONNRESET", re.I)
+
+
+def _limit_of(
+    result: Mapping[str, Any], text: str, retry: _Retry | None, now: datetime
+) -> ProviderLimit | None:
+    """The provider's limit an error `result` names, or None when the turn failed otherwise.
+
+    The result's own `api_error_status` decides when it has one (the `API Error: NNN` of its
+    text when not); without any, the turn's last `api_retry` says what Claude was retrying, and
+    a refused connection is an outage. A usage limit is a 429 (or a status-less error) whose
+    words say the quota is spent (`Claude AI usage limit reached|<epoch>`)."""
+    status = _number(result.get("api_error_status")) or api_error_status(text)
+    # A retry earlier in the turn says nothing of a failure that was not the model server's.
+    api_failure = result.get("terminal_reason") == "api_error" or "API Error" in text
+    if retry is None or not api_failure:
+        retry = None
+    if status is not None:
+        kind = kind_of_status(status)
+    elif retry is not None and retry.error in _RETRY_KINDS:
+        kind = _RETRY_KINDS[retry.error]
+    elif retry is not None and retry.status is not None:
+        kind = kind_of_status(retry.status)
+    elif api_failure and _UNREACHABLE.search(text):
+        kind = LimitKind.OUTAGE
+    elif names_usage_limit(text):
+        kind = LimitKind.USAGE
+    else:
+        kind = None
+    if kind is LimitKind.RATE and names_usage_limit(text):
+        kind = LimitKind.USAGE
+    elif kind is LimitKind.OUTAGE and names_overload(text):
+        kind = LimitKind.OVERLOADED
+    if kind is None:
+        return None
+    resets_at = None
+    if kind in (LimitKind.USAGE, LimitKind.RATE):
+        resets_at = reset_in_text(text, now)
+        waited = retry.delay_ms if retry is not None and retry.error == "rate_limit" else None
+        if resets_at is None and kind is LimitKind.RATE and waited:
+            # Claude waits what the server's retry-after asked: the best word on when it lifts.
+            resets_at = now + timedelta(milliseconds=waited)
+    return ProviderLimit(kind, resets_at, truncate(text or str(kind)))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _number(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _tool_summary(block: Mapping[str, Any]) -> str:

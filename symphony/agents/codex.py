@@ -19,6 +19,10 @@ waiting on a person:
 - Dynamic tool calls run through the launch's tool handler when the tool was advertised; any
   other tool gets a failure result (`unsupported_tool_call: <name>`) and the turn continues.
 - Any other server request gets a JSON-RPC error, so codex can move on.
+
+A turn the provider refused (codex's `codexErrorInfo`: a usage or rate limit, no capacity, a
+failing or unreachable model server) fails with a `ProviderLimit` on its error (`_limit_of`);
+its reset comes from the newest `account/rateLimits/updated` snapshot the session saw.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -48,6 +53,7 @@ from symphony.agents import (
     truncate,
 )
 from symphony.agents.jsonrpc import METHOD_NOT_FOUND, JsonRpcPeer, Message, error_reply
+from symphony.agents.limits import from_epoch, kind_of_status
 from symphony.agents.session import (
     SessionBase,
     again,
@@ -57,6 +63,7 @@ from symphony.agents.session import (
 )
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
 from symphony.base.events import RESUMED, AgentEvent, EventKind, TokenUsage
+from symphony.base.limits import LimitKind, ProviderLimit
 from symphony.base.tools import ToolResult
 from symphony.config.agents import SessionSettings
 from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
@@ -159,6 +166,7 @@ class _TurnWaiter:
     last_message: str | None = None
     input_required: AgentError | None = None  # set when codex asked for user input
     reported: bool = False
+    error_info: Any = None  # `codexErrorInfo` of the turn's final `error` notification
 
 
 class AppServerSession(SessionBase):
@@ -200,6 +208,7 @@ class AppServerSession(SessionBase):
         self._active_turn_id: str | None = None  # a turn codex has not reported finished
         self._turn: _TurnWaiter | None = None
         self._last_delta_event = float("-inf")
+        self._rate_limits: dict[str, Any] = {}  # the account's windows, merged as they come
 
     @property
     def lines_read(self) -> int:
@@ -487,8 +496,18 @@ class AppServerSession(SessionBase):
         elif method == "account/rateLimits/updated":
             limits = params.get("rateLimits")
             if isinstance(limits, dict):
+                # Updates are sparse: a null leaves what an earlier one said standing.
+                self._rate_limits.update((k, v) for k, v in limits.items() if v is not None)
                 self._emit(EventKind.RATE_LIMITS, rate_limits=limits)
                 return
+        elif method == "error":
+            waiter = self._turn
+            if (
+                waiter is not None
+                and not params.get("willRetry")
+                and params.get("turnId") in (None, waiter.turn_id)
+            ):
+                waiter.error_info = dig(params, "error", "codexErrorInfo")
         elif method == "turn/completed":
             self._on_turn_completed(params)
             return
@@ -534,7 +553,14 @@ class AppServerSession(SessionBase):
         elif status == "failed":
             error = turn.get("error")
             reason = error.get("message") if isinstance(error, dict) else None
-            outcome = AgentError(TURN_FAILED, reason or "the turn failed")
+            info = error.get("codexErrorInfo") if isinstance(error, dict) else None
+            limit = _limit_of(
+                waiter.error_info if info is None else info,
+                reason or "",
+                self._rate_limits,
+                datetime.now(UTC),
+            )
+            outcome = AgentError(TURN_FAILED, reason or "the turn failed", limit=limit)
             self._emit(EventKind.TURN_FAILED, message=_truncate(outcome.message))
         elif status == "interrupted" and waiter.input_required is not None:
             outcome = waiter.input_required
@@ -589,6 +615,73 @@ class AppServerSession(SessionBase):
                 {"threadId": self._thread_id, "turnId": turn_id},
                 timeout_s=timeout_s,
             )
+
+
+_NAMED_LIMITS = MappingProxyType(
+    {
+        "usageLimitExceeded": LimitKind.USAGE,
+        "rateLimitExceeded": LimitKind.RATE,
+        # No capacity for the request, at large or for its tier or policy: an overload.
+        "serverOverloaded": LimitKind.OVERLOADED,
+        "flexUnavailable": LimitKind.OVERLOADED,
+        "policyCapacityUnavailable": LimitKind.OVERLOADED,
+        "internalServerError": LimitKind.OUTAGE,
+    }
+)
+"""`codexErrorInfo` names that are the provider's refusal. The rest (a full context window, a
+bad request, a refused key, a policy, `other`) are the work's or the setup's failures."""
+
+_HTTP_FAILURES = (
+    "httpConnectionFailed",
+    "responseStreamConnectionFailed",
+    "responseStreamDisconnected",
+    "responseTooManyFailedAttempts",
+)
+"""`codexErrorInfo` objects carrying the model server's status (measured with codex 0.171: a
+429 comes as `responseTooManyFailedAttempts`, a 503 or 529 as `httpConnectionFailed`)."""
+
+
+def _limit_of(
+    info: Any, message: str, rate_limits: Mapping[str, Any], now: datetime
+) -> ProviderLimit | None:
+    """The provider's limit a failed turn's `codexErrorInfo` names, or None for a failure of
+    the work. A failure over HTTP is read by its status: none at all (the server could not be
+    reached, the stream broke) is an outage, a 4xx other than 429 is the request's fault."""
+    kind: LimitKind | None = None
+    if isinstance(info, str):
+        kind = _NAMED_LIMITS.get(info)
+    elif isinstance(info, dict) and len(info) == 1:
+        ((name, detail),) = info.items()
+        if name in _HTTP_FAILURES:
+            status = detail.get("httpStatusCode") if isinstance(detail, dict) else None
+            if status is None or isinstance(status, int):
+                kind = LimitKind.OUTAGE if status is None else kind_of_status(status)
+    if kind is None:
+        return None
+    resets_at = None
+    if kind in (LimitKind.USAGE, LimitKind.RATE):
+        resets_at = _window_reset(rate_limits, now)
+    return ProviderLimit(kind, resets_at, _truncate(message))
+
+
+def _window_reset(rate_limits: Mapping[str, Any], now: datetime) -> datetime | None:
+    """When the account's windows let it work again: the reset of the window that is used up
+    (the later one if both are), else the latest reset any window names; a reset already past
+    says nothing."""
+    full: list[datetime] = []
+    named: list[datetime] = []
+    for window in (rate_limits.get("primary"), rate_limits.get("secondary")):
+        if not isinstance(window, dict):
+            continue
+        when = from_epoch(window.get("resetsAt"))
+        if when is None or when <= now:
+            continue
+        named.append(when)
+        used = window.get("usedPercent")
+        if isinstance(used, int | float) and not isinstance(used, bool) and used >= 100:
+            full.append(when)
+    candidates = full or named
+    return max(candidates) if candidates else None
 
 
 def _tool_reply(success: bool, text: str) -> Message:

@@ -16,6 +16,7 @@ import pytest
 from symphony.agents import AgentError, AgentLaunch
 from symphony.agents.acp import AcpSession, parse_settings
 from symphony.base.events import AgentEvent
+from symphony.base.limits import LimitKind
 from tests.harness import is_alive
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_acp_agent.py"
@@ -121,6 +122,56 @@ async def test_an_error_reply_fails_the_turn(harness: Harness) -> None:
     finally:
         await session.stop()
     assert failed.value.category == "turn_failed" and "boom" in failed.value.message
+    assert failed.value.limit is None  # the agent's failure, not the provider's
+
+
+@pytest.mark.parametrize(
+    ("reason", "kind"),
+    [
+        (
+            'API Error: 429 {"type":"error","error":{"type":"rate_limit_error",'
+            '"message":"Number of requests has exceeded your rate limit"}}',
+            LimitKind.RATE,
+        ),
+        (
+            'API Error: 529 {"type":"error","error":{"type":"overloaded_error",'
+            '"message":"Overloaded"}}',
+            LimitKind.OVERLOADED,
+        ),
+        # As measured with claude-agent-acp and a model answering HTTP 500.
+        (
+            'API Error: 500 {"type":"error","error":{"type":"api_error","message":"fake 500"}}',
+            LimitKind.OUTAGE,
+        ),
+    ],
+)
+async def test_a_prompt_the_model_server_refused_carries_the_providers_limit(
+    harness: Harness, reason: str, kind: LimitKind
+) -> None:
+    session = harness.session(FAKE_ACP_PROMPT="error", FAKE_ACP_ERROR=reason)
+    await session.start()
+    try:
+        with pytest.raises(AgentError) as failed:
+            await session.run_turn("go", title="t")
+    finally:
+        await session.stop()
+    assert failed.value.category == "turn_failed"
+    assert failed.value.limit is not None and failed.value.limit.kind is kind
+    assert "API Error" in failed.value.limit.detail
+
+
+async def test_a_prompt_refused_for_a_bad_request_is_an_ordinary_failure(
+    harness: Harness,
+) -> None:
+    reason = 'API Error: 400 {"type":"error","error":{"type":"invalid_request_error"}}'
+    session = harness.session(FAKE_ACP_PROMPT="error", FAKE_ACP_ERROR=reason)
+    await session.start()
+    try:
+        with pytest.raises(AgentError) as failed:
+            await session.run_turn("go", title="t")
+    finally:
+        await session.stop()
+    assert failed.value.category == "turn_failed" and failed.value.limit is None
 
 
 # What the Claude Code adapter advertises: an alias as the current model, its words saying

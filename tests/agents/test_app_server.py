@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from symphony.agents import (
 )
 from symphony.agents.codex import AppServerSession, CodexSettings
 from symphony.base.events import AgentEvent, TokenUsage
+from symphony.base.limits import LimitKind
 from symphony.base.tools import ToolResult, ToolSpec
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_app_server.py"
@@ -334,9 +336,54 @@ async def test_failed_turn_raises_turn_failed_with_the_error_message(harness: Ha
         await session.run_turn("go", title="t")
 
     assert caught.value.category == TURN_FAILED
-    assert "high demand" in caught.value.message
-    assert any("error We're currently" in (e.message or "") for e in harness.events)
+    assert "context window" in caught.value.message
+    assert caught.value.limit is None  # the work's failure, not the provider's
+    assert any("error Codex ran out" in (e.message or "") for e in harness.events)
     assert harness.kinds()[-1] == "turn_failed"
+
+
+async def test_a_used_up_usage_window_fails_the_turn_with_a_usage_limit_until_its_reset(
+    harness: Harness,
+) -> None:
+    session = harness.session("usage_limit")
+    await session.start()
+    with pytest.raises(AgentError) as caught:
+        await session.run_turn("go", title="t")
+
+    limit = caught.value.limit
+    assert caught.value.category == TURN_FAILED and limit is not None
+    assert limit.kind is LimitKind.USAGE
+    assert "usage limit" in limit.detail
+    # The reset of the used-up window (primary), not the later one of the window with room;
+    # the sparse update that followed (primary null) did not erase it.
+    first = harness.of_kind("rate_limits")[0].rate_limits
+    assert first is not None
+    assert limit.resets_at == datetime.fromtimestamp(first["primary"]["resetsAt"], UTC)
+    assert 0 < (limit.resets_at - datetime.now(UTC)).total_seconds() <= 6
+    # The dashboard still sees every snapshot, as before.
+    assert len(harness.of_kind("rate_limits")) == 2
+    assert harness.kinds()[-1] == "turn_failed"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "kind"),
+    [
+        ("rate_limited", LimitKind.RATE),
+        ("overloaded", LimitKind.OVERLOADED),
+        ("outage", LimitKind.OUTAGE),
+    ],
+)
+async def test_a_turn_the_provider_refused_carries_its_limit(
+    harness: Harness, scenario: str, kind: LimitKind
+) -> None:
+    session = harness.session(scenario)
+    await session.start()
+    with pytest.raises(AgentError) as caught:
+        await session.run_turn("go", title="t")
+
+    assert caught.value.category == TURN_FAILED
+    assert caught.value.limit is not None and caught.value.limit.kind is kind
+    assert caught.value.limit.resets_at is None  # no window named a reset
 
 
 async def test_interrupted_turn_raises_turn_cancelled(harness: Harness) -> None:

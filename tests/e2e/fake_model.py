@@ -17,7 +17,8 @@ Steps:
   `login: false`, else `shell_command`, else `shell`);
 - `CallTool(name, arguments)`: a call of a named function tool (e.g. a dynamic tool);
 - `Say(text)`: a final assistant message;
-- `Fail(status)`: an HTTP error instead of a stream;
+- `Fail(status)`: an HTTP error instead of a stream (`body` and `headers` replace the default
+  error body and add response headers, e.g. a usage-limit error and its rate-limit headers);
 - `Stall()`: `response.created`, then only SSE keep-alive comments until the client goes away
   or the server stops;
 - `Together(name, parties, then)`: hold the reply until `parties` requests reached this step
@@ -76,6 +77,8 @@ class Fail:
 
     status: int = 500
     message: str = "the fake model failed on purpose"
+    body: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,9 +357,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": {"message": f"fake model script failed: {exc}"}})
             return
         if isinstance(reply, Fail):
-            self._send_json(
-                reply.status, {"error": {"message": reply.message, "type": "server_error"}}
-            )
+            body = reply.body or {"error": {"message": reply.message, "type": "server_error"}}
+            self._send_json(reply.status, body, reply.headers)
         elif isinstance(reply, Stall):
             self._stall(reply)
         else:
@@ -378,11 +380,15 @@ class _Handler(BaseHTTPRequestHandler):
             data = gzip.decompress(data)
         return data
 
-    def _send_json(self, status: int, payload: Mapping[str, Any]) -> None:
+    def _send_json(
+        self, status: int, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 

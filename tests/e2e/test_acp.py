@@ -17,6 +17,7 @@ from symphony.agents import AgentError, AgentLaunch
 from symphony.agents.acp import AcpSession, parse_settings
 from symphony.agents.tool_server import ToolServer
 from symphony.base.events import AgentEvent
+from symphony.base.limits import LimitKind
 from symphony.base.tools import ToolResult, ToolSpec
 from tests.e2e.conftest import (
     E2E_DIR,
@@ -129,6 +130,8 @@ async def test_the_turn_after_a_failed_one_runs_on_a_fresh_process_of_the_same_s
             with pytest.raises(AgentError) as failed:
                 await session.run_turn("Try. <<fail 500 9>>", title="t")
             assert failed.value.category == "turn_failed"
+            assert failed.value.limit is not None
+            assert failed.value.limit.kind is LimitKind.OUTAGE
             second = await session.run_turn("Again. <<text second answer>>", title="t")
             assert second.message == "second answer"
             assert session.pid != first_pid  # retired, not prompted again

@@ -21,6 +21,7 @@ from symphony.agents import AgentError, AgentLaunch
 from symphony.agents.claude import ClaudeSession, parse_settings
 from symphony.agents.tool_server import ToolServer
 from symphony.base.events import AgentEvent
+from symphony.base.limits import LimitKind
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.config.pricing import DEFAULT_PRICES
 from tests.e2e.conftest import (
@@ -269,6 +270,8 @@ async def test_a_model_error_past_the_retries_fails_the_turn(
     finally:
         await client.close()
     assert failed.value.category == "turn_failed" and "500" in failed.value.message
+    # The model server's failure, not the work's: the provider's outage.
+    assert failed.value.limit is not None and failed.value.limit.kind is LimitKind.OUTAGE
 
 
 async def test_a_stalled_stream_is_stopped_by_the_daemon_and_the_ticket_retried(

@@ -265,11 +265,12 @@ async def test_approval_request_under_untrusted_is_accepted_and_the_command_runs
     assert result.message == "wrote approved.txt"
 
 
-async def test_model_http_500_fails_the_attempt_and_schedules_a_retry(
+async def test_model_refusing_the_request_fails_the_attempt_and_schedules_a_retry(
     board: Board, codex_env: dict[str, str]
 ) -> None:
     board.ticket("ABC-1")
-    with FakeModel([Fail(500)]) as model:
+    # A 400 is the request's fault; a 5xx is the provider's limit (tests/e2e/test_codex_limits).
+    with FakeModel([Fail(400)]) as model:
         board.write_workflow(codex=codex_settings(model))
         run = start(board, codex_env, watch=False)
         try:

@@ -6,8 +6,8 @@ Run as `python3 fake_acp_agent.py`. The environment picks the behaviour:
 - `FAKE_ACP_PROMPT`: what a `session/prompt` does, a comma-separated list of steps run in order:
   `permission` (ask `session/request_permission` and say which option came back), `read_file`
   (ask `fs/read_text_file` and say whether it was refused), `say:<text>`, `hang` (never answer
-  until `session/cancel`, then answer `cancelled`), `error` (answer a JSON-RPC error);
-  default `say:done`;
+  until `session/cancel`, then answer `cancelled`), `error` (answer a JSON-RPC error,
+  `Internal error: ` and `FAKE_ACP_ERROR`, default `boom`); default `say:done`;
 - `FAKE_ACP_MODELS`: the `models` a session opens with (JSON, as the Claude Code adapter sends
   them); with it `session/set_model` is answered, without it refused as unknown;
 - `FAKE_ACP_IGNORE_TERM=1`: ignore SIGTERM (and stdin closing, as real adapters do).
@@ -96,7 +96,8 @@ def prompt(request_id: Any, params: dict[str, Any]) -> None:
             send({"id": request_id, "result": {"stopReason": "cancelled"}})
             return
         elif kind == "error":
-            send({"id": request_id, "error": {"code": -32603, "message": "Internal error: boom"}})
+            reason = f"Internal error: {os.environ.get('FAKE_ACP_ERROR', 'boom')}"
+            send({"id": request_id, "error": {"code": -32603, "message": reason}})
             return
     update(
         session,

@@ -9,10 +9,13 @@ Run it as `python3 fake_app_server.py`. The environment picks the behaviour:
 
 - `FAKE_AGENT_SCENARIO`: the scenario of each turn, comma-separated; the last one repeats
   (`tool,complete` runs `tool` on turn 1 and `complete` afterwards). Default `complete`.
-  Scenarios: complete, tool, approval, legacy_approval, fail, interrupted, input, hang, busy
-  (a started turn with token usage that never ends), crash, malformed, unknown_request,
-  write_file, slow, stream, spend (usage reports at a steady pace, see `scenario_spend`),
-  probe (a hostile agent, see `scenario_probe`).
+  Scenarios: complete, tool, approval, legacy_approval, fail (an ordinary failed turn),
+  interrupted, input, hang, busy (a started turn with token usage that never ends), crash,
+  malformed, unknown_request, write_file, slow, stream, spend (usage reports at a steady pace,
+  see `scenario_spend`), probe (a hostile agent, see `scenario_probe`), and turns the provider
+  refused, as codex 0.171 reports them: usage_limit (the account's window used up, resetting
+  `FAKE_AGENT_RESET_S` seconds ahead, default 5), rate_limited (HTTP 429), overloaded, outage
+  (HTTP 500).
 - `FAKE_AGENT_RECORD`: a file; the fake appends one JSON line describing itself (pid, cwd,
   argv, env names, `FAKE_AGENT_RECORD_ENV` values) and then every message it receives.
 - `FAKE_AGENT_RECORD_ENV`: comma-separated names whose values go into that first line.
@@ -301,10 +304,12 @@ class Turn:
             },
         )
 
-    def finish(self, status: str = "completed", error_message: str | None = None) -> None:
+    def finish(
+        self, status: str = "completed", error_message: str | None = None, info: Any = None
+    ) -> None:
         error = None
         if error_message is not None:
-            error = {"message": error_message, "codexErrorInfo": None, "additionalDetails": None}
+            error = {"message": error_message, "codexErrorInfo": info, "additionalDetails": None}
         self.io.notify("thread/status/changed", {"threadId": THREAD_ID, "status": {"type": "idle"}})
         turn = self.turn_object(status, error)
         turn["durationMs"] = 5
@@ -433,16 +438,70 @@ class Turn:
         else:
             self.finish("failed", f"legacy approvals: {exec_decision!r}, {patch_decision!r}")
 
+    def failed(self, message: str, info: Any) -> None:
+        """A turn codex gave up on: the `error` notification, then the failed turn."""
+        error = {"message": message, "codexErrorInfo": info, "additionalDetails": None}
+        self.io.notify("error", {**self.ids(), "error": error, "willRetry": False})
+        self.finish("failed", message, info)
+
     def scenario_fail(self) -> None:
         self.started()
-        message = "We're currently experiencing high demand, which may cause temporary errors."
-        error = {
-            "message": message,
-            "codexErrorInfo": "internalServerError",
-            "additionalDetails": None,
-        }
-        self.io.notify("error", {**self.ids(), "error": error, "willRetry": False})
-        self.finish("failed", message)
+        self.failed(
+            "Codex ran out of room in the model's context window. Start a new thread or clear "
+            "earlier history before retrying.",
+            "contextWindowExceeded",
+        )
+
+    def scenario_usage_limit(self) -> None:
+        self.started()
+        now = int(time.time())
+        reset = now + int(os.environ.get("FAKE_AGENT_RESET_S", "5"))
+        self.io.notify(
+            "account/rateLimits/updated",
+            {
+                "rateLimits": {
+                    "limitId": "codex",
+                    "primary": {"usedPercent": 100, "windowDurationMins": 300, "resetsAt": reset},
+                    "secondary": {
+                        "usedPercent": 40,
+                        "windowDurationMins": 10080,
+                        "resetsAt": now + 3 * 86400,
+                    },
+                    "credits": None,
+                    "planType": "plus",
+                    "rateLimitReachedType": "rate_limit_reached",
+                }
+            },
+        )
+        # Updates are sparse: this one leaves the used-up primary window standing.
+        self.io.notify(
+            "account/rateLimits/updated",
+            {"rateLimits": {"limitId": "codex", "primary": None, "secondary": None}},
+        )
+        self.failed(
+            "You've hit your usage limit. Upgrade to Pro or try again at 5:02 AM.",
+            "usageLimitExceeded",
+        )
+
+    def scenario_rate_limited(self) -> None:
+        self.started()
+        self.failed(
+            "exceeded retry limit, last status: 429 Too Many Requests",
+            {"responseTooManyFailedAttempts": {"httpStatusCode": 429}},
+        )
+
+    def scenario_overloaded(self) -> None:
+        self.started()
+        self.failed(
+            "Selected model is at capacity. Please try a different model.", "serverOverloaded"
+        )
+
+    def scenario_outage(self) -> None:
+        self.started()
+        self.failed(
+            "We're currently experiencing high demand, which may cause temporary errors.",
+            "internalServerError",
+        )
 
     def scenario_interrupted(self) -> None:
         self.started()
