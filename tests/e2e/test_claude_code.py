@@ -253,8 +253,21 @@ async def test_a_model_error_is_retried_by_claude_within_its_bound(
     assert any("api_retry" in (e.message or "") for e in client.events)
 
 
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (500, LimitKind.OUTAGE),
+        (529, LimitKind.OVERLOADED),
+        (429, LimitKind.RATE),
+        (400, None),  # the request's fault, not the provider's
+    ],
+)
 async def test_a_model_error_past_the_retries_fails_the_turn(
-    tmp_path: Path, claude_home: Path, anthropic: FakeAnthropic
+    tmp_path: Path,
+    claude_home: Path,
+    anthropic: FakeAnthropic,
+    status: int,
+    kind: LimitKind | None,
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -266,12 +279,12 @@ async def test_a_model_error_past_the_retries_fails_the_turn(
     try:
         session = await client.open()
         with pytest.raises(AgentError) as failed:
-            await session.run_turn("Try. <<fail 500 9>>", title="t")
+            await session.run_turn(f"Try. <<fail {status} 9>>", title="t")
     finally:
         await client.close()
-    assert failed.value.category == "turn_failed" and "500" in failed.value.message
-    # The model server's failure, not the work's: the provider's outage.
-    assert failed.value.limit is not None and failed.value.limit.kind is LimitKind.OUTAGE
+    assert failed.value.category == "turn_failed" and str(status) in failed.value.message
+    # A model server's refusal is the provider's limit; a bad request is the work's failure.
+    assert (failed.value.limit.kind if failed.value.limit else None) is kind
 
 
 async def test_a_stalled_stream_is_stopped_by_the_daemon_and_the_ticket_retried(
