@@ -11,7 +11,7 @@ are `publishing` and `follow`. This package's namespace is the scheduler's
 API: `from symphony import core`, then `core.select_dispatches(...)`.
 """
 
-from symphony.core import fleet, follow, operator, reruns, review_actions
+from symphony.core import fleet, follow, limits, operator, reruns, review_actions
 from symphony.core.accounting import (
     on_agent_event,
     ticket_totals_of,
@@ -41,6 +41,8 @@ from symphony.core.dispatch import (
     start_run,
 )
 from symphony.core.effects import (
+    AgentLimited,
+    AgentResumed,
     Effect,
     HostMarkedDown,
     MergePullRequest,
@@ -122,6 +124,8 @@ __all__ = [
     "FAILURE_BASE_DELAY_S",
     "RECENT_EVENTS",
     "TRANSITION_BASE_DELAY_S",
+    "AgentLimited",
+    "AgentResumed",
     "Effect",
     "Failure",
     "FailureReason",
@@ -183,6 +187,7 @@ __all__ = [
     "has_required_fields",
     "has_slot",
     "is_routable",
+    "limits",
     "moves_from",
     "next_turn",
     "next_wakeup",

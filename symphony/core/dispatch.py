@@ -16,11 +16,13 @@ from symphony.config.stages import Stage
 from symphony.core.costs import day_key, usd
 from symphony.core.effects import Effect, PostComment, StartWorker
 from symphony.core.footprint import Footprint, overlap
+from symphony.core.limits import starting, waits_for_limit
 from symphony.core.operator import release_changed_holds
 from symphony.core.outcomes import REWORK, OutcomeRecord
 from symphony.core.reruns import escalate, refusal, settled, started
 from symphony.core.state import (
     RetryEntry,
+    RetryKind,
     RunKind,
     RunningEntry,
     SchedulerState,
@@ -120,6 +122,8 @@ class Wait(enum.Enum):
     HELD = "held"
     RUNAWAY = "runaway"
     """A cap or the runaway guard refuses its next run (`core.reruns`)."""
+    LIMITED = "limited"
+    """Its agent kind is paused by its provider's limit until the reset (`core.limits`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +242,13 @@ def _plan(
     """
     tracker, agent = settings.tracker, settings.agent
     free = capacity(state, agent) - len(state.running)
+    if now is not None:
+        # A ticket a provider's limit sent back keeps its place in line: its retry, due at the
+        # reset, is served before new candidates take its slot.
+        free -= sum(
+            1 for r in state.retry_attempts.values()
+            if r.kind is RetryKind.LIMITED and r.due_at <= now
+        )  # fmt: skip
     # Per-state counts kept incrementally: one pass over `running` per tick, not per candidate.
     per_state: dict[str, int] = {}
     for entry in state.running.values():
@@ -270,6 +281,12 @@ def _plan(
             yield issue, Wait.RUNAWAY
         elif state.paused is not None:
             yield issue, Wait.PAUSED
+        elif (
+            wall is not None
+            and state.agent_pauses
+            and waits_for_limit(state, agent_kind_of(issue, settings), issue.id, wall)
+        ):
+            yield issue, Wait.LIMITED
         elif free <= 0:
             yield issue, Wait.NO_SLOT
         elif spent_today:
@@ -505,6 +522,9 @@ def describe_wait(
         kind = dispatch_kind(state, issue, settings)
         refused = refusal(state, issue.id, kind, settings, wall) if wall is not None else None
         return f"not started: {refused or 'a cap or the runaway guard'}"
+    if wait is Wait.LIMITED:
+        pause = state.agent_pauses.get(agent_kind_of(issue, settings))
+        return f"waits: {pause.describe()}" if pause is not None else "waits for its agent's limit"
     if wait is Wait.PAUSED:
         assert state.paused is not None
         return (
@@ -560,6 +580,7 @@ def start_run(
     resume = retry.resume_thread_id if retry is not None else None
     last_message = retry.last_message if retry is not None else None
     agent = agent_kind_for(issue, stage, settings)
+    starting(state, agent, issue.id, wall)
     entry = state.running[issue.id] = RunningEntry(
         issue=issue,
         attempt=attempt,
@@ -631,6 +652,12 @@ def _stage_of(issue: Issue, settings: Settings) -> str | None:
 
 AGENT_LABEL = "agent:"
 """With `agent.label_override`, a ticket labelled `agent:<kind>` runs on that agent."""
+
+
+def agent_kind_of(issue: Issue, settings: Settings) -> str:
+    """The agent that would run this ticket in its current state (`agent_kind_for`)."""
+    stage = settings.machine.stage_for(issue.state) if settings.machine is not None else None
+    return agent_kind_for(issue, stage, settings)
 
 
 def agent_kind_for(issue: Issue, stage: Stage | None, settings: Settings) -> str:

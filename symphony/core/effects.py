@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from symphony.base.hosts import LOCAL
 from symphony.base.issue import Issue
-from symphony.core.state import RetryEntry, StopReason
+from symphony.core.state import AgentPause, RetryEntry, StopReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +134,27 @@ class MergePullRequest:
     """The policy's reasons, for the activity and the ticket's comment."""
 
 
+@dataclass(frozen=True, slots=True)
+class AgentLimited:
+    """An agent kind was paused (or its pause renewed) by its provider's limit."""
+
+    pause: AgentPause
+    identifier: str
+    """The ticket whose run met it."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentResumed:
+    """An agent kind's pause lifted: tickets start on it again."""
+
+    agent_kind: str
+    paused_s: float
+
+
 Effect = (
     StartWorker
+    | AgentLimited
+    | AgentResumed
     | HostMarkedDown
     | PostComment
     | StopWorker

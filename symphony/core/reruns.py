@@ -83,6 +83,8 @@ def forget(state: SchedulerState, seen: Iterable[str], wall: datetime, settings:
 
 
 def kind_of_retry(retry: RetryEntry) -> RunKind:
+    if retry.kind is RetryKind.LIMITED:
+        return RunKind.AFTER_LIMIT
     if retry.resume_thread_id is not None:
         return RunKind.RESUMED
     return {
@@ -154,6 +156,8 @@ def label_of(kind: RunKind, count: int, cap: int | None, detail: str = "") -> st
         return "first run"
     if kind is RunKind.RESUMED:
         return "resumed after a restart"
+    if kind is RunKind.AFTER_LIMIT:
+        return "resumed after its agent's limit"
     words = f"{kind.value} {count}/{cap}" if cap is not None else f"{kind.value} {count}"
     if kind is RunKind.RETRY:
         words += " after error"

@@ -24,6 +24,7 @@ from symphony.core.accounting import ticket_totals_of
 from symphony.core.dispatch import (
     HostSlots,
     Wait,
+    agent_kind_of,
     daily_budget_spent,
     describe_wait,
     has_slot,
@@ -39,6 +40,7 @@ from symphony.core.effects import (
     StopWorker,
 )
 from symphony.core.footprint import Footprint
+from symphony.core.limits import after_run, on_limited, waits_for_limit
 from symphony.core.outcomes import CLOSED, GATE, OutcomeRecord
 from symphony.core.reruns import ended, escalate, kind_of_retry, refusal
 from symphony.core.state import (
@@ -183,6 +185,8 @@ def failure_reason(entry: RunningEntry, result: WorkerExit) -> FailureReason | N
         return FailureReason.AGENT_STALLED
     if result.ok or entry.stop_reason is not None:
         return None
+    if result.failure is not None and result.failure.limit is not None:
+        return None  # the provider's limit, not a failure of the run (`core.limits`)
     return result.failure.reason if result.failure is not None else FailureReason.INTERNAL
 
 
@@ -438,7 +442,25 @@ def _after_exit(
             for gate in round_.results
         )  # fmt: skip
     reason = entry.stop_reason
+    limit = result.failure.limit if not result.ok and result.failure is not None else None
+    at = entry.started_at_wall + timedelta(seconds=ran)
+    lifted = after_run(state, entry, limited=limit is not None, wall=at)
+    if reason is None and limit is not None:
+        # The provider refused the run: its agent kind waits, the ticket keeps its place.
+        return [*on_limited(state, entry, limit, now, at)]
     ended(state, issue_id, entry.last_message, ok=reason is None and result.ok)
+    return [*lifted, *_after_ended(state, issue_id, entry, result, settings, now)]
+
+
+def _after_ended(
+    state: SchedulerState,
+    issue_id: str,
+    entry: RunningEntry,
+    result: WorkerExit,
+    settings: Settings,
+    now: float,
+) -> list[Effect]:
+    reason = entry.stop_reason
     if reason is StopReason.SHUTDOWN:
         state.claimed.discard(issue_id)
         return []
@@ -594,6 +616,10 @@ def on_retries_refreshed(
             _judge_again(state, retry.issue_id)
         elif retry.issue_id in state.running:
             effects.append(_requeue(state, retry, "previous run still stopping", settings, now))
+        elif pause := waits_for_limit(state, agent_kind_of(issue, settings), issue.id, wall):
+            delay = max((pause.until - wall).total_seconds(), 1.0)
+            why = f"waits for its agent: {pause.describe()}"
+            effects.append(_requeue(state, retry, why, settings, now, after_s=delay))
         elif not has_slot(state, settings.agent, issue.state):
             effects.append(_requeue(state, retry, "no available orchestrator slots", settings, now))
         elif daily_budget_spent(state, settings, wall):

@@ -17,6 +17,7 @@ from typing import Any
 
 from symphony.base.hosts import LOCAL
 from symphony.base.issue import Issue
+from symphony.base.limits import LimitKind, ProviderLimit
 from symphony.base.pulls import PullState, ReviewDecision
 from symphony.config.pricing import Price
 from symphony.config.stages import Report
@@ -61,6 +62,9 @@ class RetryKind(enum.Enum):
     FAILURE = "failure"
     STALL = "stall"
     """The run was stopped for a stall: restarted with the failure backoff."""
+    LIMITED = "limited"
+    """The provider refused the run (`core.limits`): it continues its thread after the reset,
+    as the same attempt."""
 
 
 class RunKind(enum.StrEnum):
@@ -77,6 +81,57 @@ class RunKind(enum.StrEnum):
     REWORK = "rework"
     RESUMED = "resumed"
     """A run a restart interrupted, continued: the run it continues was counted."""
+    AFTER_LIMIT = "after a limit"
+    """A run its provider's limit refused, continued after the reset (`core.limits`): the run
+    it continues gave its start back, so this one is the run that counts."""
+
+
+@dataclass(slots=True)
+class AgentPause:
+    """An agent kind paused by its provider until `until` (wall clock: it outlives restarts)."""
+
+    agent_kind: str
+    limit: LimitKind
+    detail: str
+    since: datetime
+    until: datetime
+    named: bool
+    """The provider named the reset; otherwise `until` is a guess and a probe goes first."""
+    strikes: int = 1
+    """Limits met in a row without a run ending well in between (the guess's backoff)."""
+    probe: str | None = None
+    """The ticket whose run probes the provider after an unnamed reset, while it runs."""
+
+    def describe(self) -> str:
+        what = f"{self.limit}: {self.detail}" if self.detail else str(self.limit)
+        until = self.until.strftime("%H:%M:%S UTC")
+        return f"{self.agent_kind} limited until {until} ({what})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent_kind,
+            "limit": str(self.limit),
+            "detail": self.detail,
+            "since": self.since.isoformat(),
+            "until": self.until.isoformat(),
+            "reset_named": self.named,
+            "strikes": self.strikes,
+            "probe": self.probe,
+        }
+
+
+def pause_from_json(data: Mapping[str, Any]) -> AgentPause:
+    """The pause `AgentPause.to_json` wrote (the store keeps it across restarts)."""
+    return AgentPause(
+        agent_kind=str(data["agent"]),
+        limit=LimitKind(data["limit"]),
+        detail=str(data.get("detail") or ""),
+        since=datetime.fromisoformat(data["since"]),
+        until=datetime.fromisoformat(data["until"]),
+        named=bool(data["reset_named"]),
+        strikes=int(data.get("strikes") or 1),
+        probe=data.get("probe"),
+    )
 
 
 @dataclass(slots=True)
@@ -404,6 +459,8 @@ class SchedulerState:
     """Every ticket's runs by kind, for the caps and the runaway guard (`core.reruns`)."""
     changed_ledgers: set[str] = field(default_factory=set)
     """Tickets whose ledger changed since the store last saved them."""
+    agent_pauses: dict[str, AgentPause] = field(default_factory=dict)
+    """Agent kinds their provider paused, until the reset (`core.limits`)."""
     queued_moves: dict[str, tuple[Issue, TransitionPlan]] = field(default_factory=dict)
     """A person's move (cancel) that waits for the daemon's step under way on the ticket (its
     run stopping, its move being written): taken as soon as that step ends."""
@@ -474,12 +531,14 @@ class FailureReason(enum.Enum):
 class Failure:
     """Why a worker ended abnormally: the step that failed (`turn 2`, `prompt`, `workspace`,
     `agent startup`), the error's category when it had one (`turn_failed`,
-    `response_timeout`), what a person reads, and the kind of failure it counts as."""
+    `response_timeout`), what a person reads, and the kind of failure it counts as. `limit`:
+    the provider refused the run (`core.limits`), which is no failure of the ticket's."""
 
     step: str
     message: str
     category: str | None = None
     reason: FailureReason = FailureReason.INTERNAL
+    limit: ProviderLimit | None = None
 
     def __str__(self) -> str:
         if self.category is None:

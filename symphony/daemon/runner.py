@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from symphony.agents import AgentLaunch, AgentSession, EventSink, Grant
+from symphony.agents import AgentError, AgentLaunch, AgentSession, EventSink, Grant
 from symphony.agents.registry import backend, open_session
 from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent, EventKind
@@ -764,7 +764,8 @@ def _failure(step: str, reason: FailureReason, exc: SymphonyError) -> Failure:
     # A lost SSH host fails whatever step it happens in; it is counted as what it is.
     if exc.category == HOST_UNREACHABLE:
         reason = FailureReason.HOST_UNREACHABLE
-    return Failure(step, exc.message, exc.category, reason)
+    limit = exc.limit if isinstance(exc, AgentError) else None
+    return Failure(step, exc.message, exc.category, reason, limit=limit)
 
 
 _QUIET_EVENTS = frozenset({EventKind.NOTIFICATION, EventKind.TOKEN_USAGE, EventKind.RATE_LIMITS})

@@ -56,7 +56,10 @@ async def work(
         log.info("completed")
     except AttemptFailed as exc:
         result = core.WorkerExit(False, exc.failure)
-        log.warning("failed", reason=str(exc))
+        if exc.failure.limit is not None:
+            log.info("limited by its provider", reason=exc.failure.limit.describe())
+        else:
+            log.warning("failed", reason=str(exc))
     except asyncio.CancelledError:
         # Stopped by the orchestrator: the stop reason is already recorded in its state.
         log.info("stopped")

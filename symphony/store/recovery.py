@@ -73,6 +73,7 @@ def restore(state: SchedulerState, saved: Saved, mono_now: float, wall_now: date
     state.reviews.update(saved.reviews)
     state.ledgers.update(saved.ledgers)
     state.held.update(saved.held)
+    state.agent_pauses.update(saved.agent_pauses)
     state.transition_seq = max(state.transition_seq, saved.transition_seq)
     _restore_queued_moves(state, saved, mono_now)
     state.completed.update(saved.completed)

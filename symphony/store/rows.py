@@ -22,6 +22,7 @@ from symphony.core.footprint import Footprint
 from symphony.core.outcomes import OutcomeRecord
 from symphony.core.stage_outcomes import TransitionPlan
 from symphony.core.state import (
+    AgentPause,
     PullRecord,
     RetryEntry,
     ReviewRequest,
@@ -29,6 +30,7 @@ from symphony.core.state import (
     SchedulerState,
     TicketTotals,
     Totals,
+    pause_from_json,
 )
 from symphony.store.codec import (
     issue_from_json,
@@ -44,6 +46,7 @@ from symphony.store.codec import (
     time_or,
 )
 from symphony.store.schema import (
+    AGENT_PAUSES,
     COMPLETED,
     DAILY_COSTS,
     FOOTPRINTS,
@@ -77,7 +80,7 @@ but never loses a key)."""
 MIRRORED: tuple[Table, ...] = (
     RUNS, RETRIES, STAGE_PROGRESS, HANDED_OFF, TRANSITIONS, KEPT_WORKSPACES, WORKSPACE_HOSTS,
     PULL_REQUESTS, REVIEWS, RUN_LEDGERS, HELD, QUEUED_MOVES, FOOTPRINTS, DAILY_COSTS,
-    MODEL_COSTS, COMPLETED, META,
+    MODEL_COSTS, COMPLETED, META, AGENT_PAUSES,
 )  # fmt: skip
 
 
@@ -151,6 +154,7 @@ class Saved:
     ledgers: dict[str, RunLedger] = field(default_factory=dict)
     held: dict[str, tuple[str, datetime | None]] = field(default_factory=dict)
     queued_moves: dict[str, tuple[Issue, TransitionPlan]] = field(default_factory=dict)
+    agent_pauses: dict[str, AgentPause] = field(default_factory=dict)
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -285,6 +289,10 @@ class Encoder:
             QUEUED_MOVES: {
                 k: QUEUED_MOVES.row(issue_id=k, issue=issue_to_json(issue), plan=plan_to_json(plan))
                 for k, (issue, plan) in state.queued_moves.items()
+            },
+            AGENT_PAUSES: {
+                k: AGENT_PAUSES.row(agent_kind=k, pause=json.dumps(p.to_json()))
+                for k, p in state.agent_pauses.items()
             },
             FOOTPRINTS: {
                 k: FOOTPRINTS.row(
@@ -425,6 +433,9 @@ def _read_records(db: sqlite3.Connection) -> dict[str, Any]:
             lambda v: (issue_from_json(v["issue"]), plan_from_json(v["plan"])), *_BAD_JSON,
         ),
         "footprints": _keyed(db, FOOTPRINTS, footprint, ValueError, TypeError),
+        "agent_pauses": _keyed(
+            db, AGENT_PAUSES, lambda v: pause_from_json(json.loads(v["pause"])), *_BAD_JSON
+        ),
     }  # fmt: skip
 
 

@@ -256,11 +256,15 @@ QUEUED_MOVES = Table(
     8,
     _columns("issue_id TEXT PRIMARY KEY, issue TEXT NOT NULL, plan TEXT NOT NULL"),
 )
+# Agent kinds their provider paused until a reset (JSON): a restart keeps the pause and its time.
+AGENT_PAUSES = Table(
+    "agent_pauses", 9, _columns("agent_kind TEXT PRIMARY KEY, pause TEXT NOT NULL")
+)
 
 TABLES: tuple[Table, ...] = (
     META, INSTANCES, RUNS, RETRIES, STAGE_PROGRESS, TRANSITIONS, KEPT_WORKSPACES, COMPLETED,
     TICKET_TOTALS, HANDED_OFF, OUTCOMES, DAILY_COSTS, MODEL_COSTS, FOOTPRINTS, WORKSPACE_HOSTS,
-    PULL_REQUESTS, REVIEWS, NOTIFICATIONS, RUN_LEDGERS, HELD, QUEUED_MOVES,
+    PULL_REQUESTS, REVIEWS, NOTIFICATIONS, RUN_LEDGERS, HELD, QUEUED_MOVES, AGENT_PAUSES,
 )  # fmt: skip
 
 

@@ -10,10 +10,12 @@ import pytest
 
 from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
+from symphony.base.limits import LimitKind
 from symphony.config.stages import StageOutcome
 from symphony.core.footprint import Footprint
 from symphony.core.outcomes import HANDOFF, OutcomeRecord
 from symphony.core.stage_outcomes import PlannedComment, TransitionPlan
+from symphony.core.state import AgentPause
 from symphony.store import STORE_NEWER, Store, StoreError
 from symphony.store.schema import MIGRATIONS, Migration
 from tests.factories import WALL, make_issue, make_settings
@@ -251,3 +253,19 @@ def test_a_persons_pending_move_comes_back_attributed_to_them(tmp_path: Path) ->
     store.close()
     (move,) = Store.open(tmp_path / "state.db")[0].load(NOW).transitions
     assert move.plan == plan and move.plan.by == "ada"
+
+
+def test_an_agent_paused_by_its_provider_stays_paused_across_a_restart(tmp_path: Path) -> None:
+    state = core.SchedulerState()
+    reset = WALL + timedelta(hours=2)
+    state.agent_pauses["codex"] = AgentPause(
+        "codex", LimitKind.USAGE, "resets at 14:00", WALL, reset, True, 1
+    )
+    store, _ = Store.open(tmp_path / "state.db")
+    store.save(state, 0.0, WALL)
+    store.close()  # as after a kill -9: what was saved is all there is
+    store, _ = Store.open(tmp_path / "state.db")
+    saved = store.load(WALL)
+    store.close()
+    pause = saved.agent_pauses["codex"]
+    assert pause.until == reset and pause.limit is LimitKind.USAGE and pause.named

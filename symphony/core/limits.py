@@ -1,0 +1,134 @@
+"""A provider's limit pauses the agent kind that met it, never the ticket.
+
+When a run ends because the provider refused it (`ProviderLimit`: a usage or rate limit, an
+overload, an outage), the run is not the ticket's failure: it consumes no retry attempt, no
+re-run cap and no start of the runaway guard, writes no failure comment, and the ticket waits
+in line in its own thread (a retry that continues it, as the same attempt). What pauses is the
+agent kind: no ticket starts on it until the reset the provider named, while runs on other
+agents go on. When the provider named no time, the pause lasts `PROBE_BASE_S`, doubling with
+each limit met in a row up to `PROBE_MAX_S`, and then lets a single run through first (the
+probe): the pause lifts when that run ends without a limit.
+
+Every decision is a function of the state, the clock and the settings; the loop calls
+`lift_due` on its scans, and the dispatch plan asks `waits_for_limit`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from symphony.base.limits import ProviderLimit
+from symphony.core.effects import AgentLimited, AgentResumed, Effect, RetryScheduled
+from symphony.core.state import AgentPause, RetryEntry, RetryKind, RunningEntry, SchedulerState
+
+PROBE_BASE_S = 60.0
+"""How long an agent kind waits after a limit with no named reset, the first time."""
+PROBE_MAX_S = 900.0
+"""The longest such wait, however many limits in a row."""
+
+
+def guess_s(strikes: int) -> float:
+    """How long to wait when the provider named no reset, after `strikes` limits in a row."""
+    doubled: float = PROBE_BASE_S * 2 ** min(max(strikes - 1, 0), 16)
+    return min(doubled, PROBE_MAX_S)
+
+
+def on_limited(
+    state: SchedulerState,
+    entry: RunningEntry,
+    limit: ProviderLimit,
+    now: float,
+    wall: datetime,
+) -> list[Effect]:
+    """The run `entry` ended on its provider's `limit`: pause its agent kind, give the run's
+    start back to the ticket's ledger, and queue the ticket to continue its thread after the
+    reset as the same attempt."""
+    kind = entry.agent_kind
+    known = state.agent_pauses.get(kind)
+    strikes = known.strikes + 1 if known is not None else 1
+    named = limit.resets_at is not None and limit.resets_at > wall
+    until = (
+        limit.resets_at if named and limit.resets_at else wall + timedelta(seconds=guess_s(strikes))
+    )
+    pause = AgentPause(
+        kind, limit.kind, limit.detail, known.since if known is not None else wall, until,
+        named, strikes,
+    )  # fmt: skip
+    state.agent_pauses[kind] = pause
+    _give_back_start(state, entry)
+    delay = max((until - wall).total_seconds(), 0.0)
+    retry = RetryEntry(
+        issue_id=entry.issue.id,
+        identifier=entry.identifier,
+        attempt=entry.attempt or 0,
+        due_at=now + delay,
+        kind=RetryKind.LIMITED,
+        error=f"waits for its agent: {pause.describe()}",
+        url=entry.issue.url,
+        resume_thread_id=entry.thread_id,
+        last_message=entry.last_message,
+        resume_tokens=(
+            entry.input_tokens, entry.output_tokens, entry.total_tokens,
+            entry.cached_input_tokens,
+        ),
+    )  # fmt: skip
+    state.retry_attempts[entry.issue.id] = retry
+    state.claimed.add(entry.issue.id)
+    return [AgentLimited(pause, entry.identifier), RetryScheduled(retry, delay)]
+
+
+def _give_back_start(state: SchedulerState, entry: RunningEntry) -> None:
+    """The run did no work the provider let it do: it counts against no cap."""
+    ledger = state.ledgers.get(entry.issue.id)
+    if ledger is None:
+        return
+    if ledger.starts:
+        ledger.starts = ledger.starts[:-1]
+    count = ledger.counts.get(entry.kind.value)
+    if count:
+        ledger.counts[entry.kind.value] = count - 1
+    state.changed_ledgers.add(entry.issue.id)
+
+
+def waits_for_limit(
+    state: SchedulerState, agent_kind: str, issue_id: str, wall: datetime
+) -> AgentPause | None:
+    """The pause a run of `issue_id` on `agent_kind` waits for now, if any. Past an unnamed
+    reset, one run goes through as the probe while the others wait for its answer."""
+    pause = state.agent_pauses.get(agent_kind)
+    if pause is None:
+        return None
+    if wall < pause.until:
+        return pause
+    if pause.named or pause.probe in (None, issue_id):
+        return None
+    return pause
+
+
+def starting(state: SchedulerState, agent_kind: str, issue_id: str, wall: datetime) -> None:
+    """A run of `issue_id` starts on `agent_kind`: past an unnamed reset, it is the probe."""
+    pause = state.agent_pauses.get(agent_kind)
+    if pause is not None and not pause.named and wall >= pause.until and pause.probe is None:
+        pause.probe = issue_id
+
+
+def after_run(
+    state: SchedulerState, entry: RunningEntry, limited: bool, wall: datetime
+) -> list[AgentResumed]:
+    """A run on a paused kind ended: without a limit, past the reset, the pause lifts (the
+    probe answered, or the provider let a run through)."""
+    pause = state.agent_pauses.get(entry.agent_kind)
+    if pause is None or limited or wall < pause.until:
+        return []
+    return [_lift(state, pause, wall)]
+
+
+def lift_due(state: SchedulerState, wall: datetime) -> list[AgentResumed]:
+    """Lift the pauses whose named reset has come (an unnamed one lifts on its probe's answer)."""
+    due = [p for p in state.agent_pauses.values() if p.named and wall >= p.until]
+    return [_lift(state, pause, wall) for pause in due]
+
+
+def _lift(state: SchedulerState, pause: AgentPause, wall: datetime) -> AgentResumed:
+    del state.agent_pauses[pause.agent_kind]
+    return AgentResumed(pause.agent_kind, max((wall - pause.since).total_seconds(), 0.0))

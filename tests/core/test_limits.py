@@ -1,0 +1,142 @@
+"""A provider's limit pauses the agent kind, never the ticket (`core.limits`): the run that
+met it gives its start back, its ticket continues its thread after the reset as the same
+attempt, nothing starts on that agent meanwhile, and a reset the provider did not name is
+probed by one run. Pure: an injected clock, no I/O."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from symphony import core
+from symphony.base.limits import LimitKind, ProviderLimit
+from symphony.core.dispatch import explain_dispatch
+from symphony.core.state import AgentPause, pause_from_json
+from tests.factories import WALL, make_issue, make_settings
+
+RESET = WALL + timedelta(minutes=30)
+
+
+def limited(limit: ProviderLimit) -> core.WorkerExit:
+    return core.WorkerExit(
+        False, core.Failure("turn 1", "usage limit", "turn_failed", core.FailureReason.AGENT_TURN,
+                            limit=limit)
+    )  # fmt: skip
+
+
+def running(state: core.SchedulerState, settings: core.Settings, *ids: str) -> None:
+    core.select_dispatches(state, [make_issue(i) for i in ids], settings, 0.0, WALL)
+    for identifier in ids:
+        state.running[f"id-{identifier}"].thread_id = f"thr-{identifier}"
+
+
+def test_a_limit_pauses_the_agent_and_the_ticket_waits_in_its_thread_as_the_same_attempt() -> None:
+    state, settings = core.SchedulerState(), make_settings()
+    running(state, settings, "A-1")
+    ledger = state.ledgers["id-A-1"]
+    assert len(ledger.starts) == 1
+    effects = core.on_worker_exit(
+        state, "id-A-1", limited(ProviderLimit(LimitKind.USAGE, RESET, "resets soon")), settings,
+        5.0,
+    )  # fmt: skip
+    said, retry = effects
+    assert isinstance(said, core.AgentLimited) and said.identifier == "A-1"
+    assert said.pause.until == RESET and said.pause.named
+    assert isinstance(retry, core.RetryScheduled)
+    entry = retry.entry
+    assert entry.kind is core.RetryKind.LIMITED and entry.attempt == 0
+    assert entry.resume_thread_id == "thr-A-1"
+    assert retry.delay_s == (RESET - WALL).total_seconds() - 5.0
+    assert ledger.starts == []  # the run did nothing the provider let it do: no start counted
+    assert "codex limited until" in entry.error and "usage limit: resets soon" in entry.error
+
+
+def test_nothing_starts_on_a_limited_agent_until_its_named_reset_then_it_resumes() -> None:
+    state, settings = core.SchedulerState(), make_settings()
+    running(state, settings, "A-1")
+    core.on_worker_exit(
+        state, "id-A-1", limited(ProviderLimit(LimitKind.RATE, RESET)), settings, 5.0
+    )
+    waiting = make_issue("B-1")
+    plan = explain_dispatch(state, [waiting], settings, WALL + timedelta(minutes=1))
+    (why,) = [w for i, w in plan if i.id == waiting.id]
+    assert why is not None and why.startswith("waits: codex limited until")
+    assert (
+        core.select_dispatches(state, [waiting], settings, 60.0, WALL + timedelta(minutes=1)) == []
+    )
+    # A due retry meets the same pause: it waits again, as the same attempt.
+    (retry,) = core.due_retries(state, 1e9)
+    (requeued,) = core.on_retries_refreshed(
+        state, [retry], [make_issue("A-1")], settings, 100.0, WALL + timedelta(minutes=1)
+    )
+    assert isinstance(requeued, core.RetryScheduled) and requeued.entry.attempt == 0
+    assert requeued.delay_s == (RESET - WALL - timedelta(minutes=1)).total_seconds()
+    assert core.limits.lift_due(state, RESET - timedelta(seconds=1)) == []
+    (resumed,) = core.limits.lift_due(state, RESET)
+    assert isinstance(resumed, core.AgentResumed) and resumed.agent_kind == "codex"
+    assert resumed.paused_s == (RESET - WALL - timedelta(seconds=5)).total_seconds()
+    started = core.select_dispatches(state, [waiting], settings, 2000.0, RESET)
+    assert [e.issue.identifier for e in started if isinstance(e, core.StartWorker)] == ["B-1"]
+
+
+def test_other_agents_are_not_paused() -> None:
+    state, settings = core.SchedulerState(), make_settings()
+    running(state, settings, "A-1")
+    core.on_worker_exit(
+        state, "id-A-1", limited(ProviderLimit(LimitKind.USAGE, RESET)), settings, 5.0
+    )
+    assert core.limits.waits_for_limit(state, "codex", "id-B-1", WALL) is not None
+    assert core.limits.waits_for_limit(state, "claude", "id-B-1", WALL) is None
+
+
+def test_an_unnamed_reset_is_guessed_with_backoff_and_probed_by_one_run() -> None:
+    state, settings = core.SchedulerState(), make_settings()
+    running(state, settings, "A-1")
+    core.on_worker_exit(
+        state, "id-A-1", limited(ProviderLimit(LimitKind.OVERLOADED)), settings, 5.0
+    )
+    pause = state.agent_pauses["codex"]
+    assert not pause.named
+    assert pause.until == WALL + timedelta(seconds=5 + core.limits.PROBE_BASE_S)  # from its end
+    after = pause.until + timedelta(seconds=1)
+    assert core.limits.lift_due(state, after) == []  # no named time: a probe answers instead
+    # Past the guess, one run goes through; the next waits for its answer.
+    started = core.select_dispatches(
+        state, [make_issue("B-1"), make_issue("C-1")], settings, 200.0, after
+    )
+    assert [e.issue.identifier for e in started if isinstance(e, core.StartWorker)] == ["B-1"]
+    assert pause.probe == "id-B-1"
+    # The probe meets the limit again: the guess doubles.
+    core.on_worker_exit(
+        state, "id-B-1", limited(ProviderLimit(LimitKind.OVERLOADED)), settings, 210.0
+    )
+    again = state.agent_pauses["codex"]
+    assert again.strikes == 2 and again.probe is None
+    assert again.until - again.since >= timedelta(seconds=2 * core.limits.PROBE_BASE_S)
+    # The next probe ends well: the pause lifts.
+    later = again.until + timedelta(seconds=1)
+    (probe,) = [
+        e
+        for e in core.select_dispatches(state, [make_issue("C-1")], settings, 500.0, later)
+        if isinstance(e, core.StartWorker)
+    ]
+    assert probe.issue.identifier == "C-1" and again.probe == "id-C-1"
+    lifted = core.on_worker_exit(state, "id-C-1", core.WorkerExit(True), settings, 510.0)
+    assert any(isinstance(e, core.AgentResumed) for e in lifted)
+    assert "codex" not in state.agent_pauses
+
+
+def test_a_stopped_run_is_no_limit_and_an_ordinary_failure_still_backs_off() -> None:
+    state, settings = core.SchedulerState(), make_settings()
+    running(state, settings, "A-1")
+    failed = core.on_worker_exit(
+        state, "id-A-1", core.WorkerExit(False, core.Failure("turn 1", "boom")), settings, 5.0
+    )
+    (retry,) = failed
+    assert isinstance(retry, core.RetryScheduled) and retry.entry.kind is core.RetryKind.FAILURE
+    assert not state.agent_pauses
+
+
+def test_a_pause_survives_the_store_as_json() -> None:
+    pause = AgentPause("codex", LimitKind.USAGE, "resets at 14:00", WALL, RESET, True, 2)
+    again = pause_from_json(pause.to_json())
+    assert again == pause
