@@ -141,8 +141,7 @@ class Orchestrator:
             self.outcomes, self.notifier,
         )  # fmt: skip
         self.polling = Polling(self)
-        self.view = DaemonView(self)
-        """What the HTTP server, the fleet page and the terminal read (`symphony.daemon.view`)."""
+        self.view = DaemonView(self)  # what the HTTP server, the fleet page and the terminal read
 
     # What the surfaces and the launch ask
 
@@ -258,6 +257,7 @@ class Orchestrator:
             self._spend_reported = False
             self._perform(check_budgets(self.state, self.settings))
         if scanned:
+            self._perform(core.limits.lift_due(self.state, self.clock.wall()))
             self._perform(core.detect_stalls(self.state, self.settings, now))
             self._perform(core.due_transitions(self.state, now))
             if self.settings.repository is not None:

@@ -71,6 +71,11 @@ def describe(effect: core.Effect) -> tuple[str, str | None, str, Level] | None:
             else f"{effect.issue.state}, stage {effect.stage}"
         )
         return "dispatched", effect.issue.identifier, f"{effect.label} ({where})", "info"
+    if isinstance(effect, core.AgentLimited):
+        return "limited", effect.identifier, effect.pause.describe(), "warning"
+    if isinstance(effect, core.AgentResumed):
+        message = f"{effect.agent_kind} resumed after {effect.paused_s:.0f} s limited"
+        return "resumed", None, message, "info"
     if isinstance(effect, core.PerformTransition):
         return None  # the outcome (moved, or retrying) is what is worth a line
     if isinstance(effect, core.TransitionDone):

@@ -38,4 +38,6 @@ def notes(snapshot: Mapping[str, Any]) -> list[str]:
             f"{where} was rejected{when}; the daemon runs on its last good settings until it "
             f"is fixed: {health['workflow_error']}"
         )
+    for limit in snapshot.get("limits") or []:
+        found.append(f"{limit['says']}: no run starts on it until then")
     return found

@@ -106,6 +106,9 @@ def daemon_snapshot(
     snapshot["mode"] = "stages" if settings.machine is not None else "spec"
     snapshot["hosts"] = host_rows(state, settings, now, host_roots)
     snapshot["paused"] = state.paused.to_json() if state.paused is not None else None
+    snapshot["limits"] = [
+        {**pause.to_json(), "says": pause.describe()} for pause in state.agent_pauses.values()
+    ]
     snapshot["notify"] = notify or []
     snapshot["notices"] = notices or []
     return snapshot

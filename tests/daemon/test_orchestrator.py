@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,15 @@ import pytest
 import yaml
 
 from symphony import core
+from symphony.agents import AgentLaunch
 from symphony.base.events import EventKind
 from symphony.base.issue import Issue
+from symphony.base.limits import LimitKind, ProviderLimit
 from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.tracker.contract import TRACKER_STATUS, TrackerError
 from tests.factories import make_issue
-from tests.fakes.agent import COMPLETE, FAIL, HANG, Call, ScriptedAgent
+from tests.fakes.agent import COMPLETE, FAIL, HANG, Call, Limited, ScriptedAgent, ScriptedSession
 from tests.fakes.clock import FakeClock
 from tests.fakes.tracker import MemoryTracker
 from tests.harness import Running
@@ -381,5 +384,51 @@ async def test_a_ticket_closed_while_no_daemon_ran_loses_its_workspace_at_start_
     try:
         await run.until(lambda: not workspace.exists())
         assert not run.orchestrator.state.running
+    finally:
+        await run.stop()
+
+
+async def test_a_usage_limit_pauses_the_agent_and_every_ticket_goes_on_after_the_reset(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = MemoryTracker(make_issue("A-1"), make_issue("B-1"), make_issue("C-1"))
+    reset = clock.wall() + timedelta(minutes=10)
+    limit = ProviderLimit(LimitKind.USAGE, reset, "resets in 10 minutes")
+
+    class LimitedOnce(ScriptedAgent):
+        """A-1's first run meets the limit; every other run works until stopped."""
+
+        def __call__(self, launch: AgentLaunch) -> ScriptedSession:
+            first = launch.workspace.name == "A-1" and not self.of("A-1")
+            session = ScriptedSession(launch, [Limited(limit)] if first else [HANG])
+            self.sessions.append(session)
+            return session
+
+    agent = LimitedOnce()
+    run = start(tmp_path, tracker, agent, clock, agent_settings={"max_concurrent_agents": 1})
+    daemon = run.orchestrator
+    try:
+        await run.until(lambda: "codex" in daemon.state.agent_pauses)
+        first_thread = agent.of("A-1")[0].pid
+        # Until the reset nothing starts on codex: not the ticket that met it, nor the others.
+        await wake_after(run, clock, 300)
+        assert not daemon.state.running
+        assert [s.launch.workspace.name for s in agent.sessions] == ["A-1"]
+        snapshot = daemon.snapshot()
+        assert snapshot["limits"][0]["agent"] == "codex"
+        assert snapshot["limits"][0]["until"] == reset.isoformat()
+        retry = daemon.state.retry_attempts["id-A-1"]
+        assert retry.kind is core.RetryKind.LIMITED and retry.attempt == 0
+        await wake_after(run, clock, 301)
+        await run.until(lambda: "id-A-1" in daemon.state.running)
+        assert "codex" not in daemon.state.agent_pauses
+        assert daemon.state.running["id-A-1"].label == "resumed after its agent's limit"
+        resumed = agent.of("A-1")[1]
+        assert resumed.launch.resume_thread_id == f"thread-{first_thread}"  # its own thread
+        # No failure was counted, said on the ticket or spent from its retries.
+        assert not daemon.health.failures
+        assert not tracker.comments
+        events = [row["event"] for row in daemon.activity.newest(50)]
+        assert events.count("limited") == 1 and events.count("resumed") == 1
     finally:
         await run.stop()

@@ -11,6 +11,7 @@ from typing import Any
 
 from symphony.agents import TURN_FAILED, AgentError, AgentLaunch, TurnResult
 from symphony.base.events import AgentEvent, EventKind, TokenUsage
+from symphony.base.limits import ProviderLimit
 from symphony.base.tools import ToolResult
 
 COMPLETE, FAIL, HANG = "complete", "fail", "hang"
@@ -24,7 +25,14 @@ class Call:
     arguments: Mapping[str, Any]
 
 
-Step = str | Call
+@dataclass(frozen=True)
+class Limited:
+    """A turn the provider refuses: the session raises the limit as a real one would."""
+
+    limit: ProviderLimit
+
+
+Step = str | Call | Limited
 _pids = itertools.count(40_000)
 
 
@@ -42,7 +50,8 @@ class ScriptedSession:
 
     async def start(self) -> None:
         self.pid = next(_pids)
-        self._emit(EventKind.SESSION_STARTED, session_id=f"thread-{self.pid}", pid=self.pid)
+        thread = f"thread-{self.pid}"
+        self._emit(EventKind.SESSION_STARTED, session_id=thread, thread_id=thread, pid=self.pid)
 
     async def run_turn(self, prompt: str, *, title: str) -> TurnResult:
         self.prompts.append(prompt)
@@ -56,6 +65,9 @@ class ScriptedSession:
             assert self.launch.handle_tool is not None, "the daemon offered no tools"
             self._emit(EventKind.TOOL_CALL, message=what.tool)
             self.answers.append(await self.launch.handle_tool(what.tool, dict(what.arguments)))
+        elif isinstance(what, Limited):
+            self._emit(EventKind.TURN_FAILED, message=what.limit.describe())
+            raise AgentError(TURN_FAILED, what.limit.describe(), limit=what.limit)
         elif what == FAIL:
             self._emit(EventKind.TURN_FAILED, message="the model gave up")
             raise AgentError(TURN_FAILED, "the model gave up")
