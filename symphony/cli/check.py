@@ -398,6 +398,11 @@ def _daemon_claims(settings: Settings) -> SchedulerState:
     state.footprints.update(saved.footprints)
     state.ledgers.update(saved.ledgers)  # the caps and the runaway guard
     state.held.update(saved.held)  # what a person stopped
+    now = datetime.now(UTC)
+    for kind, pause in saved.agent_pauses.items():  # what a provider's limit paused
+        state.agent_pauses[kind] = pause
+        if pause.until > now or not pause.named:
+            print(f"limited       {pause.describe()}: no ticket starts on it until then")
     return state
 
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from symphony import core
+from symphony.base.limits import LimitKind
 from symphony.core.outcomes import CLOSED, GATE, HANDOFF, REWORK, OutcomeRecord
+from symphony.core.state import AgentPause
 from symphony.store import Store
 from tests.cli_runner import Cli
 from tests.harness import Board
@@ -367,3 +369,29 @@ def test_check_shows_the_runaway_guard_and_a_persons_stop_from_the_store(
     assert "agent.runaway_window must be a duration like 30m, 1h or 90s, got 'soon'" in (
         wrong.stdout + wrong.stderr
     )
+
+
+def test_check_shows_an_agent_its_provider_limited_and_the_tickets_that_wait_for_it(
+    board: Board, symphony_cli: Cli
+) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow()
+    now = datetime.now(UTC)
+    reset = now + timedelta(hours=1)
+    state = core.SchedulerState()
+    state.agent_pauses["codex"] = AgentPause(
+        "codex", LimitKind.USAGE, "usage limit reached", now, reset, True
+    )
+    store, _ = Store.open(board.root / ".symphony" / "state.db")
+    try:
+        store.save(state, 0.0, now)
+    finally:
+        store.close()
+    result = symphony_cli("check", cwd=board.root)
+    assert result.returncode == 0, result.stderr
+    until = reset.strftime("%H:%M:%S UTC")
+    assert f"limited       codex limited until {until} (usage limit: usage limit reached)" in (
+        result.stdout
+    )
+    (verdict,) = [line for line in result.stdout.splitlines() if "ABC-1" in line]
+    assert f"waits: codex limited until {until}" in verdict
