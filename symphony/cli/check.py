@@ -129,6 +129,20 @@ async def report(
     return 0
 
 
+def _print_reruns(settings: Settings) -> None:
+    """The caps on automatic runs, the runaway guard and the rate-limit headroom."""
+    agent = settings.agent
+    print(
+        f"re-runs       at most {agent.max_continuations} continuations, {agent.max_retries} "
+        f"retries after errors, {agent.max_stall_restarts} stall restarts; no ticket runs more "
+        f"than {agent.max_runs_per_ticket} times within {agent.runaway_window_s:g} s "
+        "(agent.max_runs_per_ticket, agent.runaway_window)"
+    )
+    if agent.rate_limit_headroom is not None:
+        print(f"headroom      no new run once a provider window is {agent.rate_limit_headroom}% "
+              "used (agent.rate_limit_headroom)")  # fmt: skip
+
+
 def _print_settings(settings: Settings) -> None:
     """The effective settings, a line each (never a secret)."""
     t = settings.tracker
@@ -174,13 +188,7 @@ def _print_settings(settings: Settings) -> None:
     print(f"poll every    {settings.polling.interval_ms} ms")
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
     print(f"overlap       {settings.agent.overlap} (agent.overlap)")
-    agent = settings.agent
-    print(
-        f"re-runs       at most {agent.max_continuations} continuations, {agent.max_retries} "
-        f"retries after errors, {agent.max_stall_restarts} stall restarts; no ticket runs more "
-        f"than {agent.max_runs_per_ticket} times within {agent.runaway_window_s:g} s "
-        "(agent.max_runs_per_ticket, agent.runaway_window)"
-    )
+    _print_reruns(settings)
     if settings.server.port is not None or settings.server.auth_token is not None:
         print(
             "actions       "

@@ -42,6 +42,7 @@ AGENT_KEYS = (
     "max_stall_restarts",
     "max_runs_per_ticket",
     "runaway_window",
+    "rate_limit_headroom",
 )
 
 
@@ -72,6 +73,9 @@ class AgentSettings:
         default_factory=lambda: MappingProxyType({})
     )
     max_in_review: int | None = None
+    rate_limit_headroom: int | None = None
+    """Stop starting runs on an agent once its provider reports a rate-limit window at least
+    this many percent used, until that window resets (`core.limits`); None: only at the wall."""
     """Stage mode: hold new tickets while this many wait for a person's review."""
     env_passthrough: tuple[str, ...] = ()
     """Names (or `PREFIX*`) of the daemon's variables that children get besides the
@@ -121,6 +125,7 @@ def parse_agent(raw: Mapping[str, Any], environ: Mapping[str, str]) -> AgentSett
             if raw.get("max_in_review") is not None
             else None
         ),
+        rate_limit_headroom=_headroom(raw),
         env_passthrough=env_patterns(
             raw.get("env_passthrough"),
             "agent.env_passthrough must be a list of variable names (GOPATH) or prefixes "
@@ -228,3 +233,14 @@ class AgentBlock(Protocol):
 
     @property
     def tools_over_mcp(self) -> bool: ...
+
+
+def _headroom(raw: Mapping[str, Any]) -> int | None:
+    if raw.get("rate_limit_headroom") is None:
+        return None
+    percent = integer(raw, "agent.rate_limit_headroom", 0, 1)
+    if percent > 100:
+        raise ConfigError(
+            INVALID_CONFIG, f"agent.rate_limit_headroom is a percentage (1-100), got {percent}"
+        )
+    return percent

@@ -15,9 +15,11 @@ Every decision is a function of the state, the clock and the settings; the loop 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from symphony.base.limits import ProviderLimit
+from symphony.base.limits import LimitKind, ProviderLimit
 from symphony.core.effects import AgentLimited, AgentResumed, Effect, RetryScheduled
 from symphony.core.state import AgentPause, RetryEntry, RetryKind, RunningEntry, SchedulerState
 
@@ -132,3 +134,39 @@ def lift_due(state: SchedulerState, wall: datetime) -> list[AgentResumed]:
 def _lift(state: SchedulerState, pause: AgentPause, wall: datetime) -> AgentResumed:
     del state.agent_pauses[pause.agent_kind]
     return AgentResumed(pause.agent_kind, max((wall - pause.since).total_seconds(), 0.0))
+
+
+def near_the_wall(
+    state: SchedulerState,
+    agent_kind: str,
+    rate_limits: Mapping[str, Any],
+    headroom: int | None,
+    wall: datetime,
+) -> list[Effect]:
+    """A provider's rate-limit report (`{primary: {usedPercent, resetsAt}, secondary: ...}`):
+    with `agent.rate_limit_headroom`, a window used at least that much pauses new runs on the
+    agent until it resets, before any run meets the wall. Runs under way go on."""
+    if headroom is None or agent_kind in state.agent_pauses:
+        return []
+    spent = [
+        window for window in rate_limits.values()
+        if isinstance(window, Mapping) and _percent(window) >= headroom
+        and isinstance(window.get("resetsAt"), int)
+    ]  # fmt: skip
+    resets = [datetime.fromtimestamp(w["resetsAt"], UTC) for w in spent]
+    ahead = [at for at in resets if at > wall]
+    if not ahead:
+        return []
+    used = max(_percent(w) for w in spent)
+    pause = AgentPause(
+        agent_kind, LimitKind.RATE,
+        f"a window is {used:g}% used (agent.rate_limit_headroom: {headroom})",
+        wall, max(ahead), True,
+    )  # fmt: skip
+    state.agent_pauses[agent_kind] = pause
+    return [AgentLimited(pause, "")]
+
+
+def _percent(window: Mapping[str, Any]) -> float:
+    used = window.get("usedPercent")
+    return float(used) if isinstance(used, int | float) and not isinstance(used, bool) else 0.0

@@ -53,9 +53,8 @@ log = structlog.get_logger("symphony.orchestrator")
 SCAN_INTERVAL_S = 0.25
 """How often the loop looks over every session for stalls, budgets and due moves."""
 AGENT_PASS_S = 0.1
-"""How soon after agents' updates the loop makes a pass for them (saving, telling the
-surfaces): streaming agents report hundreds of times a second, and a pass each would cost
-more than the updates themselves."""
+"""How soon after agents' updates the loop makes a pass for them (saving, telling the surfaces):
+streaming agents report hundreds of times a second, and a pass each would cost more."""
 
 
 class Orchestrator:
@@ -307,16 +306,17 @@ class Orchestrator:
             self._spend_reported = True
             return False
         if isinstance(event, ev.AgentUpdate):
-            state, pricing = self.state, self.settings.pricing
-            for agent_event in event.events:
-                core.on_agent_event(
-                    state, event.issue_id, agent_event, event.at, event.at_wall, pricing
-                )
-                if agent_event.kind is EventKind.SESSION_STARTED:
-                    entry = state.running.get(event.issue_id)
-                    if entry is not None:
-                        self.saver.mark()  # the thread a restart would continue
-                        self.notices.session_priced(entry)
+            state, issue_id, wall = self.state, event.issue_id, event.at_wall
+            pricing, headroom = self.settings.pricing, self.settings.agent.rate_limit_headroom
+            for said in event.events:
+                core.on_agent_event(state, issue_id, said, event.at, wall, pricing)
+                entry = state.running.get(issue_id)
+                if entry is not None and said.rate_limits is not None:  # before the wall
+                    kind, limits = entry.agent_kind, said.rate_limits
+                    self._perform(core.limits.near_the_wall(state, kind, limits, headroom, wall))
+                if entry is not None and said.kind is EventKind.SESSION_STARTED:
+                    self.saver.mark()  # the thread a restart would continue
+                    self.notices.session_priced(entry)
             return False
         if isinstance(event, ev.OwnMove):
             core.on_own_move(self.state, event.issue_id, event.target, event.phase)
@@ -363,8 +363,7 @@ class Orchestrator:
 
     # Performing effects
 
-    def perform(self, effects: Sequence[core.Effect]) -> None:
-        """Perform what the core decided (the polling's and the actions' way in)."""
+    def perform(self, effects: Sequence[core.Effect]) -> None:  # for polling and the actions
         self._perform(effects)
 
     def _perform(self, effects: Sequence[core.Effect]) -> None:

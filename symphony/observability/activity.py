@@ -72,7 +72,7 @@ def describe(effect: core.Effect) -> tuple[str, str | None, str, Level] | None:
         )
         return "dispatched", effect.issue.identifier, f"{effect.label} ({where})", "info"
     if isinstance(effect, core.AgentLimited):
-        return "limited", effect.identifier, effect.pause.describe(), "warning"
+        return "limited", effect.identifier or None, effect.pause.describe(), "warning"
     if isinstance(effect, core.AgentResumed):
         message = f"{effect.agent_kind} resumed after {effect.paused_s:.0f} s limited"
         return "resumed", None, message, "info"

@@ -43,17 +43,8 @@ def log_effect(effect: core.Effect) -> None:
             reason=effect.reason.value,
             detail=effect.detail,
         )
-    elif isinstance(effect, core.AgentLimited):
-        log.warning(
-            "agent limited",
-            agent=effect.pause.agent_kind,
-            issue_identifier=effect.identifier,
-            until=effect.pause.until.isoformat(timespec="seconds"),
-            reset_named=effect.pause.named,
-            reason=effect.pause.describe(),
-        )
-    elif isinstance(effect, core.AgentResumed):
-        log.info("agent resumed", agent=effect.agent_kind, paused_s=round(effect.paused_s, 1))
+    elif isinstance(effect, core.AgentLimited | core.AgentResumed):
+        _log_limit(effect)
     elif isinstance(effect, core.HostMarkedDown):
         log.warning(
             "host marked down",
@@ -79,3 +70,17 @@ def log_effect(effect: core.Effect) -> None:
             issue_identifier=effect.identifier,
             reason=effect.reason,
         )
+
+
+def _log_limit(effect: core.AgentLimited | core.AgentResumed) -> None:
+    if isinstance(effect, core.AgentResumed):
+        log.info("agent resumed", agent=effect.agent_kind, paused_s=round(effect.paused_s, 1))
+        return
+    log.warning(
+        "agent limited",
+        agent=effect.pause.agent_kind,
+        issue_identifier=effect.identifier or None,
+        until=effect.pause.until.isoformat(timespec="seconds"),
+        reset_named=effect.pause.named,
+        reason=effect.pause.describe(),
+    )

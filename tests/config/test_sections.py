@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from symphony.config.agents import parse_agent
 from symphony.config.fields import ConfigError, env_patterns
 from symphony.config.sections import parse_budget
 from symphony.config.tracker import parse_tracker
@@ -56,3 +57,12 @@ def test_sections_that_need_another_section_take_it_as_an_argument() -> None:
     with pytest.raises(ConfigError) as err:
         parse_budget({"on_exceeded": "Todo"}, None, tracker)
     assert "an active state" in err.value.message
+
+
+def test_rate_limit_headroom_is_a_percentage_or_off() -> None:
+    assert parse_agent({}, {}).rate_limit_headroom is None
+    assert parse_agent({"rate_limit_headroom": 95}, {}).rate_limit_headroom == 95
+    with pytest.raises(ConfigError, match=r"agent.rate_limit_headroom is a percentage \(1-100\)"):
+        parse_agent({"rate_limit_headroom": 150}, {})
+    with pytest.raises(ConfigError, match=r"agent\.rate_limit_headroom must be at least 1"):
+        parse_agent({"rate_limit_headroom": 0}, {})

@@ -140,3 +140,25 @@ def test_a_pause_survives_the_store_as_json() -> None:
     pause = AgentPause("codex", LimitKind.USAGE, "resets at 14:00", WALL, RESET, True, 2)
     again = pause_from_json(pause.to_json())
     assert again == pause
+
+
+def test_with_headroom_a_nearly_spent_window_pauses_new_runs_until_it_resets() -> None:
+    state = core.SchedulerState()
+    reset = int((WALL + timedelta(hours=1)).timestamp())
+    report = {
+        "primary": {"usedPercent": 96, "resetsAt": reset, "windowDurationMins": 300},
+        "secondary": {"usedPercent": 40, "resetsAt": reset + 3600},
+        "planType": "plus",
+    }
+    assert core.limits.near_the_wall(state, "codex", report, None, WALL) == []  # off by default
+    assert core.limits.near_the_wall(state, "codex", report, 97, WALL) == []  # below it
+    (said,) = core.limits.near_the_wall(state, "codex", report, 95, WALL)
+    assert isinstance(said, core.AgentLimited)
+    pause = state.agent_pauses["codex"]
+    assert pause.named and pause.until.timestamp() == reset
+    assert "96% used (agent.rate_limit_headroom: 95)" in pause.describe()
+    # Said once: a later report while paused changes nothing.
+    assert core.limits.near_the_wall(state, "codex", report, 95, WALL) == []
+    # A window that already reset pauses nothing.
+    assert core.limits.near_the_wall(core.SchedulerState(), "codex", report, 95,
+                                     WALL + timedelta(hours=3)) == []  # fmt: skip
