@@ -28,7 +28,7 @@ from symphony.base.secrets import SecretMasker
 from symphony.codehost.contract import CodeHost
 from symphony.config.sections import Settings
 from symphony.daemon import follow, writes
-from symphony.daemon.events import Clock, PullRead, QueueEvent, WorkerExited
+from symphony.daemon.events import Clock, PullRead, QueueEvent, RefreshRequested, WorkerExited
 from symphony.daemon.places import Places
 from symphony.daemon.publish import Publisher
 from symphony.daemon.runner import AttemptContext
@@ -110,6 +110,9 @@ class Performer:
                 self._remove_workspace(effect.identifier, effect.host)
             elif isinstance(effect, core.ReadPullRequest | core.MergePullRequest):
                 self._follow(effect)
+            elif isinstance(effect, core.AgentResumed):
+                # The tickets that waited for the agent start now, not at the next poll.
+                self._report(RefreshRequested(None))
 
     def exited(self, issue_id: str) -> None:
         """The worker of `issue_id` reported its exit."""

@@ -23,11 +23,14 @@ from symphony.agents.codex import AppServerSession, CodexSettings
 from symphony.base.events import AgentEvent
 from symphony.base.limits import LimitKind
 from tests.e2e.conftest import codex_command
-from tests.e2e.fake_model import Fail, FakeModel
+from tests.e2e.fake_model import CallTool, Fail, FakeModel, ModelRequest, Say, Step
+from tests.harness import Board, start
 
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 60.0
+RESET_IN_S = 6.0
+"""How far ahead the spent window resets in the daemon test."""
 
 
 async def refused_turn(workspace: Path, env: dict[str, str], fail: Fail) -> AgentError:
@@ -100,3 +103,70 @@ async def test_an_http_error_of_the_model_server_is_read_by_its_status(
     assert (error.limit.kind if error.limit else None) is kind
     if error.limit is not None:
         assert error.limit.resets_at is None  # no window named one
+
+
+async def test_three_tickets_meet_codex_usage_limit_wait_for_the_reset_and_all_finish(
+    tmp_path: Path, codex_env: dict[str, str]
+) -> None:
+    """The daemon end to end on the real codex: the first ticket's first model call meets a
+    spent usage window that resets a few seconds later. Nothing else starts on codex until
+    then; after it every ticket runs, the first in its own thread, and none is charged a
+    failure, a retry attempt or a failure comment."""
+    board = Board(tmp_path)
+    for identifier in ("ABC-1", "ABC-2", "ABC-3"):
+        board.ticket(identifier)
+    reset = time.time() + RESET_IN_S
+    refused = Fail(
+        429,
+        body={"error": {"type": "usage_limit_reached", "message": "The usage limit has been "
+                        "reached", "resets_at": int(reset)}},
+        headers={"x-codex-primary-used-percent": "100",
+                 "x-codex-primary-window-minutes": "300",
+                 "x-codex-primary-reset-at": str(int(reset))},
+    )  # fmt: skip
+    first = [True]
+
+    def script(request: ModelRequest) -> list[Step]:
+        if first[0]:
+            first[0] = False
+            return [refused]
+        if request.step == 0:
+            return [CallTool("local_move_issue", {"state": "Human Review"})]
+        return [Say("ready for review")]
+
+    with FakeModel(script) as model:
+        board.write_workflow(
+            polling_ms=1000,  # a slot a finished run frees is filled at the next poll
+            agent={"max_concurrent_agents": 1},
+            codex={
+                "command": codex_command(model.base_url),
+                "approval_policy": "never",
+                "read_timeout_ms": 30_000,
+                "turn_timeout_ms": 60_000,
+            },
+        )
+        run = start(board, codex_env, watch=False)
+        daemon = run.orchestrator
+        try:
+            await run.until(lambda: "codex" in daemon.state.agent_pauses, timeout=TIMEOUT_S)
+            pause = daemon.state.agent_pauses["codex"]
+            assert pause.named and abs(pause.until.timestamp() - int(reset)) < 1
+            await run.until(
+                lambda: all(
+                    board.state_of(i) == "Human Review" for i in ("ABC-1", "ABC-2", "ABC-3")
+                ),
+                timeout=TIMEOUT_S,
+            )
+        finally:
+            await run.stop()
+    assert model.script_errors == [] and model.unexpected_requests == []
+    refused_at, *rest = model.requests
+    # Nothing asked the model between the refusal and the reset.
+    assert all(r.at >= refused_at.at + RESET_IN_S - 1.5 for r in rest), [r.at for r in rest]
+    resumed = [r for r in rest if any("ABC-1" in t for t in r.user_texts)]
+    assert resumed and len(resumed[0].user_texts) >= 2  # its thread: the first prompt is there
+    assert not daemon.health.failures
+    for identifier in ("ABC-1", "ABC-2", "ABC-3"):  # no comment of the daemon's on any
+        assert "(symphony)" not in (board.tickets / f"{identifier}.md").read_text()
+    events = [row["event"] for row in daemon.activity.newest(100)]
+    assert events.count("limited") == 1 and events.count("resumed") == 1
