@@ -79,6 +79,8 @@ def format_summary(s: OutcomeSummary) -> str:
                 f"green after the fix {_percent(s.check_fix_rate)}",
             ),
         ]
+    if s.limited_s:
+        rows.append(("limited", _duration(s.limited_s), "agents paused by their providers"))
     lines = [f"{name:<22}{value:>10}   {note}".rstrip() for name, value, note in rows]
     if s.gates:
         lines += ["", f"{'gate':<22}{'passes':>10}   rounds"]

@@ -56,6 +56,11 @@ class NoticeEvent(enum.StrEnum):
     """A pull request the daemon followed was merged."""
     UNHEALTHY = "unhealthy"
     """The tracker unreachable for a while, the store failing, WORKFLOW.md rejected."""
+    LIMITED = "limited"
+    """An agent's provider refused it (a usage or rate limit): nothing starts on it until the
+    reset."""
+    RESUMED = "resumed"
+    """A limited agent's pause lifted: its tickets go on."""
 
 
 class ChannelKind(enum.StrEnum):

@@ -21,6 +21,7 @@ from typing import Any
 
 from symphony.base.limits import LimitKind, ProviderLimit
 from symphony.core.effects import AgentLimited, AgentResumed, Effect, RetryScheduled
+from symphony.core.outcomes import LIMITED, RESUMED, OutcomeRecord
 from symphony.core.state import AgentPause, RetryEntry, RetryKind, RunningEntry, SchedulerState
 
 PROBE_BASE_S = 60.0
@@ -56,7 +57,7 @@ def on_limited(
         kind, limit.kind, limit.detail, known.since if known is not None else wall, until,
         named, strikes,
     )  # fmt: skip
-    state.agent_pauses[kind] = pause
+    _note_limited(state, pause, entry.issue.id, entry.identifier, renewed=known is not None)
     _give_back_start(state, entry)
     delay = max((until - wall).total_seconds(), 0.0)
     retry = RetryEntry(
@@ -133,7 +134,23 @@ def lift_due(state: SchedulerState, wall: datetime) -> list[AgentResumed]:
 
 def _lift(state: SchedulerState, pause: AgentPause, wall: datetime) -> AgentResumed:
     del state.agent_pauses[pause.agent_kind]
-    return AgentResumed(pause.agent_kind, max((wall - pause.since).total_seconds(), 0.0))
+    seconds = max((wall - pause.since).total_seconds(), 0.0)
+    state.new_outcomes.append(
+        OutcomeRecord(wall, RESUMED, "", "", {"agent": pause.agent_kind, "seconds": seconds})
+    )
+    return AgentResumed(pause.agent_kind, seconds)
+
+
+def _note_limited(
+    state: SchedulerState, pause: AgentPause, issue_id: str, identifier: str, *, renewed: bool
+) -> None:
+    """Hold the pause, and record it once (a pause renewed by a probe is no new notice)."""
+    state.agent_pauses[pause.agent_kind] = pause
+    if renewed:
+        return
+    data = {"agent": pause.agent_kind, "limit": str(pause.limit), "detail": pause.detail,
+            "until": pause.until.isoformat(), "reset_named": pause.named}  # fmt: skip
+    state.new_outcomes.append(OutcomeRecord(pause.since, LIMITED, issue_id, identifier, data))
 
 
 def near_the_wall(
@@ -163,7 +180,7 @@ def near_the_wall(
         f"a window is {used:g}% used (agent.rate_limit_headroom: {headroom})",
         wall, max(ahead), True,
     )  # fmt: skip
-    state.agent_pauses[agent_kind] = pause
+    _note_limited(state, pause, "", "", renewed=False)
     return [AgentLimited(pause, "")]
 
 

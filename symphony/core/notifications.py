@@ -19,7 +19,7 @@ from typing import Any
 
 from symphony.config.notify import NoticeEvent, NotifySettings
 from symphony.config.stages import StageMachine
-from symphony.core.outcomes import ESCALATED, HANDOFF, MERGED, OutcomeRecord
+from symphony.core.outcomes import ESCALATED, HANDOFF, LIMITED, MERGED, RESUMED, OutcomeRecord
 
 ESCALATING_OUTCOMES = frozenset(
     {"blocked", "stuck", "verify_failed", "budget_exceeded", "publish_failed", "checks_failed",
@@ -103,6 +103,8 @@ def from_outcomes(
                     str(data.get("reason") or ""), who, state,
                 )
             )  # fmt: skip
+        elif record.kind in (LIMITED, RESUMED):
+            notices.append(_limit_notice(record))
         elif record.kind == MERGED:
             number = data.get("number")
             notices.append(
@@ -156,6 +158,20 @@ _CONDITIONS = {
     "store": "its state cannot be saved",
     "workflow": "WORKFLOW.md was rejected; the last good settings stay in force",
 }
+
+
+def _limit_notice(record: OutcomeRecord) -> Notice:
+    """An agent limited or resumed: said once per pause (its key is the pause's start)."""
+    data, agent = record.data, str(record.data.get("agent"))
+    key = f"{record.kind}:{agent}:{record.at.isoformat()}"
+    if record.kind == RESUMED:
+        minutes = float(data.get("seconds") or 0) / 60
+        title = f"{agent} resumed after {minutes:.0f} min limited by its provider"
+        return Notice(key, NoticeEvent.RESUMED, record.at, title)
+    until = datetime.fromisoformat(str(data["until"]))
+    title = f"{agent} limited until {until:%H:%M} UTC ({data.get('limit')})"
+    detail = str(data.get("detail") or "")
+    return Notice(key, NoticeEvent.LIMITED, record.at, title, detail, record.identifier or None)
 
 
 def route(notices: Sequence[Notice], settings: NotifySettings) -> list[Delivery]:

@@ -32,6 +32,10 @@ CHECK_FIX = "check_fix"
 """A fix run started for failed checks."""
 CHECK_FIXED = "check_fixed"
 """The checks were green on the head a check fix pushed."""
+LIMITED = "limited"
+"""An agent kind paused by its provider's limit (`core.limits`); `data`: agent, limit, until."""
+RESUMED = "resumed"
+"""An agent kind's pause lifted; `data`: agent, seconds (how long it was paused)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,8 @@ class OutcomeSummary:
     """Median time from the pull request's publishing to its merge."""
     check_fixes: int = 0
     checks_fixed: int = 0
+    limited_s: float = 0.0
+    """Time agents spent paused by their providers' limits (the pauses that lifted)."""
 
     @property
     def merged_without_rework_rate(self) -> float | None:
@@ -121,6 +127,7 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
     gates: dict[str, list[int]] = {}
     merges: list[OutcomeRecord] = []
     fixes = fixed = 0
+    limited_s = 0.0
     for record in records:
         data = record.data
         if record.kind == HANDOFF:
@@ -149,6 +156,8 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
             fixes += 1
         elif record.kind == CHECK_FIXED:
             fixed += 1
+        elif record.kind == RESUMED and isinstance(data.get("seconds"), int | float):
+            limited_s += float(data["seconds"])
     merge_times = [
         float(m.data["seconds"]) for m in merges if isinstance(m.data.get("seconds"), int | float)
     ]
@@ -167,6 +176,7 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
         median_merge_s=statistics.median(merge_times) if merge_times else None,
         check_fixes=fixes,
         checks_fixed=fixed,
+        limited_s=limited_s,
     )
 
 

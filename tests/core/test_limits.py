@@ -9,7 +9,10 @@ from datetime import timedelta
 
 from symphony import core
 from symphony.base.limits import LimitKind, ProviderLimit
+from symphony.config.notify import NoticeEvent
+from symphony.core import notifications
 from symphony.core.dispatch import explain_dispatch
+from symphony.core.outcomes import LIMITED, RESUMED, summarize
 from symphony.core.state import AgentPause, pause_from_json
 from tests.factories import WALL, make_issue, make_settings
 
@@ -162,3 +165,21 @@ def test_with_headroom_a_nearly_spent_window_pauses_new_runs_until_it_resets() -
     # A window that already reset pauses nothing.
     assert core.limits.near_the_wall(core.SchedulerState(), "codex", report, 95,
                                      WALL + timedelta(hours=3)) == []  # fmt: skip
+
+
+def test_a_pause_and_its_lifting_are_recorded_once_and_become_notices() -> None:
+    state, settings = core.SchedulerState(), make_settings()
+    running(state, settings, "A-1")
+    core.on_worker_exit(
+        state, "id-A-1", limited(ProviderLimit(LimitKind.USAGE, RESET, "plan limit")), settings,
+        5.0,
+    )  # fmt: skip
+    core.limits.lift_due(state, RESET)
+    records = [r for r in state.new_outcomes if r.kind in (LIMITED, RESUMED)]
+    assert [r.kind for r in records] == [LIMITED, RESUMED]
+    said = notifications.from_outcomes(records)
+    assert [n.event for n in said] == [NoticeEvent.LIMITED, NoticeEvent.RESUMED]
+    assert said[0].title == "codex limited until 00:30 UTC (usage limit)"
+    assert said[0].detail == "plan limit" and said[0].identifier == "A-1"
+    assert said[1].title == "codex resumed after 30 min limited by its provider"
+    assert summarize(records).limited_s == (RESET - WALL - timedelta(seconds=5)).total_seconds()
