@@ -48,11 +48,15 @@ def on_limited(
     reset as the same attempt."""
     kind = entry.agent_kind
     known = state.agent_pauses.get(kind)
-    strikes = known.strikes + 1 if known is not None else 1
+    # Runs already under way meet the same wall: only a limit met after the last guess ran out
+    # (its probe) is one more in a row.
+    strikes = 1 if known is None else known.strikes + (1 if wall >= known.until else 0)
     named = limit.resets_at is not None and limit.resets_at > wall
     until = (
         limit.resets_at if named and limit.resets_at else wall + timedelta(seconds=guess_s(strikes))
     )
+    if known is not None and wall < known.until:
+        until = max(until, known.until)
     pause = AgentPause(
         kind, limit.kind, limit.detail, known.since if known is not None else wall, until,
         named, strikes,

@@ -183,3 +183,18 @@ def test_a_pause_and_its_lifting_are_recorded_once_and_become_notices() -> None:
     assert said[0].detail == "plan limit" and said[0].identifier == "A-1"
     assert said[1].title == "codex resumed after 30 min limited by its provider"
     assert summarize(records).limited_s == (RESET - WALL - timedelta(seconds=5)).total_seconds()
+
+
+def test_runs_already_under_way_meeting_the_same_wall_do_not_lengthen_the_guess() -> None:
+    state, settings = core.SchedulerState(), make_settings()
+    running(state, settings, "A-1", "B-1", "C-1")
+    for at, issue_id in ((5.0, "id-A-1"), (6.0, "id-B-1"), (7.0, "id-C-1")):
+        core.on_worker_exit(
+            state, issue_id, limited(ProviderLimit(LimitKind.OVERLOADED)), settings, at
+        )
+    pause = state.agent_pauses["codex"]
+    assert pause.strikes == 1
+    # The latest of the three guesses stands; no notice beyond the first.
+    assert pause.until == WALL + timedelta(seconds=7 + core.limits.PROBE_BASE_S)
+    assert [r.kind for r in state.new_outcomes if r.kind == LIMITED] == [LIMITED]
+    assert sorted(state.retry_attempts) == ["id-A-1", "id-B-1", "id-C-1"]
