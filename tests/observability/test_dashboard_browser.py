@@ -15,12 +15,17 @@ import os
 import re
 import shutil
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from symphony.base.limits import LimitKind
+from symphony.config.load import load_settings
+from symphony.core.state import AgentPause, SchedulerState
+from symphony.store import Store
 from tests.harness import Daemon, Folder
 from tests.quickstart import prepare_quickstart
 
@@ -230,3 +235,41 @@ def test_dashboard_shows_outcomes_evidence_and_a_full_review_queue(tmp_path: Pat
         expect(page.locator("#open-command")).to_contain_text("workspaces/DEMO-4")
         expect(page.locator("#detail")).to_contain_text("symphony/DEMO-4")
         page.screenshot(path=artifacts / "dashboard-outcomes.png", full_page=True)
+
+
+def test_dashboard_shows_each_agent_its_provider_limited_across_a_restart(tmp_path: Path) -> None:
+    """A daemon stopped while its agents were limited: its successor keeps the pauses (read
+    from the store), starts nothing on them, and the page says until when."""
+    from playwright.sync_api import expect
+
+    workflow = prepare_quickstart(tmp_path)
+    settings = load_settings(workflow, dict(os.environ))
+    assert settings.state is not None
+    now = datetime.now(UTC)
+    state = SchedulerState()
+    for kind in ("codex", "acp"):
+        state.agent_pauses[kind] = AgentPause(
+            kind, LimitKind.USAGE, "usage limit reached", now, now + timedelta(hours=1), True
+        )
+    store, _ = Store.open(settings.state.path)
+    try:
+        store.save(state, 0.0, now)
+    finally:
+        store.close()
+    daemon = Daemon(Folder(tmp_path, workflow), {"DEMO_AGENT_DELAY_MS": "0"}, "--port", "0")
+    try:
+        url = daemon.url()
+        with _page("dashboard-limited", 900) as page:
+            page.goto(url)
+            expect(page.locator("#banner-limit-codex")).to_contain_text(
+                "codex is limited by its provider until"
+            )
+            expect(page.locator("#banner-limit-acp")).to_contain_text(
+                "(usage limit: usage limit reached): no ticket starts on it until then"
+            )
+            page.screenshot(path=_artifacts() / "dashboard-limited.png", full_page=True)
+        snapshot = httpx.get(f"{url}api/v1/state", timeout=10).json()
+        assert {limit["agent"] for limit in snapshot["limits"]} == {"codex", "acp"}
+        assert snapshot["running"] == []  # nothing started on a limited agent
+    finally:
+        daemon.stop()
