@@ -41,7 +41,7 @@ from symphony.config.repository import (
     parse_merge,
     parse_repository,
 )
-from symphony.config.sandbox import Network, SandboxSettings, parse_sandbox
+from symphony.config.sandbox import Network, SandboxKind, SandboxSettings, parse_sandbox
 from symphony.config.sections import (
     DEFAULT_PROMPT,
     KNOWN_KEYS,
@@ -194,9 +194,24 @@ def _sandboxes(
     )
     if machine is not None:
         machine = _with_sandboxes(machine, raw, base_dir, environ)
+        _check_fallbacks(sandbox, machine)
     if worker.hosts:
         _check_hosts_can_sandbox(sandbox, machine, agent)
     return sandbox, machine
+
+
+def _check_fallbacks(sandbox: SandboxSettings, machine: StageMachine) -> None:
+    """A fallback agent runs only where nothing was set up for the stage's own: a sandbox is
+    built around one agent's command, API hosts and tool forward, which another may not fit."""
+    for stage in machine.stages:
+        boxed = stage.sandbox if stage.sandbox is not None else sandbox
+        if stage.fallback_agent is not None and boxed.kind is not SandboxKind.NONE:
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"stages.{stage.name}.fallback_agent: the stage runs in a {boxed.kind} sandbox "
+                "built for its own agent, which the fallback may not fit; use a fallback only "
+                "in a stage without a sandbox",
+            )
 
 
 def _sessions(raw: Mapping[str, Any], kind: str) -> Mapping[str, Any]:

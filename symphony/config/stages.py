@@ -50,6 +50,7 @@ STAGE_KEYS = (
     "verify_output_chars",
     "evidence",
     "agent",
+    "fallback_agent",
     "publish",
     "sandbox",
     "on_approved",
@@ -98,6 +99,9 @@ class Stage:
     """Post the evidence comment on success (default: when the stage has gates)."""
     agent: str | None = None
     """The agent kind that runs this stage; None: `agent.kind`."""
+    fallback_agent: str | None = None
+    """The agent kind that runs this stage only while its own is limited by its provider
+    (`core.limits`); None: the stage waits for the reset."""
     publish: PublishSettings | None = None
     """Push the branch and open or update its pull request when the stage succeeds
     (`symphony.config.repository`); None: the stage publishes nothing."""
@@ -338,6 +342,7 @@ def _stage(
         or DEFAULT_VERIFY_OUTPUT_CHARS,
         evidence=evidence,
         agent=_agent_kind(body, where, defaults.agents),
+        fallback_agent=_agent_kind(body, where, defaults.agents, key="fallback_agent"),
         publish=_publish(body, where, warnings),
         sessions=_stage_sessions(defaults.raw, body, where, defaults.agents),
     )
@@ -530,12 +535,12 @@ def _stage_sessions(
 
 
 def _agent_kind(
-    body: Mapping[str, Any], where: str, agents: Mapping[str, AgentBlock]
+    body: Mapping[str, Any], where: str, agents: Mapping[str, AgentBlock], key: str = "agent"
 ) -> str | None:
-    kind = optional_text(body, f"{where}.agent")
+    kind = optional_text(body, f"{where}.{key}")
     if kind is not None and kind not in agents:
         raise ConfigError(
             INVALID_CONFIG,
-            f"{where}.agent is {kind!r}, which symphony does not drive; known: {', '.join(agents)}",
+            f"{where}.{key} is {kind!r}, which symphony does not drive; known: {', '.join(agents)}",
         )
     return kind

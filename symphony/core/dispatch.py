@@ -284,7 +284,7 @@ def _plan(
         elif (
             wall is not None
             and state.agent_pauses
-            and waits_for_limit(state, agent_kind_of(issue, settings), issue.id, wall)
+            and waits_for_limit(state, agent_kind_of(issue, settings, state, wall), issue.id, wall)
         ):
             yield issue, Wait.LIMITED
         elif free <= 0:
@@ -523,7 +523,8 @@ def describe_wait(
         refused = refusal(state, issue.id, kind, settings, wall) if wall is not None else None
         return f"not started: {refused or 'a cap or the runaway guard'}"
     if wait is Wait.LIMITED:
-        pause = state.agent_pauses.get(agent_kind_of(issue, settings))
+        waits_on = agent_kind_of(issue, settings, state, wall) if wall is not None else None
+        pause = state.agent_pauses.get(waits_on or settings.agent.kind)
         return f"waits: {pause.describe()}" if pause is not None else "waits for its agent's limit"
     if wait is Wait.PAUSED:
         assert state.paused is not None
@@ -576,10 +577,14 @@ def start_run(
         stage = machine.stage_for(issue.state)
     state.retry_attempts.pop(issue.id, None)
     kind = kind or dispatch_kind(state, issue, settings)
+    agent = agent_kind_for(issue, stage, settings, state, wall)
+    own = agent_kind_for(issue, stage, settings)
+    if agent != own:  # said on the run, so in its evidence and on the board
+        detail = ", ".join(d for d in (detail, f"on {agent} while {own} is limited") if d)
     label = started(state, issue, kind, settings, wall, detail)
-    resume = retry.resume_thread_id if retry is not None else None
+    # Another agent cannot continue the limited one's thread: it starts its own.
+    resume = retry.resume_thread_id if retry is not None and agent == own else None
     last_message = retry.last_message if retry is not None else None
-    agent = agent_kind_for(issue, stage, settings)
     starting(state, agent, issue.id, wall)
     entry = state.running[issue.id] = RunningEntry(
         issue=issue,
@@ -654,15 +659,35 @@ AGENT_LABEL = "agent:"
 """With `agent.label_override`, a ticket labelled `agent:<kind>` runs on that agent."""
 
 
-def agent_kind_of(issue: Issue, settings: Settings) -> str:
-    """The agent that would run this ticket in its current state (`agent_kind_for`)."""
+def agent_kind_of(issue: Issue, settings: Settings, state: SchedulerState, wall: datetime) -> str:
+    """The agent that would run this ticket in its current state now (`agent_kind_for`)."""
     stage = settings.machine.stage_for(issue.state) if settings.machine is not None else None
-    return agent_kind_for(issue, stage, settings)
+    return agent_kind_for(issue, stage, settings, state, wall)
 
 
-def agent_kind_for(issue: Issue, stage: Stage | None, settings: Settings) -> str:
-    """The agent that runs this ticket now: a label `agent:<kind>` when the workflow lets
-    labels choose (and names a kind it knows), else the stage's `agent`, else `agent.kind`."""
+def agent_kind_for(
+    issue: Issue,
+    stage: Stage | None,
+    settings: Settings,
+    state: SchedulerState | None = None,
+    wall: datetime | None = None,
+) -> str:
+    """The agent that runs this ticket now: the stage's `fallback_agent` while its own is
+    limited by its provider and the fallback is not (`core.limits`), else its own."""
+    own = _own_agent(issue, stage, settings)
+    fallback = stage.fallback_agent if stage is not None else None
+    if fallback is None or state is None or wall is None or fallback == own:
+        return own
+    if waits_for_limit(state, own, issue.id, wall) and not waits_for_limit(
+        state, fallback, issue.id, wall
+    ):
+        return fallback
+    return own
+
+
+def _own_agent(issue: Issue, stage: Stage | None, settings: Settings) -> str:
+    """A label `agent:<kind>` when the workflow lets labels choose (and names a kind it
+    knows), else the stage's `agent`, else `agent.kind`."""
     if settings.agent.label_override:
         for label in issue.labels:
             if label.startswith(AGENT_LABEL):

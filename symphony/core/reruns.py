@@ -151,16 +151,19 @@ def started(
     return label
 
 
+_UNCOUNTED = {
+    RunKind.FIRST: "first run",
+    RunKind.RESUMED: "resumed after a restart",
+    RunKind.AFTER_LIMIT: "resumed after its agent's limit",
+}
+
+
 def label_of(kind: RunKind, count: int, cap: int | None, detail: str = "") -> str:
-    if kind is RunKind.FIRST:
-        return "first run"
-    if kind is RunKind.RESUMED:
-        return "resumed after a restart"
-    if kind is RunKind.AFTER_LIMIT:
-        return "resumed after its agent's limit"
-    words = f"{kind.value} {count}/{cap}" if cap is not None else f"{kind.value} {count}"
-    if kind is RunKind.RETRY:
-        words += " after error"
+    words = _UNCOUNTED.get(kind)
+    if words is None:
+        words = f"{kind.value} {count}/{cap}" if cap is not None else f"{kind.value} {count}"
+        if kind is RunKind.RETRY:
+            words += " after error"
     return f"{words} ({detail})" if detail else words
 
 

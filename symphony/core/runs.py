@@ -616,7 +616,9 @@ def on_retries_refreshed(
             _judge_again(state, retry.issue_id)
         elif retry.issue_id in state.running:
             effects.append(_requeue(state, retry, "previous run still stopping", settings, now))
-        elif pause := waits_for_limit(state, agent_kind_of(issue, settings), issue.id, wall):
+        elif pause := waits_for_limit(
+            state, agent_kind_of(issue, settings, state, wall), issue.id, wall
+        ):
             delay = max((pause.until - wall).total_seconds(), 1.0)
             why = f"waits for its agent: {pause.describe()}"
             effects.append(_requeue(state, retry, why, settings, now, after_s=delay))

@@ -121,3 +121,16 @@ def test_a_bad_stage_block_names_the_stage(tmp_path: Path) -> None:
     plan = {**STAGES["plan"], "claude": {"approve": "often"}}
     with pytest.raises(ConfigError, match=r"stages\.plan: claude\.approve must be one of"):
         load(tmp_path, stages={**STAGES, "plan": plan})
+
+
+def test_a_fallback_agent_must_be_known_and_stays_out_of_sandboxed_stages(tmp_path: Path) -> None:
+    implement = {**STAGES["implement"], "fallback_agent": "claude"}
+    settings = load(tmp_path, stages={**STAGES, "implement": implement})
+    assert settings.machine is not None
+    assert settings.machine.stages[1].fallback_agent == "claude"
+    unknown = {**STAGES["implement"], "fallback_agent": "gpt"}
+    with pytest.raises(ConfigError, match=r"stages\.implement\.fallback_agent is 'gpt'"):
+        load(tmp_path, stages={**STAGES, "implement": unknown})
+    boxed = {**implement, "sandbox": {"kind": "bwrap"}}
+    with pytest.raises(ConfigError, match=r"fallback_agent: the stage runs in a bwrap sandbox"):
+        load(tmp_path, stages={**STAGES, "implement": boxed})

@@ -5,16 +5,21 @@ probed by one run. Pure: an injected clock, no I/O."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
+from types import MappingProxyType
 
 from symphony import core
+from symphony.agents.claude import ClaudeSettings
+from symphony.agents.codex import CodexSettings
 from symphony.base.limits import LimitKind, ProviderLimit
 from symphony.config.notify import NoticeEvent
+from symphony.config.stages import StageMachine
 from symphony.core import notifications
 from symphony.core.dispatch import explain_dispatch
 from symphony.core.outcomes import LIMITED, RESUMED, summarize
 from symphony.core.state import AgentPause, pause_from_json
-from tests.factories import WALL, make_issue, make_settings
+from tests.factories import WALL, make_issue, make_settings, make_stage
 
 RESET = WALL + timedelta(minutes=30)
 
@@ -198,3 +203,39 @@ def test_runs_already_under_way_meeting_the_same_wall_do_not_lengthen_the_guess(
     assert pause.until == WALL + timedelta(seconds=7 + core.limits.PROBE_BASE_S)
     assert [r.kind for r in state.new_outcomes if r.kind == LIMITED] == [LIMITED]
     assert sorted(state.retry_attempts) == ["id-A-1", "id-B-1", "id-C-1"]
+
+
+def test_a_stage_runs_on_its_fallback_agent_only_while_its_own_is_limited() -> None:
+    stage = make_stage("implement", ("Todo",), fallback_agent="claude")
+    settings = dataclasses.replace(
+        make_settings(active=("Todo",)),
+        machine=StageMachine((stage,), "Needs Attention"),
+        agents=MappingProxyType({"codex": CodexSettings(), "claude": ClaudeSettings()}),
+    )
+    state = core.SchedulerState()
+    running(state, settings, "A-1")
+    assert state.running["id-A-1"].agent_kind == "codex"  # its own, while it is not limited
+    core.on_worker_exit(
+        state, "id-A-1", limited(ProviderLimit(LimitKind.USAGE, RESET)), settings, 5.0
+    )
+    later = WALL + timedelta(minutes=1)
+    (start,) = [
+        e
+        for e in core.select_dispatches(state, [make_issue("B-1")], settings, 60.0, later)
+        if isinstance(e, core.StartWorker)
+    ]
+    entry = state.running["id-B-1"]
+    assert start.agent_kind == entry.agent_kind == "claude"
+    assert entry.label == "first run (on claude while codex is limited)"
+    # The ticket that met the limit goes on too, on the fallback, in a thread of its own.
+    (retry,) = core.due_retries(state, 1e9)
+    (resumed,) = [
+        e for e in core.on_retries_refreshed(
+            state, [retry], [make_issue("A-1")], settings, 70.0, later
+        ) if isinstance(e, core.StartWorker)
+    ]  # fmt: skip
+    assert resumed.agent_kind == "claude" and resumed.resume_thread_id is None
+    # After the reset, new runs are the stage's own again.
+    core.limits.lift_due(state, RESET)
+    core.select_dispatches(state, [make_issue("C-1")], settings, 2000.0, RESET)
+    assert state.running["id-C-1"].agent_kind == "codex"
