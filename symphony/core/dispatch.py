@@ -577,8 +577,8 @@ def start_run(
         stage = machine.stage_for(issue.state)
     state.retry_attempts.pop(issue.id, None)
     kind = kind or dispatch_kind(state, issue, settings)
-    agent = agent_kind_for(issue, stage, settings, state, wall)
     own = agent_kind_for(issue, stage, settings)
+    agent = _unless_limited(own, stage, state, issue.id, wall)
     if agent != own:  # said on the run, so in its evidence and on the board
         detail = ", ".join(d for d in (detail, f"on {agent} while {own} is limited") if d)
     label = started(state, issue, kind, settings, wall, detail)
@@ -675,11 +675,20 @@ def agent_kind_for(
     """The agent that runs this ticket now: the stage's `fallback_agent` while its own is
     limited by its provider and the fallback is not (`core.limits`), else its own."""
     own = _own_agent(issue, stage, settings)
-    fallback = stage.fallback_agent if stage is not None else None
-    if fallback is None or state is None or wall is None or fallback == own:
+    if state is None or wall is None:
         return own
-    if waits_for_limit(state, own, issue.id, wall) and not waits_for_limit(
-        state, fallback, issue.id, wall
+    return _unless_limited(own, stage, state, issue.id, wall)
+
+
+def _unless_limited(
+    own: str, stage: Stage | None, state: SchedulerState, issue_id: str, wall: datetime
+) -> str:
+    """`own`, or the stage's fallback while `own` is limited and the fallback is not."""
+    fallback = stage.fallback_agent if stage is not None else None
+    if fallback is None or fallback == own:
+        return own
+    if waits_for_limit(state, own, issue_id, wall) and not waits_for_limit(
+        state, fallback, issue_id, wall
     ):
         return fallback
     return own

@@ -22,6 +22,7 @@ from typing import Any
 from symphony.base.limits import LimitKind, ProviderLimit
 from symphony.core.effects import AgentLimited, AgentResumed, Effect, RetryScheduled
 from symphony.core.outcomes import LIMITED, RESUMED, OutcomeRecord
+from symphony.core.reruns import unstarted
 from symphony.core.state import AgentPause, RetryEntry, RetryKind, RunningEntry, SchedulerState
 
 PROBE_BASE_S = 60.0
@@ -62,7 +63,7 @@ def on_limited(
         named, strikes,
     )  # fmt: skip
     _note_limited(state, pause, entry.issue.id, entry.identifier, renewed=known is not None)
-    _give_back_start(state, entry)
+    unstarted(state, entry.issue.id, entry.kind)  # it did nothing the provider let it do
     delay = max((until - wall).total_seconds(), 0.0)
     retry = RetryEntry(
         issue_id=entry.issue.id,
@@ -82,19 +83,6 @@ def on_limited(
     state.retry_attempts[entry.issue.id] = retry
     state.claimed.add(entry.issue.id)
     return [AgentLimited(pause, entry.identifier), RetryScheduled(retry, delay)]
-
-
-def _give_back_start(state: SchedulerState, entry: RunningEntry) -> None:
-    """The run did no work the provider let it do: it counts against no cap."""
-    ledger = state.ledgers.get(entry.issue.id)
-    if ledger is None:
-        return
-    if ledger.starts:
-        ledger.starts = ledger.starts[:-1]
-    count = ledger.counts.get(entry.kind.value)
-    if count:
-        ledger.counts[entry.kind.value] = count - 1
-    state.changed_ledgers.add(entry.issue.id)
 
 
 def waits_for_limit(

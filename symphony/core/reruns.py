@@ -158,6 +158,19 @@ _UNCOUNTED = {
 }
 
 
+def unstarted(state: SchedulerState, issue_id: str, kind: RunKind) -> None:
+    """Take back the count `started` made for the ticket's last run, of `kind`: a run its
+    provider refused (`core.limits`) counts against no cap and not in the runaway guard."""
+    ledger = state.ledgers.get(issue_id)
+    if ledger is None:
+        return
+    ledger.starts = ledger.starts[:-1]
+    count = ledger.counts.get(kind.value)
+    if count:
+        ledger.counts[kind.value] = count - 1
+    state.changed_ledgers.add(issue_id)
+
+
 def label_of(kind: RunKind, count: int, cap: int | None, detail: str = "") -> str:
     words = _UNCOUNTED.get(kind)
     if words is None:

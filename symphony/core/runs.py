@@ -431,24 +431,22 @@ def _after_exit(
     state.changed_totals.add(issue_id)
     if result.footprint is not None:
         _record_footprint(state, issue_id, result.footprint)
+    ended_at = entry.started_at_wall + timedelta(seconds=ran)
     if result.verification is not None:
-        at = entry.started_at_wall + timedelta(seconds=ran)
         state.new_outcomes.extend(
             OutcomeRecord(
-                at, GATE, issue_id, entry.identifier,
+                ended_at, GATE, issue_id, entry.identifier,
                 {"gate": gate.name, "passed": gate.passed, "stage": entry.stage},
             )
             for round_ in result.verification.rounds
             for gate in round_.results
         )  # fmt: skip
-    reason = entry.stop_reason
     limit = result.failure.limit if not result.ok and result.failure is not None else None
-    at = entry.started_at_wall + timedelta(seconds=ran)
-    lifted = after_run(state, entry, limited=limit is not None, wall=at)
-    if reason is None and limit is not None:
+    if entry.stop_reason is None and limit is not None:
         # The provider refused the run: its agent kind waits, the ticket keeps its place.
-        return [*on_limited(state, entry, limit, now, at)]
-    ended(state, issue_id, entry.last_message, ok=reason is None and result.ok)
+        return on_limited(state, entry, limit, now, ended_at)
+    lifted = after_run(state, entry, limited=limit is not None, wall=ended_at)
+    ended(state, issue_id, entry.last_message, ok=entry.stop_reason is None and result.ok)
     return [*lifted, *_after_ended(state, issue_id, entry, result, settings, now)]
 
 

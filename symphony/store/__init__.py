@@ -3,16 +3,8 @@
 does with what it finds (`recovery`). The package's namespace is the store's API.
 """
 
-from symphony.store.sqlite import (
-    STORE_NEWER,
-    STORE_UNUSABLE,
-    RetryRow,
-    RunRow,
-    Saved,
-    Store,
-    StoreError,
-    TransitionRow,
-)
+from symphony.store.rows import RetryRow, RunRow, Saved, TransitionRow
+from symphony.store.sqlite import STORE_NEWER, STORE_UNUSABLE, Store, StoreError
 
 __all__ = [
     "STORE_NEWER",

@@ -32,10 +32,7 @@ from symphony.store.notifications import NotificationOutbox
 from symphony.store.rows import (
     MIRRORED,
     Encoder,
-    RetryRow,
-    RunRow,
     Saved,
-    TransitionRow,
     meta_rows,
     outcome_from,
     outcome_values,
@@ -55,17 +52,6 @@ from symphony.store.schema import (
     Row,
     Table,
 )
-
-__all__ = [
-    "STORE_NEWER",
-    "STORE_UNUSABLE",
-    "RetryRow",
-    "RunRow",
-    "Saved",
-    "Store",
-    "StoreError",
-    "TransitionRow",
-]
 
 STORE_NEWER = ErrorCategory.STORE_NEWER_SCHEMA
 STORE_UNUSABLE = ErrorCategory.STORE_UNUSABLE
