@@ -125,6 +125,18 @@ async def test_an_error_reply_fails_the_turn(harness: Harness) -> None:
     assert failed.value.limit is None  # the agent's failure, not the provider's
 
 
+async def refused(harness: Harness, reason: str) -> AgentError:
+    """The error of a turn whose prompt the agent refused with `reason`."""
+    session = harness.session(FAKE_ACP_PROMPT="error", FAKE_ACP_ERROR=reason)
+    await session.start()
+    try:
+        with pytest.raises(AgentError) as failed:
+            await session.run_turn("go", title="t")
+    finally:
+        await session.stop()
+    return failed.value
+
+
 @pytest.mark.parametrize(
     ("reason", "kind"),
     [
@@ -148,30 +160,18 @@ async def test_an_error_reply_fails_the_turn(harness: Harness) -> None:
 async def test_a_prompt_the_model_server_refused_carries_the_providers_limit(
     harness: Harness, reason: str, kind: LimitKind
 ) -> None:
-    session = harness.session(FAKE_ACP_PROMPT="error", FAKE_ACP_ERROR=reason)
-    await session.start()
-    try:
-        with pytest.raises(AgentError) as failed:
-            await session.run_turn("go", title="t")
-    finally:
-        await session.stop()
-    assert failed.value.category == "turn_failed"
-    assert failed.value.limit is not None and failed.value.limit.kind is kind
-    assert "API Error" in failed.value.limit.detail
+    failed = await refused(harness, reason)
+    assert failed.category == "turn_failed"
+    assert failed.limit is not None and failed.limit.kind is kind
+    assert "API Error" in failed.limit.detail
 
 
 async def test_a_prompt_refused_for_a_bad_request_is_an_ordinary_failure(
     harness: Harness,
 ) -> None:
     reason = 'API Error: 400 {"type":"error","error":{"type":"invalid_request_error"}}'
-    session = harness.session(FAKE_ACP_PROMPT="error", FAKE_ACP_ERROR=reason)
-    await session.start()
-    try:
-        with pytest.raises(AgentError) as failed:
-            await session.run_turn("go", title="t")
-    finally:
-        await session.stop()
-    assert failed.value.category == "turn_failed" and failed.value.limit is None
+    failed = await refused(harness, reason)
+    assert failed.category == "turn_failed" and failed.limit is None
 
 
 # What the Claude Code adapter advertises: an alias as the current model, its words saying

@@ -335,6 +335,15 @@ def test_check_and_report_go_over_every_workflow_of_a_fleet(
     assert reported.stdout.count("== ") == 2
 
 
+def saved_by_a_daemon(board: Board, state: core.SchedulerState, now: datetime) -> None:
+    """`state` in the workflow's store, as a daemon that stopped would have left it."""
+    store, _ = Store.open(board.root / ".symphony" / "state.db")
+    try:
+        store.save(state, 0.0, now)
+    finally:
+        store.close()
+
+
 def test_check_shows_the_runaway_guard_and_a_persons_stop_from_the_store(
     board: Board, symphony_cli: Cli
 ) -> None:
@@ -346,11 +355,7 @@ def test_check_shows_the_runaway_guard_and_a_persons_stop_from_the_store(
     starts = [now.timestamp() - 60 * n for n in range(20)][::-1]
     state.ledgers["ABC-1"] = core.RunLedger("ABC-1", starts=starts)
     state.held["ABC-2"] = ("todo", None)
-    store, _ = Store.open(board.root / ".symphony" / "state.db")
-    try:
-        store.save(state, 0.0, now)
-    finally:
-        store.close()
+    saved_by_a_daemon(board, state, now)
     result = symphony_cli("check", cwd=board.root)
     assert result.returncode == 0, result.stderr
     assert (
@@ -382,11 +387,7 @@ def test_check_shows_an_agent_its_provider_limited_and_the_tickets_that_wait_for
     state.agent_pauses["codex"] = AgentPause(
         "codex", LimitKind.USAGE, "usage limit reached", now, reset, True
     )
-    store, _ = Store.open(board.root / ".symphony" / "state.db")
-    try:
-        store.save(state, 0.0, now)
-    finally:
-        store.close()
+    saved_by_a_daemon(board, state, now)
     result = symphony_cli("check", cwd=board.root)
     assert result.returncode == 0, result.stderr
     until = reset.strftime("%H:%M:%S UTC")
