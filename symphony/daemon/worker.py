@@ -55,9 +55,10 @@ async def work(
         )
         log.info("completed")
     except AttemptFailed as exc:
-        result = core.WorkerExit(False, exc.failure)
-        if exc.failure.limit is not None:
-            log.info("limited by its provider", reason=exc.failure.limit.describe())
+        failure = _masked_limit(exc.failure, ctx)
+        result = core.WorkerExit(False, failure)
+        if failure.limit is not None:
+            log.info("limited by its provider", reason=failure.limit.describe())
         else:
             log.warning("failed", reason=str(exc))
     except asyncio.CancelledError:
@@ -71,6 +72,19 @@ async def work(
     finally:
         sinks.flush()
         report(WorkerExited(issue.id, result))
+
+
+LIMIT_DETAIL_CHARS = 300
+"""The most of a provider's words a pause keeps (it is saved, shown and sent in notices)."""
+
+
+def _masked_limit(failure: core.Failure, ctx: AttemptContext) -> core.Failure:
+    """A provider's words enter the daemon here like every agent message: masked, and bounded
+    (a pause outlives the run in the store, the dashboard and the notices)."""
+    if failure.limit is None or not failure.limit.detail:
+        return failure
+    detail = ctx.masker.mask(failure.limit.detail)[:LIMIT_DETAIL_CHARS]
+    return dataclasses.replace(failure, limit=dataclasses.replace(failure.limit, detail=detail))
 
 
 class _Sinks:

@@ -6,6 +6,7 @@ these run in the fast tier; the same behaviours against the real subprocesses ar
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -430,5 +431,27 @@ async def test_a_usage_limit_pauses_the_agent_and_every_ticket_goes_on_after_the
         assert not tracker.comments
         events = [row["event"] for row in daemon.activity.newest(50)]
         assert events.count("limited") == 1 and events.count("resumed") == 1
+    finally:
+        await run.stop()
+
+
+async def test_a_limits_words_are_masked_before_the_pause_keeps_them(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """A provider may echo the key it refused; the pause is saved, shown and sent in notices,
+    so its words are masked like any agent message, and bounded."""
+    key = "sk-live-0123456789abcdefghij"
+    tracker = MemoryTracker(make_issue("A-1"))
+    limit = ProviderLimit(
+        LimitKind.RATE, clock.wall() + timedelta(minutes=1), f"key {key} is limited " + "x" * 900
+    )
+    agent = ScriptedAgent(Limited(limit))
+    run = start(tmp_path, tracker, agent, clock, agent_settings={"env": {"OPENAI_API_KEY": key}})
+    try:
+        await run.until(lambda: "codex" in run.orchestrator.state.agent_pauses)
+        pause = run.orchestrator.state.agent_pauses["codex"]
+        assert key not in pause.detail and pause.detail.startswith("key ")
+        assert len(pause.detail) <= 300
+        assert key not in json.dumps(run.orchestrator.snapshot(), default=str)
     finally:
         await run.stop()
