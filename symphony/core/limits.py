@@ -5,9 +5,12 @@ overload, an outage), the run is not the ticket's failure: it consumes no retry 
 re-run cap and no start of the runaway guard, writes no failure comment, and the ticket waits
 in line in its own thread (a retry that continues it, as the same attempt). What pauses is the
 agent kind: no ticket starts on it until the reset the provider named, while runs on other
-agents go on. When the provider named no time, the pause lasts `PROBE_BASE_S`, doubling with
-each limit met in a row up to `PROBE_MAX_S`, and then lets a single run through first (the
-probe): the pause lifts when that run ends without a limit.
+agents go on. When the provider named no time, the pause lasts `PROBE_BASE_S` (`OUTAGE_BASE_S`
+for an overloaded or failing server), doubling with each limit met in a row up to `PROBE_MAX_S`,
+spread by up to `JITTER` either way so that daemons sharing a provider do not come back in step,
+and then lets a single run through first (the probe): the pause lifts when that run ends
+without a limit. Every run on the agent waits on that one pause: one breaker per provider, not
+a stampede of independent retries.
 
 Every decision is a function of the state, the clock and the settings; the loop calls
 `lift_due` on its scans, and the dispatch plan asks `waits_for_limit`.
@@ -15,6 +18,7 @@ Every decision is a function of the state, the clock and the settings; the loop 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,15 +30,23 @@ from symphony.core.reruns import unstarted
 from symphony.core.state import AgentPause, RetryEntry, RetryKind, RunningEntry, SchedulerState
 
 PROBE_BASE_S = 60.0
-"""How long an agent kind waits after a limit with no named reset, the first time."""
+"""How long an agent kind waits after a usage or rate limit with no named reset, the first time."""
+OUTAGE_BASE_S = 15.0
+"""The same after an overloaded or failing model server: outages are often brief."""
 PROBE_MAX_S = 900.0
-"""The longest such wait, however many limits in a row."""
+"""The longest such wait before its spread, however many limits in a row."""
+JITTER = 0.2
+"""How far a guessed wait is spread either way (a fraction of it)."""
 
 
-def guess_s(strikes: int) -> float:
-    """How long to wait when the provider named no reset, after `strikes` limits in a row."""
-    doubled: float = PROBE_BASE_S * 2 ** min(max(strikes - 1, 0), 16)
-    return min(doubled, PROBE_MAX_S)
+def guess_s(strikes: int, limit: LimitKind, salt: str) -> float:
+    """How long to wait when the provider named no reset, after `strikes` limits in a row:
+    doubled per strike up to the cap, then spread by a fraction drawn from `salt` (the pause's
+    agent and start: the same pause guesses the same, another daemon's another)."""
+    base = OUTAGE_BASE_S if limit in (LimitKind.OVERLOADED, LimitKind.OUTAGE) else PROBE_BASE_S
+    doubled: float = min(base * 2 ** min(max(strikes - 1, 0), 16), PROBE_MAX_S)
+    draw = int.from_bytes(hashlib.sha256(f"{salt}|{strikes}".encode()).digest()[:4]) / 2**32
+    return doubled * (1 - JITTER + 2 * JITTER * draw)
 
 
 def on_limited(
@@ -52,16 +64,13 @@ def on_limited(
     # Runs already under way meet the same wall: only a limit met after the last guess ran out
     # (its probe) is one more in a row.
     strikes = 1 if known is None else known.strikes + (1 if wall >= known.until else 0)
+    since = known.since if known is not None else wall
     named = limit.resets_at is not None and limit.resets_at > wall
-    until = (
-        limit.resets_at if named and limit.resets_at else wall + timedelta(seconds=guess_s(strikes))
-    )
+    guess = guess_s(strikes, limit.kind, f"{kind}|{since.isoformat()}")
+    until = limit.resets_at if named and limit.resets_at else wall + timedelta(seconds=guess)
     if known is not None and wall < known.until:
         until = max(until, known.until)
-    pause = AgentPause(
-        kind, limit.kind, limit.detail, known.since if known is not None else wall, until,
-        named, strikes,
-    )  # fmt: skip
+    pause = AgentPause(kind, limit.kind, limit.detail, since, until, named, strikes)
     _note_limited(state, pause, entry.issue.id, entry.identifier, renewed=known is not None)
     unstarted(state, entry.issue.id, entry.kind)  # it did nothing the provider let it do
     delay = max((until - wall).total_seconds(), 0.0)

@@ -104,7 +104,8 @@ def test_an_unnamed_reset_is_guessed_with_backoff_and_probed_by_one_run() -> Non
     )
     pause = state.agent_pauses["codex"]
     assert not pause.named
-    assert pause.until == WALL + timedelta(seconds=5 + core.limits.PROBE_BASE_S)  # from its end
+    guess = core.limits.guess_s(1, LimitKind.OVERLOADED, f"codex|{pause.since.isoformat()}")
+    assert pause.until == WALL + timedelta(seconds=5 + guess)  # from its end
     after = pause.until + timedelta(seconds=1)
     assert core.limits.lift_due(state, after) == []  # no named time: a probe answers instead
     # Past the guess, one run goes through; the next waits for its answer.
@@ -119,7 +120,8 @@ def test_an_unnamed_reset_is_guessed_with_backoff_and_probed_by_one_run() -> Non
     )
     again = state.agent_pauses["codex"]
     assert again.strikes == 2 and again.probe is None
-    assert again.until - again.since >= timedelta(seconds=2 * core.limits.PROBE_BASE_S)
+    floor = 2 * core.limits.OUTAGE_BASE_S * (1 - core.limits.JITTER)
+    assert again.until - again.since >= timedelta(seconds=floor)
     # The next probe ends well: the pause lifts.
     later = again.until + timedelta(seconds=1)
     (probe,) = [
@@ -200,7 +202,8 @@ def test_runs_already_under_way_meeting_the_same_wall_do_not_lengthen_the_guess(
     pause = state.agent_pauses["codex"]
     assert pause.strikes == 1
     # The latest of the three guesses stands; no notice beyond the first.
-    assert pause.until == WALL + timedelta(seconds=7 + core.limits.PROBE_BASE_S)
+    guess = core.limits.guess_s(1, LimitKind.OVERLOADED, f"codex|{pause.since.isoformat()}")
+    assert pause.until == WALL + timedelta(seconds=7 + guess)
     assert [r.kind for r in state.new_outcomes if r.kind == LIMITED] == [LIMITED]
     assert sorted(state.retry_attempts) == ["id-A-1", "id-B-1", "id-C-1"]
 
@@ -239,3 +242,19 @@ def test_a_stage_runs_on_its_fallback_agent_only_while_its_own_is_limited() -> N
     core.limits.lift_due(state, RESET)
     core.select_dispatches(state, [make_issue("C-1")], settings, 2000.0, RESET)
     assert state.running["id-C-1"].agent_kind == "codex"
+
+
+def test_a_guessed_wait_doubles_to_its_cap_and_is_spread_so_daemons_do_not_return_in_step() -> None:
+    guess = core.limits.guess_s
+    low, high = 1 - core.limits.JITTER, 1 + core.limits.JITTER
+    # An outage is guessed shorter than a usage limit, and each doubles per strike to the cap.
+    for kind, base in ((LimitKind.OUTAGE, core.limits.OUTAGE_BASE_S),
+                       (LimitKind.RATE, core.limits.PROBE_BASE_S)):  # fmt: skip
+        for strikes in (1, 2, 3, 40):
+            expected = min(base * 2 ** (strikes - 1), core.limits.PROBE_MAX_S)
+            assert expected * low <= guess(strikes, kind, "codex|a") <= expected * high
+    # The same pause guesses the same; pauses begun elsewhere or at another time spread out.
+    assert guess(1, LimitKind.OUTAGE, "codex|a") == guess(1, LimitKind.OUTAGE, "codex|a")
+    spread = {round(guess(1, LimitKind.OUTAGE, f"codex|{n}"), 3) for n in range(50)}
+    assert len(spread) > 40
+    assert max(spread) - min(spread) > core.limits.OUTAGE_BASE_S * core.limits.JITTER
