@@ -12,6 +12,10 @@ and then lets a single run through first (the probe): the pause lifts when that 
 without a limit. Every run on the agent waits on that one pause: one breaker per provider, not
 a stampede of independent retries.
 
+A pause belongs to the account, not to the workflow: in a daemon running several workflows,
+one whose agent kind runs on the same account as another's takes over the other's pause
+(`adopt`, fed by the fleet at each poll) and lifts it when the other does.
+
 Every decision is a function of the state, the clock and the settings; the loop calls
 `lift_due` on its scans, and the dispatch plan asks `waits_for_limit`.
 """
@@ -19,7 +23,8 @@ Every decision is a function of the state, the clock and the settings; the loop 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -102,7 +107,7 @@ def waits_for_limit(
     pause = state.agent_pauses.get(agent_kind)
     if pause is None:
         return None
-    if wall < pause.until:
+    if wall < pause.until or pause.shared:  # a shared pause is probed where it was met
         return pause
     if pause.named or pause.probe in (None, issue_id):
         return None
@@ -122,7 +127,7 @@ def after_run(
     """A run on a paused kind ended: without a limit, past the reset, the pause lifts (the
     probe answered, or the provider let a run through)."""
     pause = state.agent_pauses.get(entry.agent_kind)
-    if pause is None or limited or wall < pause.until:
+    if pause is None or pause.shared or limited or wall < pause.until:
         return []
     return [_lift(state, pause, wall)]
 
@@ -133,9 +138,36 @@ def lift_due(state: SchedulerState, wall: datetime) -> list[AgentResumed]:
     return [_lift(state, pause, wall) for pause in due]
 
 
+def adopt(state: SchedulerState, elsewhere: Iterable[AgentPause], wall: datetime) -> list[Effect]:
+    """Take over the pauses other workflows of the daemon met on the accounts this one's
+    agents use (`elsewhere`, their own pauses), and lift those they have lifted. A pause met
+    here governs itself: it probes and lifts on its own answers."""
+    theirs: dict[str, AgentPause] = {}
+    for pause in elsewhere:
+        if pause.named and wall >= pause.until:
+            continue  # due to lift where it was met, at its next scan
+        known = theirs.get(pause.agent_kind)
+        if known is None or pause.until > known.until:
+            theirs[pause.agent_kind] = pause
+    effects: list[Effect] = []
+    for kind, pause in theirs.items():
+        mine = state.agent_pauses.get(kind)
+        if mine is not None and (not mine.shared or mine.until == pause.until):
+            continue
+        state.agent_pauses[kind] = replace(pause, shared=True, probe=None)
+        if mine is None:
+            effects.append(AgentLimited(state.agent_pauses[kind], ""))
+    for kind, mine in list(state.agent_pauses.items()):
+        if mine.shared and kind not in theirs:
+            effects.append(_lift(state, mine, wall))
+    return effects
+
+
 def _lift(state: SchedulerState, pause: AgentPause, wall: datetime) -> AgentResumed:
     del state.agent_pauses[pause.agent_kind]
     seconds = max((wall - pause.since).total_seconds(), 0.0)
+    if pause.shared:  # the workflow that met it records it and its lifting
+        return AgentResumed(pause.agent_kind, seconds)
     state.new_outcomes.append(
         OutcomeRecord(wall, RESUMED, "", "", {"agent": pause.agent_kind, "seconds": seconds})
     )

@@ -101,11 +101,15 @@ class AgentPause:
     """Limits met in a row without a run ending well in between (the guess's backoff)."""
     probe: str | None = None
     """The ticket whose run probes the provider after an unnamed reset, while it runs."""
+    shared: bool = False
+    """Met by another workflow of the daemon on the same account: it lifts when theirs does
+    (`core.limits.adopt`), is not saved, and this workflow sends no notice of it."""
 
     def describe(self) -> str:
         what = f"{self.limit}: {self.detail}" if self.detail else str(self.limit)
         until = self.until.strftime("%H:%M:%S UTC")
-        return f"{self.agent_kind} limited until {until} ({what})"
+        where = ", met by another workflow on the same account" if self.shared else ""
+        return f"{self.agent_kind} limited until {until} ({what}{where})"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,6 +121,7 @@ class AgentPause:
             "reset_named": self.named,
             "strikes": self.strikes,
             "probe": self.probe,
+            "shared": self.shared,
         }
 
 

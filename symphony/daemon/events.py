@@ -15,6 +15,7 @@ from symphony import core
 from symphony.base.events import AgentEvent
 from symphony.base.pulls import PullRequest, PullStatus
 from symphony.core.follow import MergeAnswer
+from symphony.core.state import AgentPause
 from symphony.core.transitions import WriteResult
 
 
@@ -33,6 +34,10 @@ class Seat(Protocol):
 
     def hosts_busy_elsewhere(self) -> dict[str, int]:
         """The agents the fleet's other workflows run on each SSH host now."""
+        ...
+
+    def pauses_elsewhere(self) -> list[AgentPause]:
+        """The pauses the fleet's other workflows met on the accounts this one's agents use."""
         ...
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 import yaml
 
+from symphony.agents.accounts import accounts
 from symphony.base.errors import SymphonyError
 from symphony.base.hosts import LOCAL
 from symphony.base.secrets import SecretMasker
@@ -32,6 +33,7 @@ from symphony.config.prompt import check_prompts
 from symphony.config.sections import Settings
 from symphony.core.costs import day_key
 from symphony.core.fleet import Demand, FleetShares, may_start
+from symphony.core.state import AgentPause
 from symphony.daemon.events import Clock
 from symphony.daemon.launch import open_workflow
 from symphony.daemon.orchestrator import Orchestrator
@@ -168,6 +170,10 @@ class Seat:
         """The agents the fleet's other workflows run on each SSH host now."""
         return self.fleet.hosts_busy_except(self.name)
 
+    def pauses_elsewhere(self) -> list[AgentPause]:
+        """The pauses the fleet's other workflows met on this one's accounts."""
+        return self.fleet.pauses_shared_with(self.name)
+
 
 @dataclass(slots=True)
 class _Live:
@@ -176,6 +182,10 @@ class _Live:
     spent_today: Callable[[str], float]
     hosts: Callable[[], Mapping[str, int]]
     """Its running agents per SSH host."""
+    pauses: Callable[[], Iterable[AgentPause]] = tuple
+    """The agent pauses it holds."""
+    accounts: Callable[[], Mapping[str, str]] = dict
+    """The account each agent kind of it runs on (`symphony.agents.accounts`)."""
 
 
 @dataclass(slots=True)
@@ -195,9 +205,22 @@ class Fleet:
         cap: Callable[[], int],
         spent_today: Callable[[str], float],
         hosts: Callable[[], Mapping[str, int]] = dict,
+        pauses: Callable[[], Iterable[AgentPause]] = tuple,
+        accounts: Callable[[], Mapping[str, str]] = dict,
     ) -> Seat:
-        self.live[name] = _Live(running, cap, spent_today, hosts)
+        self.live[name] = _Live(running, cap, spent_today, hosts, pauses, accounts)
         return Seat(self, name)
+
+    def pauses_shared_with(self, name: str) -> list[AgentPause]:
+        """The pauses the other workflows met themselves on an account `name` also uses."""
+        mine = self.live[name].accounts() if name in self.live else {}
+        return [
+            pause
+            for other, live in self.live.items() if other != name
+            for pause in live.pauses()
+            if not pause.shared and mine.get(pause.agent_kind)
+            and live.accounts().get(pause.agent_kind) == mine.get(pause.agent_kind)
+        ]  # fmt: skip
 
     def hosts_busy_except(self, name: str) -> dict[str, int]:
         busy: dict[str, int] = {}
@@ -352,6 +375,8 @@ async def _run_seated(
         cap=lambda: orchestrator.settings.agent.max_concurrent_agents,
         spent_today=lambda day: _spent(orchestrator, day),
         hosts=lambda: _on_hosts(orchestrator),
+        pauses=lambda: orchestrator.state.agent_pauses.values(),
+        accounts=lambda: accounts(orchestrator.settings.agent.env, orchestrator.environ),
     )
     status.orchestrator, status.error = orchestrator, None
     started(status)

@@ -159,6 +159,7 @@ class Polling:
         assert o.seat is not None
         o.state.fleet_slots = o.seat.slots(waiting)
         o.state.hosts_busy_elsewhere = o.seat.hosts_busy_elsewhere()
+        o.perform(core.limits.adopt(o.state, o.seat.pauses_elsewhere(), o.clock.wall()))
 
     async def process_retries(self) -> None:
         o = self._o

@@ -293,6 +293,7 @@ class Encoder:
             AGENT_PAUSES: {
                 k: AGENT_PAUSES.row(agent_kind=k, pause=json.dumps(p.to_json()))
                 for k, p in state.agent_pauses.items()
+                if not p.shared  # another workflow's: it shares it again after a restart
             },
             FOOTPRINTS: {
                 k: FOOTPRINTS.row(

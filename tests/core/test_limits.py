@@ -258,3 +258,28 @@ def test_a_guessed_wait_doubles_to_its_cap_and_is_spread_so_daemons_do_not_retur
     spread = {round(guess(1, LimitKind.OUTAGE, f"codex|{n}"), 3) for n in range(50)}
     assert len(spread) > 40
     assert max(spread) - min(spread) > core.limits.OUTAGE_BASE_S * core.limits.JITTER
+
+
+def test_a_pause_met_on_the_same_account_elsewhere_is_taken_over_and_lifts_with_it() -> None:
+    state = core.SchedulerState()
+    later = WALL + timedelta(minutes=5)
+    theirs = AgentPause("codex", LimitKind.OVERLOADED, "", WALL, later, named=False)
+    (limited_effect,) = core.limits.adopt(state, [theirs], WALL)
+    assert isinstance(limited_effect, core.AgentLimited)
+    mine = state.agent_pauses["codex"]
+    assert mine.shared and mine.until == later and "another workflow" in mine.describe()
+    assert core.limits.adopt(state, [theirs], WALL) == []  # nothing new, nothing said
+    # Past a guessed reset the workflow that met it probes; here every run still waits.
+    assert core.limits.waits_for_limit(state, "codex", "id-A-1", later + timedelta(hours=1))
+    # The other lifts it: so does this one, without a notice of its own.
+    (resumed,) = core.limits.adopt(state, [], later)
+    assert isinstance(resumed, core.AgentResumed) and "codex" not in state.agent_pauses
+    assert state.new_outcomes == []
+    # A pause met here governs itself; a named one past its reset is not taken over.
+    own = AgentPause("codex", LimitKind.USAGE, "", WALL, WALL + timedelta(minutes=1), True)
+    state.agent_pauses["codex"] = own
+    assert core.limits.adopt(state, [theirs], WALL) == []
+    assert state.agent_pauses["codex"] is own
+    del state.agent_pauses["codex"]
+    due = AgentPause("codex", LimitKind.USAGE, "", WALL, WALL, named=True)
+    assert core.limits.adopt(state, [due], WALL + timedelta(seconds=1)) == []

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +17,14 @@ import httpx
 import pytest
 import yaml
 
+from symphony.base.limits import LimitKind
 from symphony.base.secrets import SecretMasker
 from symphony.config.fields import ConfigError
+from symphony.core.state import AgentPause, SchedulerState
 from symphony.daemon.events import SystemClock
 from symphony.daemon.fleet import FleetRunner, plan_fleet
 from symphony.observability.fleet import FleetApp, Seen, labelled, merge_metrics
+from tests.factories import WALL
 from tests.harness import Board
 
 
@@ -214,3 +219,74 @@ async def test_a_workflow_broken_after_start_shows_its_banner_and_a_silent_track
 def row_of(runner: FleetRunner, name: str) -> Any:
     status = next(s for s in runner.statuses if s.member.name == name)
     return status.orchestrator
+
+
+def test_a_pause_is_shared_only_with_workflows_on_the_same_account() -> None:
+    from symphony.agents.accounts import accounts
+    from symphony.daemon.fleet import Fleet, FleetPlan, Member
+
+    fleet = Fleet(
+        FleetPlan((Member("a", Path("a")), Member("b", Path("b")), Member("c", Path("c")))),
+        SystemClock(),
+    )
+    environ = {"HOME": "/home/team", "OPENAI_API_KEY": "sk-team"}
+    same, other = accounts({}, environ), accounts({"OPENAI_API_KEY": "sk-other"}, environ)
+    assert same["codex"] != other["codex"] and same["claude"] == other["claude"]
+    assert "sk-team" not in str(same)  # a digest, not the key
+    pause = AgentPause("codex", LimitKind.USAGE, "", WALL, WALL + timedelta(minutes=5), True)
+    held: list[AgentPause] = [pause]
+    seats = {
+        name: fleet.seat(name, running=lambda: 0, cap=lambda: 1, spent_today=lambda day: 0.0,
+                         pauses=pauses, accounts=lambda found=found: found)
+        for name, pauses, found in (("a", lambda: held, same), ("b", tuple, same),
+                                    ("c", tuple, other))
+    }  # fmt: skip
+    assert seats["b"].pauses_elsewhere() == [pause]
+    assert seats["c"].pauses_elsewhere() == []  # another key goes on
+    assert seats["a"].pauses_elsewhere() == []  # its own is not shared back
+    held[0] = dataclasses.replace(pause, shared=True)  # a pause a took over is not passed on
+    assert seats["b"].pauses_elsewhere() == []
+
+
+async def test_a_limit_one_workflow_meets_pauses_the_others_on_its_account_until_its_reset(
+    tmp_path: Path,
+) -> None:
+    """Three workflows in one daemon, each on its own board: alpha's agent meets a usage
+    limit; beta runs codex on the same account and starts nothing until the reset; gamma's
+    codex runs on another key and goes on. One notice goes out, from alpha."""
+    reset_s = 4
+    limited = {"FAKE_AGENT_SCENARIO": "usage_limit", "FAKE_AGENT_RESET_S": str(reset_s)}
+    alpha, beta, gamma = (board(tmp_path, name, 0) for name in ("alpha", "beta", "gamma"))
+    alpha.ticket("ALPHA-1")
+    alpha.write_workflow(polling_ms=200, agent={"env": limited})
+    gamma.write_workflow(polling_ms=200, agent={"env": {"OPENAI_API_KEY": "sk-gamma-own"}})
+    fleet_file = tmp_path / "fleet.yaml"
+    fleet_file.write_text(yaml.safe_dump({"workflows": [
+        {"path": "alpha"}, {"path": "beta"}, {"path": "gamma"}]}))  # fmt: skip
+    runner = FleetRunner(plan_fleet([fleet_file]), SecretMasker(), SystemClock(), env(tmp_path))
+
+    def state_of(name: str) -> Any:
+        status = next(s for s in runner.statuses if s.member.name == name)
+        return status.orchestrator.state if status.orchestrator is not None else SchedulerState()
+
+    async with running(runner):
+        await until(lambda: "codex" in state_of("alpha").agent_pauses)
+        until_at = state_of("alpha").agent_pauses["codex"].until
+        alpha.write_workflow(polling_ms=200)  # once past the reset, its agent works again
+        beta.ticket("BETA-1")
+        gamma.ticket("GAMMA-1")
+        await until(lambda: running_in(runner, "gamma") == 1)
+        await until(lambda: "codex" in state_of("beta").agent_pauses)
+        shared = state_of("beta").agent_pauses["codex"]
+        assert shared.shared and shared.until == until_at
+        assert running_in(runner, "beta") == 0 and "codex" not in state_of("gamma").agent_pauses
+        await until(lambda: running_in(runner, "beta") == 1, seconds=reset_s + 30)
+        assert datetime.now(UTC) >= until_at
+        assert "codex" not in state_of("beta").agent_pauses
+    events = {
+        s.member.name: [row["event"] for row in s.orchestrator.activity.newest(100)]
+        for s in runner.statuses if s.orchestrator is not None
+    }  # fmt: skip
+    assert events["alpha"].count("limited") == 1 and events["beta"].count("limited") == 1
+    notices = [r.kind for r in state_of("beta").new_outcomes]
+    assert "limited" not in notices and "resumed" not in notices
