@@ -1,0 +1,119 @@
+"""Start-up benchmark: what a user waits for before the command answers or the first agent
+starts, beside what Python itself takes on the same machine in the same run.
+
+Measured as separate processes, the median of several runs each:
+- `python -c "import asyncio"`: the floor every figure is divided by;
+- `symphony --help` and `symphony check` on a local board's WORKFLOW.md;
+- start to first dispatch: `symphony WORKFLOW.md --no-tui` on a local board with one Todo
+  ticket (and with 2,000 Done tickets beside it), until the scripted agent
+  (`tests/fakes/fake_app_server.py`) writes its first record, which it does as it starts.
+Each line prints the wall time, the peak resident memory of the command (for the ones that
+exit) and its ratio to the floor. Targets: `--help` within 3x and first dispatch on an empty
+board within 4x of the floor.
+
+Run from the repository root: `python bench/startup.py` (about half a minute).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_AGENT = ROOT / "tests" / "fakes" / "fake_app_server.py"
+SYMPHONY = [sys.executable, "-m", "symphony"]
+RUNS = 5
+DISPATCH_TIMEOUT_S = 60.0
+
+
+def timed(argv: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and the peak RSS (MiB) of one run of `argv`."""
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {child.returncode}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def median_of(argv: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
+    runs = [timed(argv, env) for _ in range(RUNS)]
+    return statistics.median(w for w, _ in runs), max(m for _, m in runs)
+
+
+def board(root: Path, done: int) -> Path:
+    tickets = root / "board"
+    tickets.mkdir(parents=True)
+    for n in range(done):
+        (tickets / f"OLD-{n}.md").write_text(f"---\ntitle: Old {n}\nstate: Done\n---\nDone.\n")
+    (tickets / "NEW-1.md").write_text("---\ntitle: New\nstate: Todo\n---\nDo it.\n")
+    config = {
+        "tracker": {"kind": "local", "provider": {"path": "board"},
+                    "active_states": ["Todo"], "terminal_states": ["Done"]},
+        "workspace": {"root": "workspaces"},
+        "agent": {"env_passthrough": ["FAKE_AGENT_*"]},
+        "codex": {"command": f"{sys.executable} {FAKE_AGENT}"},
+    }  # fmt: skip
+    workflow = root / "WORKFLOW.md"
+    workflow.write_text(f"---\n{yaml.safe_dump(config)}---\nWork on {{{{ issue.identifier }}}}\n")
+    return workflow
+
+
+def first_dispatch(workflow: Path, env: dict[str, str]) -> float:
+    """Seconds from starting the daemon to its agent's first record."""
+    record = workflow.parent / f"agent-{time.monotonic_ns()}.jsonl"
+    env = {**env, "FAKE_AGENT_RECORD": str(record), "FAKE_AGENT_SCENARIO": "hang"}
+    started = time.perf_counter()
+    daemon = subprocess.Popen(
+        [*SYMPHONY, str(workflow), "--no-tui"], env=env, cwd=workflow.parent,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        while not (record.exists() and record.stat().st_size):
+            if time.perf_counter() - started > DISPATCH_TIMEOUT_S or daemon.poll() is not None:
+                raise SystemExit(f"no dispatch from {workflow} (exit {daemon.poll()})")
+            time.sleep(0.005)
+        return time.perf_counter() - started
+    finally:
+        os.killpg(daemon.pid, signal.SIGKILL)
+        daemon.wait()
+
+
+def main() -> None:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    with tempfile.TemporaryDirectory(prefix="symphony-startup-") as tmp:
+        empty, full = board(Path(tmp) / "empty", 0), board(Path(tmp) / "full", 2000)
+        timed([*SYMPHONY, "--help"], env)  # warm the file cache and the bytecode
+        floor, floor_mib = median_of([sys.executable, "-c", "import asyncio"], env)
+        rows = [("python -c 'import asyncio'", floor, floor_mib)]
+        commands = {
+            "symphony --help": [*SYMPHONY, "--help"],
+            "symphony check (empty board)": [*SYMPHONY, "check", str(empty)],
+        }
+        for label, argv in commands.items():
+            rows.append((label, *median_of(argv, env)))
+        for label, workflow in (("start -> first dispatch, empty board", empty),
+                                ("start -> first dispatch, 2,000 tickets", full)):  # fmt: skip
+            walls = [first_dispatch(workflow, env) for _ in range(RUNS)]
+            rows.append((label, statistics.median(walls), float("nan")))
+    print(f"{'':42} {'wall':>8} {'peak RSS':>9} {'x floor':>8}")
+    for label, wall, mib in rows:
+        memory = f"{mib:6.0f} MiB" if mib == mib else f"{'-':>9}"
+        print(f"{label:42} {wall * 1000:6.0f} ms {memory} {wall / floor:7.1f}x")
+
+
+if __name__ == "__main__":
+    main()
