@@ -48,7 +48,7 @@ from symphony.core.runs import (
 )
 from symphony.core.state import Failure, FailureReason, MovePhase
 from symphony.core.verification import GateRound, Verification
-from symphony.daemon.sandbox import attempt_sandbox, protected_paths
+from symphony.daemon.sandbox import attempt_sandbox, protected_paths, runs_root
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
 from symphony.memory import (
@@ -306,6 +306,7 @@ class _Attempt:
                 env=launch.env,
                 protected=protected_paths(self.settings, self.ctx.agent_env),
                 on_refused=self.refused,
+                root=runs_root(self.settings),
             )
         )
         if self.grant is not None:

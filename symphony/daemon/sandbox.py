@@ -13,7 +13,7 @@ import structlog
 
 from symphony.agents.registry import backend
 from symphony.config.sandbox import HostPattern, parse_host_pattern
-from symphony.config.sections import Settings
+from symphony.config.sections import Settings, default_state_path
 from symphony.hosts import Host
 from symphony.hosts.sandbox.host import SandboxRun
 from symphony.workspace.local import HookHost
@@ -23,6 +23,18 @@ log = structlog.get_logger(__name__)
 Refused = Callable[[str, int], None]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+RUNS_FOLDER = "sandbox-runs"
+"""In the workflow's state folder: one folder per sandboxed run (`<daemon pid>-<token>`) with
+its private home and sockets."""
+
+
+def runs_root(settings: Settings) -> Path:
+    """Where the daemon makes its sandboxed runs' folders: the folder of its store
+    (`.symphony` beside WORKFLOW.md by default), never the system's temporary folder, where
+    codex refuses to put the helpers its own sandbox runs through."""
+    store = settings.state.path if settings.state is not None else None
+    return (store or default_state_path(settings.workflow_path)).parent / RUNS_FOLDER
 
 
 def model_hosts(kind: str, env: Mapping[str, str]) -> tuple[HostPattern, ...]:
@@ -56,17 +68,23 @@ def protected_paths(settings: Settings, env: Mapping[str, str]) -> tuple[Path, .
 
 
 def attempt_sandbox(
-    *, kind: str, env: Mapping[str, str], protected: Sequence[Path], on_refused: Refused
+    *,
+    kind: str,
+    env: Mapping[str, str],
+    protected: Sequence[Path],
+    on_refused: Refused,
+    root: Path,
 ) -> SandboxRun:
     """An attempt's sandbox resources (`async with` it): the agent kind's login files in the
-    private home, and its model hosts as what `network: model` reaches by default. The caller
-    asks the run for the host of each set of settings."""
+    private home, and its model hosts as what `network: model` reaches by default; its folder
+    in `root` (`runs_root`). The caller asks the run for the host of each set of settings."""
     return SandboxRun(
         credentials=backend(kind).sandbox_home,
         env=env,
         default_hosts=model_hosts(kind, env),
         protected=protected,
         on_refused=on_refused,
+        runs_root=root,
     )
 
 
@@ -80,6 +98,7 @@ def hook_sandbox(
         return None
     hosts = model_hosts(settings.agent.kind, environ)
     protected = protected_paths(settings, environ)
+    root = runs_root(settings)
 
     def refused(host: str, port: int) -> None:
         log.warning("sandbox refused a connection of a hook", target=f"{host}:{port}")
@@ -87,8 +106,9 @@ def hook_sandbox(
     @contextlib.asynccontextmanager
     async def hook_host() -> AsyncIterator[Host]:
         async with SandboxRun(
-            env=hook_env, default_hosts=hosts, protected=protected, on_refused=refused
-        ) as run:
+            env=hook_env, default_hosts=hosts, protected=protected, on_refused=refused,
+            runs_root=root,
+        ) as run:  # fmt: skip
             yield await run.host(sandbox)
 
     return hook_host

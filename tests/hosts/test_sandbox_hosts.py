@@ -244,6 +244,30 @@ async def test_the_model_network_reaches_allowed_hosts_through_the_proxy_only(
     assert ("127.0.0.1", denied_port) in refused
 
 
+async def test_a_run_folder_deeper_than_a_socket_address_still_carries_ports_in(
+    machine: Machine, kind: SandboxKind
+) -> None:
+    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"reached\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(greet, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    runs_root = machine.runs / ("deep" * 30)  # a state folder far from the root
+    try:
+        async with SandboxRun(env=machine.env, runs_root=runs_root, forwarded=(port,)) as run:
+            host = await run.host(no_network(kind))
+            code, output = await script(
+                host, machine, f"exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}; head -n1 <&3'"
+            )
+    finally:
+        server.close()
+    assert code == 0, output
+    assert output.strip() == "reached"
+    assert list(runs_root.iterdir()) in ([], [runs_root / "rootfs"])
+
+
 def test_the_run_folder_is_removed_when_the_run_ends(tmp_path: Path) -> None:
     async def main() -> Path:
         async with SandboxRun(env={"HOME": str(tmp_path)}, runs_root=tmp_path / "runs") as run:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -121,3 +122,30 @@ async def test_a_port_forward_carries_a_unix_connection_to_the_loopback_port(
         writer.close()
     finally:
         await forward.close()
+
+
+async def test_a_forward_listens_in_a_folder_whose_path_is_too_long_for_a_socket_address(
+    tmp_path: Path, echo_port: int
+) -> None:
+    folder = tmp_path / ("f" * 120)
+    folder.mkdir()
+    forward = PortForward(folder / "port.sock", echo_port)
+    await forward.start()
+    client = (
+        "import socket\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "s.connect('port.sock')\n"  # relative to its working folder: a short address
+        "s.sendall(b'far\\n')\n"
+        "print(s.recv(100).decode(), end='')\n"
+    )
+    try:
+        assert len(str(forward.path)) > 108
+        assert forward.path.is_socket()
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", client, cwd=folder, stdout=asyncio.subprocess.PIPE
+        )
+        output, _ = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        await forward.close()
+    assert output == b"echo: far\n"
+    assert not forward.path.exists()

@@ -10,7 +10,6 @@ import re
 import signal
 import stat
 import subprocess
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, MutableMapping
 from pathlib import Path
@@ -820,31 +819,30 @@ async def test_remove_reports_failure_when_deletion_is_impossible(
 
 
 @contextlib.asynccontextmanager
-async def boxed(settings: SandboxSettings) -> AsyncIterator[Host]:
-    async with SandboxRun(env={"PATH": "/usr/bin:/bin"}) as run:
+async def boxed(settings: SandboxSettings, runs_root: Path) -> AsyncIterator[Host]:
+    async with SandboxRun(env={"PATH": "/usr/bin:/bin"}, runs_root=runs_root) as run:
         yield await run.host(settings)
 
 
 async def test_a_hook_whose_sandbox_cannot_be_made_fails_and_after_run_stays_best_effort(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    # Sockets there would not fit a Unix socket's path: the sandbox refuses before any bwrap.
-    long_tmp = tmp_path / ("t" * 90)
-    long_tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(long_tmp))
+    # A file where the runs' folder should be: the sandbox refuses before any bwrap.
+    runs_root = tmp_path / "runs"
+    runs_root.write_text("not a folder")
+    settings = SandboxSettings(kind=SandboxKind.BWRAP, network=Network.NONE)
     workspaces = WorkspaceManager(
         tmp_path / "root",
         HooksSettings(before_run="touch ran", after_run="touch ran"),
         env={"PATH": "/usr/bin:/bin"},
-        hook_host=lambda: boxed(SandboxSettings(kind=SandboxKind.BWRAP, network=Network.NONE)),
+        hook_host=lambda: boxed(settings, runs_root),
     )
     workspace = await workspaces.prepare("ABC-1")
     with pytest.raises(WorkspaceError) as error:
         await workspaces.before_run(workspace)
     assert error.value.category == "hook_failed"
-    assert "could not start: the sandbox's sockets would live at" in error.value.message
-    assert "point TMPDIR at a shorter folder" in error.value.message
+    assert "could not start: cannot prepare the sandbox:" in error.value.message
+    assert str(runs_root) in error.value.message
     await workspaces.after_run(workspace)  # logged, not raised
     assert not (workspace.path / "ran").exists()
-    assert list(long_tmp.iterdir()) == [long_tmp / "symphony-sandbox"]
-    assert list((long_tmp / "symphony-sandbox").iterdir()) == []  # nothing left behind
+    assert runs_root.read_text() == "not a folder"  # nothing made, nothing removed

@@ -2,7 +2,9 @@
 
 `SandboxRun` holds what one run's boundary needs on this machine while the run lasts: a folder
 with the private home and the sockets bound into the sandbox, the forwards to the daemon's
-loopback servers and, with `network: model`, the allowlist proxy. `host(settings)` gives a
+loopback servers and, with `network: model`, the allowlist proxy. The folder is made in the
+`runs_root` its owner names (the daemon: beside its store, never the system's temporary folder,
+where codex refuses to put the helpers its own sandbox runs through). `host(settings)` gives a
 `SandboxHost` for one set of settings (a stage's for its agent and gates, the workflow's with a
 writable workspace for hooks); every child it starts gets a boundary of its own around the
 workspace it is started in, built afresh from those settings.
@@ -13,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import secrets
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -60,10 +62,8 @@ from symphony.hosts.sandbox.proxy import AllowlistProxy, PortForward
 from symphony.hosts.shell import ScriptResult, run_script
 
 SANDBOX_UNAVAILABLE = cgroup.SANDBOX_UNAVAILABLE
-SOCKET_PATH_MAX = 107
-"""The longest path a Unix socket may have on Linux (sun_path, without its NUL)."""
-RUNS_FOLDER = "symphony-sandbox"
-"""Under the system's temporary folder: one folder per sandboxed run, named `<pid>-<token>`."""
+RUN_FOLDER = re.compile(r"(\d+)-[0-9a-f]{8}")
+"""The name of a run's folder in the runs root: the daemon's pid and a token."""
 
 Refused = Callable[[str, int], None]
 
@@ -84,7 +84,7 @@ class SandboxRun:
         forwarded: Sequence[int] = (),
         protected: Sequence[Path] = (),
         on_refused: Refused = _ignore,
-        runs_root: Path | None = None,
+        runs_root: Path,
     ) -> None:
         self._credentials = credentials
         self._env = env
@@ -92,7 +92,7 @@ class SandboxRun:
         self.forwarded = tuple(dict.fromkeys(forwarded))
         self.protected = tuple(protected)
         self._on_refused = on_refused
-        self._root = runs_root or Path(tempfile.gettempdir()) / RUNS_FOLDER
+        self._root = runs_root
         self.paths: RunPaths | None = None
         self.home_env: dict[str, str] = {}
         self._servers: list[AllowlistProxy | PortForward] = []
@@ -122,13 +122,6 @@ class SandboxRun:
         self.paths = RunPaths(home=home, sockets=sockets, empty=folder / "empty")
         sockets.mkdir(mode=0o755)
         self.paths.empty.mkdir(mode=0o555)
-        longest = sockets / forward_socket(65535)
-        if len(os.fsencode(longest)) > SOCKET_PATH_MAX:
-            raise SymphonyError(
-                SANDBOX_UNAVAILABLE,
-                f"the sandbox's sockets would live at {sockets}, too long a path for a Unix "
-                "socket: point TMPDIR at a shorter folder",
-            )
         self.home_env = fill_home(home, self._credentials, self._env)
         _open_to_sandbox(home)
         for port in self.forwarded:
@@ -169,6 +162,11 @@ class SandboxRun:
         group = cgroup.make_pids_group(name, limit)
         self._groups.append(group)
         return group
+
+    @property
+    def runs_root(self) -> Path:
+        """Where this run's folder is made, beside those of the other runs."""
+        return self._root
 
     def rootfs(self) -> Path:
         return skeleton(self._root / "rootfs")
@@ -244,7 +242,8 @@ class SandboxHost:
     def _folders(self, command: str, env: Mapping[str, str]) -> list[Path]:
         home = env.get("HOME")
         found = [*program_folders(command, env), *path_folders(env)]
-        protected = [*self._run.protected, *(Path(home) for home in (home,) if home)]
+        homes = [Path(home) for home in (home,) if home]
+        protected = [*self._run.protected, self._run.runs_root, *homes]
         return [f for f in found if not any(p.is_relative_to(f) for p in protected)]
 
     def _start(
@@ -338,14 +337,18 @@ def _open_to_sandbox(home: Path) -> None:
     home.chmod(0o700)
 
 
+def _own_folder(entry: Path) -> bool:
+    return entry.is_dir() and not entry.is_symlink()
+
+
 def sweep_stale(root: Path) -> None:
     """Remove the run folders of daemons that are gone (a kill -9 leaves its copies behind),
-    and the containers such a run left running."""
+    and the containers such a run left running. Nothing else in `root` is touched."""
     stale = []
     with contextlib.suppress(OSError):
         for entry in root.iterdir():
-            pid = entry.name.split("-", 1)[0]
-            if pid.isdigit() and not pid_alive(int(pid)):
+            named = RUN_FOLDER.fullmatch(entry.name)
+            if named and _own_folder(entry) and not pid_alive(int(named.group(1))):
                 stale.append(entry)
     cgroup.remove_stale_groups([entry.name for entry in stale])
     podman = shutil.which("podman")

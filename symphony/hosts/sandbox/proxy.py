@@ -1,7 +1,9 @@
 """The way out of a sandbox with `network: model`, and the way to the daemon's own servers.
 
 Both listen on Unix sockets in the run's socket folder, which is bound into the sandbox and
-bridged there to loopback ports (`symphony.hosts.sandbox.bwrap`):
+bridged there to loopback ports (`symphony.hosts.sandbox.bwrap`). That folder may have a longer
+path than a Unix socket's address holds; the socket is then bound through the folder's open
+descriptor (`/proc/self/fd/<n>/<name>`), a short path to the same place.
 
 - `AllowlistProxy` speaks HTTP CONNECT, plain HTTP with an absolute URL, and SOCKS5; it connects
   only to hosts `allow_hosts` matches and tells `on_refused` of every other attempt;
@@ -14,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import os
+import socket
 import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,6 +26,8 @@ from symphony.config.sandbox import HostPattern
 
 Refused = Callable[[str, int], None]
 HEADER_LIMIT = 65_536
+SOCKET_PATH_MAX = 107
+"""The longest path a Unix socket may have on Linux (sun_path, without its NUL)."""
 
 
 def allowed(patterns: Sequence[HostPattern], host: str, port: int) -> bool:
@@ -54,7 +60,12 @@ class _UnixServer:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_unix_server(self._accept, path=str(self.path))
+        listener = bind_unix(self.path)
+        try:
+            self._server = await asyncio.start_unix_server(self._accept, sock=listener)
+        except BaseException:
+            listener.close()
+            raise
         self.path.chmod(0o666)  # the sandbox's user is not the daemon's
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -83,6 +94,26 @@ class _UnixServer:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         with contextlib.suppress(OSError):
             self.path.unlink()
+
+
+def bind_unix(path: Path) -> socket.socket:
+    """A Unix socket bound at `path`, however long: a path too long for a socket's address is
+    reached through its folder's descriptor."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if len(os.fsencode(path)) <= SOCKET_PATH_MAX:
+            listener.bind(str(path))
+        else:
+            folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                listener.bind(f"/proc/self/fd/{folder}/{path.name}")
+            finally:
+                os.close(folder)
+        listener.setblocking(False)
+    except BaseException:
+        listener.close()
+        raise
+    return listener
 
 
 class PortForward(_UnixServer):
