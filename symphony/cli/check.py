@@ -22,6 +22,7 @@ from symphony.agents.registry import backend
 from symphony.base.errors import SymphonyError
 from symphony.base.issue import Issue, normalize_state
 from symphony.base.secrets import SecretMasker
+from symphony.cli.agent_homes import temp_home_warnings
 from symphony.cli.preflight import agent_command_problem
 from symphony.codehost.contract import CodeHost, CodeHostError
 from symphony.config.prompt import StageContext, render_prompt
@@ -69,6 +70,7 @@ def preflight_warnings(settings: Settings) -> list[str]:
         problem = agent_command_problem(command, environ, setting=f"{kind}.command")
         if problem is not None:
             warnings.append(problem)
+    warnings += temp_home_warnings(settings, os.environ)
     return warnings
 
 
