@@ -2,9 +2,11 @@
 
 The binaries come from `npm ci --prefix tests/e2e` (pinned in `tests/e2e/package-lock.json`).
 Without it these tests skip, except under CI (`CI` set), where a missing binary fails them so
-that they can never be skipped silently. Each test gets its own `CODEX_HOME` outside /tmp (codex
-refuses to put its helper binaries under a temporary folder), an environment free of the
-machine's OpenAI/Codex settings, and a check that no codex process outlives it.
+that they can never be skipped silently. Each test that runs a real agent gets a home of its own
+outside the temporary folder (`agent_home`: codex refuses to put the helpers its sandbox runs
+through under it, and with bubblewrap installed every command it runs then fails), an
+environment free of the machine's OpenAI/Codex settings, and a check that no codex process
+outlives it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import shlex
 import shutil
 import signal
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -25,7 +28,24 @@ import pytest
 E2E_DIR = Path(__file__).resolve().parent
 REPO_ROOT = E2E_DIR.parents[1]
 CODEX_BIN = E2E_DIR / "node_modules" / ".bin" / "codex"
-SCRATCH_ROOT = REPO_ROOT / ".pytest-tmp" / "e2e"
+USER_HOME = Path(os.path.expanduser("~"))
+"""The machine's home folder, read before any test points HOME at a hermetic one."""
+
+
+def in_temporary_folder(path: Path) -> bool:
+    real = Path(os.path.realpath(path))
+    temporary = {Path("/tmp"), Path(os.path.realpath(tempfile.gettempdir()))}
+    return any(real.is_relative_to(folder) for folder in temporary)
+
+
+def scratch_root() -> Path:
+    """Where real agents' homes are made: the repository's ignored `.pytest-tmp/e2e`, or
+    `~/.cache/symphony-tests` where the repository itself is in the temporary folder."""
+    inside = REPO_ROOT / ".pytest-tmp" / "e2e"
+    return inside if not in_temporary_folder(inside) else USER_HOME / ".cache" / "symphony-tests"
+
+
+SCRATCH_ROOT = scratch_root()
 
 CLAUDE_BIN = E2E_DIR / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
 """The native Claude Code binary itself (the package's launcher only points at it)."""
@@ -114,24 +134,47 @@ def codex_bin() -> Path:
 
 
 @pytest.fixture
-def codex_home(codex_bin: Path) -> Iterator[Path]:
-    """A fresh CODEX_HOME for one test; fails the test if a codex process outlives it."""
-    home = SCRATCH_ROOT / f"codex-home-{uuid.uuid4().hex[:12]}"
+def scratch_path() -> Iterator[Path]:
+    """A folder for one test outside the temporary folder (as a project's checkout is), removed
+    after it: where a daemon's state folder, and so its sandboxed runs' homes, must not be
+    under the temporary folder."""
+    folder = SCRATCH_ROOT / f"project-{uuid.uuid4().hex[:12]}"
+    folder.mkdir(parents=True)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def agent_home(hermetic_home: Path) -> Iterator[Path]:
+    """A home for a real agent, outside the temporary folder, with the suite's git identity;
+    removed after the test."""
+    home = SCRATCH_ROOT / f"home-{uuid.uuid4().hex[:12]}"
     home.mkdir(parents=True)
+    shutil.copyfile(hermetic_home / ".gitconfig", home / ".gitconfig")
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def codex_home(codex_bin: Path, agent_home: Path) -> Iterator[Path]:
+    """A fresh CODEX_HOME for one test (`.codex` in its agent home); fails the test if a codex
+    process outlives it."""
+    home = agent_home / ".codex"
+    home.mkdir()
     yield home
     # Codex's own short-lived helpers may still be finishing; they get a bounded while.
     leftovers = _wait_for_no_processes(home, timeout_s=10.0)
     for process in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGKILL)
-    shutil.rmtree(home, ignore_errors=True)
     if leftovers:
         pytest.fail(f"codex processes outlived the test: {leftovers}")
 
 
 @pytest.fixture
 def codex_env(codex_home: Path) -> dict[str, str]:
-    return codex_environment(codex_home)
+    """The daemon's environment for the real codex, its HOME the test's agent home."""
+    return {**codex_environment(codex_home), "HOME": str(codex_home.parent)}
 
 
 def _wait_for_no_processes(
@@ -154,11 +197,11 @@ def claude_bin() -> Path:
 
 
 @pytest.fixture
-def claude_home(claude_bin: Path, tmp_path: Path) -> Iterator[Path]:
-    """A fresh home and CLAUDE_CONFIG_DIR for one test; fails it if a claude process (or
-    anything it started) outlives it."""
-    home = tmp_path / "claude-home"
-    (home / ".claude").mkdir(parents=True)
+def claude_home(claude_bin: Path, agent_home: Path) -> Iterator[Path]:
+    """A fresh home (the test's agent home) and CLAUDE_CONFIG_DIR for one test; fails it if a
+    claude process (or anything it started) outlives it."""
+    home = agent_home
+    (home / ".claude").mkdir()
     yield home
     config = home / ".claude"
     leftovers = _wait_for_no_processes(config, 10.0, "CLAUDE_CONFIG_DIR")

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -16,7 +18,7 @@ import httpx
 import pytest
 
 from symphony.config.sandbox import SandboxKind
-from tests.e2e.conftest import CLAUDE_BIN, claude_environment, codex_command
+from tests.e2e.conftest import CLAUDE_BIN, CODEX_BIN, claude_environment, codex_command
 from tests.e2e.fake_model import FakeModel, ModelRequest, Say, Shell, Step
 from tests.fakes.fake_anthropic import FakeAnthropic
 from tests.harness import Board, Daemon, Folder, scenario_env, start, wait_until
@@ -158,6 +160,54 @@ async def test_the_real_codex_works_inside_the_sandbox_through_the_proxy(
     assert model.script_errors == [] and model.unexpected_requests == []
     assert (workspace / "made.txt").read_text() == "sandboxed"
     assert (workspace / "leaked.txt").read_text() == "probed\n"  # nothing else reached it
+
+
+async def test_the_real_codex_runs_its_own_workspace_write_sandbox_inside_the_daemons(
+    scratch_path: Path, codex_env: dict[str, str], bwrap: None
+) -> None:
+    """With Debian's bubblewrap installed, codex sandboxes a command through a helper it makes
+    in its home, and makes none under the temporary folder. The agent's private home lives
+    beside the store, so codex writes in the workspace both directly and through its own
+    `workspace-write` sandbox, inside the daemon's."""
+    board = Board(scratch_path)
+    board.ticket("ABC-1")
+    codex = os.path.realpath(CODEX_BIN)
+    inner = shlex.join(
+        [codex, "sandbox", "-c", 'sandbox_mode="workspace-write"', "--",
+         "sh", "-c", "printf %s inner > inner.txt"]
+    )  # fmt: skip
+
+    def script(request: ModelRequest) -> list[Step]:
+        return [
+            Shell(f'printf %s "$HOME" > home.txt; printf %s outer > outer.txt; {inner}'),
+            Say("written"),
+        ]
+
+    with FakeModel(script) as model:
+        port = urlsplit(model.base_url).port
+        board.write_workflow(
+            agent={"max_turns": 1},
+            codex={"command": codex_command(model.base_url), "approval_policy": "never",
+                   "thread_sandbox": "workspace-write", "read_timeout_ms": 60_000,
+                   "turn_timeout_ms": 120_000},
+            sandbox={"kind": "bwrap", "network": "model", "allow_hosts": [f"127.0.0.1:{port}"]},
+        )  # fmt: skip
+        run = start(board, codex_env, watch=False)
+        workspace = board.workspaces / "ABC-1"
+        try:
+            await run.until(lambda: (workspace / "home.txt").exists(), timeout=120)
+            await run.until(lambda: not run.orchestrator.state.running, timeout=120)
+        finally:
+            await run.stop()
+    assert model.script_errors == [] and model.unexpected_requests == []
+    assert (workspace / "outer.txt").read_text() == "outer"
+    assert (workspace / "inner.txt").read_text() == "inner"
+    home = Path((workspace / "home.txt").read_text())
+    runs = scratch_path / ".symphony" / "sandbox-runs"
+    assert home.is_relative_to(runs) and home.name == "home"
+    assert not home.is_relative_to(tempfile.gettempdir())
+    assert not home.parent.exists()  # removed with its run
+    assert [p.name for p in runs.iterdir()] == []
 
 
 def test_the_quickstart_plans_in_a_sandbox_without_network_or_write_access(
