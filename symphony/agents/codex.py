@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -127,6 +128,30 @@ def inside_sandbox(settings: SessionSettings) -> SessionSettings:
         if policy is None
         else MappingProxyType({"type": "dangerFullAccess"}),
     )
+
+
+GATEWAY_PROVIDER = "symphony"
+"""The model provider codex is given when its calls go through the daemon's model gateway."""
+
+
+def through_gateway(settings: SessionSettings, env: Mapping[str, str]) -> SessionSettings:
+    """The settings of a codex run whose model calls go through the daemon's model gateway
+    (`Backend.through_gateway`): codex 0.171 reads no base URL from its environment, so its
+    command names a model provider of its own, at the gateway `OPENAI_BASE_URL` now names,
+    with the run's token in `OPENAI_API_KEY` as its key."""
+    assert isinstance(settings, CodexSettings)
+    key = "OPENAI_API_KEY" if "OPENAI_API_KEY" in env else "CODEX_API_KEY"
+    provider = f"model_providers.{GATEWAY_PROVIDER}"
+    overrides = {
+        "model_provider": GATEWAY_PROVIDER,
+        f"{provider}.name": "symphony model gateway",
+        f"{provider}.base_url": env.get("OPENAI_BASE_URL", ""),
+        f"{provider}.env_key": key,
+        f"{provider}.wire_api": "responses",
+    }
+    words = [f"{name}={json.dumps(value)}" for name, value in overrides.items()]
+    extra = " ".join(f"-c {shlex.quote(word)}" for word in words)
+    return dataclasses.replace(settings, command=f"{settings.command} {extra}")
 
 
 def parse_settings(raw: Mapping[str, Any]) -> CodexSettings:

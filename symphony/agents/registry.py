@@ -40,6 +40,21 @@ class Backend:
     """What `sandbox.network: model` reaches by default: its provider's API hosts."""
     inside_sandbox: Callable[[SessionSettings], SessionSettings] = lambda settings: settings
     """Its settings inside a symphony sandbox (codex turns its own sandbox off there)."""
+    through_gateway: Callable[[SessionSettings, Mapping[str, str]], SessionSettings] = (
+        lambda settings, env: settings
+    )
+    """Its settings when its model calls go through the daemon's model gateway, given the
+    environment that points it there (codex names the gateway as its model provider; the
+    others read their `*_BASE_URL`)."""
+    login_files: tuple[str, ...] = ()
+    """Of `sandbox_home`'s files, those that hold a login or a key: a sandbox's home goes
+    without them when the gateway carries the agent's calls."""
+
+    def home_through_gateway(self) -> HomeCredentials:
+        """What its private home gets when the gateway carries its calls: no login, no key."""
+        home = self.sandbox_home
+        files = tuple(f for f in home.files if f not in self.login_files)
+        return HomeCredentials(home.variable, home.folder, files, home.top_files)
 
 
 CODEX = Backend(
@@ -53,6 +68,8 @@ CODEX = Backend(
     sandbox_home=HomeCredentials("CODEX_HOME", ".codex", ("auth.json", "config.toml")),
     model_hosts=("api.openai.com", "chatgpt.com", "auth.openai.com"),
     inside_sandbox=codex.inside_sandbox,
+    through_gateway=codex.through_gateway,
+    login_files=("auth.json",),
 )
 
 
@@ -69,6 +86,7 @@ CLAUDE = Backend(
         "CLAUDE_CONFIG_DIR", ".claude", (".credentials.json", "settings.json")
     ),
     model_hosts=("api.anthropic.com",),
+    login_files=(".credentials.json",),
 )
 
 

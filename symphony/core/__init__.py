@@ -11,7 +11,7 @@ are `publishing` and `follow`. This package's namespace is the scheduler's
 API: `from symphony import core`, then `core.select_dispatches(...)`.
 """
 
-from symphony.core import fleet, follow, limits, operator, reruns, review_actions
+from symphony.core import fleet, follow, gateway, limits, operator, reruns, review_actions
 from symphony.core.accounting import (
     on_agent_event,
     ticket_totals_of,
@@ -184,6 +184,7 @@ __all__ = [
     "failure_reason",
     "fleet",
     "follow",
+    "gateway",
     "has_required_fields",
     "has_slot",
     "is_routable",

@@ -7,6 +7,11 @@ breakdown (`transitions.budget_transition`); it runs again only when a person mo
 which opens a new window of the same size (`dispatch.start_run`). A ticket whose cost is
 unknown (a model without a price) cannot be held to a budget: it is never stopped for one.
 The daily fleet budget (`budget.per_day_usd`) holds new dispatch (`dispatch`).
+
+A run whose calls go through the model gateway is measured at the wire too, call by call:
+where the wire saw more than its agent has reported yet (an agent that reports its usage at
+the end of a turn), the wire's figure counts, so a budget stops the next call, not the turn's
+end (`symphony.core.gateway`).
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ def check_budgets(state: SchedulerState, settings: Settings) -> list[Effect]:
     effects: list[Effect] = []
     for issue_id, entry in state.running.items():
         totals = state.ticket_totals.get(issue_id)
-        if entry.stop_reason is not None or totals is None or totals.unpriced_tokens:
+        spent = window_spend(state, issue_id)
+        if entry.stop_reason is not None or totals is None or spent is None:
             continue
-        spent = totals.window_spent_usd
         if spent >= limit:
             entry.stop_reason = StopReason.BUDGET
             effects.append(
@@ -47,3 +52,19 @@ def check_budgets(state: SchedulerState, settings: Settings) -> list[Effect]:
                 PostComment(entry.issue, "budget_warning", f"window-{totals.budget_window}", body)
             )
     return effects
+
+
+def window_spend(state: SchedulerState, issue_id: str) -> float | None:
+    """What `issue_id` spent in its budget window: its agents' reports, plus what the gateway
+    measured of its running run beyond its agent's report; None while its cost is unknown."""
+    totals = state.ticket_totals.get(issue_id)
+    entry = state.running.get(issue_id)
+    wire = entry.wire if entry is not None else None
+    if wire is not None and wire.unpriced_tokens:
+        return None
+    beyond = max(wire.cost_usd - entry.cost_usd, 0.0) if wire is not None and entry else 0.0
+    if totals is None:
+        return beyond if wire is not None else None
+    if totals.unpriced_tokens:
+        return None
+    return totals.window_spent_usd + beyond

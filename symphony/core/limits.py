@@ -64,19 +64,8 @@ def on_limited(
     """The run `entry` ended on its provider's `limit`: pause its agent kind, give the run's
     start back to the ticket's ledger, and queue the ticket to continue its thread after the
     reset as the same attempt."""
-    kind = entry.agent_kind
-    known = state.agent_pauses.get(kind)
-    # Runs already under way meet the same wall: only a limit met after the last guess ran out
-    # (its probe) is one more in a row.
-    strikes = 1 if known is None else known.strikes + (1 if wall >= known.until else 0)
-    since = known.since if known is not None else wall
-    named = limit.resets_at is not None and limit.resets_at > wall
-    guess = guess_s(strikes, limit.kind, f"{kind}|{since.isoformat()}")
-    until = limit.resets_at if named and limit.resets_at else wall + timedelta(seconds=guess)
-    if known is not None and wall < known.until:
-        until = max(until, known.until)
-    pause = AgentPause(kind, limit.kind, limit.detail, since, until, named, strikes)
-    _note_limited(state, pause, entry.issue.id, entry.identifier, renewed=known is not None)
+    pause = _paused(state, entry.agent_kind, limit, wall, entry.issue.id, entry.identifier)
+    until = pause.until
     unstarted(state, entry.issue.id, entry.kind)  # it did nothing the provider let it do
     delay = max((until - wall).total_seconds(), 0.0)
     retry = RetryEntry(
@@ -97,6 +86,44 @@ def on_limited(
     state.retry_attempts[entry.issue.id] = retry
     state.claimed.add(entry.issue.id)
     return [AgentLimited(pause, entry.identifier), RetryScheduled(retry, delay)]
+
+
+def met_at_wire(
+    state: SchedulerState, entry: RunningEntry, limit: ProviderLimit, wall: datetime
+) -> list[Effect]:
+    """The model gateway saw the provider refuse a call of `entry`'s run with `limit`: its
+    agent kind pauses now, so the gateway refuses the next call of every run of it, not only
+    this run's once its turn ends. The run itself ends as its agent reports the refusal
+    (`on_limited`, which finds the pause held)."""
+    known = state.agent_pauses.get(entry.agent_kind)
+    if known is not None and wall < known.until:
+        return []  # already paused: the other runs meet the same wall
+    pause = _paused(state, entry.agent_kind, limit, wall, entry.issue.id, entry.identifier)
+    return [AgentLimited(pause, entry.identifier)]
+
+
+def _paused(
+    state: SchedulerState,
+    kind: str,
+    limit: ProviderLimit,
+    wall: datetime,
+    issue_id: str,
+    identifier: str,
+) -> AgentPause:
+    """Pause `kind` for `limit` met at `wall` (or renew its pause) and hold it."""
+    known = state.agent_pauses.get(kind)
+    # Runs already under way meet the same wall: only a limit met after the last guess ran out
+    # (its probe) is one more in a row.
+    strikes = 1 if known is None else known.strikes + (1 if wall >= known.until else 0)
+    since = known.since if known is not None else wall
+    named = limit.resets_at is not None and limit.resets_at > wall
+    guess = guess_s(strikes, limit.kind, f"{kind}|{since.isoformat()}")
+    until = limit.resets_at if named and limit.resets_at else wall + timedelta(seconds=guess)
+    if known is not None and wall < known.until:
+        until = max(until, known.until)
+    pause = AgentPause(kind, limit.kind, limit.detail, since, until, named, strikes)
+    _note_limited(state, pause, issue_id, identifier, renewed=known is not None)
+    return pause
 
 
 def waits_for_limit(

@@ -220,6 +220,9 @@ class RunningEntry:
     own_states: set[str] = field(default_factory=set)
     """States reads showed the ticket in after its own calls moved it (normalized)."""
     kind: RunKind = RunKind.FIRST
+    wire: WireTotals | None = None
+    """What the model gateway measured of its calls; None when its agent calls its provider
+    itself (a subscription login)."""
     label: str = "first run"
     """What the run is, with its count and cap: `conflict fix 1/2`, `retry 2/5 after error`."""
 
@@ -381,6 +384,25 @@ class TicketTotals:
 
 
 @dataclass(slots=True)
+class WireTotals:
+    """What the model gateway measured of a run's or a ticket's model calls: the usage the
+    provider reported on the wire, priced like the agent's own reports."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced_tokens: int = 0
+    refused: int = 0
+    """Calls the gateway refused (the run stopped, its budget spent, its agent paused)."""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(slots=True)
 class Totals:
     input_tokens: int = 0
     output_tokens: int = 0
@@ -464,6 +486,8 @@ class SchedulerState:
     """Every ticket's runs by kind, for the caps and the runaway guard (`core.reruns`)."""
     changed_ledgers: set[str] = field(default_factory=set)
     """Tickets whose ledger changed since the store last saved them."""
+    wire_totals: dict[str, WireTotals] = field(default_factory=dict)
+    """Per ticket, what the model gateway measured of its runs since the daemon started."""
     agent_pauses: dict[str, AgentPause] = field(default_factory=dict)
     """Agent kinds their provider paused, until the reset (`core.limits`)."""
     queued_moves: dict[str, tuple[Issue, TransitionPlan]] = field(default_factory=dict)

@@ -27,7 +27,7 @@ from symphony.base.secrets import SecretMasker
 from symphony.config.sections import Settings
 from symphony.core.budgets import check_budgets
 from symphony.daemon import events as ev
-from symphony.daemon import startup
+from symphony.daemon import reported, startup
 from symphony.daemon.actions import PersonActions
 from symphony.daemon.events import Clock
 from symphony.daemon.follow import CodeHostFactory, CodeHosts, create_code_host, followed
@@ -280,11 +280,11 @@ class Orchestrator:
             self.saver.mark()
 
     def _report(self, event: ev.QueueEvent) -> None:
-        """What workers and writes report. An agent's updates are folded into the state at
-        once (they decide nothing by themselves: stalls and budgets are looked at by the
-        scans) and ask for one pass within `AGENT_PASS_S`, so a streaming agent does not
+        """What workers, writes and the model gateway report. An agent's updates and the
+        gateway's measures are folded into the state at once (the gateway's before the run's
+        next call) and ask for one pass within `AGENT_PASS_S`, so a streaming agent does not
         wake the loop for every read; everything else is queued for the loop."""
-        if isinstance(event, ev.AgentUpdate):
+        if isinstance(event, ev.AgentUpdate | ev.WireReport):
             self._handle(event)
             self.saver.progress_unsaved = True
             self._ask_pass(AGENT_PASS_S)
@@ -318,8 +318,8 @@ class Orchestrator:
                     self.saver.mark()  # the thread a restart would continue
                     self.notices.session_priced(entry)
             return False
-        if isinstance(event, ev.OwnMove):
-            core.on_own_move(self.state, event.issue_id, event.target, event.phase)
+        if isinstance(event, ev.OwnMove | ev.WireReport):
+            self._perform(reported.fold(self.state, event, self.settings, self.clock.wall()))
             return False
         self.saver.mark()
         if isinstance(event, ev.WorkerExited):

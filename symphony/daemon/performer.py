@@ -5,8 +5,9 @@ an activity row (`symphony.observability`) and, where it asks for I/O, a task in
 group: a worker (`symphony.daemon.worker`), or one of the writes in `symphony.daemon.writes`,
 whose answer comes back through the queue. The performer keeps the tasks it started (so a stop
 can cancel a worker, and a new worker waits for its ticket's old workspace to be removed) and
-the MCP tool server, started for the first agent that takes its tools that way. It reads the
-scheduling state, and never changes it.
+the MCP tool server, started for the first agent that takes its tools that way, and the model
+gateway, started for the first agent that holds an API key. It reads the scheduling state, and
+never changes it.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from symphony.daemon import follow, writes
 from symphony.daemon.events import Clock, PullRead, QueueEvent, RefreshRequested, WorkerExited
 from symphony.daemon.places import Places
 from symphony.daemon.publish import Publisher
+from symphony.daemon.reported import admission
 from symphony.daemon.runner import AttemptContext
 from symphony.daemon.worker import STOPPED, work
+from symphony.gateway.server import ModelGateway
 from symphony.memory import memory_of
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board
@@ -85,6 +88,10 @@ class Performer:
         self._removals: dict[str, asyncio.Task[None]] = {}
         self._tasks: asyncio.TaskGroup | None = None
         self._tool_server: ToolServer | None = None
+        self.gateway = ModelGateway(
+            admission(state, lambda: current().settings, clock), report, wall=clock.wall
+        )
+        """The workflow's model gateway; it listens once a run's agent holds an API key."""
 
     def start(self, tasks: asyncio.TaskGroup) -> None:
         """Start what effects ask for in `tasks` from now on (the loop's task group)."""
@@ -125,6 +132,7 @@ class Performer:
                 await task
         if self._tool_server is not None:
             await self._tool_server.close()
+        await self.gateway.close()
 
     def _start_worker(self, start: core.StartWorker) -> None:
         assert self._tasks is not None
@@ -144,6 +152,7 @@ class Performer:
             open_session=self._session_factory,
             agent_kind=start.agent_kind,
             tool_server=self._tool_server_for(agent.tools_over_mcp),
+            gateway=self.gateway,
             stage=machine.stage_named(start.stage) if machine is not None else None,
             turns_used=start.turns_used,
             resume_thread_id=start.resume_thread_id,

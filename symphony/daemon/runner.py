@@ -49,6 +49,7 @@ from symphony.core.runs import (
 from symphony.core.state import Failure, FailureReason, MovePhase
 from symphony.core.verification import GateRound, Verification
 from symphony.daemon.sandbox import attempt_sandbox, protected_paths, runs_root
+from symphony.gateway.server import ModelGateway, ModelGrant
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
 from symphony.memory import (
@@ -138,6 +139,8 @@ class AttemptContext:
     agent_kind: str = "codex"
     tool_server: ToolServer | None = None
     """Serves the tools over MCP to agents that take them that way (`tools_over_mcp`)."""
+    gateway: ModelGateway | None = None
+    """The workflow's model gateway: an agent given an API key calls its model through it."""
     stage: Stage | None = None
     """Stage mode: the stage this attempt works in."""
     turns_used: int = 0
@@ -230,6 +233,7 @@ class _Attempt:
         (`prepare`); every other call goes to the tracker."""
         self.turn_report: Report | None = None
         self.grant: Grant | None = None
+        self.model_grant: ModelGrant | None = None
         self.workspace_env: dict[str, str] = {}
         self.resources = contextlib.AsyncExitStack()
         """What the attempt holds until it closes: its sandbox."""
@@ -288,6 +292,19 @@ class _Attempt:
             host=ctx.host,
         )
 
+    async def through_gateway(self, launch: AgentLaunch) -> AgentLaunch:
+        """The launch with its API keys swapped for a token of the model gateway, where the
+        agent runs on this machine and holds a key; else as it was (a subscription login)."""
+        gateway = self.ctx.gateway
+        if gateway is None or not launch.host.is_local:
+            return launch
+        self.model_grant = await gateway.grant(self.issue.id, launch.kind, launch.env)
+        if self.model_grant is None:
+            return launch
+        env = self.model_grant.env
+        settings = backend(launch.kind).through_gateway(launch.settings, env)
+        return dataclasses.replace(launch, env=env, settings=settings)
+
     async def sandbox(self, launch: AgentLaunch) -> AgentLaunch:
         """The launch moved into the stage's sandbox, with the tool server carried in; the
         gates run where the agent does."""
@@ -307,6 +324,7 @@ class _Attempt:
                 protected=protected_paths(self.settings, self.ctx.agent_env),
                 on_refused=self.refused,
                 root=runs_root(self.settings),
+                gateway=self.model_grant is not None,
             )
         )
         if self.grant is not None:
@@ -409,6 +427,7 @@ class _Attempt:
         if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and launch.tools:
             self.grant = await ctx.tool_server.grant(launch.tools, self.handle_tool)
             launch = _with_tools(launch, self.grant)
+        launch = await self.through_gateway(launch)
         launch = await _step("sandbox", FailureReason.AGENT_STARTUP, self.sandbox(launch))
         session = ctx.open_session(launch)
         try:
@@ -520,6 +539,8 @@ class _Attempt:
         return dataclasses.replace(end, footprint=footprint)
 
     async def close(self) -> None:
+        if self.model_grant is not None and self.ctx.gateway is not None:
+            self.ctx.gateway.revoke(self.model_grant)  # at once: not another model call
         if self.grant is not None and self.ctx.tool_server is not None:
             self.ctx.tool_server.revoke(self.grant)  # the session is over: its token opens nothing
         try:

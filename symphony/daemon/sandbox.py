@@ -37,10 +37,15 @@ def runs_root(settings: Settings) -> Path:
     return (store or default_state_path(settings.workflow_path)).parent / RUNS_FOLDER
 
 
-def model_hosts(kind: str, env: Mapping[str, str]) -> tuple[HostPattern, ...]:
+def model_hosts(
+    kind: str, env: Mapping[str, str], *, gateway: bool = False
+) -> tuple[HostPattern, ...]:
     """What `network: model` reaches without `allow_hosts`: the agent kind's API hosts, and
-    the host of every `*_BASE_URL` its environment points it at (a proxy or a local model)."""
-    patterns = [parse_host_pattern(h, f"{kind} model hosts") for h in backend(kind).model_hosts]
+    the host of every `*_BASE_URL` its environment points it at (a proxy or a local model).
+    With `gateway` (the daemon's model gateway carries its calls, and its `*_BASE_URL` names
+    the gateway), not its provider's hosts: the gateway only."""
+    own = () if gateway else backend(kind).model_hosts
+    patterns = [parse_host_pattern(h, f"{kind} model hosts") for h in own]
     for name, value in sorted(env.items()):
         if not name.endswith("_BASE_URL"):
             continue
@@ -74,14 +79,19 @@ def attempt_sandbox(
     protected: Sequence[Path],
     on_refused: Refused,
     root: Path,
+    gateway: bool = False,
 ) -> SandboxRun:
     """An attempt's sandbox resources (`async with` it): the agent kind's login files in the
     private home, and its model hosts as what `network: model` reaches by default; its folder
-    in `root` (`runs_root`). The caller asks the run for the host of each set of settings."""
+    in `root` (`runs_root`). With
+    `gateway` (the daemon's model gateway carries the agent's calls), the home gets no login
+    and no key, and `network: model` reaches the gateway only. The caller asks the run for the
+    host of each set of settings."""
+    agent = backend(kind)
     return SandboxRun(
-        credentials=backend(kind).sandbox_home,
+        credentials=agent.home_through_gateway() if gateway else agent.sandbox_home,
         env=env,
-        default_hosts=model_hosts(kind, env),
+        default_hosts=model_hosts(kind, env, gateway=gateway),
         protected=protected,
         on_refused=on_refused,
         runs_root=root,
