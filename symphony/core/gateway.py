@@ -114,12 +114,11 @@ def on_wire_usage(
 
 def on_wire_limit(
     state: SchedulerState, issue_id: str, limit: ProviderLimit, wall: datetime
-) -> list[Effect]:
+) -> None:
     """The provider refused a call of `issue_id`'s run with `limit`: its agent kind pauses."""
     entry = state.running.get(issue_id)
-    if entry is None:
-        return []
-    return met_at_wire(state, entry, limit, wall)
+    if entry is not None:
+        met_at_wire(state, entry, limit, wall)
 
 
 def wire_difference(agent_tokens: int, wire: WireTotals) -> int:

@@ -90,16 +90,15 @@ def on_limited(
 
 def met_at_wire(
     state: SchedulerState, entry: RunningEntry, limit: ProviderLimit, wall: datetime
-) -> list[Effect]:
+) -> None:
     """The model gateway saw the provider refuse a call of `entry`'s run with `limit`: its
     agent kind pauses now, so the gateway refuses the next call of every run of it, not only
     this run's once its turn ends. The run itself ends as its agent reports the refusal
-    (`on_limited`, which finds the pause held)."""
+    (`on_limited`, which finds the pause held and announces it)."""
     known = state.agent_pauses.get(entry.agent_kind)
     if known is not None and wall < known.until:
-        return []  # already paused: the other runs meet the same wall
-    pause = _paused(state, entry.agent_kind, limit, wall, entry.issue.id, entry.identifier)
-    return [AgentLimited(pause, entry.identifier)]
+        return  # already paused: the other runs meet the same wall
+    _paused(state, entry.agent_kind, limit, wall, entry.issue.id, entry.identifier)
 
 
 def _paused(

@@ -26,8 +26,8 @@ def fold(
     if event.usage is not None:
         return core.gateway.on_wire_usage(state, event.issue_id, event.usage, settings)
     if event.limit is not None:
-        return core.gateway.on_wire_limit(state, event.issue_id, event.limit, wall)
-    if event.refused:
+        core.gateway.on_wire_limit(state, event.issue_id, event.limit, wall)
+    elif event.refused:
         core.gateway.on_refused(state, event.issue_id)
     return []
 

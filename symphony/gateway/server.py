@@ -232,11 +232,14 @@ class ModelGateway:
             (k, v) for k, v in response.headers.raw if k.decode().lower() not in _RESPONSE_DROPPED
         ]
         await send({"type": "http.response.start", "status": status, "headers": out})
+        told = False
         async for chunk in response.aiter_raw():
             if run.revoked:
                 break  # the run was stopped: not another byte
             if refused is None:
                 reader.feed(chunk)
+                if not told and reader.complete:
+                    told = self._tell(run, reader)
             elif len(refused) < 4096:
                 refused += chunk
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -246,10 +249,15 @@ class ModelGateway:
             limit = limit_of(status, lowered, bytes(refused), self._wall())
             if limit is not None:
                 self._report(WireReport(run.issue_id, limit=limit))
-            return
+        elif not told:
+            self._tell(run, reader)
+
+    def _tell(self, run: _Run, reader: UsageReader) -> bool:
+        """Report the usage `reader` read, if any; True once it was reported."""
         usage = reader.finish()
         if usage is not None:
             self._report(WireReport(run.issue_id, usage=usage))
+        return True
 
 
 async def _body(receive: Any) -> bytes:

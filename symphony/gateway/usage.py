@@ -68,6 +68,15 @@ class UsageReader:
                 if isinstance(event, Mapping):
                     self._events.append(event)
 
+    @property
+    def complete(self) -> bool:
+        """Whether the stream's final usage has passed (OpenAI's closing `response.*` event,
+        Anthropic's `message_delta`): it is reported before the agent reads it, so the
+        agent's next call already meets what it changed."""
+        if self.provider == ANTHROPIC:
+            return any(e.get("type") == "message_delta" for e in self._events)
+        return bool(self._events)
+
     def finish(self) -> WireUsage | None:
         """The usage the answer reported; None when it reported none."""
         if not self.streaming:

@@ -121,6 +121,8 @@ class ModelRequest:
 
     body: Mapping[str, Any]
     at: float  # time.monotonic() when it arrived
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Its headers, names in lower case."""
 
     @property
     def items(self) -> list[Mapping[str, Any]]:
@@ -347,7 +349,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             self._send_json(400, {"error": {"message": f"unreadable request body: {exc}"}})
             return
-        request = ModelRequest(body=body, at=time.monotonic())
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        request = ModelRequest(body=body, at=time.monotonic(), headers=headers)
         fake._record(request)
         try:
             reply = fake._reply_for(request)

@@ -133,6 +133,7 @@ class Handler(BaseHTTPRequestHandler):
         self.state.record(
             {
                 "n": number,
+                "api_key": self.headers.get("x-api-key"),
                 "model": body.get("model"),
                 "stream": body.get("stream", False),
                 "calls": calls,
