@@ -143,7 +143,13 @@ async def test_claude_moves_a_spec_mode_ticket_with_the_trackers_tool_over_mcp(
         )
         run = start_spec(board, claude_environment(claude_home, anthropic.base_url), watch=False)
         try:
-            await run.until(lambda: board.state_of("ABC-1") == "Human Review", timeout=60)
+            # The run's end: a stop would revoke its token before the call with the tool's answer.
+            await run.until(
+                lambda: (
+                    board.state_of("ABC-1") == "Human Review" and not run.orchestrator.state.running
+                ),
+                timeout=60,
+            )
         finally:
             await run.stop()
     results = [r for request in anthropic.requests for r in request["tool_results"]]
@@ -323,7 +329,11 @@ async def test_a_stalled_stream_is_stopped_by_the_daemon_and_the_ticket_retried(
     # its environment and never on its command line.
     environ, cmdline = seen[0]
     assert "AWS_SECRET_ACCESS_KEY" not in environ and "DATABASE_URL" not in environ
-    assert environ["ANTHROPIC_BASE_URL"] == anthropic.base_url
+    # Its model through the daemon's gateway, with a token of the run's for the key.
+    assert environ["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
+    assert environ["ANTHROPIC_BASE_URL"].endswith("/anthropic")
+    assert environ["ANTHROPIC_API_KEY"].startswith("sym-")
+    assert {r["api_key"] for r in anthropic.requests} == {"sk-ant-fake-key"}
     token = environ["SYMPHONY_MCP_TOKEN"]
     assert token and token not in cmdline and "${SYMPHONY_MCP_TOKEN}" in cmdline
 

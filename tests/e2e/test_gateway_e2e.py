@@ -12,6 +12,7 @@ import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,7 +55,7 @@ def files_holding(root: Path, text: str) -> list[Path]:
     return found
 
 
-def codex_board(tmp_path: Path, model: FakeModel, **sections: object) -> Board:
+def codex_board(tmp_path: Path, model: FakeModel, **sections: Any) -> Board:
     board = Board(tmp_path)
     board.ticket("ABC-1")
     board.write_workflow(
@@ -91,8 +92,11 @@ async def test_codex_calls_its_model_through_the_gateway_and_never_holds_the_key
 
     def script(request: ModelRequest) -> list[Step]:
         look()  # codex waits for this answer: its processes are live
-        return [Shell("echo hi > hello.txt"), CallTool("local_move_issue", {"state": "Human Review"}),
-                Say("done")]  # fmt: skip
+        return [
+            Shell("echo hi > hello.txt"),
+            CallTool("local_move_issue", {"state": "Human Review"}),
+            Say("done"),
+        ]
 
     with FakeModel(script) as model:
         board = codex_board(tmp_path, model)

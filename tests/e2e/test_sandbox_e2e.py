@@ -279,8 +279,9 @@ async def test_a_connection_the_proxy_refuses_shows_on_the_tickets_run(
 async def test_the_real_claude_reaches_its_model_and_the_trackers_tool_from_a_sandbox(
     tmp_path: Path, claude_home: Path, bwrap: None
 ) -> None:
-    """Under `network: model` with no allow_hosts: the agent's own *_BASE_URL host is allowed,
-    and the daemon's MCP tool server is carried in, so the move tool works from inside."""
+    """Under `network: model` with no allow_hosts: the agent reaches its model through the
+    daemon's model gateway (the gateway only: the key stays outside), and the daemon's MCP tool
+    server is carried in, so the move tool works from inside."""
     board = Board(tmp_path)
     board.ticket("ABC-1")
     move = json.dumps({"state": "Human Review"})
@@ -296,11 +297,19 @@ async def test_the_real_claude_reaches_its_model_and_the_trackers_tool_from_a_sa
         env = {**claude_environment(claude_home, anthropic.base_url), "HOME": str(tmp_path)}
         run = start(board, env, watch=False)
         try:
-            await run.until(lambda: board.state_of("ABC-1") == "Human Review", timeout=60)
+            # The run's end: a stop would revoke its token before the call with the tool's answer.
+            await run.until(
+                lambda: (
+                    board.state_of("ABC-1") == "Human Review" and not run.orchestrator.state.running
+                ),
+                timeout=60,
+            )
         finally:
             await run.stop()
     results = [r for request in anthropic.requests for r in request["tool_results"]]
     assert any("Human Review" in r for r in results), results
+    assert {r["api_key"] for r in anthropic.requests} == {"sk-ant-fake-key"}
+    assert run.orchestrator.state.wire_totals["ABC-1"].requests == len(anthropic.requests)
 
 
 GIT_PLANTS = (
