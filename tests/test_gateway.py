@@ -22,6 +22,7 @@ from symphony.config.sections import BudgetSettings, Settings
 from symphony.core import gateway as core_gateway
 from symphony.core.gateway import Refusal, RefusalKind
 from symphony.core.state import AgentPause, RunningEntry, SchedulerState, StopReason
+from symphony.gateway.access import model_access
 from symphony.gateway.server import ModelGateway, WireReport
 from symphony.gateway.tokens import routes, through_gateway
 from symphony.gateway.usage import ANTHROPIC, OPENAI, UsageReader, limit_of, usage_of_json
@@ -297,3 +298,11 @@ async def test_an_anthropic_limit_is_passed_on_and_reported(upstream: Upstream) 
         assert report.limit is not None and report.limit.kind is LimitKind.RATE
     finally:
         await gateway.close()
+
+
+def test_check_says_which_agents_go_through_the_gateway_and_which_keep_their_login() -> None:
+    settings = make_settings()
+    environ = {"PATH": "/bin", "OPENAI_API_KEY": "sk-o", "CLAUDE_CONFIG_DIR": "/h/.claude"}
+    codex, claude = model_access(settings, ["codex", "claude"], environ)
+    assert "codex: through the daemon's model gateway (OPENAI_API_KEY stays" in codex
+    assert "claude: its own login (no API key in its environment)" in claude

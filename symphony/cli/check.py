@@ -37,6 +37,7 @@ from symphony.config.sections import Settings
 from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
 from symphony.daemon.follow import create_code_host
+from symphony.gateway.access import model_access
 from symphony.hosts.sandbox.probe import sandbox_problem
 from symphony.hosts.ssh import SshHost
 from symphony.memory import memory_of
@@ -105,6 +106,7 @@ async def report(
     _notify(settings)
     kind = settings.agent.kind
     print(f"agent         {kind}: {settings.session_settings(kind).command}")
+    print("\n".join(model_access(settings, used_agent_kinds(settings), os.environ)))
     for warning in preflight_warnings(settings):
         print(f"warning: {warning}")
     for note in merge_notes:

@@ -21,6 +21,7 @@ from symphony.core.state import (
     RunningEntry,
     SchedulerState,
     TicketTotals,
+    WireTotals,
 )
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board, BoardRow, board_row
@@ -217,6 +218,8 @@ def _issue_record(state: SchedulerState, issue_id: str) -> dict[str, Any]:
         if ledger is not None
         else None
     )  # fmt: skip
+    wire = state.wire_totals.get(issue_id)
+    record["wire"] = wire_row(wire, totals.total_tokens if totals is not None else 0)
     footprint = state.footprints.get(issue_id)
     record["files"] = (
         {"planned": sorted(footprint.planned), "changed": sorted(footprint.changed)}
@@ -303,6 +306,24 @@ def _ticket_rows(state: SchedulerState) -> list[dict[str, Any]]:
         }
         for issue_id, totals in ranked[:TICKET_ROWS]
     ]
+
+
+def wire_row(wire: WireTotals | None, agent_tokens: int) -> dict[str, Any] | None:
+    """What the model gateway measured of a run's or a ticket's calls, and how far the agent's
+    own report differs (`difference_tokens`: the wire's tokens less the agent's); None when
+    no call went through the gateway (a subscription login)."""
+    if wire is None:
+        return None
+    return {
+        "requests": wire.requests,
+        "refused": wire.refused,
+        "input_tokens": wire.input_tokens,
+        "cached_input_tokens": wire.cached_input_tokens,
+        "output_tokens": wire.output_tokens,
+        "total_tokens": wire.total_tokens,
+        "cost_usd": None if wire.unpriced_tokens else round(wire.cost_usd, 6),
+        "difference_tokens": wire.total_tokens - agent_tokens,
+    }
 
 
 def ticket_cost(totals: TicketTotals) -> dict[str, Any]:
@@ -414,6 +435,7 @@ def _running_row(issue_id: str, entry: RunningEntry, now: float, wall: datetime)
         # What the agent itself estimated, where it reports one; shown beside, never summed.
         "agent_cost_usd": None if entry.agent_cost_usd is None else round(entry.agent_cost_usd, 6),
         "agent": entry.agent_kind,
+        "wire": wire_row(entry.wire, entry.total_tokens),
     }
 
 

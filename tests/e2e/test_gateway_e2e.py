@@ -129,6 +129,11 @@ async def test_codex_calls_its_model_through_the_gateway_and_never_holds_the_key
     totals = daemon.state.ticket_totals["ABC-1"]
     assert totals.total_tokens == wire.total_tokens  # codex reported the same
     assert wire.cost_usd == pytest.approx(totals.cost_usd)
+    # The ticket's view shows both, and no difference between them.
+    shown = await daemon.view.issue_detail("ABC-1")
+    assert shown is not None and shown["wire"]["requests"] == 3
+    assert shown["wire"]["total_tokens"] == totals.total_tokens
+    assert shown["wire"]["difference_tokens"] == 0
 
 
 async def test_a_budget_the_wire_shows_spent_stops_the_next_call(
