@@ -33,6 +33,7 @@ import asyncio
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -77,6 +78,7 @@ ENV_NAMES = (
     "ANTHROPIC_BASE_URL",
     "CLAUDE_CONFIG_DIR",
     "CLAUDE_CODE_EXECUTABLE",
+    "CLAUDE_CODE_OAUTH_TOKEN",
     "GEMINI_API_KEY",
     "GOOGLE_API_KEY",
     "OPENAI_API_KEY",
@@ -463,11 +465,13 @@ class AcpSession(SessionBase):
         deliver(self._launch.on_event, event, self._logger)
 
 
-def _limit_of(message: str) -> ProviderLimit | None:
+def _limit_of(message: str, now: datetime | None = None) -> ProviderLimit | None:
     """The provider's limit a failed `session/prompt` names. ACP has no field for it: the
-    adapters pass the model server's words on (`Internal error: API Error: 429 {...}`)."""
+    adapters pass the model server's words on (measured on claude-agent-acp 0.23.1: `Internal
+    error: API Error: 429 {"type":"error",...}`, and for a subscription's spent window
+    `Internal error: You've hit your session limit · resets 7am (UTC)`)."""
     kind = kind_of_api_error(message)
     if kind is None:
         return None
-    resets_at = reset_in_text(message) if kind in (LimitKind.USAGE, LimitKind.RATE) else None
+    resets_at = reset_in_text(message, now) if kind in (LimitKind.USAGE, LimitKind.RATE) else None
     return ProviderLimit(kind, resets_at, truncate(message))

@@ -28,7 +28,11 @@ Posture, like codex's (`symphony.agents.codex`):
   (Claude's own estimate, cumulative for the process) is kept as `reported_cost_usd`.
 - An error result the model server caused (`api_error_status` 429, 529, 5xx, a refused
   connection; the turn's last `api_retry` line backs a result that names no status) fails the
-  turn with a `ProviderLimit` (`_limit_of`); a 400 or 401 stays an ordinary failure.
+  turn with a `ProviderLimit` (`_limit_of`); a 400 or 401 stays an ordinary failure. A
+  subscription's spent window (measured: a 429 with `anthropic-ratelimit-unified-status:
+  rejected`) comes as a `rate_limit_event` with `status: rejected` and its `resetsAt` epoch,
+  then a result with `api_error: usage_limit_reached` and `You've hit your 5-hour limit ·
+  resets 6:58am (UTC)`: a usage limit until that epoch.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from symphony.agents import (
 from symphony.agents import TOOL_SERVER_NAME as SERVER_NAME
 from symphony.agents.limits import (
     api_error_status,
+    from_epoch,
     kind_of_status,
     names_overload,
     names_usage_limit,
@@ -72,6 +77,7 @@ from symphony.agents.session import (
     again,
     count,
     deliver,
+    dig,
     turn_event,
     within_silence,
 )
@@ -102,11 +108,12 @@ ENV_NAMES = (
     "ANTHROPIC_BASE_URL",
     "ANTHROPIC_MODEL",
     "CLAUDE_CONFIG_DIR",
+    "CLAUDE_CODE_OAUTH_TOKEN",
     "CLAUDE_CODE_USE_BEDROCK",
     "CLAUDE_CODE_USE_VERTEX",
 )
-"""What Claude Code needs of the daemon's environment to reach its model: a key or token, an
-endpoint, where its login and sessions live."""
+"""What Claude Code needs of the daemon's environment to reach its model: a key or token (a
+subscription's from `claude setup-token`), an endpoint, where its login and sessions live."""
 QUIET_ENV = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "DISABLE_TELEMETRY": "1",
@@ -183,6 +190,8 @@ class _Turn:
     last_message: str | None = None
     interrupted: bool = False
     retry: _Retry | None = None
+    rejected: Mapping[str, Any] | None = None
+    """The `rate_limit_info` of the turn's last refused request (`status: rejected`)."""
 
 
 class ClaudeSession(SessionBase):
@@ -438,6 +447,8 @@ class ClaudeSession(SessionBase):
             )
         elif kind == "control_cancel_request":
             pass  # the permission it asked for is no longer wanted; our answer is ignored
+        elif kind == "rate_limit_event":
+            self._on_rate_limit(message.get("rate_limit_info"))
         else:
             self._emit(EventKind.NOTIFICATION, message=truncate(f"{kind}"))
 
@@ -485,7 +496,22 @@ class ClaudeSession(SessionBase):
         else:
             self._emit(EventKind.NOTIFICATION, message=truncate(f"system {subtype}"))
 
+    def _on_rate_limit(self, info: Any) -> None:
+        """A subscription's rate-limit window, as the last response reported it; a refused one
+        is kept for the turn's error result to name its reset."""
+        if not isinstance(info, dict):
+            return
+        if info.get("status") == "rejected" and self._turn is not None:
+            self._turn.rejected = info
+        self._emit(
+            EventKind.NOTIFICATION,
+            message=truncate(f"rate_limit {info.get('status')} {info.get('rateLimitType') or ''}"),
+        )
+
     def _on_assistant(self, message: dict[str, Any]) -> None:
+        refused = dig(message, "api_error_params", "rate_limit_info")
+        if isinstance(refused, dict) and refused.get("status") == "rejected":
+            self._on_rate_limit(refused)
         content = (message.get("message") or {}).get("content") or []
         for block in content if isinstance(content, list) else []:
             if not isinstance(block, dict):
@@ -539,7 +565,13 @@ class ClaudeSession(SessionBase):
                 detail = text or "; ".join(map(str, message.get("errors") or [])) or "error"
                 status = message.get("api_error_status")
                 reason = f"{detail} (HTTP {status})" if status else detail
-                limit = _limit_of(message, detail, turn.retry if turn else None, datetime.now(UTC))
+                limit = _limit_of(
+                    message,
+                    detail,
+                    turn.retry if turn else None,
+                    datetime.now(UTC),
+                    rejected=turn.rejected if turn else None,
+                )
                 outcome = AgentError(TURN_FAILED, truncate(reason, 1000), limit=limit)
                 self._emit(EventKind.TURN_FAILED, message=truncate(outcome.message))
             self._end_turn(outcome)
@@ -604,14 +636,23 @@ _UNREACHABLE = re.compile(r"connection (?:refused|error|reset)|ECONNREFUSED|ECON
 
 
 def _limit_of(
-    result: Mapping[str, Any], text: str, retry: _Retry | None, now: datetime
+    result: Mapping[str, Any],
+    text: str,
+    retry: _Retry | None,
+    now: datetime,
+    *,
+    rejected: Mapping[str, Any] | None = None,
 ) -> ProviderLimit | None:
     """The provider's limit an error `result` names, or None when the turn failed otherwise.
 
     The result's own `api_error_status` decides when it has one (the `API Error: NNN` of its
     text when not); without any, the turn's last `api_retry` says what Claude was retrying, and
-    a refused connection is an outage. A usage limit is a 429 (or a status-less error) whose
-    words say the quota is spent (`Claude AI usage limit reached|<epoch>`)."""
+    a refused connection is an outage. A usage limit is a 429 (or a status-less error) that
+    Claude calls `usage_limit_reached` or whose words say the quota is spent (`You've hit your
+    5-hour limit`); it resets at the refused window's `resetsAt` (`rejected`), else at a time
+    its words name."""
+    if result.get("api_error") == "usage_limit_reached":
+        return _usage_limit(text, rejected, now)
     status = _number(result.get("api_error_status")) or api_error_status(text)
     # A retry earlier in the turn says nothing of a failure that was not the model server's.
     api_failure = result.get("terminal_reason") == "api_error" or "API Error" in text
@@ -635,14 +676,22 @@ def _limit_of(
         kind = LimitKind.OVERLOADED
     if kind is None:
         return None
+    if kind is LimitKind.USAGE:
+        return _usage_limit(text, rejected, now)
     resets_at = None
-    if kind in (LimitKind.USAGE, LimitKind.RATE):
+    if kind is LimitKind.RATE:
         resets_at = reset_in_text(text, now)
         waited = retry.delay_ms if retry is not None and retry.error == "rate_limit" else None
         if resets_at is None and kind is LimitKind.RATE and waited:
             # Claude waits what the server's retry-after asked: the best word on when it lifts.
             resets_at = now + timedelta(milliseconds=waited)
     return ProviderLimit(kind, resets_at, truncate(text or str(kind)))
+
+
+def _usage_limit(text: str, rejected: Mapping[str, Any] | None, now: datetime) -> ProviderLimit:
+    named = from_epoch(rejected.get("resetsAt")) if rejected is not None else None
+    resets_at = named if named is not None and named > now else reset_in_text(text, now)
+    return ProviderLimit(LimitKind.USAGE, resets_at, truncate(text or str(LimitKind.USAGE)))
 
 
 def _text(value: Any) -> str | None:

@@ -172,3 +172,71 @@ def test_claude_usage_limit_resets_at_the_epoch_it_names() -> None:
 def test_acp_error_messages_name_the_limit(message: str, kind: LimitKind | None) -> None:
     limit = acp._limit_of(message)
     assert (limit.kind if limit else None) is kind
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Claude Code's clock, rounded down to the minute: the window is open by its end.
+        ("You've hit your 5-hour limit · resets 6:58am (UTC)", datetime(2026, 12, 6, 6, 59)),
+        ("resets 5am (UTC)", datetime(2026, 12, 6, 5, 1)),
+        ("resets 3am (UTC)", datetime(2026, 12, 7, 3, 1)),  # past today: tomorrow's
+        # 04:00 UTC is 23:00 the day before in New York.
+        ("resets 3:56am (America/New_York)", datetime(2026, 12, 6, 8, 57)),
+        ("resets 11:30pm (America/New_York)", datetime(2026, 12, 6, 4, 31)),
+        ("You've hit your weekly limit · resets Dec 9, 6:56am (UTC)", datetime(2026, 12, 9, 6, 57)),
+        ("resets Jan 2, 1pm (UTC)", datetime(2027, 1, 2, 13, 1)),  # the next one named
+        ("resets 6:58am (Mars/Olympus)", None),
+        ("resets 13pm (UTC)", None),
+        ("resets Foo 9, 6am (UTC)", None),
+    ],
+)
+def test_claude_codes_reset_clock_is_read_in_its_zone(text: str, expected: datetime | None) -> None:
+    assert reset_in_text(text, NOW) == (expected and expected.replace(tzinfo=UTC))
+
+
+REFUSED_WINDOW = {"status": "rejected", "resetsAt": epoch(SOON), "rateLimitType": "five_hour"}
+SPENT = "You've hit your 5-hour limit · resets 4:30am (UTC)"
+
+
+def test_claude_spent_window_is_a_usage_limit_until_its_reset_epoch() -> None:
+    """Claude Code 2.1.332 on a subscription's refused window: `api_error: usage_limit_reached`
+    and the window's `resetsAt` in its `rate_limit_event`, the minute in its words."""
+    result = {"api_error_status": 429, "api_error": "usage_limit_reached", "result": SPENT}
+    with_epoch = claude._limit_of(result, SPENT, None, NOW, rejected=REFUSED_WINDOW)
+    words_only = claude._limit_of(result, SPENT, retry("rate_limit"), NOW)
+    assert with_epoch is not None and with_epoch.kind is LimitKind.USAGE
+    assert with_epoch.resets_at == SOON and with_epoch.detail == SPENT
+    assert words_only is not None and words_only.kind is LimitKind.USAGE
+    assert words_only.resets_at == datetime(2026, 12, 6, 4, 31, tzinfo=UTC)
+    # A refused window already past names no reset; the words still do.
+    stale = {**REFUSED_WINDOW, "resetsAt": epoch(NOW - timedelta(hours=1))}
+    late = claude._limit_of(result, SPENT, None, NOW, rejected=stale)
+    assert late is not None and late.resets_at == words_only.resets_at
+
+
+@pytest.mark.parametrize(
+    ("result", "kind"),
+    [
+        # The words alone, as a text-only 429 of Claude Code 2.1.332 and older shapes say it.
+        ({"result": "API Error: Request rejected (429) · rate limited"}, LimitKind.RATE),
+        ({"api_error_status": 429, "result": SPENT}, LimitKind.USAGE),
+        ({"result": SPENT}, LimitKind.USAGE),
+        ({"result": "API Error: Request rejected (400) · bad"}, None),
+    ],
+)
+def test_claude_words_name_the_status_and_a_spent_window(
+    result: dict[str, Any], kind: LimitKind | None
+) -> None:
+    limit = claude._limit_of(result, result["result"], None, NOW)
+    assert (limit.kind if limit else None) is kind
+
+
+def test_acp_passes_on_claudes_spent_window_with_its_reset_clock() -> None:
+    message = (
+        "session/prompt failed: Internal error: You've hit your session limit · resets 7am (UTC)"
+        " (code -32603)"
+    )
+    limit = acp._limit_of(message, NOW)
+    assert limit is not None and limit.kind is LimitKind.USAGE
+    assert limit.resets_at == datetime(2026, 12, 6, 7, 1, tzinfo=UTC)
