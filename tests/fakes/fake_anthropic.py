@@ -16,6 +16,10 @@ the next call); after the last one the reply is `done`. Each call reports the sa
 (`USAGE`). Every request is recorded (`FakeAnthropic.requests`, and the log file as one JSON
 line each).
 
+A test may also refuse requests as the real API does at its worst: `FakeAnthropic(refuse=...)`
+takes a function of the recorded request returning a `Refusal` (or None to answer as above);
+`rate_limited`, `overloaded` and `window_spent` build the real error bodies and headers.
+
 In a test: `with FakeAnthropic() as model: ... model.base_url ...`. By hand:
 `python fake_anthropic.py --log FILE` prints `LISTENING <port>` when ready.
 """
@@ -29,6 +33,9 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -38,6 +45,66 @@ USAGE = {
     "cache_read_input_tokens": 50,
     "output_tokens": 20,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An HTTP error answer: the status, the JSON body and the headers the real API sends."""
+
+    status: int
+    body: Mapping[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def _error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_01"}
+
+
+def rate_limited(retry_after_s: int, reset: float) -> Refusal:
+    """A 429 `rate_limit_error` of an API-key organisation, with `retry-after` and the
+    `anthropic-ratelimit-*-reset` headers (RFC 3339) at `reset` (a unix time)."""
+    at = datetime.fromtimestamp(reset, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    message = "This request would exceed the rate limit for your organization of 50 requests"
+    return Refusal(
+        429,
+        _error("rate_limit_error", f"{message} per minute."),
+        {
+            "retry-after": str(retry_after_s),
+            "anthropic-ratelimit-requests-limit": "50",
+            "anthropic-ratelimit-requests-remaining": "0",
+            "anthropic-ratelimit-requests-reset": at,
+            "anthropic-ratelimit-tokens-reset": at,
+            "request-id": "req_01",
+        },
+    )
+
+
+def overloaded() -> Refusal:
+    return Refusal(529, _error("overloaded_error", "Overloaded"), {"request-id": "req_01"})
+
+
+def window_spent(reset: int, claim: str = "five_hour") -> Refusal:
+    """A subscription's spent usage window (`anthropic-ratelimit-unified-status: rejected`),
+    resetting at the unix time `reset`: what an OAuth-token client meets."""
+    short = {"five_hour": "5h", "seven_day": "7d"}.get(claim, claim)
+    return Refusal(
+        429,
+        _error("rate_limit_error", "This request would exceed your account's rate limit."),
+        {
+            "anthropic-ratelimit-unified-status": "rejected",
+            "anthropic-ratelimit-unified-reset": str(reset),
+            "anthropic-ratelimit-unified-representative-claim": claim,
+            f"anthropic-ratelimit-unified-{short}-status": "rejected",
+            f"anthropic-ratelimit-unified-{short}-reset": str(reset),
+            f"anthropic-ratelimit-unified-{short}-utilization": "1.0",
+            "request-id": "req_01",
+        },
+    )
+
+
+Refuse = Callable[[dict[str, Any]], Refusal | None]
+
+
 MARKER = re.compile(r"<<(bash|tool|text|fail|stall)\s+(.*?)>>", re.DOTALL)
 
 
@@ -89,8 +156,9 @@ def plan(messages: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], int, st
 
 
 class State:
-    def __init__(self, log: str | None) -> None:
+    def __init__(self, log: str | None, refuse: Refuse | None = None) -> None:
         self.log = log
+        self.refuse = refuse
         self.lock = threading.Lock()
         self.failures: dict[str, int] = {}
         self.count = 0
@@ -130,26 +198,44 @@ class Handler(BaseHTTPRequestHandler):
         with self.state.lock:
             self.state.count += 1
             number = self.state.count
-        self.state.record(
-            {
-                "n": number,
-                "api_key": self.headers.get("x-api-key"),
-                "model": body.get("model"),
-                "stream": body.get("stream", False),
-                "calls": calls,
-                "messages": len(messages),
-                "prompt": prompt[-2000:],
-                "tools": [t.get("name") for t in body.get("tools") or []],
-                "tool_results": [
-                    text_of(b.get("content"))
-                    if not isinstance(b.get("content"), str)
-                    else b.get("content")
-                    for m in messages[-1:]
-                    for b in (m.get("content") if isinstance(m.get("content"), list) else [])
-                    if isinstance(b, dict) and b.get("type") == "tool_result"
-                ],
-            }
-        )
+        entry = {
+            "n": number,
+            "at": time.monotonic(),
+            "api_key": self.headers.get("x-api-key"),
+            "model": body.get("model"),
+            "stream": body.get("stream", False),
+            "calls": calls,
+            "messages": len(messages),
+            "prompt": prompt[-2000:],
+            "user_texts": [
+                text
+                for m in messages
+                if m.get("role") == "user" and not is_tool_result(m)
+                for text in (
+                    [m["content"]]
+                    if isinstance(m.get("content"), str)
+                    else [
+                        b.get("text", "")
+                        for b in m.get("content") or []
+                        if isinstance(b, dict) and b.get("type") == "text"
+                    ]
+                )
+            ],
+            "tools": [t.get("name") for t in body.get("tools") or []],
+            "tool_results": [
+                text_of(b.get("content"))
+                if not isinstance(b.get("content"), str)
+                else b.get("content")
+                for m in messages[-1:]
+                for b in (m.get("content") if isinstance(m.get("content"), list) else [])
+                if isinstance(b, dict) and b.get("type") == "tool_result"
+            ],
+        }
+        self.state.record(entry)
+        refusal = self.state.refuse(entry) if self.state.refuse is not None else None
+        if refusal is not None:
+            self.reply_json(refusal.status, refusal.body, refusal.headers)
+            return
         actions = [(k, a) for k, a in markers if k not in ("fail", "stall")]
         for kind, argument in markers:
             if kind == "fail":
@@ -203,11 +289,15 @@ class Handler(BaseHTTPRequestHandler):
             return
         self.stream(message, block, stop, stall)
 
-    def reply_json(self, status: int, payload: dict[str, Any]) -> None:
+    def reply_json(
+        self, status: int, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -263,8 +353,8 @@ class Handler(BaseHTTPRequestHandler):
 class FakeAnthropic:
     """The fake on a free port of 127.0.0.1, served from a thread while the block runs."""
 
-    def __init__(self) -> None:
-        self.state = State(None)
+    def __init__(self, refuse: Refuse | None = None) -> None:
+        self.state = State(None, refuse)
         handler = type("BoundHandler", (Handler,), {"state": self.state})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
