@@ -1,7 +1,8 @@
 """Restarts through the real CLI, with real signals: `kill -9` at bad moments, two daemons at
-once, a damaged state file, a graceful restart. Agents are the scripted fake in real
-subprocesses; each one records itself, and whether another agent was alive in its workspace
-when it started (`FAKE_AGENT_CHECK_OVERLAP`)."""
+once, a damaged state file, a graceful restart, a kill while an agent is limited. Agents are
+the scripted fake in real subprocesses (each one records itself, and whether another agent was
+alive in its workspace when it started, `FAKE_AGENT_CHECK_OVERLAP`), and for the limit the real
+codex against the fake model."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import re
 import sqlite3
 import sys
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ import pytest
 import yaml
 
 from tests.adapters.daemon import DEMO_AGENT
+from tests.e2e.conftest import codex_command
+from tests.e2e.fake_model import CallTool, Fail, FakeModel, ModelRequest, Say, Step
 from tests.harness import Board, Daemon, is_alive, wait_until
 from tests.stage_flow import two_stages
 
@@ -286,3 +289,82 @@ def test_a_graceful_restart_continues_the_interrupted_run(tmp_path: Path, resume
             assert "interrupted by a restart" in prompt and "still working on it" in prompt
     finally:
         assert second.stop() == 0
+
+
+def test_kill_9_while_codex_is_limited_keeps_the_pause_and_its_reset(
+    tmp_path: Path, codex_env: dict[str, str]
+) -> None:
+    """The real codex meets a spent usage window that resets 20 s later; the daemon is killed
+    once the pause is saved. The restarted daemon holds the same pause to the same second:
+    nothing asks the model before the reset, and after it every ticket finishes."""
+    board = Board(tmp_path)
+    for identifier in ("ABC-1", "ABC-2"):
+        board.ticket(identifier)
+    reset = int(time.time()) + 20
+    reset_at = time.monotonic() + (reset - time.time())  # the fake model's clock
+    refused = Fail(
+        429,
+        body={"error": {"type": "usage_limit_reached", "message": "The usage limit has been "
+                        "reached", "resets_at": reset}},
+        headers={"x-codex-primary-used-percent": "100",
+                 "x-codex-primary-window-minutes": "300",
+                 "x-codex-primary-reset-at": str(reset)},
+    )  # fmt: skip
+    first_call = [True]
+
+    def script(request: ModelRequest) -> list[Step]:
+        if first_call[0]:
+            first_call[0] = False
+            return [refused]
+        if request.step == 0:
+            return [CallTool("local_move_issue", {"state": "Human Review"})]
+        return [Say("ready for review")]
+
+    pauses = lambda: saved(board, "SELECT agent_kind, pause FROM agent_pauses")  # noqa: E731
+    with FakeModel(script) as model:
+        board.write_workflow(
+            polling_ms=1000,
+            agent={"max_concurrent_agents": 1},
+            codex={
+                "command": codex_command(model.base_url),
+                "approval_policy": "never",
+                "read_timeout_ms": 30_000,
+                "turn_timeout_ms": 60_000,
+            },
+        )
+        first = Daemon(board, codex_env)
+        try:
+            assert wait_until(lambda: "codex" in pauses(), 60), "".join(first.lines)
+            first.kill9()
+        finally:
+            first.proc.kill()
+        saved_pause = json.loads(pauses()["codex"])
+        assert saved_pause["until"] == datetime.fromtimestamp(reset, UTC).isoformat()
+        assert time.time() < reset - 5, "the kill came too late to prove anything"
+        second = Daemon(board, codex_env, "--port", "0")
+        try:
+            state = httpx.get(f"{second.url()}api/v1/state").json()
+            (limit,) = state["limits"]
+            assert limit["agent"] == "codex" and limit["until"] == saved_pause["until"]
+            assert limit["reset_named"] and limit["limit"] == "usage limit"
+            assert wait_until(
+                lambda: all(board.state_of(i) == "Human Review" for i in ("ABC-1", "ABC-2")),
+                90,
+            ), "".join(second.lines)
+            second.wait_for('event="agent resumed" agent=codex')
+            # The limited run's retry, still the first attempt, goes first after the reset.
+            (dispatch, *_) = second.wait_for("event=dispatching")
+            assert "issue_identifier=ABC-1" in dispatch and "attempt=0" in dispatch, dispatch
+            assert "resumed after its agent's limit" in dispatch
+        finally:
+            assert second.stop() == 0
+    assert model.script_errors == [] and model.unexpected_requests == []
+    _, *rest = model.requests
+    # Neither daemon asked the model between the refusal and the reset.
+    assert rest and all(r.at >= reset_at - 0.5 for r in rest), [r.at - reset_at for r in rest]
+    # The ticket that met the limit continued its own thread after the restart.
+    resumed = [r for r in rest if any("ABC-1" in t for t in r.user_texts)]
+    assert resumed and len(resumed[0].user_texts) >= 2
+    # The restored pause is no new limit, and nothing failed: no retry was charged.
+    log = "".join(second.lines)
+    assert 'event="agent limited"' not in log and "event=retrying" not in log, log
