@@ -621,7 +621,7 @@ def start_run(
     if stage is None:
         return StartWorker(
             issue, attempt, resume_thread_id=resume, last_message=last_message,
-            agent_kind=agent, host=host, label=label,
+            agent_kind=agent, host=host, label=label, run_kind=kind,
         )  # fmt: skip
     progress = state.stage_progress.get(issue.id)
     if progress is None or progress.stage != stage.name:
@@ -636,6 +636,7 @@ def start_run(
     return StartWorker(
         issue, attempt, stage.name, progress.turns, resume, last_message, agent, host,
         review=asked.text if asked is not None else None, hold_state=hold_state, label=label,
+        run_kind=kind,
     )  # fmt: skip
 
 

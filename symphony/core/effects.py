@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from symphony.base.hosts import LOCAL
 from symphony.base.issue import Issue
-from symphony.core.state import AgentPause, RetryEntry, StopReason
+from symphony.core.state import AgentPause, RetryEntry, RunKind, StopReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +30,8 @@ class StartWorker:
     """A fix run: the review state its ticket stays in meanwhile."""
     label: str = "first run"
     """What the run is, with its count and cap (`core.reruns.label_of`)."""
+    run_kind: RunKind = RunKind.FIRST
+    """What started it: a thread it continues is told why it went quiet."""
 
 
 @dataclass(frozen=True, slots=True)

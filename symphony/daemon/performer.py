@@ -160,6 +160,7 @@ class Performer:
             review=start.review,
             hold_state=start.hold_state,
             label=start.label,
+            run_kind=start.run_kind,
             memory=memory_of(settings, self._masker),
             open_tickets=self._state.open_identifiers,
         )

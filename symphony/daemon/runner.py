@@ -46,7 +46,7 @@ from symphony.core.runs import (
     next_turn,
     turn_limits,
 )
-from symphony.core.state import Failure, FailureReason, MovePhase
+from symphony.core.state import Failure, FailureReason, MovePhase, RunKind
 from symphony.core.verification import GateRound, Verification
 from symphony.daemon.sandbox import attempt_sandbox, protected_paths, runs_root
 from symphony.gateway.server import ModelGateway, ModelGrant
@@ -90,6 +90,12 @@ RATE_LIMIT_WAIT_MAX_S = 30.0
 RESUMED_GUIDANCE = (
     "The daemon was restarted while you were working on {identifier}; this thread continues. "
     "Check the state of the workspace, then pick up where you left off."
+)
+# After the model's provider refused a turn and its limit has reset.
+LIMIT_RESUMED_GUIDANCE = (
+    "Your model's provider refused the last request on {identifier} because of a usage or rate "
+    "limit; it has reset and this thread continues. Check the state of the workspace, then "
+    "pick up where you left off."
 )
 REVIEW_NOTE = "\n\n## What this run addresses\n\n{review}\n"
 
@@ -163,6 +169,8 @@ class AttemptContext:
     """A fix run: the review state its ticket waits in, which does not end the run."""
     label: str = "first run"
     """What the run is, with its count (`conflict fix 1/2`): in its log lines and evidence."""
+    run_kind: RunKind = RunKind.FIRST
+    """What started it (a thread it continues is told why it went quiet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,7 +479,9 @@ class _Attempt:
     async def prompt(self, session: AgentSession, turn: int, max_turns: int) -> str:
         ctx, stage, current = self.ctx, self.stage, self.current
         if turn == 1 and session.resumed:
-            return RESUMED_GUIDANCE.format(identifier=current.identifier)
+            after_limit = ctx.run_kind is RunKind.AFTER_LIMIT
+            guidance = LIMIT_RESUMED_GUIDANCE if after_limit else RESUMED_GUIDANCE
+            return guidance.format(identifier=current.identifier)
         if turn == 1:
             template = stage.prompt_template if stage else self.settings.prompt_template
             notes = None

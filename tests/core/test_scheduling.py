@@ -506,7 +506,11 @@ def test_due_retry_of_still_active_issue_dispatches_with_its_attempt() -> None:
     effects = core.on_retries_refreshed(
         state, [entry], [make_issue("A-1")], make_settings(), 10.0, WALL
     )
-    assert effects == [core.StartWorker(make_issue("A-1"), 1, label="retry 1/5 after error")]
+    assert effects == [
+        core.StartWorker(
+            make_issue("A-1"), 1, label="retry 1/5 after error", run_kind=core.RunKind.RETRY
+        )
+    ]
     assert state.running["id-A-1"].attempt == 1 and not state.retry_attempts
 
 

@@ -426,6 +426,8 @@ async def test_a_usage_limit_pauses_the_agent_and_every_ticket_goes_on_after_the
         assert daemon.state.running["id-A-1"].label == "resumed after its agent's limit"
         resumed = agent.of("A-1")[1]
         assert resumed.launch.resume_thread_id == f"thread-{first_thread}"  # its own thread
+        await run.until(lambda: bool(resumed.prompts))
+        assert "limit" in resumed.prompts[0] and "restarted" not in resumed.prompts[0]
         # No failure was counted, said on the ticket or spent from its retries.
         assert not daemon.health.failures
         assert not tracker.comments
