@@ -7,10 +7,13 @@ import re
 import site
 import subprocess
 import sys
+import time
 import tomllib
 import zipfile
 from pathlib import Path
+from urllib.parse import unquote
 
+import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,22 +50,18 @@ def test_nothing_imports_the_adapters_folder_by_its_folder_name() -> None:
     assert offenders == []
 
 
-@pytest.mark.slow
-def test_a_built_wheel_gives_a_working_symphony_outside_the_repository(tmp_path: Path) -> None:
+def _wheel(tmp_path: Path) -> Path:
+    """The wheel built from this checkout (offline, with this environment's setuptools)."""
     dist = tmp_path / "dist"
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
     subprocess.run([*build, "-w", str(dist), str(ROOT)], check=True, capture_output=True)
     [wheel] = dist.glob("symphony_daemon-*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        names = archive.namelist()
-    tops = {
-        name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")
-    }
-    assert tops == {"symphony", "symphony_adapters", "symphony_examples"}
-    assert "symphony_examples/local/WORKFLOW.md" in names
-    assert "symphony/observability/dashboard.html" in names
+    return wheel
 
-    # A fresh environment with the wheel, its dependencies taken from this one (no network).
+
+def _installed(tmp_path: Path, wheel: Path) -> Path:
+    """A fresh virtual environment holding `wheel`, its dependencies taken from this one (no
+    network); returns its folder."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -73,25 +72,41 @@ def test_a_built_wheel_gives_a_working_symphony_outside_the_repository(tmp_path:
         text=True,
     ).stdout.strip()
     Path(venv_site, "_dependencies.pth").write_text(site.getsitepackages()[0] + "\n")
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-index",
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
+        [*install, "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True
     )
+    return venv
+
+
+def _outside_env() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+
+
+@pytest.mark.slow
+def test_a_built_wheel_gives_a_working_symphony_outside_the_repository(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path)
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
+    tops = {
+        name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")
+    }
+    assert tops == {"symphony", "symphony_adapters", "symphony_examples"}
+    assert "symphony_examples/local/WORKFLOW.md" in names
+    assert "symphony/observability/dashboard.html" in names
+    # The licence travels with the package, and the demonstration with everything it runs.
+    assert "License-Expression: Apache-2.0" in metadata.decode()
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
+    for shipped in ("workflow.md", "demo_agent.py", "demo_acp_agent.py", "prompts/plan.md",
+                    "board/DEMO-1.md", "sample-repo/calc.py"):  # fmt: skip
+        assert f"symphony_examples/quickstart/{shipped}" in names, shipped
+
+    venv = _installed(tmp_path, wheel)
+    python = venv / "bin" / "python"
     project = tmp_path / "project"
     project.mkdir()
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env = _outside_env()
 
     def symphony(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -130,10 +145,7 @@ def test_a_built_wheel_gives_a_working_symphony_outside_the_repository(tmp_path:
 def test_pipx_installs_the_wheel_under_its_own_name(tmp_path: Path) -> None:
     """README's way to install: `pipx install symphony-daemon` (here the wheel just built);
     the command is `symphony`, in a venv of its own."""
-    dist = tmp_path / "dist"
-    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-    subprocess.run([*build, "-w", str(dist), str(ROOT)], check=True, capture_output=True)
-    [wheel] = dist.glob("symphony_daemon-*.whl")
+    wheel = _wheel(tmp_path)
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
         "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin"),
@@ -150,3 +162,80 @@ def test_pipx_installs_the_wheel_under_its_own_name(tmp_path: Path) -> None:
     version = subprocess.run([str(tmp_path / "bin" / "symphony"), "--version"], env=env,
                              capture_output=True, text=True, timeout=60)  # fmt: skip
     assert version.returncode == 0 and version.stdout.startswith("symphony 0."), version.stderr
+
+
+@pytest.mark.slow
+def test_building_the_package_says_no_packaging_warning(tmp_path: Path) -> None:
+    """Installing prints what the installer prints, not a page of setuptools' complaints about
+    the package's configuration (data folders that look like packages, deprecated keys)."""
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-v"]
+    built = subprocess.run(
+        [*build, "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, check=True
+    )
+    said = built.stdout + built.stderr
+    complaints = [
+        line
+        for line in said.splitlines()
+        if re.search(r"warn|deprecat|would be ignored", line, re.I)
+        and "byte-compiling is disabled" not in line
+    ]
+    assert complaints == [], "\n".join(complaints)
+
+
+@pytest.mark.slow
+def test_the_installed_package_runs_the_demo_to_human_review_in_a_folder_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """`symphony demo FOLDER` from a wheel installed in a fresh environment, run far from any
+    checkout: it lays the quickstart out, serves the pages and prints links that work, and
+    its agents bring a ticket to Human Review with a pull request."""
+    venv = _installed(tmp_path, _wheel(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    home = tmp_path / "home"
+    elsewhere.mkdir()
+    home.mkdir()
+    env = {**_outside_env(), "HOME": str(home), "DEMO_AGENT_DELAY_MS": "0"}
+    env.pop("SYMPHONY_TOKEN", None)
+    demo = subprocess.Popen(
+        [str(venv / "bin" / "symphony"), "demo", "my-demo", "--no-tui"],
+        cwd=elsewhere,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    folder = elsewhere / "my-demo"
+    try:
+        assert demo.stdout is not None
+        printed: list[str] = []
+        for line in demo.stdout:
+            printed.append(line)
+            if "review:" in line:
+                break
+        said = "".join(printed)
+        dashboard = re.search(r"dashboard: (http://127\.0\.0\.1:\d+/)\s", said)
+        login = re.search(r"review:\s+(http://\S+/login\?next=/review)#token=(\S+)", said)
+        assert dashboard and login, said
+        assert httpx.get(dashboard.group(1), timeout=10).status_code == 200
+        with httpx.Client(base_url=dashboard.group(1), timeout=10) as browser:
+            page = browser.get(login.group(1))
+            assert page.status_code == 200 and "#token=" not in page.text
+            logged = browser.post(
+                "login", data={"token": unquote(login.group(2)), "name": "ada", "next": "/review"}
+            )
+            assert logged.status_code == 303 and logged.headers["location"] == "/review"
+            assert "symphony_session" in browser.cookies
+
+        ticket = folder / ".symphony" / "board" / "DEMO-4.md"
+        deadline = time.monotonic() + 180
+        while "state: Human Review" not in ticket.read_text() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert "state: Human Review" in ticket.read_text(), ticket.read_text()
+        assert list((folder / ".symphony" / "pulls").glob("*.md"))
+    finally:
+        demo.terminate()
+        _, errors = demo.communicate(timeout=60)
+    assert "Traceback" not in errors
+    # What ran is the package's copy, laid out in the chosen folder.
+    assert (folder / "WORKFLOW.md").read_bytes() == (ROOT / "WORKFLOW.md").read_bytes()
+    assert (folder / ".symphony" / "sample-repo.git" / "HEAD").is_file()

@@ -1,9 +1,10 @@
 """The `symphony` command: run the daemon, check a workflow, or render a ticket's prompt.
 
     symphony [WORKFLOW.md] [--port N]   run (default ./WORKFLOW.md) until SIGINT/SIGTERM/SIGHUP
-    symphony check [WORKFLOW.md]        validate and show what the next poll would dispatch
+    symphony check [WORKFLOW.md ...]    validate and show what the next poll would dispatch
     symphony render ID [WORKFLOW.md]    print the prompt a ticket would get
     symphony init [--tracker KIND] [PATH]   write a starter WORKFLOW.md
+    symphony demo [FOLDER]              run the quickstart in FOLDER, serving its pages
 
 Errors are one readable line on stderr and a non-zero exit, never a traceback.
 """
@@ -32,6 +33,7 @@ from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
 from symphony.cli import check
 from symphony.cli.init import TRACKERS, init_workflow
+from symphony.cli.links import link_lines, print_links
 from symphony.cli.report import parse_window, report_text
 from symphony.config.fields import INVALID_CONFIG, ConfigError
 from symphony.config.load import load_settings
@@ -77,6 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _open(_open_parser().parse_intermixed_args(args[1:]))
         if args and args[0] == "memory":
             return _memory(_memory_parser().parse_intermixed_args(args[1:]))
+        if args and args[0] == "demo":
+            from symphony.cli.demo import demo
+
+            return demo(args[1:], lambda argv: _run(_run_parser().parse_intermixed_args(argv)))
         if args and args[0] == "serve":
             from symphony.cli.serve import serve, serve_parser
 
@@ -111,8 +117,8 @@ def _run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="symphony",
         description=(
-            "Run coding agents on tracker tickets. Subcommands: check, render, init, report, "
-            "open, memory, serve (several workflows in one daemon)."
+            "Run coding agents on tracker tickets. Subcommands: check, render, init, demo, "
+            "report, open, memory, serve (several workflows in one daemon)."
         ),
     )
     parser.add_argument("--version", action="version", version=f"symphony {version()}")
@@ -139,6 +145,11 @@ def _run_parser() -> argparse.ArgumentParser:
         help="bind the HTTP API to this address (overrides server.host; beyond loopback it "
         "needs server.auth_token), e.g. 0.0.0.0 in a container",
     )
+    parser.add_argument(
+        "--show-token",
+        action="store_true",
+        help="put server.auth_token in the printed login link (for a terminal only you read)",
+    )
     return parser
 
 
@@ -155,10 +166,15 @@ def _port(value: str) -> int:
 def _check_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="symphony check",
-        description="Validate a workflow and show the next poll; given a fleet.yaml or a "
-        "folder of workflows, each of them.",
+        description="Validate a workflow and show the next poll; given several workflows, a "
+        "fleet.yaml or a folder of workflows (as `serve` takes them), each of them.",
     )
-    _workflow_arg(parser)
+    parser.add_argument(
+        "workflows",
+        nargs="*",
+        type=Path,
+        help="WORKFLOW.md files, folders of them, or one fleet.yaml (default: ./WORKFLOW.md)",
+    )
     return parser
 
 
@@ -362,7 +378,10 @@ def _run(args: argparse.Namespace) -> int:
         if port is not None:
 
             async def serve_http(tasks: asyncio.TaskGroup) -> Served:
-                return await _serve_http(orchestrator, port, args.logs_root, tasks)
+                http = await _serve_http(orchestrator, port, args.logs_root, tasks)
+                token = orchestrator.settings.server.auth_token
+                print_links(link_lines(http.url, token=token, show_token=args.show_token))
+                return http
 
         def table() -> Any:
             return render_status(orchestrator.snapshot(), orchestrator.masker)
@@ -443,8 +462,11 @@ def _check(args: argparse.Namespace) -> int:
         settings, tracker = _load(path, SecretMasker())
         return uvloop.run(check.report(settings, tracker))
 
-    members = _fleet_of(args.workflow)
-    return one(_single(args.workflow)) if members is None else _each(members, one)
+    paths: list[Path] = args.workflows or [Path("WORKFLOW.md")]
+    if len(paths) > 1:
+        return _each(list(plan_fleet(paths).members), one)
+    members = _fleet_of(paths[0])
+    return one(_single(paths[0])) if members is None else _each(members, one)
 
 
 def _single(path: Path) -> Path:

@@ -21,6 +21,7 @@ import structlog
 import uvloop
 
 from symphony.base.secrets import SecretMasker
+from symphony.cli.links import print_links
 from symphony.daemon.collector import tune_collector
 from symphony.daemon.events import SystemClock
 from symphony.daemon.fleet import FleetRunner, plan_fleet
@@ -125,4 +126,5 @@ async def _serve_fleet(
     guarded = WebGuard(app, accepted_hosts(host, ()))
     server, task, url = await serve_embedded(guarded, host, port, name="http-server", tasks=tasks)
     log.info("http server listening", url=url)
+    print_links([f"fleet:     {url}  (each workflow's dashboard and review page are linked there)"])
     return _FleetServer(url, server, task, app)

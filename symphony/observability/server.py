@@ -454,6 +454,16 @@ def _root(request: Request) -> str:
     return str(request.scope.get("root_path") or "").rstrip("/") + "/"
 
 
+_TOKEN_FROM_FRAGMENT = (
+    # A printed login link carries the token in its fragment (`#token=`), which no request
+    # sends: fill it in, take it out of the address bar and the history, and ask for the name.
+    "<script>(() => { const token = new URLSearchParams(location.hash.slice(1)).get('token');"
+    " if (!token) return; document.querySelector('input[name=token]').value = token;"
+    " history.replaceState(null, '', location.pathname + location.search);"
+    " document.querySelector('input[name=name]').focus(); })();</script>"
+)
+
+
 def _login_form(enabled: bool, target: str = "/", root: str = "/") -> bytes:
     """The page a browser logs in on; the token is posted, never put in a URL. `target` is
     where it goes after (a path here, `safe_next`)."""
@@ -469,7 +479,7 @@ def _login_form(enabled: bool, target: str = "/", root: str = "/") -> bytes:
             '<label>Your name <input name="name" '
             'autocomplete="username" required></label> <label>Token <input name="token" '
             'type="password" autocomplete="current-password" required></label> '
-            '<button type="submit">Log in</button></form>'
+            '<button type="submit">Log in</button></form>' + _TOKEN_FROM_FRAGMENT
         )
     return (
         "<!doctype html><html lang=en><meta charset=utf-8><title>symphony: log in</title>"

@@ -335,6 +335,24 @@ def test_check_and_report_go_over_every_workflow_of_a_fleet(
     assert reported.stdout.count("== ") == 2
 
 
+def test_check_takes_several_workflow_paths_as_serve_does(
+    tmp_path: Path, symphony_cli: Cli
+) -> None:
+    for name in ("alpha", "beta"):
+        (tmp_path / name).mkdir()
+        made = Board(tmp_path / name)
+        made.ticket(f"{name[0].upper()}-1")
+        made.write_workflow()
+    both = symphony_cli("check", "alpha/WORKFLOW.md", "beta", cwd=tmp_path)
+    assert both.returncode == 0, both.stderr
+    assert "== alpha (" in both.stdout and "== beta (" in both.stdout
+    assert "A-1" in both.stdout and "B-1" in both.stdout
+    # One that does not exist fails the check, naming it.
+    missing = symphony_cli("check", "alpha/WORKFLOW.md", "gamma/WORKFLOW.md", cwd=tmp_path)
+    assert missing.returncode == 1
+    assert "gamma/WORKFLOW.md does not exist" in missing.stderr
+
+
 def saved_by_a_daemon(board: Board, state: core.SchedulerState, now: datetime) -> None:
     """`state` in the workflow's store, as a daemon that stopped would have left it."""
     store, _ = Store.open(board.root / ".symphony" / "state.db")
