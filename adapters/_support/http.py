@@ -180,7 +180,8 @@ class HttpClient:
                 )
         except httpx.TransportError as exc:
             error = TrackerError(
-                TRACKER_REQUEST, f"{self.provider} unreachable: {type(exc).__name__}"
+                TRACKER_REQUEST,
+                f"{self.provider} unreachable at {_address(exc, client, url)}: {_reason(exc)}",
             )
             if idempotent or isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
                 raise _Retryable(error) from None
@@ -380,3 +381,26 @@ def next_link(headers: httpx.Headers) -> str | None:
             link: str = url.strip().strip("<>")
             return link
     return None
+
+
+def _address(exc: httpx.TransportError, client: httpx.AsyncClient, url: str) -> str:
+    """Where a failed request went, as scheme, host and port only: a path or a query may hold
+    what is not for a log line."""
+    try:
+        target = exc.request.url
+    except RuntimeError:  # raised before a request was made
+        target = client.base_url.join(url)
+    port = f":{target.port}" if target.port is not None else ""
+    return f"{target.scheme}://{target.host}{port}"
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    """Why the connection failed, in the operating system's words where it gave some."""
+    said = str(exc).strip()
+    cause: BaseException | None = exc
+    for _ in range(8):  # the socket's own error lies a few causes down
+        cause = cause.__cause__ or cause.__context__ if cause is not None else None
+        if isinstance(cause, OSError) and cause.strerror:
+            said = f"{said} ({cause.strerror})" if said else cause.strerror
+            break
+    return f"{type(exc).__name__}: {said}" if said else type(exc).__name__

@@ -71,6 +71,8 @@ _log = structlog.get_logger(__name__)
 
 PROTOCOL_VERSION = 1
 APPROVALS = ("allow", "deny")
+READ_TIMEOUT = "acp.read_timeout_ms"
+"""The setting that bounds each request but a prompt: named when one times out."""
 KEYS = ("command", "approve", "turn_timeout_ms", "read_timeout_ms", "stall_timeout_ms", "model")
 ENV_NAMES = (
     "ANTHROPIC_API_KEY",
@@ -211,6 +213,7 @@ class AcpSession(SessionBase):
                 "clientInfo": {"name": "symphony", "version": client_version()},
             },
             timeout_s=timeout_s,
+            setting=READ_TIMEOUT,
         )
         version = result.get("protocolVersion") if isinstance(result, dict) else None
         if version != PROTOCOL_VERSION:
@@ -222,7 +225,10 @@ class AcpSession(SessionBase):
         if load is not None and can_load:
             try:
                 opened = await rpc.request(
-                    "session/load", {**params, "sessionId": load}, timeout_s=timeout_s
+                    "session/load",
+                    {**params, "sessionId": load},
+                    timeout_s=timeout_s,
+                    setting=READ_TIMEOUT,
                 )
             except AgentError as exc:
                 self._logger.info("agent_resume_refused", thread_id=load, reason=str(exc))
@@ -232,7 +238,7 @@ class AcpSession(SessionBase):
                 await self._choose_model(rpc, opened)
                 self._note_model(opened)
                 return
-        opened = await rpc.request("session/new", params, timeout_s=timeout_s)
+        opened = await rpc.request("session/new", params, timeout_s=timeout_s, setting=READ_TIMEOUT)
         session_id = opened.get("sessionId") if isinstance(opened, dict) else None
         if not isinstance(session_id, str) or not session_id:
             raise AgentError(RESPONSE_ERROR, "session/new returned no sessionId")
@@ -299,7 +305,7 @@ class AcpSession(SessionBase):
         try:
             await rpc.request(
                 "session/set_model", {"sessionId": self._session_id, "modelId": wanted},
-                timeout_s=self._settings.read_timeout_ms / 1000,
+                timeout_s=self._settings.read_timeout_ms / 1000, setting=READ_TIMEOUT,
             )  # fmt: skip
         except AgentError as exc:
             self._logger.warning("agent_model_refused", model=wanted, reason=str(exc))

@@ -62,6 +62,7 @@ from symphony.agents import (
     truncate,
 )
 from symphony.agents import TOOL_SERVER_NAME as SERVER_NAME
+from symphony.agents.jsonrpc import timeout_words
 from symphony.agents.limits import (
     api_error_status,
     from_epoch,
@@ -400,8 +401,8 @@ class ClaudeSession(SessionBase):
         return await self._control.exchange(
             send,
             timeout_s=timeout_s,
-            timeout_message=(
-                f"no answer to {request.get('subtype')} within {round(timeout_s * 1000)} ms"
+            timeout_message=timeout_words(
+                str(request.get("subtype")), timeout_s, "claude.read_timeout_ms"
             ),
         )
 

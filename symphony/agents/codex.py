@@ -395,9 +395,12 @@ class AppServerSession(SessionBase):
         timeout_s: float | None = None,
         on_result: Any = None,
     ) -> Any:
+        setting = None
         if timeout_s is None:
-            timeout_s = self._settings.read_timeout_ms / 1000
-        return await self._rpc.request(method, params, timeout_s=timeout_s, on_result=on_result)
+            timeout_s, setting = self._settings.read_timeout_ms / 1000, "codex.read_timeout_ms"
+        return await self._rpc.request(
+            method, params, timeout_s=timeout_s, on_result=on_result, setting=setting
+        )
 
     # -- stdout --------------------------------------------------------------------------------
 

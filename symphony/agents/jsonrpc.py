@@ -84,10 +84,12 @@ class JsonRpcPeer:
         *,
         timeout_s: float,
         on_result: Callable[[Any], None] | None = None,
+        setting: str | None = None,
     ) -> Any:
         """Send a request and return its `result`; raises AgentError on an error reply, a
         timeout, or the end of the connection. `on_result` runs in the reader the moment a
-        successful reply is read, before any later line is handled."""
+        successful reply is read, before any later line is handled. `setting` names the
+        WORKFLOW.md setting `timeout_s` came from, so that a timeout says what to raise."""
         sent: list[int] = []
 
         async def send(request_id: int) -> None:
@@ -100,7 +102,7 @@ class JsonRpcPeer:
             reply = await self._replies.exchange(
                 send,
                 timeout_s=timeout_s,
-                timeout_message=f"no reply to {method} within {round(timeout_s * 1000)} ms",
+                timeout_message=timeout_words(method, timeout_s, setting),
             )
         finally:
             for request_id in sent:
@@ -204,3 +206,10 @@ class JsonRpcPeer:
 
 def error_reply(code: int, message: str) -> Message:
     return {"error": {"code": code, "message": truncate(message, _DETAIL_CHARS)}}
+
+
+def timeout_words(what: str, timeout_s: float, setting: str | None) -> str:
+    """What a request that got no answer in time says: which, how long, and the setting that
+    allows more (an agent slow to start may just need a longer one)."""
+    said = f"no reply to {what} within {round(timeout_s * 1000)} ms"
+    return f"{said}; raise {setting} in WORKFLOW.md if the agent needs longer" if setting else said

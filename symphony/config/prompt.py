@@ -122,7 +122,10 @@ def _check(
         compiled = _compile(template)
         analysis = compiled.analyze()
     except LiquidError as exc:
-        raise PromptError(TEMPLATE_PARSE_ERROR, f"{source}: {_first_line(exc)}") from None
+        line = first_line + _error_line(template, exc)
+        raise PromptError(
+            TEMPLATE_PARSE_ERROR, f"{what} line {line} of {source}: {_first_line(exc)}"
+        ) from None
     for uses in analysis.globals.values():
         for use in uses:
             problem = _shape_problem(list(use.segments), variables)
@@ -248,6 +251,23 @@ def stage_continuation_prompt(issue: Issue, stage: str, turn: int, max_turns: in
     return STAGE_CONTINUATION_GUIDANCE.format(
         identifier=issue.identifier, stage=stage, turn=turn, max_turns=max_turns
     )
+
+
+def _error_line(template: str, exc: LiquidError) -> int:
+    """The line (from 0) of `template` where the parse error `exc` is. Liquid places most
+    errors; one found only at the end (a block never closed, an expression cut short) is
+    placed on the first line whose template up to there fails the same way."""
+    index = exc.token.start_index if exc.token is not None else -1
+    if index >= 0:
+        return template.count("\n", 0, index)
+    lines = template.split("\n")
+    for end in range(1, len(lines) + 1):
+        try:
+            _ENV.from_string("\n".join(lines[:end]))
+        except LiquidError as early:
+            if _first_line(early) == _first_line(exc):
+                return end - 1
+    return len(lines) - 1
 
 
 def _first_line(exc: Exception) -> str:

@@ -229,3 +229,22 @@ async def test_the_session_reports_the_resolved_model_and_asks_for_a_configured_
     assert asked["params"] == {"sessionId": "sess-1", "modelId": "haiku"}
     (started,) = [e for e in harness.events if e.kind == "session_started"]
     assert started.model == "claude-haiku-4-5"  # the alias, as the agent describes it
+
+
+async def test_an_agent_that_never_answers_initialize_names_acp_read_timeout_ms(
+    tmp_path: Path,
+) -> None:
+    launch = AgentLaunch(
+        workspace=tmp_path,
+        settings=parse_settings({"command": "exec sleep 30", "read_timeout_ms": 300}),
+        env={"PATH": os.environ["PATH"]},
+        on_event=lambda event: None,
+        kind="acp",
+    )
+    session = AcpSession(launch, stop_grace_s=0.3)
+    with pytest.raises(AgentError) as caught:
+        await session.start()
+    assert caught.value.message == (
+        "no reply to initialize within 300 ms; raise acp.read_timeout_ms in WORKFLOW.md if "
+        "the agent needs longer"
+    )

@@ -594,6 +594,8 @@ async def test_read_timeout_when_initialize_is_never_answered(harness: Harness) 
 
     assert caught.value.category == RESPONSE_TIMEOUT
     assert "initialize" in caught.value.message
+    # It says which setting allows a slow agent more time.
+    assert "raise codex.read_timeout_ms in WORKFLOW.md" in caught.value.message
     assert time.monotonic() - started < 2.5
     assert session.pid is not None
     assert await wait_gone(session.pid)

@@ -315,6 +315,23 @@ def test_prompt_with_broken_syntax_is_a_parse_error() -> None:
     assert err.value.category == TEMPLATE_PARSE_ERROR
 
 
+@pytest.mark.parametrize(
+    ("template", "line", "said"),
+    [
+        ("Work on it.\n\n{% foo %}\n", 11, "unexpected tag 'foo'"),
+        ("Work on it.\n{% if issue.title %}\nunclosed\n", 10, "expected tag endif"),
+        ("One.\nTwo.\n{{ issue.title | }}\nThree.\n", 11, "expected"),
+    ],
+)
+def test_a_prompt_syntax_error_names_its_line_in_workflow_md(
+    template: str, line: int, said: str
+) -> None:
+    with pytest.raises(PromptError) as err:
+        check_template(template, first_line=9, source="WORKFLOW.md")
+    assert err.value.category == TEMPLATE_PARSE_ERROR
+    assert err.value.message.startswith(f"prompt line {line} of WORKFLOW.md: {said}")
+
+
 def test_continuation_prompt_is_guidance_not_the_original_prompt() -> None:
     text = continuation_prompt(make_issue("ABC-7", state="In Progress"), 2, 5)
     assert "ABC-7" in text and "2 of at most 5" in text and "In Progress" in text

@@ -68,6 +68,27 @@ async def test_transport_failure_is_a_request_error(clock: FakeClock) -> None:
     assert err.value.category == TRACKER_REQUEST
 
 
+async def test_an_unreachable_tracker_is_named_by_its_address_and_the_reason(
+    clock: FakeClock,
+) -> None:
+    # A real connection to a port nobody listens on: the operating system's own refusal.
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+    unreachable = HttpClient(
+        provider="Example", base_url=f"http://127.0.0.1:{port}/api", headers={},
+        clock=clock, sleep=clock.sleep,
+    )  # fmt: skip
+    with pytest.raises(TrackerError) as err:
+        await unreachable.request("GET", "/issues", params={"token": "not-for-logs"})
+    message = err.value.message
+    assert message.startswith(f"Example unreachable at http://127.0.0.1:{port}: ConnectError")
+    assert "refused" in message.lower()
+    assert "not-for-logs" not in message and "/issues" not in message
+
+
 @respx.mock
 async def test_429_with_retry_after_blocks_further_requests_until_then(clock: FakeClock) -> None:
     route = respx.get(f"{BASE}/x").mock(
