@@ -137,7 +137,7 @@ class Orchestrator:
         )  # fmt: skip
         self.saver = Saver(
             self.store, self.state, lambda: self.settings, self.clock, self.health,
-            self.outcomes, self.notifier,
+            self.outcomes, self.notifier, self.activity,
         )  # fmt: skip
         self.polling = Polling(self)
         self.view = DaemonView(self)  # what the HTTP server, the fleet page and the terminal read

@@ -21,6 +21,7 @@ from symphony.core import notifications
 from symphony.core.state import SchedulerState
 from symphony.daemon.events import Clock
 from symphony.daemon.notify import Notifier
+from symphony.observability.activity import Activity
 from symphony.observability.figures import OutcomeFigures
 from symphony.observability.snapshot import Health
 from symphony.store import Store
@@ -44,10 +45,12 @@ class Saver:
         health: Health,
         outcomes: OutcomeFigures,
         notifier: Notifier,
+        activity: Activity,
     ) -> None:
         self._store, self._state, self._settings = store, state, settings
         self._clock, self._health, self._outcomes = clock, health, outcomes
         self._notifier = notifier
+        self._activity = activity
         self._unsaved = False
         self.progress_unsaved = False
         """An agent reported progress since the last save (saved within PROGRESS_SAVE_S)."""
@@ -87,6 +90,7 @@ class Saver:
             *notifications.route(notices, settings.notify),
             *self._unsaved_deliveries,
         ]
+        activity = self._activity.take_unsaved()
         if self._store is None:  # only a store keeps outcome records
             self._unsaved_deliveries.clear()
             self._notifier.hold(deliveries)
@@ -94,7 +98,8 @@ class Saver:
         try:
             self._store.save(
                 self._state, self._clock.monotonic(), self._clock.wall(), keep_runs=keep_runs,
-                deliveries=deliveries, outbox=outbox,
+                deliveries=deliveries, outbox=outbox, activity=activity,
+                activity_kept=self._activity.size,
             )  # fmt: skip
         except Exception as exc:
             if self._health.store_error != str(exc):

@@ -73,6 +73,7 @@ async def recover(
         if forgotten := store.forget_before(wall - keep):
             log.info("forgot the totals of long-quiet tickets", tickets=forgotten)
     saved = store.load(wall)
+    activity.restore(store.recent_activity(activity.size))
     stopped = await stop_groups(orphan_groups(previous))
     if stopped:
         log.warning("stopped agents an earlier daemon left running", process_groups=stopped)

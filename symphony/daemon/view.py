@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from symphony.base.hosts import LOCAL
 from symphony.codehost.contract import CodeHostError, code_host_adapter
@@ -112,6 +113,26 @@ class DaemonView:
     def _evidence_of(self, identifier: str) -> dict[str, Any] | None:
         workspace = self._daemon.places.local.owned_path(identifier)
         return read_evidence_file(workspace) if workspace is not None else None
+
+    def local_file(self, kind: str, wanted: str) -> tuple[str, str] | None:
+        """(path, text) of the file behind a ticket's own `file://` link: its Markdown file on a
+        local board (`kind` "ticket") or its pull request's on the local code host ("pull").
+        Only a file the daemon itself names for that ticket is read, so no other can be."""
+        daemon = self._daemon
+        url: str | None = None
+        if kind == "pull":
+            found = [r for r in daemon.state.pull_requests.values() if r.identifier == wanted]
+            url = found[0].url if found else None
+        elif kind == "ticket":
+            row = next((r for r in daemon.board.rows.values() if r.identifier == wanted), None)
+            url = row.url if row is not None else None
+        path = _file_of(url)
+        if path is None:
+            return None
+        try:
+            return str(path), path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
 
     def review_queue(self) -> dict[str, Any]:
         """The tickets waiting for a person (`symphony.daemon.review`), those running, and
@@ -212,3 +233,11 @@ class DaemonView:
         return await self._daemon.actions.on_ticket(
             wanted, action, comment=comment, by=by, tickets=tickets
         )
+
+
+def _file_of(url: str | None) -> Path | None:
+    """The Markdown file a `file://` URL names; None for any other URL."""
+    if not url or not url.startswith("file://"):
+        return None
+    path = Path(unquote(urlsplit(url).path))
+    return path if path.suffix == ".md" and path.is_file() else None

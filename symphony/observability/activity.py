@@ -3,6 +3,8 @@
 A bounded list of dispatches, stops, retries, releases and health changes that the dashboard
 shows as "recent events". Per-session agent events live on each running entry instead; this
 list outlives the sessions, so a ticket that finished or was stopped still shows what happened.
+With a store it outlives the daemon too: the rows added since the last save are written with
+it (`take_unsaved`), and a restart starts from the saved ones (`restore`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ class Activity:
     """Entries are stored as their JSON rows: they never change, and snapshots read them often."""
 
     def __init__(self, size: int = ACTIVITY_SIZE) -> None:
+        self.size = size
         self._rows: deque[dict[str, Any]] = deque(maxlen=size)
+        self._unsaved: deque[dict[str, Any]] = deque(maxlen=size)
 
     def add(
         self,
@@ -36,15 +40,28 @@ class Activity:
         issue_identifier: str | None = None,
         level: Level = "info",
     ) -> None:
-        self._rows.append(
-            {
-                "at": at.isoformat(),
-                "event": event,
-                "message": message,
-                "issue_identifier": issue_identifier,
-                "level": level,
-            }
-        )
+        row = {
+            "at": at.isoformat(),
+            "event": event,
+            "message": message,
+            "issue_identifier": issue_identifier,
+            "level": level,
+        }
+        self._rows.append(row)
+        self._unsaved.append(row)
+
+    def take_unsaved(self) -> list[dict[str, Any]]:
+        """The rows added since the last take, oldest first, for the store."""
+        rows = list(self._unsaved)
+        self._unsaved.clear()
+        return rows
+
+    def restore(self, saved: list[dict[str, Any]]) -> None:
+        """Put `saved` (oldest first, as the store kept them) before the rows added since
+        this daemon started."""
+        fresh = list(self._rows)
+        self._rows.clear()
+        self._rows.extend([*saved, *fresh])
 
     def add_effect(self, at: datetime, effect: core.Effect) -> None:
         """Record a scheduling decision; workspace removals are not worth a line."""

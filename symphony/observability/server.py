@@ -40,6 +40,7 @@ from symphony.observability.auth import (
     same_origin,
 )
 from symphony.observability.health import notes, unready
+from symphony.observability.local_page import local_file_page
 from symphony.observability.logging import issue_log_path
 from symphony.observability.metrics import render_metrics
 from symphony.observability.web_guard import WebGuard, accepted_hosts, safe_next
@@ -102,6 +103,10 @@ class Observed(Protocol):
     def review_queue(self) -> dict[str, Any]: ...
 
     async def review_detail(self, wanted: str) -> dict[str, Any] | None: ...
+
+    def local_file(self, kind: str, wanted: str) -> tuple[str, str] | None:
+        """(path, text) of a ticket's local board file ("ticket") or local pull request file
+        ("pull"), only the one the daemon names for it."""
 
 
 class _Changes:
@@ -171,6 +176,7 @@ def create_app(
             Route("/logout", api.logout, methods=["POST"]),
             Route("/api/v1/events", api.events, methods=["GET"]),
             Route("/api/v1/webhooks/{kind}", api.webhook, methods=["POST"]),
+            Route("/local/{kind:str}/{issue_identifier:path}", api.local_file, methods=["GET"]),
             # Identifiers may hold a slash (GitHub's `acme/widgets#1`): the longer routes first.
             Route(
                 "/api/v1/{issue_identifier:path}/actions/{action}",
@@ -262,6 +268,17 @@ class _Api:
         logs_root = self.logs_root
         detail["log_file"] = str(issue_log_path(logs_root, identifier)) if logs_root else None
         return self._json(detail)
+
+    async def local_file(self, request: Request) -> Response:
+        """A local board's ticket or a local pull request, which `file://` links name and a
+        browser will not open from a web page."""
+        kind, wanted = request.path_params["kind"], request.path_params["issue_identifier"]
+        found = self.orchestrator.local_file(kind, wanted) if kind in ("ticket", "pull") else None
+        if found is None:
+            raise IssueNotFound(wanted)
+        path, text = found
+        page = local_file_page(kind, wanted, path, self.masker.mask(text), _root(request))
+        return Response(page, media_type="text/html; charset=utf-8")
 
     async def review_queue(self, request: Request) -> Response:
         return self._json({**self.orchestrator.review_queue(), "actions": self.guard.enabled})

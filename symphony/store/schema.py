@@ -260,11 +260,21 @@ QUEUED_MOVES = Table(
 AGENT_PAUSES = Table(
     "agent_pauses", 9, _columns("agent_kind TEXT PRIMARY KEY, pause TEXT NOT NULL")
 )
+# The dashboard's recent events (version 10), newest last: a restart keeps what happened.
+ACTIVITY = Table(
+    "activity",
+    10,
+    _columns(
+        "seq INTEGER PRIMARY KEY, at TEXT NOT NULL, event TEXT NOT NULL, message TEXT NOT NULL, "
+        "issue_identifier TEXT, level TEXT NOT NULL"
+    ),
+)
 
 TABLES: tuple[Table, ...] = (
     META, INSTANCES, RUNS, RETRIES, STAGE_PROGRESS, TRANSITIONS, KEPT_WORKSPACES, COMPLETED,
     TICKET_TOTALS, HANDED_OFF, OUTCOMES, DAILY_COSTS, MODEL_COSTS, FOOTPRINTS, WORKSPACE_HOSTS,
     PULL_REQUESTS, REVIEWS, NOTIFICATIONS, RUN_LEDGERS, HELD, QUEUED_MOVES, AGENT_PAUSES,
+    ACTIVITY,
 )  # fmt: skip
 
 

@@ -23,6 +23,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.core.notifications import Delivery
@@ -40,6 +41,7 @@ from symphony.store.rows import (
     ticket_values,
 )
 from symphony.store.schema import (
+    ACTIVITY,
     COMPLETED,
     INSTANCES,
     META,
@@ -185,10 +187,14 @@ class Store:
         keep_runs: bool = False,
         deliveries: Sequence[Delivery] = (),
         outbox: Outbox | None = None,
+        activity: Sequence[Mapping[str, Any]] = (),
+        activity_kept: int = 200,
     ) -> None:
         """Write what changed since the last save, in one transaction. `keep_runs` leaves the
         saved runs as they are (a graceful stop, so the next daemon continues them);
-        `deliveries` are queued in the same transaction (`symphony.store.notifications`).
+        `deliveries` are queued in the same transaction (`symphony.store.notifications`), and
+        the new `activity` rows (the dashboard's recent events) appended, the newest
+        `activity_kept` of them kept.
 
         The core's outbox (outcome records, changed totals and ledgers) is taken from `state`,
         unless the caller took it already and passes it as `outbox`; if the save fails it goes
@@ -196,6 +202,7 @@ class Store:
         taken = state.take_outbox() if outbox is None else outbox
         try:
             self._save(state, taken, mono_now, wall_now, keep_runs, deliveries)
+            self._append_activity(activity, activity_kept)
         except BaseException:
             state.give_back(taken)
             raise
@@ -232,6 +239,26 @@ class Store:
                 self.writes += OUTCOMES.insert(self._db, outcome_values(record))
             self.writes += self.notifications.queue(deliveries, wall_now)
             self._sync(META, meta_rows(state), delete=False)
+
+    def _append_activity(self, rows: Sequence[Mapping[str, Any]], kept: int) -> None:
+        """Recent events in a transaction of their own: losing them to a failing disk costs
+        the dashboard a few lines, never the saved state (a failure here is not given back)."""
+        if not rows:
+            return
+        with contextlib.suppress(sqlite3.Error), self._transaction():
+            self._insert_activity(rows, kept)
+
+    def _insert_activity(self, rows: Sequence[Mapping[str, Any]], kept: int) -> None:
+        for row in rows:
+            self.writes += ACTIVITY.insert(self._db, {k: row[k] for k in ACTIVITY.names[1:]})
+        self._db.execute(
+            "DELETE FROM activity WHERE seq <= (SELECT MAX(seq) FROM activity) - ?", (kept,)
+        )
+
+    def recent_activity(self, limit: int) -> list[dict[str, Any]]:
+        """The newest `limit` recent events, oldest first, as the dashboard shows them."""
+        rows = ACTIVITY.read(self._db, "ORDER BY seq DESC LIMIT ?", (limit,))
+        return [{k: v for k, v in row.items() if k != "seq"} for row in rows][::-1]
 
     def forget_before(self, cutoff: datetime) -> int:
         """Drop the totals of tickets not updated since `cutoff`, and outcome records older

@@ -235,6 +235,68 @@ def test_dashboard_shows_outcomes_evidence_and_a_full_review_queue(tmp_path: Pat
         expect(page.locator("#open-command")).to_contain_text("workspaces/DEMO-4")
         expect(page.locator("#detail")).to_contain_text("symphony/DEMO-4")
         page.screenshot(path=artifacts / "dashboard-outcomes.png", full_page=True)
+        _read_in_order_and_polished(page, url)
+
+
+def _read_in_order_and_polished(page: Any, url: str) -> None:
+    """The board first, then what runs and what waits to run, then money and outcomes; plots
+    inside their cards at fourteen days and at one; no `null` or Markdown source in the panel;
+    links that open; one time format."""
+    from playwright.sync_api import expect
+
+    order = ["#board-section", "#running-section", "#retrying-section", "#totals",
+             "#tickets-section", "#outcomes-section", "#activity-section"]  # fmt: skip
+    tops = [page.locator(selector).bounding_box()["y"] for selector in order]
+    assert tops == sorted(tops), dict(zip(order, tops, strict=True))
+    for width in (1400, 390):
+        page.set_viewport_size({"width": width, "height": 1000})
+        overflowing = page.evaluate(
+            """() => [...document.querySelectorAll('.card svg.spark')].filter((svg) => {
+                 const card = svg.closest('.card').getBoundingClientRect();
+                 const plot = svg.getBoundingClientRect();
+                 return plot.right > card.right + 0.5 || plot.left < card.left - 0.5;
+               }).map((svg) => svg.closest('.card').dataset.card)"""
+        )
+        assert overflowing == [], (width, overflowing)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    days = page.locator('[data-card="spend"] svg.spark').get_attribute("data-days")
+    assert days == "14"
+    # One day reads as one bar across the plot, not a dot at its edge.
+    one = page.evaluate(
+        """() => { const plot = sparkline([0.02], ['2026-12-06'], money);
+                   document.querySelector('[data-card="spend"]').appendChild(plot);
+                   const svg = plot.querySelector('svg'), bar = svg.querySelector('rect');
+                   const s = svg.getBoundingClientRect(), b = bar.getBoundingClientRect();
+                   const result = { bars: svg.querySelectorAll('rect').length,
+                                    middle: (b.left + b.right) / 2 - s.left, width: s.width,
+                                    tip: bar.textContent, axis: plot.innerText };
+                   plot.remove(); return result; }"""
+    )
+    assert one["bars"] == 1 and abs(one["middle"] - one["width"] / 2) < 2, one
+    assert one["tip"] == "2026-12-06 $0.02" and "12-06" in one["axis"], one
+    # The panel writes no `null` and no Markdown source; its links are the daemon's pages.
+    detail = page.locator("#detail")
+    expect(detail).to_contain_text("Pull request")
+    text = detail.inner_text()
+    assert "null" not in text and "undefined" not in text and "**" not in text, text
+    rendered = page.evaluate(
+        "() => { const n = markdown("
+        "'Use `calc.add` **now**\\n- one\\n- <img src=x onerror=alert(1)>');"
+        " return [n.querySelector('code').textContent, n.querySelector('strong').textContent,"
+        " n.querySelectorAll('li').length, n.querySelectorAll('img').length, n.innerText]; }"
+    )
+    assert rendered[:4] == ["calc.add", "now", 2, 0] and "<img" in rendered[4], rendered
+    pull = detail.locator("#pull-request a")
+    assert pull.get_attribute("href") == "local/pull/DEMO-4"
+    shown = httpx.get(f"{url}local/pull/DEMO-4", timeout=10)
+    assert shown.status_code == 200 and "symphony/DEMO-4" in shown.text
+    assert "review" in shown.text
+    ticket = detail.locator("#tracker-link")
+    assert ticket.get_attribute("href") == "local/ticket/DEMO-4"
+    assert httpx.get(f"{url}local/ticket/DEMO-4", timeout=10).status_code == 200
+    assert httpx.get(f"{url}local/pull/NOPE-1", timeout=10).status_code == 404
+    # One time format: 24-hour, seconds shown.
+    expect(page.locator("#updated")).to_have_text(re.compile(r"^updated \d\d:\d\d:\d\d$"))
 
 
 def test_dashboard_shows_each_agent_its_provider_limited_across_a_restart(tmp_path: Path) -> None:
@@ -252,8 +314,10 @@ def test_dashboard_shows_each_agent_its_provider_limited_across_a_restart(tmp_pa
             kind, LimitKind.USAGE, "usage limit reached", now, now + timedelta(hours=1), True
         )
     store, _ = Store.open(settings.state.path)
+    said = {"at": now.isoformat(), "event": "paused", "message": "dispatch paused by ada",
+            "issue_identifier": None, "level": "info"}  # fmt: skip
     try:
-        store.save(state, 0.0, now)
+        store.save(state, 0.0, now, activity=[said])
     finally:
         store.close()
     daemon = Daemon(Folder(tmp_path, workflow), {"DEMO_AGENT_DELAY_MS": "0"}, "--port", "0")
@@ -267,6 +331,8 @@ def test_dashboard_shows_each_agent_its_provider_limited_across_a_restart(tmp_pa
             expect(page.locator("#banner-limit-acp")).to_contain_text(
                 "(usage limit: usage limit reached): no ticket starts on it until then"
             )
+            # The recent events the last daemon saw are still there.
+            expect(page.locator("#activity li", has_text="dispatch paused by ada")).to_have_count(1)
             page.screenshot(path=_artifacts() / "dashboard-limited.png", full_page=True)
         snapshot = httpx.get(f"{url}api/v1/state", timeout=10).json()
         assert {limit["agent"] for limit in snapshot["limits"]} == {"codex", "acp"}

@@ -269,3 +269,27 @@ def test_an_agent_paused_by_its_provider_stays_paused_across_a_restart(tmp_path:
     store.close()
     pause = saved.agent_pauses["codex"]
     assert pause.until == reset and pause.limit is LimitKind.USAGE and pause.named
+
+
+def test_recent_events_are_kept_across_a_restart_and_bounded(tmp_path: Path) -> None:
+    from symphony.observability.activity import Activity
+
+    before = Activity(size=3)
+    for n in range(4):
+        before.add(WALL + timedelta(seconds=n), "dispatched", f"run {n}", issue_identifier="A-1")
+    store, _ = Store.open(tmp_path / "state.db")
+    store.save(core.SchedulerState(), 0.0, WALL, activity=before.take_unsaved(), activity_kept=3)
+    assert before.take_unsaved() == []  # each row is written once
+    store.close()
+
+    store, _ = Store.open(tmp_path / "state.db")
+    after = Activity(size=3)
+    after.add(WALL + timedelta(minutes=1), "recovered", "restarted")
+    after.restore(store.recent_activity(after.size))
+    store.close()
+    # The newest kept, oldest first in the store; the new daemon's own rows come after them.
+    assert [row["message"] for row in after.newest()] == ["restarted", "run 3", "run 2"]
+    assert after.newest()[1] == {
+        "at": (WALL + timedelta(seconds=3)).isoformat(), "event": "dispatched",
+        "message": "run 3", "issue_identifier": "A-1", "level": "info",
+    }  # fmt: skip
