@@ -47,6 +47,13 @@ async def test_example_workflow_passes_the_checks_symphony_check_makes(
     settings = load_settings(workflow, {**ENV, "HOME": str(tmp_path)})
     assert settings.warnings == ()
     check_prompts(settings)
+    # Every starter is a stage machine: the agent reports, the daemon moves the ticket (and,
+    # with a repository, pushes and opens the pull request); no prompt tells the agent to.
+    assert settings.machine is not None
+    prompt = settings.prompt_template
+    assert "report_outcome" in prompt
+    tools = r"_move_(issue|card)|_link_(pull|merge)_request|linear_attach_url|kaiten_add_link"
+    assert not re.search(tools, prompt)
     tracker = create_tracker(settings.tracker, TrackerContext(workflow.parent, ENV))
     try:
         assert tracker.agent_tools(), "agents of this example would have no tracker tools"
@@ -54,7 +61,10 @@ async def test_example_workflow_passes_the_checks_symphony_check_makes(
             issues = await tracker.fetch_issues_by_states(settings.tracker.active_states)
             assert issues, "the sample board has no active ticket"
             for issue in issues:
-                render_prompt(settings.prompt_template, issue, None)
+                stage = settings.machine.stage_for(issue.state)
+                assert stage is not None
+                context = StageContext(stage.name, None, ())
+                render_prompt(stage.prompt_template, issue, None, context)
     finally:
         await tracker.aclose()
 
