@@ -27,11 +27,13 @@ TRACKERS: dict[str, str] = {
 
 _NEXT_STEP: dict[str, str] = {
     "local": "",
-    "github": "set tracker.provider.repository and export GITHUB_TOKEN",
+    "github": "set tracker.provider.repository and repository.slug, and export GITHUB_TOKEN",
     "github-projects": "set tracker.provider.project and export GITHUB_TOKEN",
-    "linear": "set tracker.provider.project_slug (or team_key) and export LINEAR_API_KEY",
-    "gitlab": "set tracker.provider.project and export GITLAB_TOKEN",
-    "kaiten": "set tracker.provider.domain and board_id, and export KAITEN_TOKEN",
+    "linear": "set tracker.provider.project_slug (or team_key) and repository.slug, and export "
+    "LINEAR_API_KEY and GITHUB_TOKEN",
+    "gitlab": "set tracker.provider.project and repository.slug, and export GITLAB_TOKEN",
+    "kaiten": "set tracker.provider.domain, board_id and repository.slug, and export KAITEN_TOKEN "
+    "and GITHUB_TOKEN",
 }
 
 

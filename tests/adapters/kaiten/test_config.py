@@ -123,7 +123,8 @@ def test_create_tracker_validates_and_makes_no_request(tmp_path: Path) -> None:
 
 
 def test_the_example_workflow_loads() -> None:
-    settings = load_settings(EXAMPLE, ENV)
+    # The daemon publishes the pull request on GitHub with its own token.
+    settings = load_settings(EXAMPLE, {**ENV, "GITHUB_TOKEN": "ghp_example_token_000"})
     assert settings.tracker.kind == "kaiten"
     assert settings.tracker.active_states == ("Queue", "In Progress")
     assert settings.tracker.terminal_states == ("Done",)

@@ -93,10 +93,13 @@ def test_default_states_are_linears_default_team_workflow() -> None:
 
 
 def test_example_workflow_passes_config_validation() -> None:
-    loaded = load_settings(EXAMPLE, {"LINEAR_API_KEY": API_KEY, "HOME": "/tmp"})
+    environ = {"LINEAR_API_KEY": API_KEY, "GITHUB_TOKEN": "ghp_example_token_000", "HOME": "/tmp"}
+    loaded = load_settings(EXAMPLE, environ)
     assert loaded.tracker.kind == "linear"
     tracker = create_tracker(
         loaded.tracker, TrackerContext(loaded.workflow_dir, {"LINEAR_API_KEY": API_KEY})
     )
     assert tracker.secret_env_names() == ["LINEAR_API_KEY"]
-    assert "linear_move_issue" in loaded.prompt_template
+    # The agent reports; the daemon moves the issue and opens the pull request.
+    assert "report_outcome" in loaded.prompt_template
+    assert "linear_move_issue" not in loaded.prompt_template
