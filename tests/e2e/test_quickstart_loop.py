@@ -120,3 +120,57 @@ def test_a_red_check_comes_back_to_the_agent_and_an_approval_merges_to_done(
         lambda: not (state / "workspaces" / "DEMO-6").exists(),
         daemon,
     )
+
+
+def test_scripts_quickstart_serves_the_pages_and_prints_links_that_log_in(tmp_path: Path) -> None:
+    """`scripts/quickstart` as a newcomer runs it, in a copy of the repository's files: with no
+    port and no token given, it serves on a free loopback port with a token of its own and
+    prints the dashboard's link and the review page's login link, which logs a browser in."""
+    import os
+    import shutil
+    import signal
+    from urllib.parse import unquote
+
+    import httpx
+
+    repo = Path(__file__).resolve().parents[2]
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    shutil.copytree(repo / "scripts", clone / "scripts")
+    shutil.copy(repo / "WORKFLOW.md", clone / "WORKFLOW.md")
+    shutil.copytree(repo / "examples" / "quickstart", clone / "examples" / "quickstart")
+    (clone / ".venv").symlink_to(repo / ".venv")  # set up already, as after a first run
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "SYMPHONY_TOKEN"}
+    env.update(HOME=str(home), DEMO_AGENT_DELAY_MS="0", SYMPHONY_SANDBOX="none")
+    run = subprocess.Popen(
+        [str(clone / "scripts" / "quickstart"), "--no-tui"],
+        cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert run.stdout is not None
+        printed = []
+        for line in run.stdout:
+            printed.append(line)
+            if "review:" in line:
+                break
+        said = "".join(printed)
+        dashboard = re.search(r"dashboard: (http://127\.0\.0\.1:(\d+)/)\s", said)
+        login = re.search(r"review:\s+(http://\S+/login\?next=/review)#token=(\S+)", said)
+        assert dashboard and login, said
+        assert dashboard.group(2) != "8080"  # a free port, not a fixed one
+        with httpx.Client(base_url=dashboard.group(1), timeout=10) as browser:
+            assert browser.get("").status_code == 200
+            assert browser.get(login.group(1)).status_code == 200
+            token = unquote(login.group(2))
+            logged = browser.post("login", data={"token": token, "name": "ada", "next": "/review"})
+            assert logged.status_code == 303 and logged.headers["location"] == "/review"
+            assert browser.get("review").status_code == 200
+            # The session acts: a pause taken from it is answered, not refused.
+            csrf = browser.cookies["symphony_csrf"]
+            paused = browser.post("api/v1/actions/pause", headers={"X-Symphony-CSRF": csrf})
+            assert paused.status_code == 200, paused.text
+    finally:
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
