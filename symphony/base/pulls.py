@@ -81,6 +81,54 @@ class ReviewThread:
     line: int | None
     diff_hunk: str | None
     comments: tuple[ReviewComment, ...]
+    aliases: tuple[str, ...] = ()
+    """Other ids the host knows the thread by (GitHub: its comments' REST ids, which a review
+    posted over REST answers with): `reply_to_thread` takes any of them."""
+
+
+class DiffSide(enum.StrEnum):
+    """Which side of a diff a line is counted on: the base's (removed) or the head's."""
+
+    LEFT = "left"
+    RIGHT = "right"
+
+
+@dataclass(frozen=True, slots=True)
+class LineComment:
+    """A person's comment on a line, or a range of lines, of a pull request's change."""
+
+    path: str
+    line: int
+    """The range's last line, numbered on `side` (the head's file for RIGHT)."""
+    body: str
+    side: DiffSide = DiffSide.RIGHT
+    start_line: int | None = None
+    """The range's first line on the same side; None: one line."""
+
+
+class ReviewVerdict(enum.StrEnum):
+    REQUEST_CHANGES = "request_changes"
+    COMMENT = "comment"
+    """Words only: what records an approval given on the review surface, since the daemon's
+    token is not the person's and must not count as their approval on the host."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewDraft:
+    """A review the daemon posts for a person: an overall note and its line comments, sent
+    together as one review (GitHub) or as one discussion per comment (GitLab)."""
+
+    verdict: ReviewVerdict
+    body: str
+    head_sha: str | None = None
+    """The commit the lines were read on; None: the pull request's head."""
+    comments: tuple[LineComment, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PostedReview:
+    threads: tuple[str, ...]
+    """One thread id per line comment, in order: what `reply_to_thread` takes."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,14 +22,19 @@ from symphony.base.pulls import (
     CHECK_OUTPUT_CHARS,
     Check,
     CheckState,
+    DiffSide,
+    LineComment,
     Merged,
+    PostedReview,
     PullRequest,
     PullState,
     PullStatus,
     Review,
     ReviewComment,
     ReviewDecision,
+    ReviewDraft,
     ReviewThread,
+    ReviewVerdict,
 )
 from symphony.config.repository import MergeMethod, RepositorySettings
 
@@ -58,7 +63,10 @@ __all__ = [
     "CodeHost",
     "CodeHostAdapter",
     "CodeHostError",
+    "DiffSide",
+    "LineComment",
     "Merged",
+    "PostedReview",
     "Published",
     "PullRequest",
     "PullRequestDraft",
@@ -67,7 +75,9 @@ __all__ = [
     "Review",
     "ReviewComment",
     "ReviewDecision",
+    "ReviewDraft",
     "ReviewThread",
+    "ReviewVerdict",
     "code_host_adapter",
     "publish_pull_request",
 ]
@@ -114,6 +124,13 @@ class CodeHost(Protocol):
         ...
 
     async def reply_to_thread(self, number: int, thread_id: str, body: str) -> None: ...
+
+    async def submit_review(self, number: int, review: ReviewDraft) -> PostedReview:
+        """Post a person's review, written by the daemon's token and naming them in `body`:
+        the note and every line comment at once (GitHub: one review with its comments;
+        GitLab: a note and one diff discussion per comment; local: the pull request's file).
+        Each comment opens a thread whose id it answers with, in order."""
+        ...
 
     async def approvals_required(self, base: str) -> int | None:
         """How many approvals the rules of branch `base` require before a merge; None: not
