@@ -123,6 +123,8 @@ class ReviewDraft:
     head_sha: str | None = None
     """The commit the lines were read on; None: the pull request's head."""
     comments: tuple[LineComment, ...] = ()
+    by: str = ""
+    """The person, where a host records a reviewer apart from the words (the local host)."""
 
 
 @dataclass(frozen=True, slots=True)
