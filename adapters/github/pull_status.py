@@ -242,7 +242,7 @@ def threads(pull: Mapping[str, Any], comments: Iterable[Any]) -> tuple[ReviewThr
         if thread_id is None or node.get("isResolved") is not False:
             continue
         said = _nodes(node.get("comments"))
-        ids = (_database_id(comment.get("fullDatabaseId")) for comment in said)
+        ids = [_database_id(comment.get("fullDatabaseId")) for comment in said]
         found.append(
             ReviewThread(
                 id=thread_id,
@@ -250,6 +250,7 @@ def threads(pull: Mapping[str, Any], comments: Iterable[Any]) -> tuple[ReviewThr
                 line=as_int(node.get("line")),
                 diff_hunk=next((hunks[i] for i in ids if i in hunks), None),
                 comments=tuple(_comment(comment) for comment in said),
+                aliases=tuple(str(i) for i in ids if i is not None),
             )
         )
     return tuple(found)

@@ -42,10 +42,12 @@ from symphony.codehost.contract import (
     CheckState,
     CodeHostError,
     Merged,
+    PostedReview,
     PullRequest,
     PullRequestDraft,
     PullState,
     PullStatus,
+    ReviewDraft,
 )
 from symphony.config.repository import MergeMethod, RepositorySettings
 from symphony.tracker.contract import (
@@ -58,7 +60,7 @@ from symphony.tracker.contract import (
 from .._support.graphql import graphql
 from .._support.http import Response, next_link
 from .._support.normalize import as_int, text_or_none
-from . import pull_status, queries
+from . import pull_status, queries, review_posting
 from .config import graphql_url_for
 from .project import is_rate_limited
 from .tracker import github_client
@@ -235,6 +237,16 @@ class GitHubPulls:
         return Merged(text_or_none(result.get("sha")))
 
     async def reply_to_thread(self, number: int, thread_id: str, body: str) -> None:
+        if thread_id.isdigit():  # a review comment's REST id (a review the daemon posted)
+            with _as_code_host_error():
+                await self.http.request(
+                    "POST",
+                    f"{self._repo}/pulls/{number}/comments/{thread_id}/replies",
+                    json_body={"body": body[:_MAX_BODY_CHARS]},
+                    ok=(201,),
+                    idempotent=False,
+                )
+            return
         with _as_code_host_error():
             data = await self._graphql(
                 queries.REPLY_TO_THREAD, {"threadId": thread_id, "body": body[:_MAX_BODY_CHARS]}
@@ -244,6 +256,33 @@ class GitHubPulls:
             raise CodeHostError(
                 CODE_HOST_RESPONSE, f"GitHub added no reply to thread {thread_id} of #{number}"
             )
+
+    async def submit_review(self, number: int, review: ReviewDraft) -> PostedReview:
+        """One review with every line comment. GitHub refuses a verdict on one's own pull
+        request (422): the daemon's token opened it, so the review is then sent as a comment
+        review, the note still saying who asked for changes."""
+        url = f"{self._repo}/pulls/{number}/reviews"
+        event = review_posting.EVENTS[review.verdict]
+        try:
+            answer = await self._post_review(url, review, event)
+        except CodeHostError as exc:
+            if exc.category != CODE_HOST_REJECTED or event == "COMMENT":
+                raise
+            answer = await self._post_review(url, review, "COMMENT")
+        if not review.comments:
+            return PostedReview(())
+        posted = review_posting.review_id(answer)
+        with _as_code_host_error():
+            listed = await self._list(f"{url}/{posted}/comments")
+        return PostedReview(review_posting.thread_ids(review.comments, listed.items))
+
+    async def _post_review(self, url: str, review: ReviewDraft, event: str) -> Any:
+        with _as_code_host_error():
+            answer = await self.http.request(
+                "POST", url, json_body=review_posting.review_request(review, event),
+                ok=(200,), idempotent=False,
+            )  # fmt: skip
+        return answer.body
 
     async def approvals_required(self, base: str) -> int | None:
         with _as_code_host_error():

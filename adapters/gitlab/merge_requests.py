@@ -35,6 +35,7 @@ from symphony.codehost.contract import (
     CheckState,
     CodeHostError,
     Merged,
+    PostedReview,
     PullRequest,
     PullRequestDraft,
     PullState,
@@ -42,6 +43,7 @@ from symphony.codehost.contract import (
     Review,
     ReviewComment,
     ReviewDecision,
+    ReviewDraft,
     ReviewThread,
 )
 from symphony.config.repository import MergeMethod, RepositorySettings
@@ -49,6 +51,7 @@ from symphony.tracker.contract import TRACKER_RATE_LIMITED, TrackerError
 
 from .._support.http import Response
 from .._support.normalize import as_int, text_or_none
+from . import review_posting
 from .reads import next_page
 from .tracker import gitlab_client
 
@@ -385,6 +388,27 @@ class GitLabMergeRequests:
             await self.http.request(
                 "POST", path, json_body={"body": body[:MAX_NOTE_CHARS]}, ok=(201,)
             )
+
+    async def submit_review(self, number: int, review: ReviewDraft) -> PostedReview:
+        """The note, then a diff discussion per comment on the merge request's `diff_refs`
+        (the verdict is the note's words: GitLab's approvals are a person's own)."""
+        path = self._merge_request(number)
+        with _as_code_host_error():
+            refs = review_posting.diff_refs(_record((await self.http.request(
+                "GET", path)).body, "merge request"), number)  # fmt: skip
+            if review.body.strip():
+                await self.http.request(
+                    "POST", f"{path}/notes",
+                    json_body={"body": review.body[:MAX_NOTE_CHARS]}, ok=(201,),
+                )  # fmt: skip
+            threads = []
+            for comment in review.comments:
+                answer = await self.http.request(
+                    "POST", f"{path}/discussions",
+                    json_body=review_posting.discussion_request(comment, refs), ok=(201,),
+                )  # fmt: skip
+                threads.append(review_posting.discussion_id(answer.body))
+        return PostedReview(tuple(threads))
 
     async def approvals_required(self, base: str) -> int | None:
         return None  # GitLab's approval rules are read per merge request (its approvals)

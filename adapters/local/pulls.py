@@ -7,7 +7,8 @@ Where things are:
 - Each pull request is `<repository.path>/<number>.md`: YAML front matter the daemon writes
   (`number`, `title`, `branch`, `base`, `draft`, `labels`, `state`, the check results) and a
   person edits (`review: approved | changes_requested`, `review_comment`, `reviewer`, `threads`,
-  `labels`, `state: closed`), and the evidence as its body. The daemon changes only its own keys,
+  `labels`, `state: closed`) or the review page writes for a person (`submit_review`: the same
+  keys, and `notes`), and the evidence as its body. The daemon changes only its own keys,
   line by line, and redoes its edit when the file changed under it (`adapters.local.atomic`), so a
   person's edit made while it writes is kept.
 - The checks (`repository.checks`) run once per head commit, in a clean clone of that commit in a
@@ -52,7 +53,9 @@ from symphony.codehost.contract import (
     Check,
     CheckState,
     CodeHostError,
+    LineComment,
     Merged,
+    PostedReview,
     PullRequest,
     PullRequestDraft,
     PullState,
@@ -60,7 +63,9 @@ from symphony.codehost.contract import (
     Review,
     ReviewComment,
     ReviewDecision,
+    ReviewDraft,
     ReviewThread,
+    ReviewVerdict,
 )
 from symphony.config.repository import CheckCommand, MergeMethod, RepositorySettings
 
@@ -222,6 +227,35 @@ class LocalPulls:
             raise CodeHostError(CODE_HOST_RESPONSE, f"#{number} has no thread {thread_id}")
 
         self._rewrite(number, edit)
+
+    async def submit_review(self, number: int, review: ReviewDraft) -> PostedReview:
+        """Into the file: a change request sets `review`, `review_comment` and `reviewer`; a
+        comment review is appended to `notes`; each line comment becomes a thread of its own
+        (`id` r<n>, `path`, `line`, `side`, `start_line`), its first comment the person's."""
+        made: list[str] = []
+
+        def edit(raw: bytes) -> tuple[bytes, None]:
+            document, front = _parsed(raw, self._path(number))
+            threads = front.get("threads")
+            threads = list(threads) if isinstance(threads, list) else []
+            made.clear()
+            for comment in review.comments:
+                made.append(f"r{len(threads) + 1}")
+                threads.append(_line_thread(made[-1], comment, review.by or REPLY_AUTHOR))
+            updates: dict[str, Any] = {"threads": threads}
+            if review.verdict is ReviewVerdict.REQUEST_CHANGES:
+                asked = ReviewDecision.CHANGES_REQUESTED.value
+                updates |= {"review": asked, "review_comment": review.body}
+                updates["reviewer"] = review.by or None
+            elif review.body.strip():
+                notes = front.get("notes")
+                said = {"author": review.by or REPLY_AUTHOR, "body": review.body}
+                updates["notes"] = [*(notes if isinstance(notes, list) else []), said]
+            original = load_front_matter(document.front)
+            return set_fields(document, original, updates).encode(), None
+
+        self._rewrite(number, edit)
+        return PostedReview(tuple(made))
 
     async def approvals_required(self, base: str) -> int | None:
         return APPROVALS_REQUIRED
@@ -574,6 +608,14 @@ def _threads(raw: object) -> tuple[ReviewThread, ...]:
             )
         )
     return tuple(threads)
+
+
+def _line_thread(thread_id: str, comment: LineComment, author: str) -> dict[str, Any]:
+    thread: dict[str, Any] = {"id": thread_id, "path": comment.path, "line": comment.line,
+                              "side": comment.side.value}  # fmt: skip
+    if comment.start_line is not None and comment.start_line < comment.line:
+        thread["start_line"] = comment.start_line
+    return thread | {"comments": [{"author": author, "body": comment.body}], "resolved": False}
 
 
 def _thread_id(thread: Mapping[str, Any], index: int) -> str:

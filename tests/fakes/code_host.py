@@ -17,7 +17,13 @@ from symphony.base.pulls import (
     PullStatus,
     ReviewDecision,
 )
-from symphony.codehost.contract import CODE_HOST_REJECTED, CodeHostError, PullRequestDraft
+from symphony.codehost.contract import (
+    CODE_HOST_REJECTED,
+    CodeHostError,
+    PostedReview,
+    PullRequestDraft,
+    ReviewDraft,
+)
 from symphony.config.repository import MergeMethod, RepositorySettings
 
 
@@ -30,6 +36,8 @@ class MemoryCodeHost:
     Its checks count for the head its pull request names; on a newer head they are pending."""
     merges: list[tuple[int, str, MergeMethod]] = field(default_factory=list)
     replies: list[tuple[int, str, str]] = field(default_factory=list)
+    reviews: list[tuple[int, ReviewDraft]] = field(default_factory=list)
+    """Reviews posted for a person, in order; each line comment is thread `t<n>`."""
     reads: int = 0
     remote: Path | None = None
     """A bare repository the daemon pushes to: a pull request's head is its branch there."""
@@ -97,6 +105,11 @@ class MemoryCodeHost:
 
     async def reply_to_thread(self, number: int, thread_id: str, body: str) -> None:
         self.replies.append((number, thread_id, body))
+
+    async def submit_review(self, number: int, review: ReviewDraft) -> PostedReview:
+        self.reviews.append((number, review))
+        made = sum(len(r.comments) for _, r in self.reviews[:-1])
+        return PostedReview(tuple(f"t{made + n}" for n in range(1, len(review.comments) + 1)))
 
     async def approvals_required(self, base: str) -> int | None:
         return self.base_approvals

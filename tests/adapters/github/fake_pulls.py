@@ -73,6 +73,10 @@ class FakeThread:
     comments: list[tuple[int, str, str]]
     """(id, author, body)."""
     resolved: bool = False
+    side: str = "RIGHT"
+    start_line: int | None = None
+    review: int | None = None
+    """The review it was posted with (`POST .../reviews`), if any."""
 
 
 @dataclass
@@ -110,6 +114,8 @@ class FakePulls:
     """Protected branch -> approvals its rule requires; others answer 404."""
     dismiss_stale: bool = False
     """A push dismisses the pull request's approvals, as a branch rule may ask."""
+    own_pulls: bool = False
+    """The token opened every pull request: GitHub refuses it a verdict on them (422)."""
     downloads: str | None = "https://downloads.example.test"
     """Where job logs are downloaded from; None: the API's own host."""
     requests: list[Exchange] = field(default_factory=list)
@@ -282,6 +288,15 @@ class FakePulls:
             return 200, {}, {"full_name": self.slug, "default_branch": self.default_branch}
         if rest == "/pulls":
             return self._pulls(method, query, body)
+        found = re.fullmatch(r"/pulls/(\d+)/(reviews/(\d+)/comments|comments/(\d+)/replies)", rest)
+        if found is not None and found[3] is not None and method == "GET":
+            threads = [t for t in self.threads if t.review == int(found[3])]
+            return 200, {}, [_review_comment(t, *t.comments[0]) for t in threads]
+        if found is not None and found[4] is not None and method == "POST":
+            return self._reply(int(found[1]), int(found[4]), body)
+        found = re.fullmatch(r"/pulls/(\d+)/reviews", rest)
+        if found is not None and method == "POST":
+            return self._post_review(int(found[1]), body)
         found = re.fullmatch(r"/(pulls|issues)/(\d+)(/\w+)?", rest)
         if found is not None:
             return self._pull_route(method, found.group(1), int(found.group(2)), found[3], body)
@@ -373,6 +388,43 @@ class FakePulls:
             pull["labels"] += [{"name": n} for n in body["labels"] if n not in names]
             return 200, {}, pull["labels"]
         return 404, {}, {"message": "Not Found"}
+
+    def _post_review(self, number: int, body: dict[str, Any]) -> Answer:
+        """A review with its line comments, as the token's user (`symphony`): one thread per
+        comment. A line outside the diff is not checked; a verdict on one's own pull request
+        is GitHub's 422 only when `own_pulls` says so."""
+        if number not in {p["number"] for p in self.pulls}:
+            return 404, {}, {"message": "Not Found"}
+        if self.own_pulls and body.get("event") in ("APPROVE", "REQUEST_CHANGES"):
+            message = "Can not request changes on your own pull request"
+            return 422, {}, {"message": "Unprocessable Entity", "errors": [message]}
+        state = {"REQUEST_CHANGES": "CHANGES_REQUESTED", "APPROVE": "APPROVED"}.get(
+            body.get("event", ""), "COMMENTED"
+        )
+        review = FakeReview(next(self._ids), number, "symphony", state, body.get("body", ""))
+        self.reviews.append(review)
+        for comment in body.get("comments", []):
+            line = comment["line"]
+            hunk = f"@@ -{line},2 +{line},3 @@ {comment['path']}"
+            said = [(next(self._ids), "symphony", comment["body"])]
+            thread = FakeThread(
+                f"PRRT_{next(self._ids)}", number, comment["path"], line, hunk, said,
+                side=comment.get("side", "RIGHT"), start_line=comment.get("start_line"),
+                review=review.id,
+            )  # fmt: skip
+            self.threads.append(thread)
+        return 200, {}, _review(review)
+
+    def _reply(self, number: int, comment_id: int, body: dict[str, Any]) -> Answer:
+        thread = next(
+            (t for t in self.threads if t.number == number and t.comments[0][0] == comment_id),
+            None,
+        )
+        if thread is None:
+            return 404, {}, {"message": "Not Found"}
+        reply = (next(self._ids), "symphony", body["body"])
+        thread.comments.append(reply)
+        return 201, {}, _review_comment(thread, *reply)
 
     def mergeable_state(self, pull: dict[str, Any]) -> str:
         """GitHub's `mergeable_state`, small: `draft`, `unknown` while computing, `dirty` on a

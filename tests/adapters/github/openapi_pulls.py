@@ -27,14 +27,66 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
+_COMMENT_IN = {
+    "type": "object",
+    "required": ["path", "body"],
+    "properties": {
+        "path": {"type": "string"},
+        "position": {"type": "integer"},
+        "body": {"type": "string"},
+        "line": {"type": "integer"},
+        "side": {"type": "string"},
+        "start_line": {"type": "integer"},
+        "start_side": {"type": "string"},
+    },
+}
+_REVIEWS = "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"
+REVIEW_OPERATIONS: dict[str, Any] = {
+    _REVIEWS: {
+        "post": {
+            "parameters": [],
+            "requestBody": {"content": {"application/json": {"schema": {
+                "type": "object",
+                "properties": {
+                    "commit_id": {"type": "string"},
+                    "body": {"type": "string"},
+                    "event": {"type": "string",
+                              "enum": ["APPROVE", "REQUEST_CHANGES", "COMMENT"]},
+                    "comments": {"type": "array", "items": _COMMENT_IN},
+                },
+            }}}},
+            "responses": {
+                "200": {"content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/pull-request-review"}}}},
+                "422": {"content": {"application/json": {"schema": {"type": "object",
+                    "properties": {"message": {"type": "string"},
+                                   "errors": {"type": "array", "items": {"type": "string"}}}}}}},
+            },
+        },
+    },
+    _REVIEWS + "/{review_id}/comments": {
+        "get": {
+            "parameters": [{"name": "per_page", "in": "query"}, {"name": "page", "in": "query"}],
+            "responses": {"200": {"content": {"application/json": {"schema": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/pull-request-review-comment"},
+            }}}}},
+        },
+    },
+}  # fmt: skip
+"""GitHub's `pulls/create-review` and `pulls/list-comments-for-review`, which the published
+subset leaves out: their request fields and answers as GitHub documents them (the answers'
+records are the subset's own `pull-request-review` and `pull-request-review-comment`)."""
+
+
 @cache
 def descriptions(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the pulls subset, the issues subset)."""
+    """(the pulls subset with the review operations, the issues subset)."""
     github = folder / "github"
-    return (
-        json.loads((github / "rest-pulls-subset.openapi.json").read_text()),
-        json.loads((github / "rest-issues-subset.openapi.json").read_text()),
-    )
+    pulls = json.loads((github / "rest-pulls-subset.openapi.json").read_text())
+    for path, operations in REVIEW_OPERATIONS.items():
+        pulls["paths"][path] = {**pulls["paths"].get(path, {}), **operations}
+    return (pulls, json.loads((github / "rest-issues-subset.openapi.json").read_text()))
 
 
 def operation(spec: dict[str, Any], method: str, path: str) -> dict[str, Any]:

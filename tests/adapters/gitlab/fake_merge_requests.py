@@ -123,6 +123,8 @@ class FakeMergeRequests:
         answer was lost on the way back) or before (GitLab failed)."""
         self.fail_applies = True
         self.lock = threading.RLock()
+        self.notes: list[tuple[int, str]] = []
+        """Notes posted on a merge request outside any diff discussion: (iid, body)."""
         self._ids = 0
 
     # What people, CI and GitLab do
@@ -368,6 +370,15 @@ class FakeMergeRequests:
         if tail == "/discussions" and method == "GET":
             everything = [payloads.discussion(d.id, d.notes) for d in item.discussions]
             return self._page(everything, query)
+        if tail == "/discussions" and method == "POST":
+            return self._new_discussion(item, body)
+        if tail == "/notes" and method == "POST":
+            note = payloads.mr_note(
+                self._next_id(), body["body"], iid=item.iid, author="symphony-bot",
+                project_id=self.project_id, resolvable=False,
+            )  # fmt: skip
+            self.notes.append((item.iid, body["body"]))
+            return 201, {}, note
         reply = re.fullmatch(r"/discussions/([0-9a-f]+)/notes", tail)
         if reply is not None and method == "POST":
             return self._reply(item, reply.group(1), body)
@@ -470,6 +481,30 @@ class FakeMergeRequests:
         discussion.notes.append(note)
         item.version += 1
         return 201, {}, note
+
+    def _new_discussion(
+        self, item: FakeMergeRequest, body: dict[str, Any]
+    ) -> tuple[int, dict[str, str], Any]:
+        """A diff discussion: its position must name the merge request's diff_refs, one path
+        and a line on one side, as GitLab requires of a text position."""
+        position = body.get("position") or {}
+        refs = payloads.merge_request_full(self.body_of(item, full=False), None)["diff_refs"]
+        wrong = [k for k, v in refs.items() if position.get(k) != v]
+        lines = [position.get("new_line"), position.get("old_line")]
+        if (
+            wrong or position.get("position_type") != "text" or not position.get("new_path")
+            or sum(isinstance(n, int) for n in lines) != 1 or not str(body.get("body")).strip()
+        ):  # fmt: skip
+            return 400, {}, {"message": {"position": ["is invalid"]}}
+        note = payloads.mr_note(
+            self._next_id(), body["body"], iid=item.iid, author="symphony-bot",
+            project_id=self.project_id, position={**position, "old_line": lines[1],
+                                                  "new_line": lines[0]},
+        )  # fmt: skip
+        discussion_id = hashlib.sha1(f"{item.iid}:{note['id']}".encode()).hexdigest()
+        item.discussions.append(FakeDiscussion(discussion_id, [note]))
+        item.version += 1
+        return 201, {}, payloads.discussion(discussion_id, [note])
 
     def _discussion(self, iid: int, discussion_id: str) -> FakeDiscussion:
         for discussion in self.merge_requests[iid].discussions:

@@ -248,6 +248,7 @@ def merge_request_full(
     return {
         **basic,
         "head_pipeline": head_pipeline,
+        "diff_refs": {"base_sha": "b" * 40, "start_sha": "b" * 40, "head_sha": basic["sha"]},
         "merge_error": merge_error,
         "rebase_in_progress": False,
         "diverged_commits_count": 0,

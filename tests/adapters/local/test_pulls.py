@@ -14,9 +14,13 @@ from symphony.codehost.contract import (
     CODE_HOST_RESPONSE,
     CheckState,
     CodeHostError,
+    DiffSide,
+    LineComment,
     PullRequestDraft,
     PullState,
     ReviewDecision,
+    ReviewDraft,
+    ReviewVerdict,
     code_host_adapter,
     publish_pull_request,
 )
@@ -315,3 +319,35 @@ async def test_a_broken_file_is_an_error_naming_it(repo: Repo, tmp_path: Path) -
         PullRequestDraft(branch="symphony/DEMO-2", title="t", body=""), "main"
     )
     assert second.number == 2
+
+
+async def test_a_review_from_the_page_is_written_into_the_file_as_threads_and_a_verdict(
+    repo: Repo, tmp_path: Path
+) -> None:
+    pulls, _ = await opened(repo, tmp_path)
+    comments = (
+        LineComment("calc.py", 2, "Call it minus"),
+        LineComment("calc.py", 4, "Both lines repeat", start_line=3),
+        LineComment("README.md", 1, "Keep the old title", side=DiffSide.LEFT),
+    )
+    draft = ReviewDraft(ReviewVerdict.REQUEST_CHANGES, "Changes requested by Ada.", None,
+                        comments, by="Ada")  # fmt: skip
+    posted = await pulls.submit_review(1, draft)
+    assert posted.threads == ("r1", "r2", "r3")
+    status = await pulls.read_status(1)
+    assert status.review_decision is ReviewDecision.CHANGES_REQUESTED
+    assert [(r.author, r.body) for r in status.reviews] == [("Ada", "Changes requested by Ada.")]
+    assert [(t.id, t.path, t.line) for t in status.threads] == [
+        ("r1", "calc.py", 2),
+        ("r2", "calc.py", 4),
+        ("r3", "README.md", 1),
+    ]
+    text = (tmp_path / "pulls" / "1.md").read_text()
+    assert "start_line: 3" in text and "side: left" in text
+    await pulls.reply_to_thread(1, "r2", "Addressed in abc1234: merged the two lines.")
+    thread = (await pulls.read_status(1)).threads[1]
+    assert thread.comments[-1].body == "Addressed in abc1234: merged the two lines."
+
+    approval = ReviewDraft(ReviewVerdict.COMMENT, "Approved by Ada at abc1234.", by="Ada")
+    assert (await pulls.submit_review(1, approval)).threads == ()
+    assert "Approved by Ada at abc1234." in (tmp_path / "pulls" / "1.md").read_text()
