@@ -344,15 +344,9 @@ def _review(
     wall: datetime,
 ) -> list[Effect] | None:
     threads = tuple(t for t in status.threads if _reviewer_spoke_last(t))
-    asked = [r for r in status.reviews if r.state == "changes_requested"]
     if status.review_decision is not ReviewDecision.CHANGES_REQUESTED and not threads:
         return None
-    # What the reviewers said, not counting the daemon's own replies: the same words are
-    # acted on once, a new review or a new comment on a thread is a new round.
-    key = "review:" + _digest(
-        [f"{r.author}:{r.body}" for r in asked]
-        + [f"{t.id}:{sum(not _is_reply(c.body) for c in t.comments)}" for t in status.threads]
-    )
+    key = review_key(status)
     if key in record.handled:
         return None
     record.handled |= {key}
@@ -372,6 +366,17 @@ def _review(
     )
     return _move(
         state, record, target, StageOutcome.CHANGES_REQUESTED, "changes_requested", body, now
+    )
+
+
+def review_key(status: PullStatus) -> str:
+    """What the reviewers said, not counting the daemon's own replies: the same words are
+    acted on once, a new review or a new comment on a thread is a new round. A review a person
+    gave on the review page is acted on there: its key is noted as handled at once."""
+    asked = [r for r in status.reviews if r.state == "changes_requested"]
+    return "review:" + _digest(
+        [f"{r.author}:{r.body}" for r in asked]
+        + [f"{t.id}:{sum(not _is_reply(c.body) for c in t.comments)}" for t in status.threads]
     )
 
 
@@ -696,7 +701,14 @@ def _digest(parts: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def addressed_reply(sha: str) -> str:
-    """The body of the daemon's reply on a thread its run addressed (marked, so it is never
-    taken for a reviewer's new words)."""
-    return marked(f"Addressed in {sha[:12]}.", ADDRESSED)
+def addressed_reply(sha: str, answer: str = "") -> str:
+    """The body of the daemon's reply on a thread its run addressed, with what the run said
+    it did (marked, so it is never taken for a reviewer's new words)."""
+    said = f"Addressed in {sha[:7].lower()}."
+    if answer.strip():
+        said += f"\n\n{answer.strip()[:MAX_ANSWER_CHARS]}"
+    return marked(said, ADDRESSED)
+
+
+MAX_ANSWER_CHARS = 4_000
+"""The most of a run's summary a thread's reply quotes."""

@@ -47,6 +47,7 @@ def publish_intent(
         replies=replies,
         head=verified.get("head") or None,
         branch=verified.get("branch") or None,
+        answer=report.summary.strip() if replies else "",
     )
 
 

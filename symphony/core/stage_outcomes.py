@@ -62,6 +62,8 @@ class PublishIntent:
     checked out since. None without evidence: the workspace's HEAD at publishing."""
     branch: str | None = None
     """The branch the evidence was read on: the one pushed to."""
+    answer: str = ""
+    """What the run said it did (its report's summary): quoted in each thread's reply."""
 
 
 def plan_transition(

@@ -10,15 +10,20 @@ activity and the log.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
 
 from symphony import core
 from symphony.base.issue import Issue
+from symphony.base.pulls import LineComment
+from symphony.base.secrets import SecretMasker
+from symphony.codehost.contract import CodeHost
 from symphony.config.sections import Settings
-from symphony.core.review_actions import Refusal
+from symphony.core.line_review import line_comments
+from symphony.core.review_actions import Refusal, ReviewAction
+from symphony.daemon import person_review
 from symphony.daemon.events import Clock
 from symphony.daemon.reads import TrackerReads
 from symphony.observability.activity import Activity
@@ -41,7 +46,10 @@ class PersonActions:
         perform: Callable[[Sequence[core.Effect]], None],
         changed: Callable[[], None],
         refresh: Callable[[], None],
+        code_host: Callable[[], CodeHost | None] = lambda: None,
+        masker: SecretMasker | None = None,
     ) -> None:
+        self._code_host, self._masker = code_host, masker or SecretMasker()
         self.state, self.board, self.activity, self.clock = state, board, activity, clock
         self._reads = reads
         self._current = current
@@ -73,13 +81,18 @@ class PersonActions:
         return True
 
     async def on_ticket(
-        self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None
-    ) -> dict[str, Any] | Refusal:
+        self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None,
+        comments: object = None, patches: Mapping[str, str] | None = None,
+    ) -> dict[str, Any] | Refusal:  # fmt: skip
         """A person's action on one ticket: `stop` its agent, `retry` it now, or an action at
-        a checkpoint (`review_action`)."""
+        a checkpoint (`review_action`); `comments` are a change request's line comments, read
+        against `patches` (each file's diff) for the code round them."""
         if action in ("stop", "retry"):
             return await self._operator_action(wanted, action, by)
-        return await self.review_action(wanted, action, comment=comment, by=by, tickets=tickets)
+        return await self.review_action(
+            wanted, action, comment=comment, by=by, tickets=tickets,
+            comments=comments, patches=patches or {},
+        )  # fmt: skip
 
     async def _operator_action(self, wanted: str, action: str, by: str) -> dict[str, Any] | Refusal:
         issue_id = self._issue_id_of(wanted)
@@ -161,8 +174,9 @@ class PersonActions:
         return created
 
     async def review_action(
-        self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None
-    ) -> dict[str, Any] | Refusal:
+        self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None,
+        comments: object = None, patches: Mapping[str, str] | None = None,
+    ) -> dict[str, Any] | Refusal:  # fmt: skip
         """A person's action at a checkpoint (`core.review_actions`), on the ticket as the
         tracker has it now; the move is written through the outbox like the daemon's own."""
         try:
@@ -174,8 +188,15 @@ class PersonActions:
             return Refusal("not_found", f"the daemon has not seen {wanted!r}")
         # A second action on the same ticket waits for the first rather than racing it (or
         # being refused): a person's word is always taken.
+        lines = line_comments(comments)
+        if isinstance(lines, Refusal):
+            return lines
+        if lines and kind is not ReviewAction.REQUEST_CHANGES:
+            return Refusal("comments_invalid", "line comments go with a change request")
         async with self._acting.setdefault(row.issue_id, asyncio.Lock()):
-            return await self._review_action(row.issue_id, wanted, kind, comment, by, tickets)
+            return await self._review_action(
+                row.issue_id, wanted, kind, comment, by, tickets, (lines, patches or {})
+            )
 
     async def _review_action(
         self,
@@ -185,6 +206,7 @@ class PersonActions:
         comment: str,
         by: str,
         tickets: object,
+        review: tuple[tuple[LineComment, ...], Mapping[str, str]],
     ) -> dict[str, Any] | Refusal:
         settings, tracker = self._current()
         try:
@@ -199,12 +221,23 @@ class PersonActions:
             if isinstance(split, Refusal):
                 return split
             comment = "Split into " + ", ".join(split) + (f".\n\n{comment}" if comment else ".")
+        asked = None
+        if kind is ReviewAction.REQUEST_CHANGES:
+            written = await self._request_changes(issue, settings, comment, by, *review)
+            if isinstance(written, Refusal):
+                return written
+            comment, asked = written.ticket_words, written.request
         result = core.review_actions.take(
             self.state, issue, kind, settings, by=by, comment=comment,
             now=self.clock.monotonic(),
         )  # fmt: skip
         if isinstance(result, Refusal):
             return result
+        if asked is not None:
+            self.state.reviews[issue.id] = asked  # the rework run's `{{ review }}`
+        if kind is ReviewAction.APPROVE:
+            record = self.state.pull_requests.get(issue.id)
+            await person_review.note_approval(self._host(settings), record, by, self._masker)
         if isinstance(result, core.PostComment):
             return self._approved_pull(issue, result, by)
         if isinstance(result, core.PerformTransition):
@@ -227,6 +260,37 @@ class PersonActions:
         self._changed()
         return {"action": kind.value, "ticket": issue.identifier, "by": by,
                 "target": target, "queued": True}  # fmt: skip
+
+    def _host(self, settings: Settings) -> CodeHost | None:
+        return self._code_host() if settings.repository is not None else None
+
+    async def _request_changes(
+        self,
+        issue: Issue,
+        settings: Settings,
+        note: str,
+        by: str,
+        lines: tuple[LineComment, ...],
+        patches: Mapping[str, str],
+    ) -> person_review.PersonReview | Refusal:
+        """Checked first (nothing is posted for a change request that would be refused), then
+        posted while the ticket is held, so following cannot take the review for its own."""
+        if lines and not note.strip():
+            note = f"{len(lines)} line comment{'s' if len(lines) != 1 else ''} on the change."
+        allowed = core.review_actions.decide(
+            self.state, issue, ReviewAction.REQUEST_CHANGES, settings, note
+        )
+        if isinstance(allowed, Refusal):
+            return allowed
+        record = self.state.pull_requests.get(issue.id)
+        self.state.claimed.add(issue.id)
+        try:
+            return await person_review.request_changes(
+                self._host(settings), record, by=by, note=note, comments=lines,
+                patches=patches, masker=self._masker,
+            )  # fmt: skip
+        finally:
+            self.state.claimed.discard(issue.id)
 
     def _approved_pull(self, issue: Issue, said: core.PostComment, by: str) -> dict[str, Any]:
         record = self.state.pull_requests[issue.id]

@@ -128,8 +128,9 @@ class Orchestrator:
         )  # fmt: skip
         self.actions = PersonActions(
             self.state, self.board, self.activity, self.clock, self.reads,
-            lambda: (self.settings, self.tracker),
+            lambda: (self.settings, self.tracker), masker=self.masker,
             perform=self._perform, changed=self._notify, refresh=self.request_refresh,
+            code_host=lambda: self._code_hosts.for_repository(self.settings.repository),
         )  # fmt: skip
         self.notifier = Notifier(
             self.store, lambda: self.settings.notify, self.review_url, self.clock,

@@ -115,22 +115,26 @@ class Publisher:
         pull = dataclasses.replace(published.pull_request, head_sha=pushed.sha)
         if pull.base == branch:
             return Refused(f"the pull request's base is its own branch {branch}")
-        await self._answer_threads(pull.number, intent.replies, pushed.sha)
+        await self._answer_threads(pull.number, intent.replies, pushed.sha, intent.answer)
         return Published(pull, published.opened)
 
-    async def _answer_threads(self, number: int, threads: tuple[str, ...], sha: str) -> None:
-        """Answer each addressed thread still open, unless its last word is this very reply
+    async def _answer_threads(
+        self, number: int, threads: tuple[str, ...], sha: str, answer: str
+    ) -> None:
+        """Answer each addressed thread still open, by the id it was asked by (its own, or
+        one of its aliases), with the run's answer, unless its last word is this very reply
         (an earlier try posted it). Best effort: a reply that cannot be posted costs that
         reply, not the hand-off."""
         if not threads:
             return
-        reply = addressed_reply(sha)
+        reply = addressed_reply(sha, answer)
         try:
             status = await self.host.read_status(number)
             for thread in status.threads:
                 said = thread.comments[-1].body.strip() if thread.comments else ""
-                if thread.id in threads and said != reply.strip():
-                    await self.host.reply_to_thread(number, thread.id, reply)
+                asked = next((i for i in (thread.id, *thread.aliases) if i in threads), None)
+                if asked is not None and said != reply.strip():
+                    await self.host.reply_to_thread(number, asked, reply)
         except CodeHostError as exc:
             log.warning("review threads not answered", number=number, reason=exc.message)
 

@@ -133,6 +133,23 @@ async def review_detail(
     return detail
 
 
+async def branch_patches(
+    identifier: str,
+    settings: Settings,
+    workspaces: Workspaces,
+    env: Mapping[str, str],
+) -> dict[str, str]:
+    """Each changed file's patch on the ticket's branch, by path (empty when its workspace
+    is gone or its base unknown)."""
+    if not await workspaces.peer_paths([identifier]):
+        return {}
+    evidence = await workspaces.read_evidence(identifier)
+    base = _base_of(evidence, settings)
+    path = workspaces.path_for(identifier)
+    diff = await branch_diff(path, base, dict(env), workspaces.git) if base else None
+    return {f.path: f.patch for f in diff.files if f.patch} if diff is not None else {}
+
+
 def _base_of(evidence: Mapping[str, Any] | None, settings: Settings) -> str | None:
     """What the branch is reviewed against: the base its evidence names, else the workflow's."""
     workspace = evidence.get("workspace") if evidence else None

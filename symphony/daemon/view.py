@@ -25,7 +25,7 @@ from symphony.core import review_actions
 from symphony.daemon.events import FollowRequested
 from symphony.daemon.owner import Owner
 from symphony.daemon.places import Workspaces
-from symphony.daemon.review import review_detail, review_queue
+from symphony.daemon.review import branch_patches, review_detail, review_queue
 from symphony.observability.snapshot import daemon_snapshot, issue_detail
 from symphony.tracker.webhooks import ReceivesWebhooks, WebhookReceiver
 from symphony.workspace.editor import editor_words, open_command
@@ -227,12 +227,26 @@ class DaemonView:
         return self._daemon.actions.resume(by)
 
     async def ticket_action(
-        self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None
-    ) -> dict[str, Any] | review_actions.Refusal:
-        """A person's action on one ticket (`symphony.daemon.actions`)."""
+        self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None,
+        comments: object = None,
+    ) -> dict[str, Any] | review_actions.Refusal:  # fmt: skip
+        """A person's action on one ticket (`symphony.daemon.actions`); line comments are
+        read against the ticket's branch diff, for the code round each."""
+        patches = await self._patches(wanted) if comments else {}
         return await self._daemon.actions.on_ticket(
-            wanted, action, comment=comment, by=by, tickets=tickets
-        )
+            wanted, action, comment=comment, by=by, tickets=tickets,
+            comments=comments, patches=patches,
+        )  # fmt: skip
+
+    async def _patches(self, wanted: str) -> dict[str, str]:
+        daemon = self._daemon
+        row = daemon.board.row(wanted)
+        if row is None:
+            return {}
+        return await branch_patches(
+            row.identifier, daemon.settings,
+            self._workspaces_of(row.issue_id), daemon.environ,
+        )  # fmt: skip
 
 
 def _file_of(url: str | None) -> Path | None:

@@ -97,8 +97,9 @@ class Observed(Protocol):
     def resume(self, by: str) -> bool: ...
 
     async def ticket_action(
-        self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None
-    ) -> dict[str, Any] | Refusal: ...
+        self, wanted: str, action: str, *, comment: str, by: str, tickets: object = None,
+        comments: object = None,
+    ) -> dict[str, Any] | Refusal: ...  # fmt: skip
 
     def review_queue(self) -> dict[str, Any]: ...
 
@@ -380,8 +381,9 @@ class _Api:
         if not isinstance(comment, str):
             raise HTTPException(400, "comment must be text")
         tickets = fields.get("tickets") if isinstance(fields, dict) else None
+        lines = fields.get("comments") if isinstance(fields, dict) else None
         answer = await self.orchestrator.ticket_action(
-            wanted, action, comment=comment, by=by, tickets=tickets
+            wanted, action, comment=comment, by=by, tickets=tickets, comments=lines
         )
         if isinstance(answer, Refusal):
             status = _REFUSAL_STATUS.get(answer.code, 409)
@@ -437,6 +439,8 @@ _REFUSAL_STATUS = {
     "comment_too_long": 400,
     "tracker_unreachable": 503,
     "tickets_required": 400,
+    "comments_invalid": 400,
+    "code_host_unreachable": 502,
     "not_running": 409,
     "nothing_to_retry": 409,
 }

@@ -91,7 +91,7 @@ def _intent(data: Any) -> PublishIntent | None:
     return PublishIntent(
         str(data["title_template"]), str(data["body"]), data.get("base"), bool(data.get("draft")),
         tuple(data.get("labels") or ()), tuple(data.get("replies") or ()),
-        data.get("head"), data.get("branch"),
+        data.get("head"), data.get("branch"), str(data.get("answer") or ""),
     )  # fmt: skip
 
 

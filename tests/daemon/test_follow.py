@@ -39,7 +39,8 @@ def git(*args: str) -> str:
 
 def start(
     tmp_path: Path, tracker: MemoryTracker, agent: ScriptedAgent, host: MemoryCodeHost,
-    clock: FakeClock, store: Store | None = None, **sections: Any,
+    clock: FakeClock, store: Store | None = None,
+    prompt: str = "Work on {{ issue.identifier }}", **sections: Any,
 ) -> Running:  # fmt: skip
     remote = tmp_path / "remote.git"
     git("init", "-q", "--bare", str(remote))
@@ -65,7 +66,7 @@ def start(
         **sections,
     }
     workflow = tmp_path / "WORKFLOW.md"
-    workflow.write_text(f"---\n{yaml.safe_dump(config)}---\nWork on {{{{ issue.identifier }}}}\n")
+    workflow.write_text(f"---\n{yaml.safe_dump(config)}---\n{prompt}\n")
     orchestrator = Orchestrator(
         load_settings(workflow, {}), environ={}, clock=clock, session_factory=agent,
         tracker=tracker, watch=False, code_host_factory=host, store=store,

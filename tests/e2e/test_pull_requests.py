@@ -175,7 +175,7 @@ async def test_a_ticket_goes_from_plan_to_merged_through_a_red_check_and_a_revie
         assert "Name the parameters x and y." in notes and "calc.py, line 2" in notes
         reworked = head(remote)
         assert reworked != fixed
-        assert any(f"Addressed in {reworked[:12]}" in body for _, _, body in thread.comments)
+        assert any(f"Addressed in {reworked[:7]}" in body for _, _, body in thread.comments)
 
         # Approved, the thread resolved, green on the new head: merged at that head.
         pulls.push(number, reworked)

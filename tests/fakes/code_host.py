@@ -15,7 +15,10 @@ from symphony.base.pulls import (
     PullRequest,
     PullState,
     PullStatus,
+    Review,
+    ReviewComment,
     ReviewDecision,
+    ReviewThread,
 )
 from symphony.codehost.contract import (
     CODE_HOST_REJECTED,
@@ -94,7 +97,33 @@ class MemoryCodeHost:
             pending = tuple(dataclasses.replace(c, state=CheckState.PENDING, output=None)
                             for c in status.checks)  # fmt: skip
             status = dataclasses.replace(status, checks=pending)
-        return dataclasses.replace(status, pull=pull)
+        threads, reviews = self._posted(number)
+        return dataclasses.replace(
+            status, pull=pull, threads=(*status.threads, *threads),
+            reviews=(*status.reviews, *reviews),
+        )  # fmt: skip
+
+    def _posted(self, number: int) -> tuple[list[ReviewThread], list[Review]]:
+        """The threads and reviews posted here for a person, with the replies on them."""
+        threads, reviews, made = [], [], 0
+        for posted_on, review in self.reviews:
+            ids = [f"t{made + n}" for n in range(1, len(review.comments) + 1)]
+            made += len(review.comments)
+            if posted_on != number:
+                continue
+            said_as = (
+                "changes_requested" if review.verdict.value == "request_changes" else "commented"
+            )
+            reviews.append(Review("symphony", said_as, review.body))
+            for thread_id, comment in zip(ids, review.comments, strict=True):
+                said = [ReviewComment("symphony", comment.body)] + [
+                    ReviewComment("symphony", body)
+                    for on, replied, body in self.replies
+                    if on == number and replied == thread_id
+                ]
+                threads.append(ReviewThread(thread_id, comment.path, comment.line, None,
+                                            tuple(said)))  # fmt: skip
+        return threads, reviews
 
     async def merge(self, number: int, head_sha: str, method: MergeMethod) -> Merged:
         if self.pulls[number].head_sha != head_sha:
