@@ -17,6 +17,7 @@ from symphony.core.review_actions import checkpoint_at
 from symphony.core.state import SchedulerState
 from symphony.daemon.places import Workspaces
 from symphony.observability.board import Board
+from symphony.observability.markdown import render
 from symphony.tracker.contract import Tracker, TrackerError
 from symphony.workspace.diff import branch_diff
 
@@ -97,7 +98,7 @@ async def review_detail(
         "stage": checkpoint[1] if checkpoint else None,
         "description": None, "comments": [], "plan": None, "tracker_error": None,
         "pull_request": pull["url"] if pull is not None else None,
-        "pull": pull,
+        "pull": pull, "runs": _runs(state, row.issue_id),
     }  # fmt: skip
     try:
         fresh = await tracker.fetch_issues_by_ids([row.issue_id])
@@ -125,6 +126,7 @@ async def review_detail(
     there = bool(await workspaces.peer_paths([row.identifier]))
     evidence = await workspaces.read_evidence(row.identifier) if there else None
     detail["evidence"] = evidence
+    _render_words(detail)
     base = _base_of(evidence, settings)
     diff = (
         await branch_diff(path, base, env, workspaces.git) if base is not None and there else None
@@ -148,6 +150,26 @@ async def branch_patches(
     path = workspaces.path_for(identifier)
     diff = await branch_diff(path, base, dict(env), workspaces.git) if base else None
     return {f.path: f.patch for f in diff.files if f.patch} if diff is not None else {}
+
+
+def _runs(state: SchedulerState, issue_id: str) -> dict[str, Any] | None:
+    """The ticket's runs by kind and the recent ones (what the run ledger keeps)."""
+    ledger = state.ledgers.get(issue_id)
+    if ledger is None:
+        return None
+    return {"counts": dict(ledger.counts), "recent": list(ledger.history),
+            "stopped": ledger.escalated}  # fmt: skip
+
+
+def _render_words(detail: dict[str, Any]) -> None:
+    """The words people and agents wrote, as safe HTML beside the text (`markdown.render`)."""
+    detail["description_html"] = render(detail["description"])
+    detail["plan_html"] = render(detail["plan"])
+    for comment in detail["comments"]:
+        comment["body_html"] = render(comment.get("body"))
+    evidence = detail.get("evidence")
+    if isinstance(evidence, dict) and isinstance(evidence.get("summary"), str):
+        detail["summary_html"] = render(evidence["summary"])
 
 
 def _base_of(evidence: Mapping[str, Any] | None, settings: Settings) -> str | None:

@@ -97,6 +97,11 @@ class Guard:
             raise Refused(403, "csrf", f"the {CSRF_HEADER} header does not match the session")
         return session.name
 
+    def signed_in(self, cookies: Mapping[str, str]) -> str | None:
+        """Whose session the cookies carry, or None: what the pages show as signed in."""
+        session = self.sessions.get(cookies.get(SESSION_COOKIE, ""))
+        return session.name if session is not None else None
+
     def login(self, client: str, token: str, name: str) -> tuple[str, Session]:
         """A new session for the right token (its id and its CSRF token); raises Refused when
         actions are off, the token is wrong, or `client` failed too often lately."""

@@ -282,7 +282,10 @@ class _Api:
         return Response(page, media_type="text/html; charset=utf-8")
 
     async def review_queue(self, request: Request) -> Response:
-        return self._json({**self.orchestrator.review_queue(), "actions": self.guard.enabled})
+        return self._json({
+            **self.orchestrator.review_queue(), "actions": self.guard.enabled,
+            "signed_in": self.guard.signed_in(request.cookies),
+        })  # fmt: skip
 
     async def review_detail(self, request: Request) -> Response:
         wanted = request.path_params["issue_identifier"]

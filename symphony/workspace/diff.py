@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from symphony.workspace.diff_lines import diff_rows
 from symphony.workspace.git import LOCAL_GIT, Git, git_output, is_own_work_tree
 
 MAX_FILES = 300
@@ -56,6 +57,7 @@ class FileDiff:
             "added": self.added,
             "removed": self.removed,
             "patch": self.patch,
+            "rows": diff_rows(self.patch) if self.patch is not None else None,
             "collapsed": self.collapsed,
         }
 

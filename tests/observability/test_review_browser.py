@@ -101,18 +101,18 @@ def test_a_person_reviews_plans_with_the_keyboard_alone(tmp_path: Path) -> None:
             expect(page.locator("#pull-checks")).to_contain_text("checks: ")
             expect(page.locator("#evidence details.tail").first).to_be_attached()
             # The diff is highlighted, and `s` lays it out side by side (and back).
-            python = page.locator('#diff details[data-path$=".py"]').first
+            python = page.locator('#diff section[data-path$=".py"]').first
             expect(python.locator(".tok-kw").first).to_be_visible()
             page.keyboard.press("s")
             expect(page.locator("#diff")).to_have_attribute("data-layout", "side-by-side")
-            side = page.locator("#diff details[open] table.side").first
+            side = page.locator("#diff table.side").first
             expect(side).to_be_visible()
             added = side.locator("td.code.l-add").first
             expect(added).to_be_visible()
             assert side.locator("td.num").count() >= 2
             page.screenshot(path=artifacts / "review-side-by-side.png", full_page=True)
             page.keyboard.press("s")
-            expect(page.locator("#diff pre.diff").first).to_be_visible()
+            expect(page.locator("#diff table.unified").first).to_be_visible()
             page.keyboard.press("r")
             expect(page.locator("#feedback")).to_be_focused()
             page.keyboard.type("Name the test after what it checks, please.")
