@@ -69,6 +69,9 @@ class ReviewDecision(enum.StrEnum):
 class ReviewComment:
     author: str
     body: str
+    author_member: bool | None = None
+    """Whether the host counts the author as one of the repository's people (a GitHub owner,
+    member or collaborator; a GitLab project member); None when it does not say."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +144,8 @@ class Review:
     state: str
     """approved | changes_requested | commented"""
     body: str = ""
+    author_member: bool | None = None
+    """As `ReviewComment.author_member`."""
 
 
 @dataclass(frozen=True, slots=True)

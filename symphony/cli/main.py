@@ -498,7 +498,7 @@ async def _render_for(
         if stage is None:
             notes = memory.for_prompt(Ticket.of(issue)) if memory is not None else None
             return render_prompt(settings.prompt_template, issue, attempt, memory=notes)
-        context = await stage_context(tracker, issue, stage)
+        context = await stage_context(tracker, issue, stage, settings.trust)
         notes = memory.for_prompt(Ticket.of(issue, plan=context.plan)) if memory else None
         return render_prompt(stage.prompt_template, issue, attempt, context, memory=notes)
     finally:

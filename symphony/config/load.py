@@ -57,6 +57,7 @@ from symphony.config.sections import (
 from symphony.config.server import parse_server
 from symphony.config.stages import StageMachine, parse_stages
 from symphony.config.tracker import TrackerSettings, parse_tracker, tracker_kind
+from symphony.config.trust import parse_trust
 from symphony.config.worker import WorkerSettings, parse_worker
 from symphony.config.workflow import Workflow, read_workflow
 from symphony.config.workspace import parse_workspace, parse_worktrees
@@ -113,6 +114,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         merge=merge,
         pricing=parse_pricing(raw.get("pricing")),
         notify=parse_notify(raw.get("notify"), environ, here),
+        trust=parse_trust(section(raw, "trust")),
         budget=parse_budget(
             section(raw, "budget"),
             machine.escalation_state if machine is not None else None,

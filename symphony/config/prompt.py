@@ -12,6 +12,7 @@ from liquid import BoundTemplate, Environment, StrictUndefined
 from liquid.exceptions import LiquidError
 
 from symphony.base.errors import ErrorCategory, SymphonyError
+from symphony.base.fences import RunMarks, framed, new_marks, quoted
 from symphony.base.issue import ANYTHING, ISSUE_TEMPLATE_SHAPE, VALUE, Issue, TemplateShape
 
 if TYPE_CHECKING:
@@ -216,19 +217,36 @@ def render_prompt(
     stage: StageContext | None = None,
     *,
     memory: str | None = None,
+    marks: RunMarks | None = None,
 ) -> str:
-    """The first-turn prompt for `issue`; `attempt` is None on the first run. `stage` carries
-    the stage-mode variables (`stage`, `plan`, `comments`), `memory` the notes chosen for it."""
+    """The first-turn prompt for `issue`, framed (`symphony.base.fences.framed`) with the
+    run's `marks` (fresh ones when not given); `attempt` is None on the first run."""
+    rendered = render_material(template, issue, attempt, stage, memory=memory)
+    return framed(rendered, marks or new_marks())
+
+
+def render_material(
+    template: str,
+    issue: Issue,
+    attempt: int | None,
+    stage: StageContext | None = None,
+    *,
+    memory: str | None = None,
+) -> str:
+    """The template rendered, every text from outside the workflow in it still marked as a
+    quoted piece for the run to seal. `stage` carries the stage-mode variables (`stage`,
+    `plan`, `comments` whose bodies are quoted already, `review`), `memory` the notes chosen
+    for it."""
     check_template(template, stage_mode=stage is not None)
     variables: dict[str, Any] = {
-        "issue": issue.to_template(),
+        "issue": material_of(issue),
         "attempt": attempt,
-        "memory": memory,
+        "memory": quoted(memory, "notes from earlier tickets") if memory else memory,
     }
     if stage is not None:
         variables.update(
             stage=stage.stage,
-            plan=stage.plan,
+            plan=quoted(stage.plan, "plan on the ticket") if stage.plan else stage.plan,
             comments=[dict(c) for c in stage.comments],
             review=stage.review,
         )
@@ -237,6 +255,16 @@ def render_prompt(
         return rendered
     except LiquidError as exc:
         raise PromptError(TEMPLATE_RENDER_ERROR, _first_line(exc)) from None
+
+
+def material_of(issue: Issue) -> dict[str, Any]:
+    """`issue` for a prompt template: its title and description quoted, so that
+    `{{ issue.description }}` yields a fenced block."""
+    values = issue.to_template()
+    values["title"] = quoted(issue.title, "ticket title")
+    if issue.description:
+        values["description"] = quoted(issue.description, "ticket description")
+    return values
 
 
 def continuation_prompt(issue: Issue, turn: int, max_turns: int) -> str:

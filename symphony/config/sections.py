@@ -37,6 +37,7 @@ from symphony.config.server import SERVER_KEYS
 from symphony.config.server import ServerSettings as ServerSettings
 from symphony.config.tracker import TRACKER_KEYS
 from symphony.config.tracker import TrackerSettings as TrackerSettings
+from symphony.config.trust import TRUST_KEYS, TrustSettings
 from symphony.config.worker import WORKER_KEYS
 from symphony.config.worker import HostSpec as HostSpec
 from symphony.config.worker import SshSettings as SshSettings
@@ -259,6 +260,8 @@ class Settings:
     merge: MergeSettings = field(default_factory=MergeSettings)
     notify: NotifySettings = field(default_factory=NotifySettings)
     """Who is told when a person is needed (`symphony.config.notify`)."""
+    trust: TrustSettings = field(default_factory=TrustSettings)
+    """Whose comments and reviews an agent reads as trusted (`symphony.config.trust`)."""
     credentials: tuple[str, ...] = field(default=(), repr=False)
     """Every secret value the workflow names: each value (or `$VAR`) of a key named like a
     token, secret, password or key anywhere in the front matter, and the agent's variables
@@ -324,8 +327,10 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "merge",
             "sandbox",
             "notify",
+            "trust",
         ),
         "sandbox": SANDBOX_KEYS,
+        "trust": TRUST_KEYS,
         "notify": NOTIFY_KEYS,
         "tracker": TRACKER_KEYS,
         "polling": ("interval_ms",),

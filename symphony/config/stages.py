@@ -221,6 +221,8 @@ class StageOutcome(enum.Enum):
     """An automatic re-run (a fix, a retry, a continuation) reached its cap (`core.reruns`)."""
     RUNAWAY = "runaway"
     """The runaway guard stopped the ticket: too many runs within its window."""
+    SUSPECTED_INJECTION = "suspected_injection"
+    """A write of the agent's carried its run's canary (`core.injection`)."""
 
 
 @dataclass(frozen=True, slots=True)

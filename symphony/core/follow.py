@@ -29,6 +29,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+from symphony.base.fences import plain, quoted
 from symphony.base.pulls import (
     Check,
     CheckState,
@@ -41,6 +42,7 @@ from symphony.base.pulls import (
 from symphony.config.repository import FIX, ChecksScope, MergePolicy
 from symphony.config.sections import Settings
 from symphony.config.stages import StageOutcome
+from symphony.config.trust import TrustSettings
 from symphony.core.dispatch import has_slot, start_run
 from symphony.core.effects import (
     Effect,
@@ -49,6 +51,7 @@ from symphony.core.effects import (
     ReadPullRequest,
     StopWorker,
 )
+from symphony.core.injection import merge_held
 from symphony.core.markers import marked, marker_of
 from symphony.core.outcomes import CHECK_FIX, CHECK_FIXED, MERGED, OutcomeRecord
 from symphony.core.reruns import escalate, refusal, settled
@@ -61,6 +64,7 @@ from symphony.core.state import (
     StopReason,
 )
 from symphony.core.transitions import pend
+from symphony.core.trust import material
 
 ADDRESSED = "addressed"
 """The marker kind of the daemon's replies on review threads (not a reviewer's words)."""
@@ -357,7 +361,7 @@ def _review(
             "`follow.on_changes_requested` names no state: the ticket waits for a person."
         )
         return [PostComment(record.issue, "changes_requested", key, body)]
-    text = review_text(record, status, threads, counted)
+    text = review_text(record, status, threads, counted, settings.trust)
     state.reviews[record.issue.id] = ReviewRequest("review", text, tuple(t.id for t in threads))
     body = (
         f"The review of pull request #{record.number} asks for changes "
@@ -443,7 +447,7 @@ def _failed_checks(
         record.handled |= {key}
         state.reviews[record.issue.id] = ReviewRequest("checks", text)
         body = f"Checks failed on pull request #{record.number}; moving the ticket to "
-        body += f"{follow.on_checks_failed}.\n\n{text}"
+        body += f"{follow.on_checks_failed}.\n\n{plain(text)}"
         return _move(
             state, record, follow.on_checks_failed, StageOutcome.CHECKS_FAILED, "checks_failed",
             body, now,
@@ -535,6 +539,8 @@ def _merge(
     merge = settings.merge
     if merge.policy is MergePolicy.NONE or record.head_sha is None:
         return []
+    if merge_held(state, record):
+        return []  # a suspected injection: a person approves this head first
     why = merge_reasons(record, status, verdict, settings)
     if why is None or f"merge-refused:{record.head_sha}" in record.handled:
         return []
@@ -652,7 +658,7 @@ def checks_text(record: PullRecord, failed: Sequence[Check]) -> str:
         where = f" ({check.url})" if check.url else ""
         lines += ["", f"### {check.name}{where}"]
         if check.output:
-            lines += ["", "```", check.output.strip(), "```"]
+            lines += ["", quoted(check.output.strip(), f"CI log of {check.name}")]
     lines += [
         "",
         "Fix the cause in the branch and commit; the daemon runs the stage's gates again and "
@@ -666,23 +672,36 @@ def review_text(
     status: PullStatus,
     threads: Sequence[ReviewThread],
     counted: Sequence[Check],
+    trust: TrustSettings,
 ) -> str:
     """The review as a run reads it: the review bodies, then each open thread with its file,
-    line, diff hunk and comments."""
+    line, diff hunk and comments; each reviewer's words quoted under their name
+    (`core.trust`), an untrusted one's labelled so or left out."""
     lines = [f"Review of pull request #{record.number} ({record.url}):"]
+    left_out = 0
     for review in status.reviews:
         if review.state == "changes_requested" or review.body.strip():
-            lines += ["", f"{review.author} ({review.state.replace('_', ' ')}):"]
-            if review.body.strip():
-                lines.append(review.body.strip())
+            verdict = review.state.replace("_", " ")
+            said = review.body.strip() or "(no text)"
+            text = material(said, f"review ({verdict})", review.author, review.author_member, trust)
+            left_out += text is None
+            lines += ["", text] if text is not None else []
     for number, thread in enumerate(threads, 1):
         where = thread.path or "the change"
         if thread.line is not None:
             where += f", line {thread.line}"
         lines += ["", f"Thread {number}: {where}"]
         if thread.diff_hunk:
-            lines += ["```diff", thread.diff_hunk.strip(), "```"]
-        lines += [f"- {c.author}: {c.body.strip()}" for c in thread.comments]
+            lines.append(quoted(thread.diff_hunk.strip(), "diff hunk of the thread"))
+        for comment in thread.comments:
+            text = material(
+                comment.body.strip(), "review comment", comment.author, comment.author_member,
+                trust,
+            )  # fmt: skip
+            left_out += text is None
+            lines += [text] if text is not None else []
+    if left_out:
+        lines += ["", f"({left_out} by authors this workflow does not trust left out)"]
     failed = [c for c in counted if c.state is CheckState.FAILED]
     if failed:
         lines += ["", "Failing checks too: " + ", ".join(c.name for c in failed)]

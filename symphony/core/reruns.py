@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from symphony.base.fences import plain
 from symphony.base.issue import Issue, normalize_state
 from symphony.config.sections import Settings
 from symphony.config.stages import StageOutcome
@@ -212,9 +213,11 @@ def escalate(
     *,
     stage: str | None = None,
     extra: str = "",
+    outcome: StageOutcome | None = None,
 ) -> list[Effect]:
     """Stop running the ticket and tell a person: to `escalation_state` with the comment
-    (without stages, held where it is until it changes); nothing else starts it meanwhile."""
+    (without stages, held where it is until it changes); nothing else starts it meanwhile.
+    `outcome` is what stopped it (a cap or the runaway guard when not given)."""
     ledger = ledger_of(state, issue.id, issue.identifier)
     ledger.escalated = why
     state.changed_ledgers.add(issue.id)
@@ -224,7 +227,9 @@ def escalate(
         record.escalated = True
     body = escalation_text(state, issue, why, settings, extra)
     machine = settings.machine
-    outcome = StageOutcome.RUNAWAY if why.startswith("the runaway guard") else StageOutcome.CAPPED
+    if outcome is None:
+        runaway = why.startswith("the runaway guard")
+        outcome = StageOutcome.RUNAWAY if runaway else StageOutcome.CAPPED
     if machine is None:
         state.claimed.discard(issue.id)
         state.held[issue.id] = (normalize_state(issue.state), issue.updated_at)
@@ -257,7 +262,7 @@ def escalation_text(
             f"They cost {usd(totals.known_cost_usd)} in all ({totals.total_tokens:,} tokens).",
         ]
     if extra:
-        lines += ["", extra]
+        lines += ["", plain(extra)]
     if ledger.last_output:
         lines += ["", "The agent's last output:", "", "```", ledger.last_output.strip(), "```"]
     lines += [

@@ -40,6 +40,7 @@ from symphony.core.effects import (
     StopWorker,
 )
 from symphony.core.footprint import Footprint
+from symphony.core.injection import suspect
 from symphony.core.limits import after_run, on_limited, waits_for_limit
 from symphony.core.outcomes import CLOSED, GATE, OutcomeRecord
 from symphony.core.reruns import ended, escalate, kind_of_retry, refusal
@@ -497,6 +498,9 @@ def _after_ended(
         if transition is not None:
             return [transition]
         return [_schedule_retry(state, entry.issue, 1, RetryKind.CONTINUATION, None, settings, now)]
+    failure = result.failure
+    if failure is not None and failure.reason is FailureReason.SUSPECTED_INJECTION:
+        return suspect(state, entry.issue, failure.message, settings, now, stage=entry.stage)
     # A stalled run is a failure whatever its worker said while being stopped.
     kind = RetryKind.FAILURE
     if reason is StopReason.STALLED:

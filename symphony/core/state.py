@@ -156,6 +156,10 @@ class RunLedger:
     escalated: str | None = None
     """Why the daemon stopped dispatching it (a cap or the runaway guard); cleared, with every
     count, when a person sends it back to work."""
+    suspected: str | None = None
+    """Why the daemon suspects an injection (`core.injection`): no merge policy merges its
+    pull request until a person approves the head on the review page. Sending the ticket
+    back to work does not clear it."""
 
 
 @dataclass(slots=True)
@@ -553,6 +557,8 @@ class FailureReason(enum.Enum):
     AGENT_TURN = "agent_turn"
     """A turn or a fix turn failed, timed out or was cancelled, or the agent exited."""
     AGENT_STALLED = "agent_stalled"
+    SUSPECTED_INJECTION = "suspected_injection"
+    """A write of the agent's carried its run's canary: refused, and the run stopped."""
     INTERNAL = "internal_error"
 
 

@@ -31,6 +31,7 @@ from symphony.core.publishing import publish_intent
 from symphony.core.stage_outcomes import PlannedComment, TransitionPlan, plan_transition
 from symphony.core.state import (
     PendingTransition,
+    RunLedger,
     RunningEntry,
     SchedulerState,
     StageProgress,
@@ -199,6 +200,9 @@ class WriteResult(enum.StrEnum):
     REFUSED = "refused"
     """Publishing was refused for good (the remote rejected the push): the ticket goes to
     `escalation_state` with the remote's words instead."""
+    SUSPECTED = "suspected"
+    """Publishing was refused because what it would send out carried a run's canary
+    (`core.injection`): the ticket goes to `escalation_state`, marked suspected."""
 
 
 def on_transition_written(
@@ -217,6 +221,10 @@ def on_transition_written(
         return on_transition_failed(state, issue_id, detail or "failed", settings, now)
     if result is WriteResult.REFUSED:
         return _escalate_unpublished(state, issue_id, detail or "refused", settings, now)
+    if result is WriteResult.SUSPECTED:
+        return _escalate_unpublished(
+            state, issue_id, detail or SUSPECTED, settings, now, suspected=True
+        )
     moved = result is WriteResult.MOVED
     return on_transition_confirmed(state, issue_id, moved=moved, wall=wall, reason=detail)
 
@@ -316,26 +324,48 @@ def _reason(plan: TransitionPlan) -> str:
 
 
 def _escalate_unpublished(
-    state: SchedulerState, issue_id: str, why: str, settings: Settings, now: float
+    state: SchedulerState,
+    issue_id: str,
+    why: str,
+    settings: Settings,
+    now: float,
+    *,
+    suspected: bool = False,
 ) -> list[Effect]:
     """The hand-off could not be published: the ticket goes to `escalation_state` instead,
-    with what the remote said."""
+    with what the remote said, or, `suspected`, marked as a suspected injection."""
     pending = state.transitions.get(issue_id)
     machine = settings.machine
     if pending is None or machine is None:
         return []
-    body = (
-        f"The daemon could not publish stage `{pending.plan.stage}`: {why}\n\nThe branch "
-        f"stays in the workspace; moving the ticket to {machine.escalation_state} for a person."
+    outcome, kind = StageOutcome.PUBLISH_FAILED, "publish_failed"
+    body = f"The daemon could not publish stage `{pending.plan.stage}`: {why}"
+    if suspected:
+        outcome, kind = StageOutcome.SUSPECTED_INJECTION, StageOutcome.SUSPECTED_INJECTION.value
+        body = f"The daemon refused to publish stage `{pending.plan.stage}`, {SUSPECTED}: {why}"
+        body += f"\n\n{SUSPECTED_ADVICE}"
+        ledger = state.ledgers.setdefault(issue_id, RunLedger(pending.identifier))
+        ledger.suspected = f"{SUSPECTED}: {why}"
+        state.changed_ledgers.add(issue_id)
+    body += (
+        f"\n\nThe branch stays in the workspace; moving the ticket to "
+        f"{machine.escalation_state} for a person."
     )
     pending.plan = TransitionPlan(
-        pending.plan.stage,
-        StageOutcome.PUBLISH_FAILED,
-        machine.escalation_state,
-        (PlannedComment("publish_failed", body),),
+        pending.plan.stage, outcome, machine.escalation_state, (PlannedComment(kind, body),)
     )
     pending.in_flight, pending.attempts, pending.due_at, pending.error = True, 1, now, why
     return [PerformTransition(issue_id, pending.identifier, pending.plan.target, 1)]
+
+
+SUSPECTED = "suspected injection"
+SUSPECTED_ADVICE = (
+    "A write of the agent's carried the marker its prompt told it never to repeat: it was "
+    "most likely following instructions planted in text it read (the ticket, a comment, a "
+    "review, a log). The write was refused and the run stopped. Read what the agent was "
+    "given before sending the ticket back to work; no merge policy merges its pull request "
+    "until a person approves it on the review page."
+)
 
 
 def on_transition_failed(

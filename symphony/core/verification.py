@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from symphony.base.fences import quoted
+
 GateOutcome = Literal["passed", "failed", "timed_out"]
 
 
@@ -109,19 +111,25 @@ def fix_prompt(identifier: str, failed: GateRound, fix_turn: int, max_fix_turns:
     return (
         f"You reported {identifier} done, and the daemon ran this stage's verification in your "
         f"workspace: {names} failed. This is fix turn {fix_turn} of at most {max_fix_turns}.\n\n"
-        f"{describe_failures(failed)}\n\n"
+        f"{describe_failures(failed, quote=True)}\n\n"
         "Fix the cause, commit, and call report_outcome again: `done` when the work is ready "
         "(the daemon runs the gates again), or `blocked` if you cannot fix it."
     )
 
 
-def describe_failures(round_: GateRound) -> str:
-    """Each failed gate: its command, what happened, and the end of its output."""
+def describe_failures(round_: GateRound, *, quote: bool = False) -> str:
+    """Each failed gate: its command, what happened, and the end of its output: in a code
+    block for people, or quoted as material for an agent (`quote`)."""
     parts = []
     for result in round_.failures:
         part = f"Gate `{result.name}` (`{result.run}`) {result.detail} after {_seconds(result)}."
         if result.output.strip():
-            part += f"\nThe end of its output:\n\n{fence(result.output)}"
+            output = (
+                quoted(result.output.rstrip(), f"output of gate {result.name}")
+                if quote
+                else fence(result.output)
+            )
+            part += f"\nThe end of its output:\n\n{output}"
         parts.append(part)
     return "\n\n".join(parts)
 

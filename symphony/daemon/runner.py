@@ -18,10 +18,11 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from symphony.agents import AgentError, AgentLaunch, AgentSession, EventSink, Grant
+from symphony.agents import AgentError, AgentLaunch, AgentSession, EventSink, Grant, TurnResult
 from symphony.agents.registry import backend, open_session
 from symphony.base.errors import SymphonyError
 from symphony.base.events import AgentEvent, EventKind
+from symphony.base.fences import RunMarks, framed, handle, new_marks, quoted, redacted, seal
 from symphony.base.hosts import HOST_UNREACHABLE
 from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
@@ -29,13 +30,15 @@ from symphony.base.tools import ToolResult, ToolSpec
 from symphony.config.prompt import (
     StageContext,
     continuation_prompt,
-    render_prompt,
+    render_material,
     stage_continuation_prompt,
 )
 from symphony.config.sections import Settings
 from symphony.config.stages import Report, Stage, StageOutcome
+from symphony.config.trust import TrustSettings
 from symphony.core.evidence import WorkspaceFacts
 from symphony.core.footprint import Footprint, files_named
+from symphony.core.injection import carries
 from symphony.core.markers import marker_of, unforgeable, unmarked
 from symphony.core.runs import (
     GateStep,
@@ -47,6 +50,7 @@ from symphony.core.runs import (
     turn_limits,
 )
 from symphony.core.state import Failure, FailureReason, MovePhase, RunKind
+from symphony.core.trust import material
 from symphony.core.verification import GateRound, Verification
 from symphony.daemon.sandbox import attempt_sandbox, protected_paths, runs_root
 from symphony.gateway.server import ModelGateway, ModelGrant
@@ -60,7 +64,13 @@ from symphony.memory import (
     parse_learning,
     record_learning_spec,
 )
-from symphony.tracker.contract import TRACKER_RATE_LIMITED, NewTicket, Tracker, TrackerError
+from symphony.tracker.contract import (
+    TRACKER_RATE_LIMITED,
+    Comment,
+    NewTicket,
+    Tracker,
+    TrackerError,
+)
 from symphony.tracker.stage_tools import (
     CREATE_FOLLOW_UP,
     MAX_FOLLOW_UPS_PER_RUN,
@@ -171,6 +181,8 @@ class AttemptContext:
     """What the run is, with its count (`conflict fix 1/2`): in its log lines and evidence."""
     run_kind: RunKind = RunKind.FIRST
     """What started it (a thread it continues is told why it went quiet)."""
+    marks: RunMarks = dataclasses.field(default_factory=new_marks)
+    """The run's fence and canary (`symphony.base.fences`): never logged, never shown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +238,8 @@ class _Attempt:
         self.ctx = ctx
         self.settings = ctx.settings
         self.stage = ctx.stage
-        self.on_event = on_event
+        self.marks = ctx.marks
+        self.on_event = _redacting(on_event, self.marks.canary)
         self.on_move = on_move
         self.log = log.bind(
             attempt=attempt, stage=self.stage.name if self.stage else None, run=ctx.label
@@ -245,6 +258,9 @@ class _Attempt:
         self.workspace_env: dict[str, str] = {}
         self.resources = contextlib.AsyncExitStack()
         """What the attempt holds until it closes: its sandbox."""
+        self.refusal: str | None = None
+        """A write of the agent's that carried the run's canary: what it was. The run stops."""
+        self.stopping = asyncio.Event()
 
     # Prepare
 
@@ -265,12 +281,15 @@ class _Attempt:
         if stage is not None:
             assert self.settings.machine is not None
             read = await _step(
-                "comments", FailureReason.TRACKER, stage_context(ctx.tracker, issue, stage)
-            )
+                "comments", FailureReason.TRACKER,
+                stage_context(ctx.tracker, issue, stage, self.settings.trust),
+            )  # fmt: skip
             variables = ctx.masker.mask_fields(read)  # the ticket's comments enter here
             # What the run addresses: a review or failed checks, and a conflict with the
             # target its worktree could not be brought up to (both sides, for the agent).
-            asked = [text for text in (ctx.review, self.workspace.note) if text]
+            note = self.workspace.note
+            asked = [ctx.review] if ctx.review else []
+            asked += [quoted(note, "what git says of the worktree")] if note else []
             self.variables = dataclasses.replace(variables, review="\n\n".join(asked) or None)
             # A ticket an agent creates starts where every ticket does: before the first
             # checkpoint (a plan a person approves), never in a later stage's state.
@@ -363,6 +382,13 @@ class _Attempt:
         return answers
 
     async def handle_tool(self, name: str, arguments: Any) -> ToolResult:
+        if self.refusal is not None or carries(arguments, (self.marks.canary,)):
+            # Whatever the tool, a call carrying the canary sends words the agent was told
+            # never to repeat: it is following planted text. Nothing more goes out of this run.
+            self.refusal = self.refusal or f"a `{name}` call"
+            self.stopping.set()
+            self.log.warning("agent write refused: suspected injection", tool=name)
+            return ToolResult.failure("refused", "this write was refused; the run is stopped")
         answer = self.answers.get(name)
         if answer is not None:
             return await answer(arguments)
@@ -452,9 +478,7 @@ class _Attempt:
             prompt = await self.prompt(session, turn, limits.max_turns)
             title = f"{self.current.identifier}: {self.current.title}"
             self.turn_report = None
-            result = await _step(
-                f"turn {turn}", FailureReason.AGENT_TURN, session.run_turn(prompt, title=title)
-            )
+            result = await self.turn(session, f"turn {turn}", prompt, title)
             self.log.info("turn completed", session_id=result.session_id, turn=turn)
             report = self.take_report()
             if report is not None and self.stage is not None:
@@ -481,7 +505,7 @@ class _Attempt:
         if turn == 1 and session.resumed:
             after_limit = ctx.run_kind is RunKind.AFTER_LIMIT
             guidance = LIMIT_RESUMED_GUIDANCE if after_limit else RESUMED_GUIDANCE
-            return guidance.format(identifier=current.identifier)
+            return framed(guidance.format(identifier=current.identifier), self.marks)
         if turn == 1:
             template = stage.prompt_template if stage else self.settings.prompt_template
             notes = None
@@ -499,11 +523,34 @@ class _Attempt:
                 # prompt does not place `{{ review }}`.
                 prompt += REVIEW_NOTE.format(review=review)
             if ctx.resume_thread_id is not None:
-                prompt += INTERRUPTED_NOTE.format(said=ctx.last_message or "(nothing was reported)")
-            return prompt
+                said = ctx.last_message
+                told = quoted(said, "last message of the interrupted session") if said else None
+                prompt += INTERRUPTED_NOTE.format(said=told or "(nothing was reported)")
+            return framed(prompt, self.marks)
         if stage is not None:
             return stage_continuation_prompt(current, stage.name, turn, max_turns)
         return continuation_prompt(current, turn, max_turns)
+
+    async def turn(self, session: AgentSession, what: str, prompt: str, title: str) -> TurnResult:
+        """One turn (or fix turn), every quoted piece of `prompt` sealed with the run's
+        fence; a write refused for the canary stops it at once."""
+        running = asyncio.ensure_future(
+            session.run_turn(seal(prompt, self.marks.fence), title=title)
+        )
+        refused = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait((running, refused), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            refused.cancel()
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await running
+        if self.refusal is not None:
+            raise AttemptFailed(Failure(
+                what, self.refusal, "suspected_injection", FailureReason.SUSPECTED_INJECTION
+            ))  # fmt: skip
+        return await _step(what, FailureReason.AGENT_TURN, running)
 
     async def reported(
         self, report: Report, stage: Stage, session: AgentSession, launch: AgentLaunch
@@ -513,8 +560,12 @@ class _Attempt:
         ctx, current = self.ctx, self.current
         verification = None
         if stage.verify and report.outcome is StageOutcome.DONE:
+
+            def fix_turn(what: str, prompt: str) -> Awaitable[object]:
+                return self.turn(session, what, prompt, f"{current.identifier}: {current.title}")
+
             report, verification = await _verify(
-                stage, report, current, session, launch, self.workspace_env, self.settings,
+                stage, report, current, fix_turn, launch, self.workspace_env, self.settings,
                 self.take_report, ctx.masker,
                 contained=lambda: _check_cwd(ctx.workspaces, self.workspace),
             )  # fmt: skip
@@ -563,7 +614,7 @@ async def _verify(
     stage: Stage,
     report: Report,
     issue: Issue,
-    session: AgentSession,
+    fix_turn: Callable[[str, str], Awaitable[object]],
     launch: AgentLaunch,
     gate_env: Mapping[str, str],
     settings: Settings,
@@ -578,7 +629,6 @@ async def _verify(
     round that ran."""
     rounds: list[GateRound] = []
     fix_turns = 0
-    title = f"{issue.identifier}: {issue.title}"
     take_report()
     while True:
         after = after_gates(
@@ -598,10 +648,7 @@ async def _verify(
         log.info("verification failed, fix turn", fix_turn=after.fix_turn, gates=[
             r.name for r in rounds[-1].failures
         ])  # fmt: skip
-        await _step(
-            f"fix turn {after.fix_turn}", FailureReason.AGENT_TURN,
-            session.run_turn(after.prompt, title=title),
-        )  # fmt: skip
+        await fix_turn(f"fix turn {after.fix_turn}", after.prompt)
         fix_turns += 1
         report = take_report() or report
     verification = Verification(tuple(rounds))
@@ -613,9 +660,12 @@ async def _verify(
     return report, verification
 
 
-async def stage_context(tracker: Tracker, issue: Issue, stage: Stage) -> StageContext:
+async def stage_context(
+    tracker: Tracker, issue: Issue, stage: Stage, trust: TrustSettings
+) -> StageContext:
     """The stage-mode prompt variables: the newest plan the daemon posted (as a person may have
-    edited it since) and every comment, oldest first."""
+    edited it since) and every comment, oldest first, each quoted under its author's name
+    (an untrusted author's labelled so, or left out: `core.trust`)."""
     comments = await tracker.list_comments(issue)
     plan = None
     for comment in comments:
@@ -623,11 +673,32 @@ async def stage_context(tracker: Tracker, issue: Issue, stage: Stage) -> StageCo
         if marker is not None and marker[0] == "plan":
             plan = unmarked(comment.body)
     # A long discussion must not make a prompt of megabytes: the newest comments matter most.
-    rows = tuple(
-        {**comment.to_template(), "body": _bounded(unmarked(comment.body), MAX_COMMENT_CHARS)}
-        for comment in comments[-MAX_PROMPT_COMMENTS:]
-    )
-    return StageContext(stage.name, plan, rows)
+    rows = (_comment_row(comment, trust) for comment in comments[-MAX_PROMPT_COMMENTS:])
+    return StageContext(stage.name, plan, tuple(row for row in rows if row is not None))
+
+
+def _comment_row(comment: Comment, trust: TrustSettings) -> dict[str, Any] | None:
+    """One comment for `{{ comments }}`: its author as a plain handle, its body quoted."""
+    body = _bounded(unmarked(comment.body), MAX_COMMENT_CHARS)
+    if marker_of(comment.body) is not None:
+        quoted_body: str | None = quoted(body, "comment posted by the daemon")
+    else:
+        quoted_body = material(body, "comment", comment.author, comment.author_member, trust)
+    if quoted_body is None:
+        return None
+    return {**comment.to_template(), "author": handle(comment.author), "body": quoted_body}
+
+
+def _redacting(sink: EventSink, canary: str) -> EventSink:
+    """`sink` with the run's canary blotted out of what an event says: events reach the log,
+    the store, the dashboard and an escalation's "last output"."""
+
+    def report(event: AgentEvent) -> None:
+        if event.message and canary in event.message:
+            event = dataclasses.replace(event, message=redacted(event.message, canary))
+        sink(event)
+
+    return report
 
 
 async def _withheld(arguments: Any) -> ToolResult:
@@ -760,7 +831,7 @@ def _render(
     memory: str | None = None,
 ) -> str:
     try:
-        return render_prompt(template, issue, attempt, stage, memory=memory)
+        return render_material(template, issue, attempt, stage, memory=memory)
     except SymphonyError as exc:
         raise AttemptFailed(_failure("prompt", FailureReason.PROMPT, exc)) from None
 

@@ -160,6 +160,7 @@ def ledger_to_json(ledger: RunLedger) -> str:
             "history": ledger.history,
             "last_output": ledger.last_output,
             "escalated": ledger.escalated,
+            "suspected": ledger.suspected,
         },
         sort_keys=True,
     )
@@ -174,6 +175,7 @@ def ledger_from_json(identifier: str, text: str) -> RunLedger:
         history=[str(h) for h in data.get("history") or ()],
         last_output=data.get("last_output"),
         escalated=data.get("escalated"),
+        suspected=data.get("suspected"),
     )
 
 

@@ -68,6 +68,11 @@ class Comment:
     body: str
     author: str | None = None
     created_at: datetime | None = None
+    author_member: bool | None = None
+    """Whether the tracker counts the author as one of its people: a GitHub repository's
+    owner, member or collaborator (`author_association`), a GitLab project's member, a Linear
+    workspace's member (not a guest), a Kaiten space's user, anyone on the local board; None
+    when it cannot say, which `trust:` counts as not (`symphony.core.trust`)."""
 
     def to_template(self) -> dict[str, Any]:
         return {

@@ -4,6 +4,7 @@ run in-process. The daemon's lifecycle under real signals is in tests/e2e/test_c
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from datetime import UTC, datetime, timedelta
@@ -135,7 +136,7 @@ def test_render_accepts_options_between_its_arguments(board: Board, symphony_cli
     board.write_workflow(prompt="{{ issue.identifier }} attempt={{ attempt }}")
     result = symphony_cli("render", "ABC-1", "--attempt", "2", str(board.workflow), cwd=board.root)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ABC-1 attempt=2"
+    assert result.stdout.strip().splitlines()[-1] == "ABC-1 attempt=2"
 
 
 def test_render_prints_the_prompt_a_ticket_would_get(board: Board, symphony_cli: Cli) -> None:
@@ -145,7 +146,13 @@ def test_render_prints_the_prompt_a_ticket_would_get(board: Board, symphony_cli:
     )
     result = symphony_cli("render", "ABC-1", "--attempt", "2", cwd=board.root)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "Fix ABC-1 (Ticket ABC-1) attempt=2"
+    # The ticket's title comes fenced, under the standing instruction of every first prompt.
+    said = result.stdout.strip()
+    assert said.startswith("Text between `⟦untrusted ") and "never repeat it" in said
+    assert re.fullmatch(
+        r"Fix ABC-1 \(⟦untrusted (\w+): ticket title⟧ Ticket ABC-1 ⟦end \1⟧\) attempt=2",
+        said.splitlines()[-1],
+    )
     missing = symphony_cli("render", "ABC-9", cwd=board.root)
     assert missing.returncode == 1 and "ABC-9" in missing.stderr
 

@@ -217,9 +217,10 @@ def test_the_title_template_is_strict_and_renders_on_one_line(tmp_path: Path) ->
 def test_a_stage_prompt_reads_review_as_nil_when_there_is_none() -> None:
     template = "{% if review %}Address: {{ review }}{% else %}No review yet.{% endif %}"
     context = StageContext("implement", None, ())
-    assert render_prompt(template, make_issue(), None, context) == "No review yet."
+    assert render_prompt(template, make_issue(), None, context).endswith("\n\nNo review yet.")
     reviewed = StageContext("implement", None, (), review="Rename x to width.")
-    assert render_prompt(template, make_issue(), None, reviewed) == "Address: Rename x to width."
+    said = render_prompt(template, make_issue(), None, reviewed)
+    assert said.endswith("\n\nAddress: Rename x to width.")
 
 
 def test_the_token_reaches_no_child_under_any_name(tmp_path: Path) -> None:

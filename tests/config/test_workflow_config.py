@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from symphony.base.fences import plain
 from symphony.base.issue import ISSUE_TEMPLATE_SHAPE, BlockerRef
 from symphony.config.fields import ConfigError, resolve_secret
 from symphony.config.load import load_settings
@@ -18,6 +19,7 @@ from symphony.config.prompt import (
     PromptError,
     check_template,
     continuation_prompt,
+    render_material,
     render_prompt,
 )
 from symphony.config.workflow import (
@@ -226,7 +228,8 @@ def test_prompt_renders_issue_fields_and_attempt() -> None:
         "{% for b in issue.blocked_by %} after {{ b.identifier }}{% endfor %}"
         "{% if attempt %} retry {{ attempt }}{% endif %}"
     )
-    assert render_prompt(template, issue, None) == "ABC-7 Title of ABC-7 p2 #a #b after ABC-1"
+    rendered = plain(render_material(template, issue, None))
+    assert rendered == "ABC-7 ticket title: Title of ABC-7 p2 #a #b after ABC-1"
     assert render_prompt(template, issue, 3).endswith(" retry 3")
 
 

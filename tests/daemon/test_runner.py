@@ -14,10 +14,12 @@ import pytest
 
 from symphony.agents.codex import CodexSettings
 from symphony.base.events import AgentEvent
+from symphony.base.fences import plain
 from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.config.sections import HooksSettings
+from symphony.config.trust import TrustSettings
 from symphony.core.state import MovePhase
 from symphony.daemon import runner
 from symphony.daemon.runner import AttemptContext, AttemptFailed, run_attempt
@@ -230,12 +232,16 @@ async def test_a_stage_prompt_gets_the_newest_plan_and_a_bounded_number_of_comme
 
     stage = Stage("do", ("Todo",), "t", "WORKFLOW.md", 1, "Done", "X", "X", 4)
     issue = make_issue("ABC-1")
-    context = await runner.stage_context(Talkative(issue, ["Todo"]), issue, stage)
+    everyone = TrustSettings(("everyone",))
+    context = await runner.stage_context(Talkative(issue, ["Todo"]), issue, stage, everyone)
     assert context.plan == "new plan"
-    assert len(context.comments) == 100 and context.comments[0]["body"] == "note 50"
-    assert context.comments[90]["body"] == "new plan"  # markers are not shown to the agent
+    bodies = [plain(row["body"]) for row in context.comments]
+    assert len(bodies) == 100 and bodies[0] == "comment: note 50"
+    # Markers are not shown to the agent; the daemon's comments are labelled its own.
+    assert bodies[90] == "comment posted by the daemon: new plan"
     last = context.comments[-1]
-    assert last["author"] == "ana" and last["body"].endswith("... [10000 more chars]")
+    assert last["author"] == "ana" and plain(last["body"]).endswith("... [10000 more chars]")
+    assert plain(last["body"]).startswith("comment by @ana: xxx")
 
 
 async def test_an_agent_s_follow_ups_start_before_the_plan_and_are_capped_per_run(
