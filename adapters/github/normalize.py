@@ -187,7 +187,22 @@ def comment_of(item: Any) -> Comment:
         # A deleted account leaves `user` null (GitHub shows it as "ghost").
         author=text_or_none(user.get("login")) if isinstance(user, Mapping) else None,
         created_at=created.astimezone(UTC) if created else None,
+        author_member=is_member(item.get("author_association")),
     )
+
+
+MEMBER_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+"""GitHub's `author_association` values of the repository's own people: its owner, members of
+the organization that owns it, and invited collaborators. A contributor whose pull request was
+once merged, a first-timer and anyone else (`NONE`) are not."""
+
+
+def is_member(association: Any) -> bool | None:
+    """Whether an `author_association` (REST) or `authorAssociation` (GraphQL) is one of the
+    repository's people; None when GitHub sent none."""
+    if not isinstance(association, str):
+        return None
+    return association.upper() in MEMBER_ASSOCIATIONS
 
 
 def issue_of_comment(item: Mapping[str, Any]) -> tuple[str, int] | None:

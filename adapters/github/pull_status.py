@@ -25,6 +25,7 @@ from symphony.codehost.contract import (
 )
 
 from .._support.normalize import as_int, text_or_none
+from .normalize import is_member
 
 ACTIONS_APP = "github-actions"
 """The app slug of GitHub Actions' check runs, whose job log says why they failed."""
@@ -163,6 +164,7 @@ def reviews(items: Iterable[Any]) -> tuple[Review, ...]:
                 author=author or "ghost",
                 state=str(item["state"]).lower(),
                 body=body if isinstance(body, str) else "",
+                author_member=is_member(item.get("author_association")),
             )
         )
     return tuple(found)
@@ -260,7 +262,11 @@ def _comment(node: Mapping[str, Any]) -> ReviewComment:
     author = node.get("author")
     login = text_or_none(author.get("login")) if isinstance(author, Mapping) else None
     body = node.get("body")
-    return ReviewComment(author=login or "ghost", body=body if isinstance(body, str) else "")
+    return ReviewComment(
+        author=login or "ghost",
+        body=body if isinstance(body, str) else "",
+        author_member=is_member(node.get("authorAssociation")),
+    )
 
 
 def _database_id(value: Any) -> int | None:

@@ -111,7 +111,7 @@ query PullRequestFollow($owner: String!, $name: String!, $number: Int!) {
           path
           line
           comments(last: 50) {
-            nodes { fullDatabaseId body author { __typename login } }
+            nodes { fullDatabaseId body authorAssociation author { __typename login } }
           }
         }
       }

@@ -63,6 +63,8 @@ def comment_from(raw: Any) -> Comment | None:
         body=text if isinstance(text, str) else "",
         author=name.strip() if name else None,
         created_at=created.astimezone(UTC) if created else None,
+        # Only the company's users can comment on a card: an author is a member.
+        author_member=True if name else None,
     )
 
 

@@ -123,7 +123,7 @@ fragment SymphonyComment on Comment {
   id
   body
   createdAt
-  user { name displayName }
+  user { name displayName guest }
 }
 """
 

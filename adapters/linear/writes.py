@@ -219,6 +219,9 @@ def comment_from_node(node: Any) -> Comment:
         body=body,
         author=_text(user.get("displayName")) or _text(user.get("name")),
         created_at=created.astimezone(UTC) if created is not None else None,
+        # A comment with a user is a workspace member's; a guest sees only some teams, and a
+        # comment without one came through an integration (an email, a bot).
+        author_member=bool(user) and user.get("guest") is not True,
     )
 
 

@@ -321,7 +321,8 @@ class LocalBoard:
                 raise TrackerError(TRACKER_REQUEST, f"cannot read {path.name}: {exc}") from None
             if isinstance(ticket, Ticket) and ticket.id == issue.id:
                 return [
-                    Comment(str(c.number), c.text, c.author, c.written_at) for c in ticket.comments
+                    Comment(str(c.number), c.text, c.author, c.written_at, author_member=True)
+                    for c in ticket.comments
                 ]
         raise TrackerError(TRACKER_REJECTED, f"ticket {issue.identifier} is no longer on the board")
 

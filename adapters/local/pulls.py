@@ -173,7 +173,9 @@ class LocalPulls:
         decision = ReviewDecision.REVIEW_REQUIRED
         if review in ("approved", "changes_requested"):
             decision = ReviewDecision(review)
-            reviews = (Review(reviewer, review, front_text(front.get("review_comment")) or ""),)
+            said = front_text(front.get("review_comment")) or ""
+            # Whoever can write the pull request's file on this machine is one of its people.
+            reviews = (Review(reviewer, review, said, author_member=True),)
         return PullStatus(
             pull=pull,
             mergeable=mergeable,
@@ -596,7 +598,7 @@ def _threads(raw: object) -> tuple[ReviewThread, ...]:
             else:
                 body, author = front_text(comment), "reviewer"
             if body is not None:
-                said.append(ReviewComment(author, body))
+                said.append(ReviewComment(author, body, author_member=True))
         line = item.get("line")
         threads.append(
             ReviewThread(

@@ -56,6 +56,8 @@ class FakeComment:
     author: str | None = "octocat"
     created_at: str = payloads.STAMP
     updated_at: str | None = None
+    association: str = "OWNER"
+    """GitHub's `author_association`: `NONE` for someone with no part in the repository."""
 
 
 @dataclass
@@ -206,6 +208,7 @@ class FakeGitHub:
             created_at=comment.created_at,
             updated_at=comment.updated_at,
             api=self.base,
+            association=comment.association,
         )
 
     def handle(

@@ -110,6 +110,9 @@ class FakePulls:
     threads: list[FakeThread] = field(default_factory=list)
     required: set[str] = field(default_factory=set)
     """Names of the checks the base branch requires."""
+    outsiders: set[str] = field(default_factory=set)
+    """Logins with no part in the repository (`author_association` NONE); everyone else is a
+    collaborator."""
     protection: dict[str, int] = field(default_factory=dict)
     """Protected branch -> approvals its rule requires; others answer 404."""
     dismiss_stale: bool = False
@@ -124,6 +127,9 @@ class FakePulls:
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     # Changes made from outside (a person, a push, CI)
+
+    def association(self, login: str) -> str:
+        return "NONE" if login in self.outsiders else "COLLABORATOR"
 
     def record(self, number: int) -> dict[str, Any]:
         return next(p for p in self.pulls if p["number"] == number)
@@ -379,10 +385,18 @@ class FakePulls:
             return self._merge(pull, body)
         if (method, kind, tail) == ("GET", "pulls", "/reviews"):
             mine = [r for r in self.reviews if r.number == number]
-            return 200, {}, [_review(r) for r in mine]
+            return 200, {}, [_review(r, self.association(r.author)) for r in mine]
         if (method, kind, tail) == ("GET", "pulls", "/comments"):
             threads = [t for t in self.threads if t.number == number]
-            return 200, {}, [_review_comment(t, *c) for t in threads for c in t.comments]
+            return (
+                200,
+                {},
+                [
+                    _review_comment(t, *c, self.association(c[1]))
+                    for t in threads
+                    for c in t.comments
+                ],
+            )
         if (method, kind, tail) == ("POST", "issues", "/labels"):
             names = [label["name"] for label in pull["labels"]]
             pull["labels"] += [{"name": n} for n in body["labels"] if n not in names]
@@ -542,6 +556,7 @@ class FakePulls:
                         {
                             "fullDatabaseId": str(i),
                             "body": b,
+                            "authorAssociation": self.association(a),
                             "author": {"__typename": "User", "login": a},
                         }
                         for i, a, b in t.comments
@@ -598,22 +613,26 @@ def _operation(document: str) -> str:
     return found.group(1) if found else ""
 
 
-def _review(review: FakeReview) -> dict[str, Any]:
+def _review(review: FakeReview, association: str) -> dict[str, Any]:
     return {
         "id": review.id,
         "user": {"login": review.author},
+        "author_association": association,
         "state": review.state,
         "body": review.body,
     }
 
 
-def _review_comment(thread: FakeThread, comment_id: int, author: str, body: str) -> dict[str, Any]:
+def _review_comment(
+    thread: FakeThread, comment_id: int, author: str, body: str, association: str
+) -> dict[str, Any]:
     comment = {
         "id": comment_id,
         "path": thread.path,
         "diff_hunk": thread.diff_hunk,
         "body": body,
         "user": {"login": author},
+        "author_association": association,
     }
     # The description has no null `line`: a comment on the whole file leaves it out.
     return comment if thread.line is None else {**comment, "line": thread.line}

@@ -121,6 +121,7 @@ def comment(
     updated_at: str | None = None,
     api: str = API,
     web: str = WEB,
+    association: str = "OWNER",
 ) -> dict[str, Any]:
     """One issue comment (`issues/create-comment`, `issues/list-comments`, `issues/get-comment`,
     `issues/update-comment`); `author=None` is a deleted account."""
@@ -134,7 +135,7 @@ def comment(
         "user": user(author, api=api, web=web) if author else None,
         "created_at": created_at,
         "updated_at": updated_at or created_at,
-        "author_association": "OWNER",
+        "author_association": association,
     }
 
 

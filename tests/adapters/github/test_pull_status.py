@@ -157,7 +157,7 @@ async def test_a_new_review_a_new_check_and_a_push_are_seen_at_the_next_read() -
     fake.add_review(101, "amy", "CHANGES_REQUESTED", "please add a test")
     fake.add_review(101, "bob", "DISMISSED", "never mind")
     status = await github.read_status(101)
-    assert status.reviews == (Review("amy", "changes_requested", "please add a test"),)
+    assert status.reviews == (Review("amy", "changes_requested", "please add a test", True),)
     assert status.review_decision is ReviewDecision.CHANGES_REQUESTED
     fake.add_check(101, "lint", "failure")
     assert {c.name: c.state for c in (await github.read_status(101)).checks} == {
@@ -175,6 +175,7 @@ async def test_a_new_review_a_new_check_and_a_push_are_seen_at_the_next_read() -
 
 async def test_only_unresolved_threads_come_with_path_line_diff_hunk_and_comments() -> None:
     fake, github = following()
+    fake.outsiders.add("bob")
     open_thread = fake.add_thread(
         101, "src/parse.py", 12, ("amy", "This drops the title."), ("bob", "Agreed.")
     )
@@ -185,8 +186,8 @@ async def test_only_unresolved_threads_come_with_path_line_diff_hunk_and_comment
     assert (thread.path, thread.line) == ("src/parse.py", 12)
     assert thread.diff_hunk == open_thread.diff_hunk
     assert thread.comments == (
-        ReviewComment("amy", "This drops the title."),
-        ReviewComment("bob", "Agreed."),
+        ReviewComment("amy", "This drops the title.", author_member=True),
+        ReviewComment("bob", "Agreed.", author_member=False),  # no part in the repository
     )
     await github.aclose()
 

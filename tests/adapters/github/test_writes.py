@@ -207,6 +207,17 @@ async def test_list_comments_reads_every_page_oldest_first_with_logins_and_utc_t
     assert {r.status for r in fake.requests[again:]} == {304}  # unchanged: no quota spent
 
 
+async def test_a_comment_author_is_a_member_when_github_associates_them_with_the_repository() -> (
+    None
+):
+    fake = board()
+    for association in ("OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR", "NONE"):
+        fake.comment(1, association.lower(), association=association)
+    tracker = on_fake(fake)
+    comments = await tracker.list_comments(await read(tracker, "1"))
+    assert [c.author_member for c in comments] == [True, True, True, False, False]
+
+
 async def test_list_comments_of_an_issue_without_comments_is_empty() -> None:
     fake = board()
     tracker = on_fake(fake)

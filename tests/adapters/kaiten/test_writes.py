@@ -274,6 +274,7 @@ async def test_add_comment_posts_the_text_and_returns_the_comment_kaiten_answere
         body="**plan**",
         author="Symphony Bot",
         created_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        author_member=True,
     )
     assert comment.created_at is not None and comment.created_at.utcoffset() == timedelta(0)
 

@@ -79,6 +79,8 @@ class FakeUser:
     id: str
     name: str
     display_name: str
+    guest: bool = False
+    """A guest of the workspace, who sees only some of its teams."""
 
 
 @dataclass
@@ -452,7 +454,11 @@ class FakeLinear:
             "id": comment.id,
             "body": comment.body,
             "createdAt": comment.created_at.isoformat().replace("+00:00", "Z"),
-            "user": {"name": user.name, "displayName": user.display_name} if user else None,
+            "user": (
+                {"name": user.name, "displayName": user.display_name, "guest": user.guest}
+                if user
+                else None
+            ),
         }
 
     def team_node(self, team: FakeTeam) -> dict[str, Any]:

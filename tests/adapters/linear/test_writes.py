@@ -222,6 +222,22 @@ async def test_a_comment_author_is_the_display_name_else_the_name_else_none(
     assert [c.author for c in await tracker.list_comments(issue)] == ["Ana Lima", None]
 
 
+async def test_a_comment_author_is_a_member_unless_a_guest_or_an_integration(
+    fake: FakeLinear, make_tracker: MakeTracker
+) -> None:
+    tracker = make_tracker()
+    issue = await read(tracker, fake.add("ENG-1").id)
+    fake.comment("ENG-1", "by a member")
+    fake.users["user-ana"].guest = True
+    fake.comment("ENG-1", "by a guest")
+    fake.comment("ENG-1", "by an integration", user=None)
+    said = await tracker.list_comments(issue)
+    assert [c.author_member for c in said] == [False, False, False]  # ana is a guest now
+    fake.users["user-ana"].guest = False
+    said = await tracker.list_comments(issue)
+    assert [c.author_member for c in said] == [True, True, False]
+
+
 async def test_an_issue_without_comments_lists_none_in_one_request(
     fake: FakeLinear, make_tracker: MakeTracker
 ) -> None:
