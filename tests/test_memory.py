@@ -250,8 +250,10 @@ async def test_a_learning_recorded_on_one_ticket_reaches_the_next_ticket_s_promp
         if (message := json.loads(line)).get("method") == "turn/start"
         for item in message["params"]["input"]
     ]
-    first = next(p for p in prompts if p.startswith("Work on ABC-1"))
-    second = next(p for p in prompts if p.startswith("Work on ABC-2"))
+    # A first prompt opens with the standing instruction on fenced text.
+    first = next(p for p in prompts if "\n\nWork on ABC-1" in p)
+    second = next(p for p in prompts if "\n\nWork on ABC-2" in p)
+    assert "notes from earlier tickets" in second  # fenced as material
     assert "What earlier tickets learned" not in first
     assert "- **test database** (ABC-1, " in second
     assert "Run `make db` before the integration tests." in second

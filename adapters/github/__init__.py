@@ -82,6 +82,7 @@ def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracke
 
 ADAPTER = TrackerAdapter(
     kind="github",
+    members="the repository's owner, members and collaborators (GitHub's author_association)",
     create_tracker=create_tracker,
     default_active_states=DEFAULT_ACTIVE_STATES,
     default_terminal_states=DEFAULT_TERMINAL_STATES,

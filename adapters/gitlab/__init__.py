@@ -75,6 +75,7 @@ def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracke
 
 ADAPTER = TrackerAdapter(
     kind="gitlab",
+    members="nobody: GitLab notes do not say who is a project member; name them in trust.authors",
     create_tracker=create_tracker,
     default_active_states=DEFAULT_ACTIVE_STATES,
     default_terminal_states=DEFAULT_TERMINAL_STATES,

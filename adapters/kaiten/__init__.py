@@ -54,6 +54,7 @@ def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracke
 
 ADAPTER = TrackerAdapter(
     kind="kaiten",
+    members="the Kaiten company's users",
     create_tracker=create_tracker,
     default_active_states=DEFAULT_ACTIVE_STATES,
     default_terminal_states=DEFAULT_TERMINAL_STATES,

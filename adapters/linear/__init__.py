@@ -51,6 +51,7 @@ def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracke
 
 ADAPTER = TrackerAdapter(
     kind="linear",
+    members="the Linear workspace's members (not its guests)",
     create_tracker=create_tracker,
     default_active_states=DEFAULT_ACTIVE_STATES,
     default_terminal_states=DEFAULT_TERMINAL_STATES,

@@ -43,6 +43,7 @@ def create_tracker(settings: TrackerSettings, context: TrackerContext) -> Tracke
 
 ADAPTER = TrackerAdapter(
     kind="local",
+    members="everyone who writes on the board",
     create_tracker=create_tracker,
     default_active_states=DEFAULT_ACTIVE_STATES,
     default_terminal_states=DEFAULT_TERMINAL_STATES,

@@ -36,13 +36,14 @@ from symphony.config.sandbox import SandboxKind
 from symphony.config.sections import Settings
 from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
+from symphony.core.trust import describe
 from symphony.daemon.follow import create_code_host
 from symphony.gateway.access import model_access
 from symphony.hosts.sandbox.probe import sandbox_problem
 from symphony.hosts.ssh import SshHost
 from symphony.memory import memory_of
 from symphony.store import Store, StoreError
-from symphony.tracker.contract import Tracker, resolve_states
+from symphony.tracker.contract import Tracker, resolve_states, tracker_adapter
 
 
 def preflight_warnings(settings: Settings) -> list[str]:
@@ -104,6 +105,8 @@ async def report(
     settings = dataclasses.replace(settings, tracker=resolved)
     _print_settings(settings)
     _notify(settings)
+    for line in _trust(settings):
+        print(f"trust         {line}")
     kind = settings.agent.kind
     print(f"agent         {kind}: {settings.session_settings(kind).command}")
     print("\n".join(model_access(settings, used_agent_kinds(settings), os.environ)))
@@ -266,6 +269,15 @@ def _machine(settings: Settings, known: Sequence[str] | None) -> list[str]:
         "change the stages"
         for state in missing
     ]
+
+
+def _trust(settings: Settings) -> list[str]:
+    """Whose comments and reviews an agent reads as trusted (`trust:`), and the rest."""
+    members = tracker_adapter(settings.tracker.kind).members
+    repository = settings.repository
+    if repository is not None and repository.kind is not CodeHostKind.LOCAL:
+        members += f"; on pull requests, the {repository.kind} repository's own people"
+    return describe(settings.trust, members)
 
 
 def _notify(settings: Settings) -> None:

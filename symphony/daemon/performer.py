@@ -24,6 +24,7 @@ from symphony import core
 from symphony.agents import AgentLaunch, AgentSession
 from symphony.agents.registry import backend
 from symphony.agents.tool_server import ToolServer
+from symphony.base.fences import new_marks
 from symphony.base.hosts import LOCAL
 from symphony.base.secrets import SecretMasker
 from symphony.codehost.contract import CodeHost
@@ -46,6 +47,7 @@ from symphony.tracker.contract import Tracker
 log = structlog.get_logger("symphony.orchestrator")
 
 T = TypeVar("T")
+KEPT_CANARIES = 20
 
 
 class Current(NamedTuple):
@@ -92,6 +94,10 @@ class Performer:
             admission(state, lambda: current().settings, clock), report, wall=clock.wall
         )
         """The workflow's model gateway; it listens once a run's agent holds an API key."""
+        self._canaries: dict[str, list[str]] = {}
+        """The canaries of each ticket's runs since the daemon started (the newest
+        `KEPT_CANARIES`): what it publishes for the ticket must carry none. Kept in memory
+        only, as a canary must never be written anywhere."""
 
     def start(self, tasks: asyncio.TaskGroup) -> None:
         """Start what effects ask for in `tasks` from now on (the loop's task group)."""
@@ -141,6 +147,9 @@ class Performer:
         machine = settings.machine
         agent = backend(start.agent_kind)
         place = places.for_run(settings, start.host, agent.env_names)
+        marks = new_marks()
+        kept = self._canaries.setdefault(issue.id, [])
+        kept[:] = [*kept, marks.canary][-KEPT_CANARIES:]
         ctx = AttemptContext(
             settings=settings,
             tracker=tracker,
@@ -163,6 +172,7 @@ class Performer:
             run_kind=start.run_kind,
             memory=memory_of(settings, self._masker),
             open_tickets=self._state.open_identifiers,
+            marks=marks,
         )
         self._health.dispatched += 1
         log.info(
@@ -190,7 +200,10 @@ class Performer:
             publisher = None
             if host is not None and settings.repository is not None:
                 git_env = places.child_env(settings)
-                publisher = Publisher(host, settings.repository, git_env, self._masker)
+                canaries = tuple(self._canaries.get(perform.issue_id, ()))
+                publisher = Publisher(
+                    host, settings.repository, git_env, self._masker, canaries=canaries
+                )
             # The ticket's workspace is where its run was: here, or its SSH host.
             where = self._state.workspace_hosts.get(perform.issue_id, LOCAL)
             move = writes.move(tracker, places.on(where), pending, own, publisher)

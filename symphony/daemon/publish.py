@@ -32,6 +32,7 @@ from symphony.codehost.contract import (
 from symphony.config.prompt import PromptError, render_title
 from symphony.config.repository import CodeHostKind, RepositorySettings
 from symphony.core.follow import addressed_reply
+from symphony.core.injection import carries
 from symphony.core.stage_outcomes import PublishIntent
 from symphony.workspace.git import LOCAL_GIT, Git, git_output
 from symphony.workspace.push import PUSH_REJECTED, PushError, push_branch
@@ -63,7 +64,15 @@ class Failed:
     why: str
 
 
-Publication = Published | Refused | Failed
+@dataclass(frozen=True, slots=True)
+class Suspected:
+    """What publishing would send out carries a run's canary (`core.injection`): nothing was
+    pushed; `why` names what carried it, never the canary."""
+
+    why: str
+
+
+Publication = Published | Refused | Failed | Suspected
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +84,9 @@ class Publisher:
     repository: RepositorySettings
     git_env: Mapping[str, str]
     masker: SecretMasker
+    canaries: tuple[str, ...] = ()
+    """The canaries of the ticket's runs this daemon started: what it publishes must not
+    carry one."""
 
     async def publish(
         self, workspace: Path | None, intent: PublishIntent, issue: Issue, git: Git = LOCAL_GIT
@@ -88,6 +100,9 @@ class Publisher:
             return Refused(f"the workspace {workspace} is on no branch (a detached HEAD)")
         if intent.base is not None and branch == intent.base:
             return Refused(f"the workspace's branch is the base branch {branch}")
+        suspected = await self._carried(workspace, intent, issue, git)
+        if suspected is not None:
+            return suspected
         repository = self.repository
         try:
             pushed = await push_branch(
@@ -117,6 +132,26 @@ class Publisher:
             return Refused(f"the pull request's base is its own branch {branch}")
         await self._answer_threads(pull.number, intent.replies, pushed.sha, intent.answer)
         return Published(pull, published.opened)
+
+    async def _carried(
+        self, workspace: Path, intent: PublishIntent, issue: Issue, git: Git
+    ) -> Suspected | Failed | None:
+        """Whether the pull request's title or body, or the commits the push would send (their
+        messages and changes: what no remote-tracking branch has yet), carry a canary."""
+        if not self.canaries:
+            return None
+        if carries((title_of(intent, issue), intent.body, intent.answer), self.canaries):
+            return Suspected("the pull request's title, body or answer to its review threads")
+        head = intent.head or "HEAD"
+        outgoing = await git_output(
+            workspace, self.git_env, "log", "-p", "--format=%B", head, "--not", "--remotes",
+            git=git,
+        )  # fmt: skip
+        if outgoing is None:
+            return Failed("the commits to publish could not be read")
+        if carries(outgoing, self.canaries):
+            return Suspected("the pushed commits (a message or a changed file)")
+        return None
 
     async def _answer_threads(
         self, number: int, threads: tuple[str, ...], sha: str, answer: str

@@ -18,7 +18,7 @@ from symphony.core.publishing import with_pull_request
 from symphony.core.transitions import WriteResult
 from symphony.daemon.events import TransitionWritten
 from symphony.daemon.places import Workspaces
-from symphony.daemon.publish import Publication, Published, Publisher, Refused
+from symphony.daemon.publish import Publication, Published, Publisher, Refused, Suspected
 from symphony.tracker.contract import Tracker, TrackerError
 from symphony.tracker.writes import post_comment_once, write_transition
 
@@ -41,6 +41,9 @@ async def move(
     try:
         if pending.plan.publish is not None:
             published = await _publish(tracker, workspaces, pending, publisher)
+            if isinstance(published, Suspected):
+                log.warning("publication refused: suspected injection", what=published.why)
+                return TransitionWritten(pending.issue.id, WriteResult.SUSPECTED, published.why)
             if not isinstance(published, Published):
                 refused = isinstance(published, Refused)
                 result = WriteResult.REFUSED if refused else WriteResult.FAILED

@@ -198,6 +198,8 @@ class TrackerAdapter:
     states_from_tracker: bool = False
     """States the workflow leaves out are asked of the tracker before polling (Kaiten's column
     types, `resolve_states`)."""
+    members: str = "nobody (the tracker does not say who its members are)"
+    """Whom `Comment.author_member` counts as the tracker's people, in words for `check`."""
 
 
 def tracker_adapter(kind: str) -> TrackerAdapter:

@@ -75,6 +75,11 @@ def test_default_workflow_in_cwd_is_used_by_check(board: Board, symphony_cli: Cl
     assert any("ABC-1" in line and "would dispatch" in line for line in lines)
     assert any("ABC-2" in line and "blocked" in line for line in lines)
     assert "ABC-3" not in result.stdout
+    # Who is trusted: on the local board, everyone who writes on it.
+    assert "trust         trusted authors: everyone who writes on the board" in lines
+    assert any(
+        line.startswith("trust         comments and reviews by anyone else") for line in lines
+    )
 
 
 def test_check_names_why_each_ticket_waits(board: Board, symphony_cli: Cli) -> None:

@@ -26,13 +26,22 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Echo:
+    """A turn that does what a hijacked agent would: calls `tool` with the prompt it was
+    given as its `argument`, then completes."""
+
+    tool: str
+    argument: str = "body"
+
+
+@dataclass(frozen=True)
 class Limited:
     """A turn the provider refuses: the session raises the limit as a real one would."""
 
     limit: ProviderLimit
 
 
-Step = str | Call | Limited
+Step = str | Call | Echo | Limited
 _pids = itertools.count(40_000)
 
 
@@ -61,6 +70,8 @@ class ScriptedSession:
         await asyncio.sleep(0)
         if what == HANG:
             await asyncio.Event().wait()  # until the daemon stops the run
+        if isinstance(what, Echo):
+            what = Call(what.tool, {what.argument: prompt})
         if isinstance(what, Call):
             assert self.launch.handle_tool is not None, "the daemon offered no tools"
             self._emit(EventKind.TOOL_CALL, message=what.tool)
@@ -86,13 +97,22 @@ class ScriptedAgent:
     """The orchestrator's `session_factory`: a session per run, scripted per ticket (by the
     workspace's name, which is the ticket's identifier) or alike for all."""
 
-    def __init__(self, *turns: Step, per_ticket: dict[str, Sequence[Step]] | None = None) -> None:
+    def __init__(
+        self,
+        *turns: Step,
+        per_ticket: dict[str, Sequence[Step]] | None = None,
+        per_run: Sequence[Sequence[Step]] = (),
+    ) -> None:
         self.turns = turns or (COMPLETE,)
         self.per_ticket = per_ticket or {}
+        self.per_run = per_run
+        """The turns of the first run, the second, ...; the last repeats (over the rest)."""
         self.sessions: list[ScriptedSession] = []
 
     def __call__(self, launch: AgentLaunch) -> ScriptedSession:
         turns = self.per_ticket.get(launch.workspace.name, self.turns)
+        if self.per_run:
+            turns = self.per_run[min(len(self.sessions), len(self.per_run) - 1)]
         session = ScriptedSession(launch, turns)
         self.sessions.append(session)
         return session

@@ -11,10 +11,18 @@ from symphony.base.issue import Issue, normalize_state
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.tracker.contract import Comment, NewTicket
 
+COMMENT_TOOL = ToolSpec(
+    "memory_comment",
+    "Post a comment on the ticket.",
+    {"type": "object", "properties": {"body": {"type": "string"}}, "required": ["body"]},
+)
+
 
 class MemoryTracker:
-    def __init__(self, *issues: Issue) -> None:
+    def __init__(self, *issues: Issue, comment_tool: bool = False) -> None:
         self.issues: dict[str, Issue] = {issue.id: issue for issue in issues}
+        self.comment_tool = comment_tool
+        """Offer agents `memory_comment`, which posts as the daemon does."""
         self.comments: dict[str, list[Comment]] = {}
         self.moves: list[tuple[str, str]] = []
         """(identifier, state) of every move the daemon made."""
@@ -26,6 +34,13 @@ class MemoryTracker:
         """A person moves the ticket."""
         issue = self.by_identifier(identifier)
         self.issues[issue.id] = dataclasses.replace(issue, state=state)
+
+    def said(self, identifier: str, author: str, body: str, *, member: bool | None) -> None:
+        """A person comments on the ticket; `member`: whether the tracker counts them as one
+        of its people (None: it cannot say)."""
+        issue = self.by_identifier(identifier)
+        comments = self.comments.setdefault(issue.id, [])
+        comments.append(Comment(str(len(comments) + 1), body, author, author_member=member))
 
     def by_identifier(self, identifier: str) -> Issue:
         return next(i for i in self.issues.values() if i.identifier == identifier)
@@ -40,9 +55,12 @@ class MemoryTracker:
         return [self.issues[i] for i in ids if i in self.issues]
 
     def agent_tools(self) -> list[ToolSpec]:
-        return []
+        return [COMMENT_TOOL] if self.comment_tool else []
 
     async def execute_tool(self, name: str, arguments: Any, issue: Issue) -> ToolResult:
+        if self.comment_tool and name == COMMENT_TOOL.name and isinstance(arguments, dict):
+            posted = await self.add_comment(issue, str(arguments.get("body", "")))
+            return ToolResult(True, {"id": posted.id})
         return ToolResult.failure("unknown_tool", f"{name!r} is not a tool of this tracker")
 
     def secret_env_names(self) -> list[str]:

@@ -7,9 +7,16 @@ import os
 import time
 from pathlib import Path
 
+from symphony.base.fences import plain
 from symphony.base.secrets import SecretMasker
 from symphony.config.stages import Gate
-from symphony.core.verification import GateRound, Verification, fence, fix_prompt
+from symphony.core.verification import (
+    GateRound,
+    Verification,
+    describe_failures,
+    fence,
+    fix_prompt,
+)
 from symphony.workspace.gates import run_gates
 from tests.harness import is_alive, wait_until
 
@@ -102,7 +109,8 @@ async def test_the_fix_prompt_names_the_failed_gates_and_carries_their_output(
     prompt = fix_prompt("ABC-1", round_, 1, 2)
     assert "`tests` failed. This is fix turn 1 of at most 2." in prompt
     assert "Gate `tests` (`echo 'assert 2 == 3'; exit 1`) exited with status 1" in prompt
-    assert "```\nassert 2 == 3\n```" in prompt
+    assert "its output:\n\noutput of gate tests: assert 2 == 3\n" in plain(prompt)
+    assert "```\nassert 2 == 3\n```" in describe_failures(round_)  # for people
     assert "`lint`" not in prompt
     # A round trip through JSON (the store keeps verification with its transition).
     verification = Verification((round_,))
