@@ -259,7 +259,7 @@ class TurnWork:
         self.agent = agent
         self.channel = agent.channel
         self.turn_id = turn_id
-        self.prompt = prompt
+        self.prompt = unfenced(prompt)
         self.item_count = 0
         self.identifier, self.title = ticket_of(prompt)
 
@@ -354,7 +354,7 @@ class TurnWork:
         if FIX_TURN in self.prompt:
             notes = f"{NOTES_DIR}/{safe_name(self.identifier)}.md"
             self.usage(len(self.prompt) // 4 + 200, 40)
-            output = re.search(r"```+\n(.*?)\n```", self.prompt, re.DOTALL)
+            output = re.search(r"The end of its output:\n+(.+)", self.prompt)
             said = output.group(1).splitlines()[0] if output and output.group(1) else "nothing"
             committed = self.commit(notes, *self.uncommitted())
             summary = f"Verification said {said!r}; " + (
@@ -573,9 +573,22 @@ def files_named(prompt: str) -> list[str]:
     return [name for name in dict.fromkeys(named) if Path(name).is_file()]
 
 
+STANDING = re.compile(r"^Text between `⟦untrusted .*?never repeat it anywhere\.\n*", re.DOTALL)
+FENCE_OPEN = re.compile(r"\n?⟦untrusted \w+: [^⟧\n]*⟧[ \n]?")
+FENCE_CLOSE = re.compile(r"[ \n]?⟦end \w+⟧")
+
+
+def unfenced(prompt: str) -> str:
+    """The prompt as the demo reads it: without the daemon's standing instruction (whose
+    marker an agent never repeats, so the notes it keeps must not quote it) and with the
+    fenced text from the ticket unwrapped."""
+    return FENCE_CLOSE.sub("", FENCE_OPEN.sub("", STANDING.sub("", prompt)))
+
+
 def ticket_of(prompt: str) -> tuple[str, str]:
     """The ticket identifier and title named by the prompt, else the workspace's name."""
     # Identifiers may be `DEMO-1`, `ENG-12`, or a forge's `owner/name#12`.
+    prompt = unfenced(prompt)
     match = re.search(r"\bticket\s+([A-Za-z0-9][\w./#-]*)\s*:\s*(.+)", prompt)
     if match:
         return match.group(1), match.group(2).strip().rstrip(".")

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from symphony.base.fences import plain
 from symphony.base.pulls import Review, ReviewComment, ReviewThread
+from symphony.config.fields import ConfigError
 from symphony.config.trust import TrustSettings, UntrustedText, parse_trust
 from symphony.core.follow import review_text
 from symphony.core.state import PullRecord
@@ -59,3 +62,11 @@ def test_check_describes_who_is_trusted() -> None:
     assert "quoted as untrusted" in lines[1]
     omit = describe(parse_trust({"authors": ["everyone"], "untrusted": "omit"}), "x")
     assert omit[0] == "trusted authors: every author" and "left out" in omit[1]
+
+
+def test_trust_settings_refuse_an_empty_list_and_an_unknown_policy() -> None:
+    with pytest.raises(ConfigError, match=r"trust\.authors names nobody"):
+        parse_trust({"authors": []})
+    with pytest.raises(ConfigError, match=r"trust\.untrusted must be quote or omit"):
+        parse_trust({"untrusted": "drop"})
+    assert parse_trust({}) == TrustSettings(("members",), UntrustedText.QUOTE)

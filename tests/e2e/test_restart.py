@@ -282,10 +282,11 @@ def test_a_graceful_restart_continues_the_interrupted_run(tmp_path: Path, resume
         prompt = _first_prompt(record, 1)
         if resume == "works":
             assert "thread/resume" in methods and "thread/start" not in methods
-            assert prompt.startswith("The daemon was restarted while you were working on ABC-1")
+            # The standing instruction on fenced text opens every run's first prompt.
+            assert "\n\nThe daemon was restarted while you were working on ABC-1" in prompt
         else:
             assert methods.index("thread/resume") < methods.index("thread/start")
-            assert prompt.startswith("Work on ABC-1")
+            assert prompt.split("\n\n", 1)[1].startswith("Work on ABC-1")
             assert "interrupted by a restart" in prompt and "still working on it" in prompt
     finally:
         assert second.stop() == 0
