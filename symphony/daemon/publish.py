@@ -141,7 +141,7 @@ class Publisher:
         if not self.canaries:
             return None
         if carries((title_of(intent, issue), intent.body, intent.answer), self.canaries):
-            return Suspected("the pull request's title, body or answer to its review threads")
+            return Suspected("the pull request's title or body, or its answer to review threads")
         head = intent.head or "HEAD"
         outgoing = await git_output(
             workspace, self.git_env, "log", "-p", "--format=%B", head, "--not", "--remotes",

@@ -42,7 +42,6 @@ def start(
     clock: FakeClock, store: Store | None = None,
     prompt: str = "Work on {{ issue.identifier }}", **sections: Any,
 ) -> Running:  # fmt: skip
-    prompt = sections.pop("prompt", "Work on {{ issue.identifier }}")
     remote = tmp_path / "remote.git"
     git("init", "-q", "--bare", str(remote))
     host.remote = remote

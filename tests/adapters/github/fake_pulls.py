@@ -297,7 +297,8 @@ class FakePulls:
         found = re.fullmatch(r"/pulls/(\d+)/(reviews/(\d+)/comments|comments/(\d+)/replies)", rest)
         if found is not None and found[3] is not None and method == "GET":
             threads = [t for t in self.threads if t.review == int(found[3])]
-            return 200, {}, [_review_comment(t, *t.comments[0]) for t in threads]
+            firsts = [(t, *t.comments[0]) for t in threads]
+            return 200, {}, [_review_comment(*f, self.association(f[2])) for f in firsts]
         if found is not None and found[4] is not None and method == "POST":
             return self._reply(int(found[1]), int(found[4]), body)
         found = re.fullmatch(r"/pulls/(\d+)/reviews", rest)
@@ -427,7 +428,7 @@ class FakePulls:
                 review=review.id,
             )  # fmt: skip
             self.threads.append(thread)
-        return 200, {}, _review(review)
+        return 200, {}, _review(review, self.association(review.author))
 
     def _reply(self, number: int, comment_id: int, body: dict[str, Any]) -> Answer:
         thread = next(
@@ -438,7 +439,7 @@ class FakePulls:
             return 404, {}, {"message": "Not Found"}
         reply = (next(self._ids), "symphony", body["body"])
         thread.comments.append(reply)
-        return 201, {}, _review_comment(thread, *reply)
+        return 201, {}, _review_comment(thread, *reply, self.association(reply[1]))
 
     def mergeable_state(self, pull: dict[str, Any]) -> str:
         """GitHub's `mergeable_state`, small: `draft`, `unknown` while computing, `dirty` on a
