@@ -147,7 +147,7 @@ async def test_three_tickets_meet_the_acp_agents_usage_limit_and_all_finish_afte
     assert rest and all(r["at"] >= lifts_at - 0.5 for r in rest), [r["at"] - lifts_at for r in rest]
     resumed = [r for r in rest if any("ABC-1" in t for t in r["user_texts"])]
     texts: list[Any] = resumed[0]["user_texts"] if resumed else []
-    assert sum(t.startswith("Finish ABC-1.") for t in texts) >= 1, texts
+    assert sum("Finish ABC-1." in t for t in texts) >= 1, texts
     assert any("this thread continues" in t for t in texts), texts
     assert not daemon.health.failures
     for identifier in ("ABC-1", "ABC-2", "ABC-3"):

@@ -194,8 +194,10 @@ async def test_daemon_stays_within_5_requests_per_second_as_kaiten_counts_them(
     finally:
         await run.stop()
     assert not kaiten.over_limit, [(r.method, r.path, r.at) for r in kaiten.over_limit]
-    assert within_5_per_second(kaiten)
-    assert dispatched_after_reset < 3.0  # one poll and one window after the reset, not more
+    assert within_5_per_second(kaiten), sorted(r.at for r in kaiten.requests)
+    # The next poll follows the reset (a person's refresh, or the 300 ms poll) instead of a
+    # backoff or a 30 s poll; the bound leaves room for a loaded machine.
+    assert dispatched_after_reset < 8.0, dispatched_after_reset
     assert sum(1 for r in kaiten.requests if r.path.endswith("/comments")) >= 4
     assert any(r.path.endswith("/cards/6") for r in kaiten.requests)  # blocker reads
     listings = [r for r in kaiten.requests if r.path.endswith("/cards")]

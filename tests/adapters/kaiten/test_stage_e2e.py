@@ -195,7 +195,8 @@ async def test_a_reviewer_comment_and_a_move_to_rework_reach_the_next_prompt(
         await run.stop()
     written = run.notes("KT-1")
     assert "Stage: implement" in written
-    assert "Comment by Rita Reviewer: Please rename the helper." in written
+    # The author's name reaches the template as one plain handle (SPEC §25.3).
+    assert "Comment by Rita_Reviewer: Please rename the helper." in written
     assert run.events("KT-1", "moved_by_person") == [
         "a person moved it from Human Review to Rework"
     ]
