@@ -142,29 +142,6 @@ def test_a_built_wheel_gives_a_working_symphony_outside_the_repository(tmp_path:
 
 
 @pytest.mark.slow
-def test_pipx_installs_the_wheel_under_its_own_name(tmp_path: Path) -> None:
-    """README's way to install: `pipx install symphony-daemon` (here the wheel just built);
-    the command is `symphony`, in a venv of its own."""
-    wheel = _wheel(tmp_path)
-    env = {
-        **{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
-        "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin"),
-        "PIPX_MAN_DIR": str(tmp_path / "man"), "HOME": str(tmp_path),
-    }  # fmt: skip
-    pipx = Path(sys.executable).parent / "pipx"
-    installed = subprocess.run(
-        [str(pipx), "install", str(wheel)], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-    listed = subprocess.run([str(pipx), "list", "--short"], env=env, capture_output=True,
-                            text=True, check=True)  # fmt: skip
-    assert listed.stdout.startswith("symphony-daemon ")
-    version = subprocess.run([str(tmp_path / "bin" / "symphony"), "--version"], env=env,
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert version.returncode == 0 and version.stdout.startswith("symphony 0."), version.stderr
-
-
-@pytest.mark.slow
 def test_building_the_package_says_no_packaging_warning(tmp_path: Path) -> None:
     """Installing prints what the installer prints, not a page of setuptools' complaints about
     the package's configuration (data folders that look like packages, deprecated keys)."""
@@ -182,22 +159,43 @@ def test_building_the_package_says_no_packaging_warning(tmp_path: Path) -> None:
     assert complaints == [], "\n".join(complaints)
 
 
+def _pipx_installed(tmp_path: Path, wheel: Path) -> tuple[Path, dict[str, str]]:
+    """README's way to install: `pipx install symphony-daemon` (here the wheel just built), in a
+    pipx home of the test's own; returns the folder of the commands and their environment."""
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
+        "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin"),
+        "PIPX_MAN_DIR": str(tmp_path / "man"), "HOME": str(tmp_path / "home"),
+    }  # fmt: skip
+    env.pop("SYMPHONY_TOKEN", None)
+    Path(env["HOME"]).mkdir()
+    pipx = Path(sys.executable).parent / "pipx"
+    installed = subprocess.run(
+        [str(pipx), "install", str(wheel)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    listed = subprocess.run([str(pipx), "list", "--short"], env=env, capture_output=True,
+                            text=True, check=True)  # fmt: skip
+    assert listed.stdout.startswith("symphony-daemon ")
+    return tmp_path / "bin", env
+
+
 @pytest.mark.slow
-def test_the_installed_package_runs_the_demo_to_human_review_in_a_folder_of_its_own(
+def test_pipx_install_then_symphony_demo_reaches_human_review_with_no_checkout(
     tmp_path: Path,
 ) -> None:
-    """`symphony demo FOLDER` from a wheel installed in a fresh environment, run far from any
+    """`pipx install` of the built wheel, then `symphony demo FOLDER` run far from any
     checkout: it lays the quickstart out, serves the pages and prints links that work, and
     its agents bring a ticket to Human Review with a pull request."""
-    venv = _installed(tmp_path, _wheel(tmp_path))
+    commands, env = _pipx_installed(tmp_path, _wheel(tmp_path))
+    version = subprocess.run([str(commands / "symphony"), "--version"], env=env,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert version.returncode == 0 and version.stdout.startswith("symphony 0."), version.stderr
     elsewhere = tmp_path / "elsewhere"
-    home = tmp_path / "home"
     elsewhere.mkdir()
-    home.mkdir()
-    env = {**_outside_env(), "HOME": str(home), "DEMO_AGENT_DELAY_MS": "0"}
-    env.pop("SYMPHONY_TOKEN", None)
+    env["DEMO_AGENT_DELAY_MS"] = "0"
     demo = subprocess.Popen(
-        [str(venv / "bin" / "symphony"), "demo", "my-demo", "--no-tui"],
+        [str(commands / "symphony"), "demo", "my-demo", "--no-tui"],
         cwd=elsewhere,
         env=env,
         stdout=subprocess.PIPE,
