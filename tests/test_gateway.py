@@ -23,7 +23,7 @@ from symphony.core import gateway as core_gateway
 from symphony.core.gateway import Refusal, RefusalKind
 from symphony.core.state import AgentPause, RunningEntry, SchedulerState, StopReason
 from symphony.gateway.access import model_access
-from symphony.gateway.server import ModelGateway, WireReport
+from symphony.gateway.server import ModelGateway, ModelGrant, WireReport
 from symphony.gateway.tokens import routes, through_gateway
 from symphony.gateway.usage import ANTHROPIC, OPENAI, UsageReader, limit_of, usage_of_json
 from tests.factories import make_issue, make_settings
@@ -133,6 +133,21 @@ def running_state(
         pricing=parse_pricing(pricing or {}),
     )
     return state, settings
+
+
+def test_an_agent_on_another_host_gets_the_gateway_at_the_address_it_reaches_it_at() -> None:
+    grant = ModelGrant(
+        "tok",
+        {"OPENAI_BASE_URL": "http://127.0.0.1:4000/openai/v1", "OPENAI_API_KEY": "tok",
+         "NOTE": "http://127.0.0.1:4000 is not a base"},
+        "http://127.0.0.1:4000",
+        ("openai",),
+    )  # fmt: skip
+    assert grant.env_at("http://127.0.0.1:21000") == {
+        "OPENAI_BASE_URL": "http://127.0.0.1:21000/openai/v1",
+        "OPENAI_API_KEY": "tok",
+        "NOTE": "http://127.0.0.1:4000 is not a base",
+    }
 
 
 def test_a_call_is_refused_once_the_run_stops_its_kind_is_paused_or_its_budget_spent() -> None:

@@ -38,7 +38,7 @@ from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
 from symphony.core.trust import describe
 from symphony.daemon.follow import create_code_host
-from symphony.gateway.access import model_access
+from symphony.gateway.access import model_access, through_gateway
 from symphony.hosts.sandbox.probe import sandbox_problem
 from symphony.hosts.ssh import SshHost
 from symphony.memory import memory_of
@@ -115,7 +115,7 @@ async def report(
     for note in merge_notes:
         print(note)
     errors = _sandboxes(settings)
-    errors += await _tool_forwards(settings)
+    errors += await _forwards(settings)
     errors += _machine(settings, known)
     state = _daemon_claims(settings)
     if settings.agent.max_in_review is not None and settings.machine is not None:
@@ -204,15 +204,20 @@ def _print_settings(settings: Settings) -> None:
         )  # fmt: skip
 
 
-async def _tool_forwards(settings: Settings) -> list[str]:
-    """Whether each worker host carries the forward its claude or ACP agents take their tools
-    through: a host whose sshd forbids it fails every such run."""
-    over_mcp = [k for k in used_agent_kinds(settings) if backend(k).tools_over_mcp]
-    if not settings.worker.hosts or not over_mcp:
+async def _forwards(settings: Settings) -> list[str]:
+    """Whether each worker host carries the forwards its agents need: the tool server for
+    claude and ACP agents, the model gateway for agents that hold an API key. A host whose
+    sshd forbids forwarding fails every such run."""
+    kinds = used_agent_kinds(settings)
+    over_mcp = [k for k in kinds if backend(k).tools_over_mcp]
+    keyed = through_gateway(settings, kinds, os.environ)
+    if not settings.worker.hosts or not (over_mcp or keyed):
         return []
+    needs = [f"{k} takes tools over MCP" for k in over_mcp]
+    needs += [f"{k} calls its model through the gateway" for k in keyed]
     root = str(settings.workspace.root)
     hosts = [SshHost(h, settings.worker.ssh, os.environ, root) for h in settings.worker.hosts]
-    probes = await asyncio.gather(*(host.probe_tool_forward() for host in hosts))
+    probes = await asyncio.gather(*(host.probe_forward() for host in hosts))
     shown, errors = [], []
     for host, probe in zip(hosts, probes, strict=True):
         if probe.returncode == 0:
@@ -221,11 +226,11 @@ async def _tool_forwards(settings: Settings) -> list[str]:
             shown.append(f"{host.name} refused")
             errors.append(
                 f"{host.name} refuses remote port forwarding (its sshd's AllowTcpForwarding), "
-                f"so {' and '.join(over_mcp)} runs there cannot reach symphony's tools"
+                f"so runs there cannot start ({'; '.join(needs)})"
             )
         else:
             shown.append(f"{host.name} not checked ({probe.reason()})")
-    print(f"tool forward  {', '.join(shown)} ({' and '.join(over_mcp)} take tools over MCP)")
+    print(f"forward       {', '.join(shown)} ({'; '.join(needs)})")
     return errors
 
 

@@ -321,16 +321,18 @@ class _Attempt:
 
     async def through_gateway(self, launch: AgentLaunch) -> AgentLaunch:
         """The launch with its API keys swapped for a token of the model gateway, where the
-        agent runs on this machine and holds a key; else as it was (a subscription login)."""
+        agent holds a key; else as it was (a subscription login). An agent on another host
+        reaches the gateway over a forward on its own connection."""
         gateway = self.ctx.gateway
-        if gateway is None or not launch.host.is_local:
+        if gateway is None:
             return launch
         self.model_grant = await gateway.grant(self.issue.id, launch.kind, launch.env)
         if self.model_grant is None:
             return launch
-        env = self.model_grant.env
+        host, there = launch.host.reach(self.model_grant.base_url)
+        env = self.model_grant.env_at(there)
         settings = backend(launch.kind).through_gateway(launch.settings, env)
-        return dataclasses.replace(launch, env=env, settings=settings)
+        return dataclasses.replace(launch, host=host, env=env, settings=settings)
 
     async def sandbox(self, launch: AgentLaunch) -> AgentLaunch:
         """The launch moved into the stage's sandbox, with the tool server carried in; the
@@ -846,7 +848,7 @@ def _check_cwd(workspaces: Workspaces, workspace: Workspace) -> None:
 def _with_tools(launch: AgentLaunch, grant: Grant) -> AgentLaunch:
     """The launch with its session's tool grant, at the address the agent reaches the tool
     server at from its host (on an SSH host, a forward on the run's own connection)."""
-    host, there = launch.host.reach_tool_server(grant.url)
+    host, there = launch.host.reach(grant.url)
     return dataclasses.replace(launch, host=host, tool_grant=dataclasses.replace(grant, url=there))
 
 

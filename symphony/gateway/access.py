@@ -9,12 +9,24 @@ from collections.abc import Mapping, Sequence
 
 from symphony.agents.registry import backend
 from symphony.config.sections import Settings
-from symphony.gateway.tokens import routes
+from symphony.gateway.tokens import Route, routes
 from symphony.workspace.environment import child_environment
 
 
+def _routes_of(settings: Settings, kind: str, environ: Mapping[str, str]) -> tuple[Route, ...]:
+    return routes(child_environment(environ, settings, (), extra_names=backend(kind).env_names))
+
+
+def through_gateway(
+    settings: Settings, kinds: Sequence[str], environ: Mapping[str, str]
+) -> list[str]:
+    """The agent kinds in `kinds` whose runs call their model through the daemon's gateway."""
+    return [kind for kind in kinds if _routes_of(settings, kind, environ)]
+
+
 def model_access(settings: Settings, kinds: Sequence[str], environ: Mapping[str, str]) -> list[str]:
-    """One line per agent kind in `kinds`: how its runs on this machine reach their model."""
+    """One line per agent kind in `kinds`: how its runs reach their model (on a worker host,
+    through a forward of the gateway on the run's connection)."""
     lines = []
     for kind in kinds:
         env = child_environment(environ, settings, (), extra_names=backend(kind).env_names)

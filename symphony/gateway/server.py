@@ -60,6 +60,17 @@ class ModelGrant:
     base_url: str
     providers: tuple[str, ...]
 
+    def env_at(self, base_url: str) -> dict[str, str]:
+        """The environment for an agent that reaches the gateway at `base_url` (a forward on
+        an SSH host) rather than at the gateway's own address."""
+        own = self.base_url.rstrip("/")
+        return {
+            name: base_url.rstrip("/") + value[len(own) :]
+            if value == own or value.startswith(own + "/")
+            else value
+            for name, value in self.env.items()
+        }
+
 
 @dataclass(slots=True)
 class _Run:

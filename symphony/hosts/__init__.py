@@ -7,9 +7,10 @@ run a hook or a verification gate there (`run_script`), and how to end a process
 above them knows whether it is local. Tracker tools never cross: they run in the daemon.
 
 What differs between hosts for one run is asked of the host too, never found by its type: how
-its agents reach the daemon's tool server (`reach_tool_server`), whether it builds a run's
-sandbox itself (`sandboxed`), and what the process carrying an agent's stdio says about the host
-rather than the agent (`reported_group`, `carrier_failure`).
+its agents reach the daemon's loopback services, its tool server and model gateway (`reach`),
+whether it builds a run's sandbox itself (`sandboxed`), and what the process carrying an
+agent's stdio says about the host rather than the agent (`reported_group`,
+`carrier_failure`).
 """
 
 from __future__ import annotations
@@ -77,9 +78,10 @@ class Host(Protocol):
         the run's `mark` (a no-op where the local process group already is the agent's)."""
         ...
 
-    def reach_tool_server(self, url: str) -> tuple[Host, str]:
-        """This host as it starts an agent that takes its tools from the daemon's server at
-        `url` (a loopback address here), and the address the agent uses where it runs."""
+    def reach(self, url: str) -> tuple[Host, str]:
+        """This host as it starts an agent that calls a loopback service of the daemon at
+        `url` (its tool server, its model gateway), and the address the agent uses where it
+        runs."""
         ...
 
     def sandboxed(self, settings: SandboxSettings, credentials: HomeCredentials) -> Host | None:

@@ -51,7 +51,7 @@ class LocalHost:
     async def end_group(self, pgid: int, grace_s: float, mark: str | None = None) -> None:
         return None
 
-    def reach_tool_server(self, url: str) -> tuple[LocalHost, str]:
+    def reach(self, url: str) -> tuple[LocalHost, str]:
         return self, url
 
     def sandboxed(self, settings: SandboxSettings, credentials: HomeCredentials) -> None:

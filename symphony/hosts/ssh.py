@@ -13,8 +13,9 @@ Every remote command runs through one small POSIX `sh` wrapper, started by
   hook or gate, with no stdin).
 
 No TTY, no agent or X forwarding, keepalives on, and ssh never asks for a password or a host
-key (BatchMode). The one forward is an agent's own: the daemon's tool server, carried to a
-loopback port on the host for the run's claude or ACP agent (`with_tool_forward`). ssh's own
+key (BatchMode). The only forwards are an agent's own: the daemon's tool server and its model
+gateway, each carried to a loopback port on the host for the run's agent (`with_forward`,
+`reach`). ssh's own
 failure (exit 255: no route, refused, authentication, a dropped connection) is
 `host_unreachable`.
 """
@@ -70,8 +71,8 @@ SHARED_CONNECTION_S = 30
 _control_dir: str | None = None
 
 FORWARD_PORTS = range(20000, 32768)
-"""Where on a host's loopback the daemon's tool server is forwarded to, for one run: below
-Linux's ephemeral range, which outgoing connections draw from."""
+"""Where on a host's loopback the daemon's tool server and model gateway are forwarded to, for
+one run: below Linux's ephemeral range, which outgoing connections draw from."""
 _FORWARD_REFUSED = "remote port forwarding failed"
 """What ssh says (under ExitOnForwardFailure) when sshd would not listen for the forward."""
 
@@ -278,7 +279,8 @@ class SshHost:
         self._ssh = ssh
         self._client_env = {k: environ[k] for k in CLIENT_NAMES if k in environ}
         self._launcher = ""
-        self._forward: tuple[str, ...] = ()
+        self._forwards: tuple[tuple[int, int], ...] = ()
+        """(port on the host, port here) of each forward the agent's connection carries."""
 
     def _sandboxed(self) -> tuple[str, ...]:
         """The wrapper's fifth argument: the sandbox's launcher, when the host has one."""
@@ -299,30 +301,39 @@ class SshHost:
         host._launcher = ""
         return host
 
-    def with_tool_forward(self, local_port: int) -> tuple[SshHost, int]:
+    def with_forward(self, local_port: int) -> tuple[SshHost, int]:
         """This host, with an agent's connection carrying a forward from a loopback port on
-        the host to the daemon's tool server (`127.0.0.1:local_port` here); and that port.
+        the host to a loopback service of the daemon (`127.0.0.1:local_port` here: its tool
+        server, its model gateway); and that port.
 
-        The agents that take tools over MCP speak HTTP over TCP only, so the forward is a
-        port, not a socket; like the server here it opens nothing without the session's
-        bearer token, and it ends with the run's connection. The port is drawn at random:
-        ExitOnForwardFailure makes ssh fail the run rather than start an agent whose tools
-        are unreachable (a port taken there, or an sshd that forbids forwarding)."""
-        port = FORWARD_PORTS[secrets.randbelow(len(FORWARD_PORTS))]
+        The agents speak HTTP over TCP only, so the forward is a port, not a socket; like the
+        servers here it opens nothing without the run's bearer token, and it ends with the
+        run's connection. The port is drawn at random: ExitOnForwardFailure makes ssh fail the
+        run rather than start an agent whose tools or model are unreachable (a port taken
+        there, or an sshd that forbids forwarding)."""
+        taken = {there for there, _ in self._forwards}
+        while (port := FORWARD_PORTS[secrets.randbelow(len(FORWARD_PORTS))]) in taken:
+            pass
         host = copy.copy(self)
-        host._forward = (
-            "-o", "ExitOnForwardFailure=yes",
-            "-o", "ClearAllForwardings=no",
-            "-R", f"127.0.0.1:{port}:127.0.0.1:{local_port}",
-        )  # fmt: skip
+        host._forwards = (*self._forwards, (port, local_port))
         return host, port
 
-    def reach_tool_server(self, url: str) -> tuple[SshHost, str]:
+    @property
+    def _forward(self) -> tuple[str, ...]:
+        """The ssh options of the forwards an agent's connection carries."""
+        if not self._forwards:
+            return ()
+        options = ["-o", "ExitOnForwardFailure=yes", "-o", "ClearAllForwardings=no"]
+        for there, here in self._forwards:
+            options += ["-R", f"127.0.0.1:{there}:127.0.0.1:{here}"]
+        return tuple(options)
+
+    def reach(self, url: str) -> tuple[SshHost, str]:
         """Over a forward on the agent's own connection, at a loopback port on the host."""
-        local = urlsplit(url).port
-        assert local is not None, f"the tool server's address {url} names no port"
-        host, port = self.with_tool_forward(local)
-        return host, urlsplit(url)._replace(netloc=f"127.0.0.1:{port}").geturl()
+        parts = urlsplit(url)
+        assert parts.port is not None, f"the daemon's address {url} names no port"
+        host, port = self.with_forward(parts.port)
+        return host, parts._replace(netloc=f"127.0.0.1:{port}").geturl()
 
     def sandboxed(self, settings: SandboxSettings, credentials: HomeCredentials) -> SshHost:
         return self.with_sandbox(launcher(settings, credentials))
@@ -393,8 +404,8 @@ class SshHost:
         if returncode == SSH_FAILED and forward_refused(stderr):
             return CarrierFailure(
                 "forward_refused",
-                f"{self.name} would not forward symphony's tool server to the agent "
-                "(its sshd forbids forwarding: AllowTcpForwarding; or the port was taken)",
+                f"{self.name} would not forward symphony's tool server or model gateway to the "
+                "agent (its sshd forbids forwarding: AllowTcpForwarding; or the port was taken)",
             )
         if returncode == SSH_FAILED:
             return CarrierFailure(
@@ -544,10 +555,10 @@ class SshHost:
             async with asyncio.timeout(5):
                 await proc.wait()
 
-    async def probe_tool_forward(self) -> CommandResult:
-        """Whether the host carries the forward a run's tool server needs (`check`): ssh's
-        own refusal is `forward_refused`."""
-        host, _ = self.with_tool_forward(9)  # nothing listens: the forward is only opened
+    async def probe_forward(self) -> CommandResult:
+        """Whether the host carries the forwards a run's tools and model need (`check`):
+        ssh's own refusal is `forward_refused`."""
+        host, _ = self.with_forward(9)  # nothing listens: the forward is only opened
         return await host.command("true", options=host._forward)
 
     async def stop_marked(self, variable: str, values: Sequence[str]) -> CommandResult:

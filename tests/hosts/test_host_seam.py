@@ -22,18 +22,32 @@ def ssh_host() -> Host:
 
 def test_this_machine_carries_nothing_of_its_own_between_the_daemon_and_an_agent() -> None:
     host: Host = LOCAL_HOST
-    assert host.reach_tool_server(URL) == (host, URL)
+    assert host.reach(URL) == (host, URL)
     assert host.sandboxed(SandboxSettings(kind=SandboxKind.BWRAP), NO_CREDENTIALS) is None
     assert host.reported_group("symphony-remote-pgid 42") is None
     assert host.carrier_failure(SSH_FAILED, ["Connection refused"]) is None
 
 
 def test_an_ssh_host_s_agent_reaches_the_tool_server_at_a_forwarded_loopback_port() -> None:
-    forwarded, there = ssh_host().reach_tool_server(URL)
+    forwarded, there = ssh_host().reach(URL)
     port = int(there.split(":")[2].split("/")[0])
     assert port in FORWARD_PORTS and there == f"http://127.0.0.1:{port}/mcp"
     argv = list(forwarded.agent_launch("claude", Path("/srv/ws/A-1"), {}).argv)
     assert argv[argv.index("-R") + 1] == f"127.0.0.1:{port}:127.0.0.1:4711"
+
+
+def test_an_ssh_host_s_agent_reaches_the_tools_and_the_model_gateway_on_two_forwards() -> None:
+    with_tools, tools = ssh_host().reach(URL)
+    both, model = with_tools.reach("http://127.0.0.1:5050")
+    assert model.startswith("http://127.0.0.1:") and model != tools.replace("/mcp", "")
+    argv = list(both.agent_launch("claude", Path("/srv/ws/A-1"), {}).argv)
+    forwards = [argv[i + 1] for i, word in enumerate(argv) if word == "-R"]
+    there = [int(u.split(":")[2].split("/")[0]) for u in (tools, model)]
+    assert forwards == [
+        f"127.0.0.1:{there[0]}:127.0.0.1:4711",
+        f"127.0.0.1:{there[1]}:127.0.0.1:5050",
+    ]
+    assert argv.count("ExitOnForwardFailure=yes") == 1
 
 
 def test_an_ssh_host_builds_the_run_s_sandbox_there() -> None:

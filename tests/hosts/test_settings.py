@@ -78,7 +78,7 @@ def test_worktrees_and_agents_over_mcp_are_accepted_with_hosts(tmp_path: Path) -
 
 def test_an_agent_s_connection_alone_carries_the_tool_server_to_a_loopback_port_there() -> None:
     host = SshHost(HostSpec("build-1"), SshSettings(), {}, "/srv/ws")
-    forwarded, port = host.with_tool_forward(4711)
+    forwarded, port = host.with_forward(4711)
     assert port in FORWARD_PORTS
     argv = list(forwarded.agent_launch("claude", Path("/srv/ws/A-1"), {}).argv)
     assert argv[argv.index("-R") + 1] == f"127.0.0.1:{port}:127.0.0.1:4711"

@@ -6,6 +6,7 @@ the run with that reason, and `symphony check` says so for that host."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -115,11 +116,15 @@ def test_an_agent_on_a_host_reports_its_stage_through_the_forwarded_tool_server(
         }
         daemon = Daemon(board, env)
         seen: set[int] = set()
+        environments: list[bytes] = []
 
         def planned() -> bool:
             # The address Claude was given for its tools (its MCP configuration).
             for found in processes_using(claude_config, "CLAUDE_CONFIG_DIR"):
                 seen.update(int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)/mcp", found.command))
+                with contextlib.suppress(OSError):  # the host's side: its user's processes
+                    if Path(f"/proc/{found.pid}").stat().st_uid == lab.uid:
+                        environments.append(Path(f"/proc/{found.pid}/environ").read_bytes())
             return board.state_of("ABC-1") == "Plan Review"
 
         try:
@@ -130,6 +135,15 @@ def test_an_agent_on_a_host_reports_its_stage_through_the_forwarded_tool_server(
     # The plan came over the tool server: nothing else reaches the board from the agent.
     assert "— symphony · plan" in text and "1. Do it there." in text
     assert anthropic.requests
+    # The model was called through the daemon's gateway, forwarded to the host like the tools:
+    # the key was swapped in on the way and never reached the host's processes.
+    assert {r["api_key"] for r in anthropic.requests} == {"sk-ant-fake-key"}
+    assert environments and not any(b"sk-ant-fake-key" in e for e in environments)
+    model_at = {
+        re.search(rb"ANTHROPIC_BASE_URL=http://127\.0\.0\.1:(\d+)/", e) for e in environments
+    }
+    assert None not in model_at
+    assert {int(m.group(1)) for m in model_at if m} <= set(FORWARD_PORTS), model_at
     results = [r for request in anthropic.requests for r in request["tool_results"]]
     assert results and all("error" not in r.lower() for r in results), results
     # It ran on the host, as the host's user, in the workspace there.
@@ -157,7 +171,7 @@ def test_a_host_that_forbids_forwarding_fails_the_run_with_the_reason_and_check_
         timeout=60,
     )
     assert checked.returncode == 1, checked.stdout + checked.stderr
-    assert "tool forward  w3 refused" in checked.stdout
+    assert "forward       w3 refused (claude takes tools over MCP" in checked.stdout
     assert "w3 refuses remote port forwarding" in checked.stdout
     with FakeAnthropic() as anthropic:
         env = {"ANTHROPIC_BASE_URL": anthropic.base_url, "ANTHROPIC_API_KEY": "sk-ant-fake"}
@@ -166,7 +180,7 @@ def test_a_host_that_forbids_forwarding_fails_the_run_with_the_reason_and_check_
             (failed,) = daemon.wait_for("event=failed", timeout=60)[:1]
         finally:
             assert daemon.stop() == 0
-    assert "w3 would not forward symphony's tool server" in failed, failed
+    assert "w3 would not forward symphony's tool server or model gateway" in failed, failed
     assert not anthropic.requests  # no agent started without its tools
     assert board.state_of("ABC-1") == "Todo"
 
@@ -180,4 +194,4 @@ def test_a_host_that_forbids_forwarding_fails_the_run_with_the_reason_and_check_
         text=True,
         timeout=60,
     )
-    assert "tool forward  w1 ok" in fine.stdout, fine.stdout + fine.stderr
+    assert "forward       w1 ok" in fine.stdout, fine.stdout + fine.stderr

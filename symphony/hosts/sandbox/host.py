@@ -318,7 +318,7 @@ class SandboxHost:
     async def end_group(self, pgid: int, grace_s: float, mark: str | None = None) -> None:
         return None
 
-    def reach_tool_server(self, url: str) -> tuple[SandboxHost, str]:
+    def reach(self, url: str) -> tuple[SandboxHost, str]:
         return self, url  # the run forwards the server's port into the boundary itself
 
     def sandboxed(self, settings: SandboxSettings, credentials: HomeCredentials) -> None:
