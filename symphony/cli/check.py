@@ -10,6 +10,7 @@ dispatch or a transition would fail as things stand.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 import os
@@ -17,6 +18,9 @@ import shutil
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
+
+import uvloop
 
 from symphony.agents.registry import backend
 from symphony.base.errors import SymphonyError
@@ -24,6 +28,7 @@ from symphony.base.issue import Issue, normalize_state
 from symphony.base.secrets import SecretMasker
 from symphony.cli.agent_homes import temp_home_warnings
 from symphony.cli.preflight import agent_command_problem
+from symphony.cli.workflows import each, fleet_of, load, members_of, single
 from symphony.codehost.contract import CodeHost, CodeHostError
 from symphony.config.prompt import StageContext, render_prompt
 from symphony.config.repository import (
@@ -455,3 +460,17 @@ def _verdicts(settings: Settings, candidates: Sequence[Issue], state: SchedulerS
         except SymphonyError as exc:
             failures.append(f"prompt of {issue.identifier} cannot be rendered: {exc}")
     return failures
+
+
+def check_command(args: argparse.Namespace) -> int:
+    """`symphony check [WORKFLOW ...]`: each workflow validated, with its next poll shown."""
+
+    def one(path: Path) -> int:
+        settings, tracker = load(path, SecretMasker())
+        return uvloop.run(report(settings, tracker))
+
+    paths: list[Path] = args.workflows or [Path("WORKFLOW.md")]
+    if len(paths) > 1:
+        return each(members_of(paths), one)
+    members = fleet_of(paths[0])
+    return one(single(paths[0])) if members is None else each(members, one)

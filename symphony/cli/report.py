@@ -7,10 +7,15 @@ acceptance, time to hand-off, tokens per accepted ticket, and each gate's pass r
 
 from __future__ import annotations
 
+import argparse
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+from symphony.base.exits import EXIT_OK
+from symphony.cli.workflows import each, fleet_of, single
 from symphony.config.fields import INVALID_CONFIG, ConfigError
+from symphony.config.load import load_settings
 from symphony.core.costs import usd
 from symphony.core.outcomes import OutcomeSummary, summarize
 from symphony.store import Store
@@ -103,3 +108,32 @@ def _duration(seconds: float | None) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def report(args: argparse.Namespace) -> int:
+    """Print the outcome figures of a workflow, or of each of a fleet's."""
+    members = fleet_of(args.workflow)
+    if members is not None:
+        return each(members, lambda path: _report_one(path, args.since))
+    return _report_one(single(args.workflow), args.since)
+
+
+def _report_one(workflow: Path, since: str) -> int:
+    window = parse_window(since)
+    settings = load_settings(workflow)
+    assert settings.state is not None
+    store = Store.read_only(settings.state.path)
+    try:
+        print(
+            report_text(
+                store,
+                workflow=str(settings.workflow_path),
+                window=window,
+                label=since.strip(),
+                now=datetime.now(UTC),
+            )
+        )
+    finally:
+        if store is not None:
+            store.close()
+    return EXIT_OK

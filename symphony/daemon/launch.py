@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from symphony.base.exits import EXIT_FAILED, EXIT_OK
 from symphony.base.secrets import SecretMasker
 from symphony.config.sections import Settings
 from symphony.daemon.orchestrator import Orchestrator
@@ -33,9 +34,6 @@ from symphony.observability.terminal import TerminalStatus
 from symphony.store import Store
 from symphony.store.lock import DaemonLock
 from symphony.tracker.contract import Tracker
-
-EXIT_OK = 0
-EXIT_FAILED = 1
 
 log = structlog.get_logger("symphony")
 
