@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from symphony.base.errors import SymphonyError
 from symphony.base.exits import EXIT_FAILED, EXIT_OK
@@ -13,8 +14,10 @@ from symphony.base.secrets import SecretMasker
 from symphony.config.load import load_settings
 from symphony.config.prompt import check_prompts
 from symphony.config.sections import Settings
-from symphony.daemon.fleet import Member, plan_fleet
 from symphony.tracker.contract import Tracker, TrackerContext, create_tracker
+
+if TYPE_CHECKING:
+    from symphony.daemon.fleet import Member
 
 
 def load(path: Path, masker: SecretMasker) -> tuple[Settings, Tracker]:
@@ -32,11 +35,14 @@ def fleet_of(path: Path) -> list[Member] | None:
     if path.is_dir() and (path / "WORKFLOW.md").is_file():
         return None
     if path.is_dir() or path.suffix in (".yaml", ".yml"):
-        return list(plan_fleet([path]).members)
+        return members_of([path])
     return None
 
 
 def members_of(paths: list[Path]) -> list[Member]:
+    """The workflows of a fleet (the fleet's planner is imported only for one)."""
+    from symphony.daemon.fleet import plan_fleet
+
     return list(plan_fleet(paths).members)
 
 
