@@ -144,7 +144,8 @@ def board_folder(provider: Mapping[str, Any], context: TrackerContext) -> Path:
 
 
 class LocalBoard:
-    """A `Tracker` over a board folder; all file work runs in worker threads."""
+    """A `Tracker` over a board folder; all file work runs in worker threads, and a poll the
+    last read still answers touches no file and no thread."""
 
     def __init__(
         self, folder: Path, active_states: Sequence[str], terminal_states: Sequence[str]
@@ -168,14 +169,20 @@ class LocalBoard:
         if not states:
             return []
         wanted = frozenset(normalize_state(s) for s in states)
-        issues, skipped = await asyncio.to_thread(self._issues_in_states, wanted)
+        issues, skipped = self._issues_in_states(await self._snapshot(), wanted)
         self._skipped.update(skipped)
         return issues
 
     async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
         if not ids:
             return []
-        return await asyncio.to_thread(self._issues_with_ids, list(dict.fromkeys(ids)))
+        return self._issues_with_ids(await self._snapshot(), list(dict.fromkeys(ids)))
+
+    async def _snapshot(self) -> Snapshot:
+        """The board for a poll: the last read while it still holds (no thread, no file
+        touched), else read again in a worker thread."""
+        held = self._held()
+        return held if held is not None else await asyncio.to_thread(self._polled)
 
     def watch_paths(self) -> list[Path]:
         """The board folder: a person's edit there is seen at once, not at the next poll."""
@@ -189,15 +196,26 @@ class LocalBoard:
         with self._changes_lock:
             self._changes += 1
 
+    def _held(self) -> Snapshot | None:
+        """The last read, while it serves a poll: watched, no change seen since it began, and
+        younger than SWEEP_S. None: the board must be read again (every time while not
+        watched)."""
+        with self._changes_lock:
+            changes = self._changes
+        last = self._last
+        fresh = last is not None and time.monotonic() - last[1] < SWEEP_S
+        if self._watched and last is not None and last[2] == changes and fresh:
+            return last[0]
+        return None
+
     def _polled(self) -> Snapshot:
-        """The board for a poll: read again after a change was seen (or an own write), every
-        SWEEP_S while watched, and every time while not."""
+        """The board for a poll: the last read while it holds (`_held`), else read again."""
+        held = self._held()
+        if held is not None:
+            return held
         now = time.monotonic()
         with self._changes_lock:
             changes = self._changes  # before the read: a change during it is read next time
-        last = self._last
-        if self._watched and last is not None and last[2] == changes and now - last[1] < SWEEP_S:
-            return last[0]
         snapshot = self._reader.read()
         self._last = (snapshot, now, changes)
         return snapshot
@@ -226,8 +244,9 @@ class LocalBoard:
     async def aclose(self) -> None:
         return None
 
-    def _issues_in_states(self, wanted: frozenset[str]) -> tuple[list[Issue], dict[str, str]]:
-        snapshot = self._polled()
+    def _issues_in_states(
+        self, snapshot: Snapshot, wanted: frozenset[str]
+    ) -> tuple[list[Issue], dict[str, str]]:
         issues = [
             snapshot.issue(ticket, self._terminal)
             for ticket in snapshot.tickets.values()
@@ -235,8 +254,7 @@ class LocalBoard:
         ]
         return issues, snapshot.problems
 
-    def _issues_with_ids(self, ids: list[str]) -> list[Issue]:
-        snapshot = self._polled()
+    def _issues_with_ids(self, snapshot: Snapshot, ids: list[str]) -> list[Issue]:
         issues: list[Issue] = []
         for id_ in ids:
             for entry in snapshot.files_claiming(id_):

@@ -1248,7 +1248,7 @@ async def test_a_read_made_while_its_own_write_lands_is_not_served_after_the_wri
     concurrent: list[list[Issue]] = []
 
     def poll_meanwhile(path: Path) -> None:
-        concurrent.append(board._issues_in_states(frozenset({"todo"}))[0])
+        concurrent.append(board._issues_in_states(board._polled(), frozenset({"todo"}))[0])
 
     monkeypatch.setattr(atomic, "_before_replace", poll_meanwhile)
     await board.move_issue(issue, "In Progress")
@@ -1282,6 +1282,32 @@ async def test_a_watched_board_reads_again_only_after_a_change_or_its_own_write(
     ticket(folder, "ABC-4")
     assert len(await board.fetch_issues_by_states(ACTIVE)) == 4
     assert isinstance(board, Watchable)
+
+
+async def test_a_poll_the_last_read_answers_takes_no_worker_thread(
+    board: LocalBoard, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import symphony_adapters.local.board as board_module
+
+    ticket(folder, "ABC-1")
+    board.watching(True)
+    hops: list[str] = []
+    real = board_module.asyncio.to_thread
+
+    async def counted(func: Any, /, *args: Any) -> Any:
+        hops.append(func.__name__)
+        return await real(func, *args)
+
+    monkeypatch.setattr(board_module.asyncio, "to_thread", counted)
+    await board.fetch_issues_by_states(ACTIVE)
+    assert hops == ["_polled"]  # the first read
+    for _ in range(5):
+        await board.fetch_issues_by_states(ACTIVE)
+        await board.fetch_issues_by_ids(["ABC-1"])
+    assert hops == ["_polled"]  # idle polls: answered in the loop
+    board.note_change()
+    await board.fetch_issues_by_states(ACTIVE)
+    assert hops == ["_polled", "_polled"]
 
 
 async def test_an_agent_cannot_write_a_comment_the_board_shows_as_another_person_s(
