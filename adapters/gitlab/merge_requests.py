@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from symphony.tracker.contract import TRACKER_RATE_LIMITED, TrackerError
 from .._support.http import Response
 from .._support.normalize import as_int, text_or_none
 from . import review_posting
+from .members import ProjectMembers, author_id
 from .reads import next_page
 from .tracker import gitlab_client
 
@@ -120,6 +122,7 @@ class GitLabMergeRequests:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.repository = repository
         self.http = gitlab_client(
@@ -127,6 +130,7 @@ class GitLabMergeRequests:
         )
         # A path (`group/sub/project`) is one URL segment, its slashes encoded; an id is itself.
         self._project = f"/projects/{quote(repository.slug.strip('/'), safe='')}"
+        self.members = ProjectMembers(self.http, self._project, clock=clock)
         self._readings: dict[int, _Reading] = {}
 
     def _merge_request(self, number: int) -> str:
@@ -219,16 +223,20 @@ class GitLabMergeRequests:
             return previous.status
         known = previous.logs if previous is not None else {}
         logs: dict[tuple[int, str], str | None] = {}
+        approved_by, required, left = _approvals(approvals.body)
         with _as_code_host_error():
             checks = await self._checks(record, pipeline, jobs, known, logs)
-        approved_by, required, left = _approvals(approvals.body)
+            member = await self.members.of([*_authors(discussions), *approved_by.values()])
         status = PullStatus(
             pull=_pull(record),
             mergeable=_mergeable(record),
-            review_decision=_decision(record, approved_by, required, left),
+            review_decision=_decision(record, tuple(approved_by), required, left),
             checks=checks,
-            threads=_threads(discussions),
-            reviews=tuple(Review(author=name, state="approved") for name in approved_by),
+            threads=_threads(discussions, member),
+            reviews=tuple(
+                Review(name, "approved", author_member=member.get(user) if user else None)
+                for name, user in approved_by.items()
+            ),
             labels=_labels(record),
             approvals_required=required,
             merge_allowed=_merge_allowed(record),
@@ -517,24 +525,25 @@ def _mergeable(record: Mapping[str, Any]) -> bool | None:
     return None if legacy in _UNSETTLED_LEGACY else True
 
 
-def _approvals(body: Any) -> tuple[tuple[str, ...], int | None, int | None]:
-    """(who approved, approvals required, approvals still missing) from `.../approvals`.
+def _approvals(body: Any) -> tuple[dict[str, int | None], int | None, int | None]:
+    """(who approved, with their user ids; approvals required; approvals still missing) from
+    `.../approvals`.
 
     The two counts come with GitLab's approval rules (every gitlab.com project has them); an
     instance without them (the open source edition) names neither, and None says so."""
     record = _record(body, "approvals")
     entries = record.get("approved_by")
-    names: list[str] = []
+    names: dict[str, int | None] = {}
     for entry in entries if isinstance(entries, list) else []:
         user = entry.get("user") if isinstance(entry, Mapping) else None
         name = text_or_none(user.get("username")) if isinstance(user, Mapping) else None
         if name is not None and name not in names:
-            names.append(name)
+            names[name] = author_id(user)
     required = as_int(record.get("approvals_required"))
     left = as_int(record.get("approvals_left"))
     if left is None and required is not None:
         left = max(required - len(names), 0)
-    return tuple(names), required, left
+    return names, required, left
 
 
 def _decision(
@@ -555,21 +564,37 @@ def _decision(
     return ReviewDecision.NONE
 
 
-def _threads(discussions: Sequence[Any]) -> tuple[ReviewThread, ...]:
-    """The discussions a person can still resolve, each with its comments (system notes out).
-    The line is the first note's position: the new side, or the old one for a removed line."""
+def _open_notes(discussion: Any) -> list[Mapping[str, Any]] | None:
+    """The notes (system notes out) of a discussion a person can still resolve, else None."""
+    if not isinstance(discussion, Mapping) or not text_or_none(discussion.get("id")):
+        return None
+    raw = discussion.get("notes")
+    notes = [
+        n
+        for n in (raw if isinstance(raw, list) else [])
+        if isinstance(n, Mapping) and n.get("system") is not True
+    ]
+    resolvable = [n for n in notes if n.get("resolvable") is True]
+    if not resolvable or all(n.get("resolved") is True for n in resolvable):
+        return None
+    return notes
+
+
+def _authors(discussions: Sequence[Any]) -> list[int | None]:
+    """The user ids of the authors of the open discussions' notes."""
+    return [author_id(n.get("author")) for d in discussions for n in _open_notes(d) or ()]
+
+
+def _threads(
+    discussions: Sequence[Any], member: Mapping[int, bool | None]
+) -> tuple[ReviewThread, ...]:
+    """The discussions a person can still resolve, each with its comments (system notes out)
+    and whether their authors are members (`member`, by user id). The line is the first
+    note's position: the new side, or the old one for a removed line."""
     threads: list[ReviewThread] = []
     for discussion in discussions:
-        if not isinstance(discussion, Mapping) or not text_or_none(discussion.get("id")):
-            continue
-        raw = discussion.get("notes")
-        notes = [
-            n
-            for n in (raw if isinstance(raw, list) else [])
-            if isinstance(n, Mapping) and n.get("system") is not True
-        ]
-        resolvable = [n for n in notes if n.get("resolvable") is True]
-        if not resolvable or all(n.get("resolved") is True for n in resolvable):
+        notes = _open_notes(discussion)
+        if notes is None:
             continue
         position = notes[0].get("position")
         path = line = None
@@ -579,7 +604,11 @@ def _threads(discussions: Sequence[Any]) -> tuple[ReviewThread, ...]:
             if line is None:
                 line = as_int(position.get("old_line"))
         comments = tuple(
-            ReviewComment(author=_username(n.get("author")), body=str(n.get("body") or ""))
+            ReviewComment(
+                author=_username(n.get("author")),
+                body=str(n.get("body") or ""),
+                author_member=member.get(user) if (user := author_id(n.get("author"))) else None,
+            )
             for n in notes
         )
         threads.append(ReviewThread(str(discussion["id"]), path, line, None, comments))

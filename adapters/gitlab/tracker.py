@@ -20,6 +20,7 @@ from .._support.http import HttpClient, RateLimitHeaders
 from .._support.tool_calls import guarded
 from . import tools, writes
 from .config import GitLabConfig
+from .members import ProjectMembers
 from .reads import ProjectIssues
 from .webhook import GitLabWebhook
 
@@ -63,6 +64,7 @@ class GitLabTracker:
             config.api_url, config.token.value, transport=transport, clock=clock, sleep=sleep
         )
         self.issues = ProjectIssues(self.http, config)
+        self.members = ProjectMembers(self.http, f"/projects/{config.project_ref}", clock=clock)
 
     # Reads
 
@@ -123,7 +125,7 @@ class GitLabTracker:
         return await writes.edit_comment(self.http, self.config, issue, comment_id, body)
 
     async def list_comments(self, issue: Issue) -> list[Comment]:
-        return await writes.list_comments(self.http, self.config, issue)
+        return await writes.list_comments(self.http, self.config, issue, self.members)
 
     async def create_issue(self, ticket: NewTicket) -> Issue:
         return await writes.create_issue(self.http, self.config, ticket, self.issues)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
@@ -34,6 +35,7 @@ from .._support.http import HttpClient, Response
 from .._support.normalize import as_int
 from . import tools
 from .config import MAX_LABEL_CHARS, GitLabConfig
+from .members import ProjectMembers, author_id
 from .normalize import (
     Malformed,
     identifier,
@@ -240,18 +242,29 @@ async def edit_comment(
     return comment_from(response.body, issue)
 
 
-async def list_comments(http: HttpClient, config: GitLabConfig, issue: Issue) -> list[Comment]:
-    """The issue's notes, oldest first, without GitLab's system notes."""
+async def list_comments(
+    http: HttpClient, config: GitLabConfig, issue: Issue, members: ProjectMembers | None = None
+) -> list[Comment]:
+    """The issue's notes, oldest first, without GitLab's system notes; with `members`, each
+    says whether its author is a member of the project (one members request for the authors
+    not known yet)."""
     iid = _target(issue, config)
     params = {"sort": "asc", "order_by": "created_at"}
     notes = await list_all(http, f"{issues_path(config)}/{iid}/notes", params)
-    comments: dict[str, Comment] = {}
+    kept: dict[str, tuple[Comment, int | None]] = {}
     for note in notes:
         if isinstance(note, Mapping) and note.get("system") is True:
             continue  # GitLab's own activity lines ("changed the label"), not comments
         comment = comment_from(note, issue)
-        comments.setdefault(comment.id, comment)  # a note added mid-listing shifts pages
-    return list(comments.values())
+        # A note added mid-listing shifts pages: the first reading of each stands.
+        kept.setdefault(comment.id, (comment, author_id(note.get("author"))))
+    if members is None:
+        return [comment for comment, _ in kept.values()]
+    member = await members.of(user for _, user in kept.values())
+    return [
+        replace(comment, author_member=member.get(user) if user is not None else None)
+        for comment, user in kept.values()
+    ]
 
 
 # Merge request links

@@ -4,7 +4,8 @@ It holds one project's issues and labels in memory and speaks the endpoints the 
 list issues (`state`, `labels`, `iids[]`, `per_page`/`page` with `x-next-page` and `Link`
 headers), get, create and update issues (`add_labels`, `remove_labels`, `labels`,
 `state_event`), issue links (list; create, `is_blocked_by`), notes (list with `sort`, create,
-edit: only the token's user may edit a note) and project labels (list, create). Labels an issue
+edit: only the token's user may edit a note), project labels (list, create) and the project's
+members (`fake_members.FakeMembers`). Labels an issue
 is given are created as GitLab creates them. It checks `PRIVATE-TOKEN`, sends `RateLimit-*`
 headers, and can answer the next request with a 429 whose `RateLimit-Reset` lies in the future.
 Every request is recorded with its arrival time. Given `merge_requests`
@@ -25,6 +26,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from tests.adapters import fake_http
 from tests.adapters.gitlab import payloads
+from tests.adapters.gitlab.fake_members import FakeMembers
 from tests.adapters.gitlab.fake_merge_requests import FakeMergeRequests
 
 LIMIT = 2000
@@ -74,6 +76,7 @@ class FakeGitLab:
     ) -> None:
         self.project = project
         self.merge_requests = merge_requests
+        self.members = merge_requests.members if merge_requests is not None else FakeMembers()
         self.project_id = project_id
         self.token = token
         self.issues: dict[int, FakeIssue] = {}
@@ -211,6 +214,9 @@ class FakeGitLab:
         if match is None or not self._is_project(unquote(match.group(1))):
             return 404, {}, payloads.error("404 Project Not Found")
         rest = match.group(2)
+        members = self.members.handle(method, rest, query)
+        if members is not None:
+            return members
         if rest == "/labels":
             return self._labels(method, path, query, body or {})
         if rest == "/issues" and method == "GET":

