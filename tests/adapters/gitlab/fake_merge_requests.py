@@ -504,6 +504,8 @@ class FakeMergeRequests:
             or sum(isinstance(n, int) for n in lines) != 1 or not str(body.get("body")).strip()
         ):  # fmt: skip
             return 400, {}, {"message": {"position": ["is invalid"]}}
+        if "line_range" in position and not _valid_range(position):
+            return 400, {}, {"message": {"position": ["line_range is invalid"]}}
         note = payloads.mr_note(
             self._next_id(), body["body"], iid=item.iid, author="symphony-bot",
             project_id=self.project_id, position={**position, "old_line": lines[1],
@@ -562,3 +564,27 @@ class FakeMergeRequests:
     def _next_id(self, start: int = 1) -> int:
         self._ids += 1
         return start + self._ids
+
+
+def _valid_range(position: dict[str, Any]) -> bool:
+    """A `line_range` as GitLab documents it: `start` and `end`, each with a `line_code`
+    (`<sha1 of the path>_<old line>_<new line>`) and a `type` (`new` or `old`) whose line is the
+    one the code names on that side; the end is the position's own line, the start before it."""
+    spans = position["line_range"]
+    path = str(position.get("new_path"))
+    numbers = []
+    for end in ("start", "end"):
+        item = spans.get(end) if isinstance(spans, dict) else None
+        if not isinstance(item, dict) or item.get("type") not in ("new", "old"):
+            return False
+        side = item["type"]
+        code = re.fullmatch(r"([0-9a-f]{40})_(\d+)_(\d+)", str(item.get("line_code")))
+        if code is None or code.group(1) != hashlib.sha1(path.encode()).hexdigest():
+            return False
+        number = int(code.group(3 if side == "new" else 2))
+        if item.get(f"{side}_line", number) != number:
+            return False
+        numbers.append((side, number))
+    (start_side, start), (end_side, end_line) = numbers
+    own = position.get(f"{end_side}_line")
+    return start_side == end_side and own == end_line and start < end_line
