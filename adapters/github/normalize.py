@@ -97,6 +97,9 @@ def rest_issue(
         assignee_id=text_or_none(assignee.get("login")) if isinstance(assignee, Mapping) else None,
         labels=labels,
         blocked_by=tuple(blockers),
+        author=text_or_none(user.get("login"))
+        if isinstance(user := item.get("user"), Mapping)
+        else None,
         created_at=parse_timestamp(item.get("created_at")),
         updated_at=parse_timestamp(item.get("updated_at")),
         native_ref={"repository": repository, "number": number, "node_id": node_id},

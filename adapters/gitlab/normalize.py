@@ -89,6 +89,9 @@ def to_issue(
         blocked_by=tuple(blockers),
         created_at=parse_timestamp(item.get("created_at")),
         updated_at=parse_timestamp(item.get("updated_at")),
+        author=text_or_none(user.get("username"))
+        if isinstance(user := item.get("author"), Mapping)
+        else None,
         native_ref={"project": config.project, "iid": iid, "id": as_int(item.get("id"))},
     )
 

@@ -54,9 +54,7 @@ def comment_from(raw: Any) -> Comment | None:
         return None
     text = raw.get("text")
     author = raw.get("author")
-    name = None
-    if isinstance(author, Mapping):
-        name = text_or_none(author.get("full_name")) or text_or_none(author.get("username"))
+    name = user_name(author)
     created = parse_timestamp(raw.get("created"))
     return Comment(
         id=str(comment_id),
@@ -85,6 +83,14 @@ def required(card: Any) -> tuple[int, str, int]:
         raise Malformed(f"missing or invalid {', '.join(missing)}", key)
     assert card_id is not None and title is not None and column_id is not None
     return card_id, title, column_id
+
+
+def user_name(user: Any) -> str | None:
+    """A Kaiten `User`'s full name, else its username."""
+    if not isinstance(user, Mapping):
+        return None
+    name = text_or_none(user.get("full_name")) or text_or_none(user.get("username"))
+    return name.strip() if name else None
 
 
 def blocker_ids(card: Mapping[str, Any]) -> list[int]:
@@ -129,6 +135,7 @@ def card_issue(
         blocked_by=blockers,
         created_at=parse_timestamp(card.get("created")),
         updated_at=parse_timestamp(card.get("updated")),
+        author=user_name(card.get("owner")),
         native_ref={
             "card_id": card_id,
             "board_id": as_int(card.get("board_id")),

@@ -56,6 +56,7 @@ def issue_from_node(
         ),
         blocked_by=tuple(blocker for blocker, _ in blockers),
         created_at=parse_timestamp(node.get("createdAt")),
+        author=text_or_none(_object(node.get("creator")).get("name")),
         updated_at=parse_timestamp(node.get("updatedAt")),
         native_ref={
             "team_id": _text(team.get("id")),

@@ -33,6 +33,7 @@ fragment SymphonyIssue on Issue {{
   updatedAt
   state {{ id name type }}
   assignee {{ id }}
+  creator {{ name }}
   team {{ id key }}
   project {{ id slugId }}
   labels(first: {LABELS_PER_ISSUE}) {{ nodes {{ name }} }}

@@ -7,9 +7,10 @@ Profile:
 - A ticket file starts with YAML front matter. `title` and `state` are required; `id` defaults
   to the identifier (the file name without `.md`); `priority` is an integer or null; `labels` are
   normalized; `blocked_by` lists identifiers; `created_at`/`updated_at` are RFC 3339 or YAML
-  timestamps (UTC when no offset is given, null when unusable); `branch_name` and `assignee`
-  (the Issue's `assignee_id`) are text. The trimmed body is the description. `url` is the file's
-  `file://` URI and `native_ref` is `{"path": "<file name>"}`.
+  timestamps (UTC when no offset is given, null when unusable); `branch_name`, `assignee`
+  (the Issue's `assignee_id`) and `author` (who wrote the ticket) are text. The trimmed body
+  is the description. `url` is the file's `file://` URI and `native_ref` is
+  `{"path": "<file name>"}`.
 - `dispatchable` is false while any blocker is on the board and not in a terminal state. A
   blocker that is not on the board (deleted, or never existed) does not block; one whose file is
   unreadable does, since it may still be open. Blockers are matched by identifier, ignoring case.

@@ -200,6 +200,7 @@ class Snapshot:
             blocked_by=tuple(b.ref for b in blockers),
             created_at=ticket.created_at,
             updated_at=ticket.updated_at,
+            author=ticket.author,
             native_ref={"path": ticket.file_name},
         )
 

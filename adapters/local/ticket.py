@@ -75,6 +75,7 @@ class Ticket:
     branch_name: str | None
     assignee: str | None
     comments: tuple[LocalComment, ...] = ()
+    author: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +182,7 @@ def parse_ticket(file_name: str, raw: bytes) -> Ticket | MalformedTicket:
         branch_name=front_text(front.get("branch_name")),
         assignee=front_text(front.get("assignee")),
         comments=comments,
+        author=front_text(front.get("author")),
     )
 
 

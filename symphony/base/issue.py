@@ -28,6 +28,7 @@ ISSUE_TEMPLATE_SHAPE: Mapping[str, TemplateShape] = {
     "dispatchable": VALUE,
     "created_at": VALUE,
     "updated_at": VALUE,
+    "author": VALUE,
     "native_ref": ANYTHING,
 }
 """The shape of `Issue.to_template()`, which prompt templates are checked against."""
@@ -74,6 +75,8 @@ class Issue:
     blocked_by: tuple[BlockerRef, ...] = ()
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    author: str | None = None
+    """Who opened the ticket (login, username or name) where the tracker says; None otherwise."""
     native_ref: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -102,5 +105,6 @@ class Issue:
             "dispatchable": self.dispatchable,
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+            "author": self.author,
             "native_ref": dict(self.native_ref) if self.native_ref is not None else None,
         }

@@ -12,7 +12,7 @@ from liquid import BoundTemplate, Environment, StrictUndefined
 from liquid.exceptions import LiquidError
 
 from symphony.base.errors import ErrorCategory, SymphonyError
-from symphony.base.fences import RunMarks, framed, new_marks, quoted
+from symphony.base.fences import RunMarks, by, framed, new_marks, quoted
 from symphony.base.issue import ANYTHING, ISSUE_TEMPLATE_SHAPE, VALUE, Issue, TemplateShape
 
 if TYPE_CHECKING:
@@ -263,7 +263,7 @@ def material_of(issue: Issue) -> dict[str, Any]:
     values = issue.to_template()
     values["title"] = quoted(issue.title, "ticket title")
     if issue.description:
-        values["description"] = quoted(issue.description, "ticket description")
+        values["description"] = quoted(issue.description, by("ticket description", issue.author))
     return values
 
 

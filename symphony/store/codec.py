@@ -48,6 +48,7 @@ def issue_from_json(text: str) -> Issue:
         blocked_by=tuple(BlockerRef(*ref) for ref in data.get("blocked_by") or ()),
         created_at=parse_instant(data.get("created_at")),
         updated_at=parse_instant(data.get("updated_at")),
+        author=data.get("author"),
         native_ref=data.get("native_ref"),
     )
 

@@ -233,6 +233,16 @@ def test_prompt_renders_issue_fields_and_attempt() -> None:
     assert render_prompt(template, issue, 3).endswith(" retry 3")
 
 
+def test_the_description_is_fenced_under_the_name_of_who_opened_the_ticket() -> None:
+    template = "{{ issue.description }} / {{ issue.author }}"
+    opened = make_issue(description="Fix it.", author="alice")
+    assert plain(render_material(template, opened, None)) == (
+        "ticket description by @alice: Fix it. / alice"
+    )
+    unknown = make_issue(description="Fix it.")
+    assert plain(render_material(template, unknown, None)) == "ticket description: Fix it. / "
+
+
 def test_prompt_reading_a_field_the_daemon_does_not_provide_is_refused_before_rendering() -> None:
     with pytest.raises(PromptError) as err:
         check_template("Fix it.\n\n{{ issue.titel }}", first_line=12)

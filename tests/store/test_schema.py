@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from symphony.store import Store
+from symphony.store.codec import issue_from_json, issue_to_json
 from symphony.store.schema import MIGRATIONS, RUNS, SCHEMA_VERSION, Column, Migration, Table
+from tests.factories import make_issue
 
 # The migrations as they were written by hand before the tables were declared: files in use
 # were built by these, so the derived migrations must build the same tables.
@@ -187,3 +189,9 @@ def test_a_column_added_later_is_one_declaration_and_one_migration() -> None:
     db = built(tuple(Migration(v, ";".join(table.migration(v))) for v in (1, 2)), 2)
     db.execute(table.upsert, table.row(k="a", n=3))
     assert list(table.read(db)) == [{"k": "a", "n": 3}]
+
+
+def test_an_issue_kept_in_the_store_keeps_who_opened_it() -> None:
+    issue = make_issue(description="Fix it.", author="alice")
+    assert issue_from_json(issue_to_json(issue)) == issue
+    assert issue_from_json(issue_to_json(make_issue())).author is None

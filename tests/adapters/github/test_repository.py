@@ -48,6 +48,7 @@ async def test_reads_one_label_per_active_state_and_keeps_provider_spelling() ->
         (f"{REPO}#1", "Todo", ("status:todo", "bug")),
         (f"{REPO}#2", "In Progress", ("status:in-progress",)),
     ]
+    assert [i.author for i in issues] == ["octocat", "octocat"]  # who opened each
     calls = [dict(c.request.url.params) for c in respx.calls]
     assert calls == [
         {"state": "open", "labels": "status:todo", "per_page": "100"},

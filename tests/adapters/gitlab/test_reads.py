@@ -48,6 +48,7 @@ async def test_active_states_are_read_per_label_and_always_opened_only() -> None
     )
     found = await make_tracker().fetch_issues_by_states(["Todo", "In Progress"])
     assert [(i.id, i.state) for i in found] == [("1", "Todo"), ("2", "In Progress")]
+    assert [i.author for i in found] == ["bob", "bob"]  # who opened each
     assert [params_of(route, n)["labels"] for n in range(2)] == [
         "workflow::todo",
         "workflow::in progress",

@@ -37,6 +37,7 @@ from tests.adapters.kaiten.payloads import (
     REVIEW,
     card,
     column,
+    user,
 )
 
 COLUMNS = f"{API}/boards/{BOARD}/columns"
@@ -63,9 +64,10 @@ def query(route: respx.Route, call: int = 0) -> dict[str, str]:
 @respx.mock
 async def test_candidates_are_cards_on_the_board_in_the_states_columns() -> None:
     mock_board()
-    cards = mock_cards([card(1, BACKLOG), card(2, DOING)])
+    cards = mock_cards([{**card(1, BACKLOG), "owner": user(7, "Ada Lovelace")}, card(2, DOING)])
     issues = await make_tracker().fetch_issues_by_states(["Backlog", "In Progress"])
     assert [(i.id, i.state) for i in issues] == [("1", "Backlog"), ("2", "In Progress")]
+    assert [i.author for i in issues] == ["Ada Lovelace", None]
     params = query(cards)
     assert params["board_id"] == str(BOARD)
     assert params["condition"] == "1"

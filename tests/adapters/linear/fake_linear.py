@@ -72,6 +72,8 @@ class FakeIssue:
     assignee: str | None = None
     description: str | None = None
     created_at: datetime = field(default_factory=lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    creator: str | None = "Ada Lovelace"
+    """The name of the user who opened it; None for one an integration opened."""
 
 
 @dataclass
@@ -482,6 +484,7 @@ class FakeLinear:
             "updatedAt": stamp,
             "state": dict(state),
             "assignee": {"id": issue.assignee} if issue.assignee else None,
+            "creator": {"name": issue.creator} if issue.creator else None,
             "team": {"id": team.id, "key": team.key},
             "project": (
                 {"id": f"project-{issue.project}", "slugId": issue.project}

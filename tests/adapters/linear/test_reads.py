@@ -28,11 +28,12 @@ async def test_team_scope_filters_by_team_key_and_state_names(
     fake: FakeLinear, make_tracker: MakeTracker
 ) -> None:
     fake.add("ENG-1")
-    fake.add("ENG-2", state="In Progress")
+    fake.add("ENG-2", state="In Progress", creator=None)  # opened by an integration
     fake.add("ENG-3", state="Backlog")
     fake.add("OPS-1")
     issues = await make_tracker().fetch_issues_by_states(ACTIVE)
     assert [i.identifier for i in issues] == ["ENG-1", "ENG-2"]
+    assert [i.author for i in issues] == ["Ada Lovelace", None]
     name, variables = fake.requests[0]
     assert name == "SymphonyTeamIssues"
     assert variables == {"teamKey": "ENG", "states": ACTIVE, "first": 50, "after": None}

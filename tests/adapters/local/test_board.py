@@ -162,7 +162,8 @@ async def test_every_front_matter_field_is_parsed_and_normalized(
         "created_at: 2024-01-02T03:04:05+02:00\n"
         "updated_at: '2024-01-03T10:00:00Z'\n"
         "branch_name: fix/login-loop\n"
-        "assignee: alice\n",
+        "assignee: alice\n"
+        "author: bob\n",
         "\n  Steps to reproduce.\n\n",
     )
     ticket(folder, "ABC-1", state="Done")
@@ -184,6 +185,7 @@ async def test_every_front_matter_field_is_parsed_and_normalized(
         blocked_by=(BlockerRef("ABC-1", "ABC-1", "Done"),),
         created_at=datetime(2024, 1, 2, 1, 4, 5, tzinfo=UTC),
         updated_at=datetime(2024, 1, 3, 10, 0, tzinfo=UTC),
+        author="bob",
     )
     assert issue.url is not None and issue.url.startswith("file://")
     assert issue.native_ref == {"path": "ABC-7.md"}
