@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import structlog
 import uvicorn
 
@@ -26,6 +25,7 @@ from symphony.base.limits import ProviderLimit
 from symphony.base.wire import WireUsage
 from symphony.core.gateway import Refusal, RefusalKind
 from symphony.gateway.tokens import Route, digest, new_token, routes, through_gateway
+from symphony.gateway.upstream import Upstream, UpstreamAnswer, UpstreamError
 from symphony.gateway.usage import ANTHROPIC, UsageReader, limit_of
 from symphony.hosts.serve import serve_embedded
 
@@ -85,7 +85,7 @@ _REQUEST_DROPPED = frozenset(
      b"upgrade", b"proxy-authorization", b"proxy-connection", b"authorization", b"x-api-key",
      b"accept-encoding"}
 )  # fmt: skip
-_RESPONSE_DROPPED = frozenset({"connection", "keep-alive", "transfer-encoding"})
+_RESPONSE_DROPPED = frozenset({b"connection", b"keep-alive", b"transfer-encoding"})
 _STATUS_OF = {RefusalKind.REVOKED: 401, RefusalKind.BUDGET: 403, RefusalKind.LIMITED: 429}
 _ANTHROPIC_TYPE = {
     RefusalKind.REVOKED: "authentication_error",
@@ -99,14 +99,6 @@ _OPENAI_TYPE = {
 }
 
 
-def _client() -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        timeout=httpx.Timeout(connect=30.0, read=None, write=60.0, pool=60.0),
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
-        trust_env=False,  # the upstream is the one the run's environment named, never a proxy's
-    )
-
-
 class ModelGateway:
     def __init__(
         self,
@@ -114,12 +106,11 @@ class ModelGateway:
         report: Report,
         *,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
-        client: httpx.AsyncClient | None = None,
     ) -> None:
         self._admit = admit
         self._report = report
         self._wall = wall
-        self._client = client
+        self._client: Upstream | None = None
         self._runs: dict[str, _Run] = {}
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
@@ -152,7 +143,8 @@ class ModelGateway:
         async with self._lock:
             if self.url is None:
                 if self._client is None:
-                    self._client = _client()
+                    # The upstream is the one the run's environment named, never a proxy's.
+                    self._client = Upstream()
                 server, task, base = await serve_embedded(
                     self, "127.0.0.1", 0, name="model-gateway"
                 )
@@ -222,10 +214,9 @@ class ModelGateway:
             (header.encode(), (f"Bearer {key}" if header == "authorization" else key).encode())
         )
         headers.append((b"accept-encoding", b"identity"))  # the usage is read as it passes
-        request = self._client.build_request(scope["method"], url, headers=headers, content=body)
         try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+            response = await self._client.send(scope["method"], url, headers, body)
+        except (UpstreamError, OSError) as exc:
             log.warning("model gateway could not reach the provider", url=url, error=str(exc))
             await _answer(send, 502, {"error": {"message": f"symphony gateway: {exc}"}})
             return
@@ -234,17 +225,16 @@ class ModelGateway:
         finally:
             await response.aclose()
 
-    async def _relay(self, send: Any, run: _Run, route: Route, response: httpx.Response) -> None:
+    async def _relay(self, send: Any, run: _Run, route: Route, response: UpstreamAnswer) -> None:
         status = response.status_code
-        kind = response.headers.get("content-type", "")
+        lowered = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in response.headers}
+        kind = lowered.get("content-type", "")
         reader = UsageReader(route.provider.name, streaming="text/event-stream" in kind)
         refused = bytearray() if status >= 400 else None
-        out = [
-            (k, v) for k, v in response.headers.raw if k.decode().lower() not in _RESPONSE_DROPPED
-        ]
+        out = [(k, v) for k, v in response.headers if k.lower() not in _RESPONSE_DROPPED]
         await send({"type": "http.response.start", "status": status, "headers": out})
         told = False
-        async for chunk in response.aiter_raw():
+        async for chunk in response.chunks():
             if run.revoked:
                 break  # the run was stopped: not another byte
             if refused is None:
@@ -256,7 +246,6 @@ class ModelGateway:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
         if refused is not None:
-            lowered = {k.lower(): v for k, v in response.headers.items()}
             limit = limit_of(status, lowered, bytes(refused), self._wall())
             if limit is not None:
                 self._report(WireReport(run.issue_id, limit=limit))
