@@ -28,7 +28,9 @@ class _Parse:
     def __init__(self) -> None:
         self.headers: list[tuple[bytes, bytes]] = []
         self.head_done = False
+        self.keep_alive = False
         self.done = False
+        self.parser: httptools.HttpResponseParser | None = None
         self.body: list[bytes] = []
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -36,6 +38,8 @@ class _Parse:
 
     def on_headers_complete(self) -> None:
         self.head_done = True
+        # Read now: once the answer is complete the parser no longer says.
+        self.keep_alive = self.parser is not None and self.parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
@@ -81,9 +85,8 @@ class UpstreamAnswer:
         conn, self._conn = self._conn, None  # type: ignore[assignment]
         if conn is None:
             return
-        reusable = (
-            self._state.done and self._parser is not None and self._parser.should_keep_alive()
-        )
+        state, state.parser = self._state, None
+        reusable = state.done and state.keep_alive and self._parser is not None
         if reusable and not conn[0].at_eof():
             self._pool.put(self._key, conn)
         else:
@@ -149,6 +152,7 @@ class Upstream:
         await writer.drain()
         state = _Parse()
         parser = httptools.HttpResponseParser(state)
+        state.parser = parser
         while not state.head_done:
             data = await reader.read(_READ)
             if not data:
