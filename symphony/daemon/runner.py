@@ -21,7 +21,7 @@ import structlog
 from symphony.agents import AgentError, AgentLaunch, AgentSession, EventSink, Grant, TurnResult
 from symphony.agents.registry import backend, open_session
 from symphony.base.errors import SymphonyError
-from symphony.base.events import AgentEvent, EventKind
+from symphony.base.events import AgentEvent, EventKind, TokenUsage
 from symphony.base.fences import RunMarks, framed, handle, new_marks, quoted, redacted, seal
 from symphony.base.hosts import HOST_UNREACHABLE
 from symphony.base.issue import Issue
@@ -64,6 +64,7 @@ from symphony.memory import (
     parse_learning,
     record_learning_spec,
 )
+from symphony.telemetry import NO_TRACER, Attribute, Span, Tracer, span
 from symphony.tracker.contract import (
     TRACKER_RATE_LIMITED,
     Comment,
@@ -183,6 +184,10 @@ class AttemptContext:
     """What started it (a thread it continues is told why it went quiet)."""
     marks: RunMarks = dataclasses.field(default_factory=new_marks)
     """The run's fence and canary (`symphony.base.fences`): never logged, never shown."""
+    tracer: Tracer = NO_TRACER
+    """Where the run's spans go (`symphony.telemetry`): nowhere unless telemetry is on."""
+    tracer_text: bool = False
+    """Whether turn spans carry the prompt and the agent's last message (off by default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,14 +215,33 @@ async def run_attempt(
     """Run one attempt at `issue` in its workspace: prepare it, run turns until the ticket
     leaves the run or the core says stop, and finish with the ticket's footprint. Raises
     `AttemptFailed` naming the step that failed."""
-    run = _Attempt(issue, attempt, ctx, on_event, on_move)
-    await run.open_workspace()
-    try:
-        end = await run.run()
-    finally:
-        await run.close()
-    # A run that ended without a decision is measured after its after_run hook.
-    return end if end is not None else await run.finish(AttemptEnd())
+    with span(ctx.tracer, "symphony.run", None, _run_attributes(issue, attempt, ctx)) as root:
+        run = _Attempt(issue, attempt, ctx, on_event, on_move, root)
+        with span(ctx.tracer, "symphony.workspace", root):
+            await run.open_workspace()
+        try:
+            end = await run.run()
+        finally:
+            await run.close()
+        # A run that ended without a decision is measured after its after_run hook.
+        return end if end is not None else await run.finish(AttemptEnd())
+
+
+def _run_attributes(issue: Issue, attempt: int | None, ctx: AttemptContext) -> dict[str, Attribute]:
+    """The root span's attributes: the ticket, the run and the GenAI system and model."""
+    block = ctx.settings.agent_block(ctx.stage, ctx.agent_kind)
+    model = getattr(block, "model", None)
+    found: dict[str, Attribute] = {
+        "symphony.ticket": issue.identifier,
+        "symphony.run": ctx.label,
+        "symphony.attempt": attempt or 0,
+        "gen_ai.system": ctx.agent_kind,
+    }
+    if ctx.stage is not None:
+        found["symphony.stage"] = ctx.stage.name
+    if isinstance(model, str) and model:
+        found["gen_ai.request.model"] = model
+    return found
 
 
 class _Attempt:
@@ -232,14 +256,16 @@ class _Attempt:
         ctx: AttemptContext,
         on_event: EventSink,
         on_move: MoveSink,
+        root: Span,
     ) -> None:
         self.issue = self.current = issue
+        self.root = root
         self.attempt = attempt
         self.ctx = ctx
         self.settings = ctx.settings
         self.stage = ctx.stage
         self.marks = ctx.marks
-        self.on_event = _redacting(on_event, self.marks.canary)
+        self.on_event = _redacting(self._observe_event(on_event), self.marks.canary)
         self.on_move = on_move
         self.log = log.bind(
             attempt=attempt, stage=self.stage.name if self.stage else None, run=ctx.label
@@ -261,6 +287,8 @@ class _Attempt:
         self.refusal: str | None = None
         """A write of the agent's that carried the run's canary: what it was. The run stops."""
         self.stopping = asyncio.Event()
+        self.turn_span: Span | None = None
+        self.usage = TokenUsage()
 
     # Prepare
 
@@ -384,6 +412,15 @@ class _Attempt:
         return answers
 
     async def handle_tool(self, name: str, arguments: Any) -> ToolResult:
+        parent = self.turn_span or self.root
+        with span(self.ctx.tracer, f"symphony.tool {name}", parent, {
+            "gen_ai.tool.name": name, "gen_ai.operation.name": "execute_tool"
+        }) as called:  # fmt: skip
+            result = await self._handle_tool(name, arguments)
+            called.set("symphony.tool.success", result.success)
+            return result
+
+    async def _handle_tool(self, name: str, arguments: Any) -> ToolResult:
         if self.refusal is not None or carries(arguments, (self.marks.canary,)):
             # Whatever the tool, a call carrying the canary sends words the agent was told
             # never to repeat: it is following planted text. Nothing more goes out of this run.
@@ -533,7 +570,42 @@ class _Attempt:
             return stage_continuation_prompt(current, stage.name, turn, max_turns)
         return continuation_prompt(current, turn, max_turns)
 
+    def _observe_event(self, sink: EventSink) -> EventSink:
+        """The sink, with the thread's model, token totals and cost noted on the run's spans."""
+
+        def observe(event: AgentEvent) -> None:
+            if event.model:
+                self.root.set("gen_ai.request.model", event.model)
+            if event.usage is not None:
+                self.usage = event.usage
+                self.root.set("gen_ai.usage.input_tokens", event.usage.input_tokens)
+                self.root.set("gen_ai.usage.output_tokens", event.usage.output_tokens)
+            if event.reported_cost_usd is not None:
+                self.root.set("symphony.cost_usd", event.reported_cost_usd)
+            sink(event)
+
+        return observe
+
     async def turn(self, session: AgentSession, what: str, prompt: str, title: str) -> TurnResult:
+        """One turn in its span, with the tokens it used."""
+        before = self.usage
+        attributes: dict[str, Attribute] = {"gen_ai.operation.name": "chat"}
+        if self.ctx.tracer_text:
+            attributes["gen_ai.prompt"] = prompt
+        with span(self.ctx.tracer, f"symphony.{what}", self.root, attributes) as turned:
+            self.turn_span = turned
+            try:
+                result = await self._turn(session, what, prompt, title)
+            finally:
+                self.turn_span = None
+                used = self.usage
+                turned.set("gen_ai.usage.input_tokens", used.input_tokens - before.input_tokens)
+                turned.set("gen_ai.usage.output_tokens", used.output_tokens - before.output_tokens)
+            if self.ctx.tracer_text and result.message:
+                turned.set("gen_ai.completion", result.message)
+            return result
+
+    async def _turn(self, session: AgentSession, what: str, prompt: str, title: str) -> TurnResult:
         """One turn (or fix turn), every quoted piece of `prompt` sealed with the run's
         fence; a write refused for the canary stops it at once."""
         running = asyncio.ensure_future(
@@ -570,6 +642,7 @@ class _Attempt:
                 stage, report, current, fix_turn, launch, self.workspace_env, self.settings,
                 self.take_report, ctx.masker,
                 contained=lambda: _check_cwd(ctx.workspaces, self.workspace),
+                tracer=ctx.tracer, parent=self.root,
             )  # fmt: skip
             if ctx.memory is not None:
                 await _record_gate_lessons(ctx.memory, verification, stage, current)
@@ -624,6 +697,8 @@ async def _verify(
     masker: SecretMasker,
     *,
     contained: Callable[[], None] = lambda: None,
+    tracer: Tracer = NO_TRACER,
+    parent: Span | None = None,
 ) -> tuple[Report, Verification]:
     """Run the stage's gates after a `done` report; while they fail and fix turns are left,
     give the agent a fix turn on the same thread with what failed, then run them again.
@@ -641,11 +716,13 @@ async def _verify(
             break
         if after.step is GateStep.RUN_GATES:
             contained()  # the agent may have swapped its workspace for a link: never run there
-            rounds.append(await run_gates(
-                stage.verify, cwd=launch.workspace, env=gate_env,
-                default_timeout_ms=settings.hooks.timeout_ms,
-                output_chars=stage.verify_output_chars, masker=masker, host=launch.host,
-            ))  # fmt: skip
+            with span(tracer, "symphony.gates", parent, {"symphony.round": len(rounds) + 1}) as ran:
+                rounds.append(await run_gates(
+                    stage.verify, cwd=launch.workspace, env=gate_env,
+                    default_timeout_ms=settings.hooks.timeout_ms,
+                    output_chars=stage.verify_output_chars, masker=masker, host=launch.host,
+                ))  # fmt: skip
+                ran.set("symphony.gates.failed", ",".join(r.name for r in rounds[-1].failures))
             continue
         log.info("verification failed, fix turn", fix_turn=after.fix_turn, gates=[
             r.name for r in rounds[-1].failures

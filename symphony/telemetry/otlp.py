@@ -1,0 +1,99 @@
+"""The OTLP/HTTP (protobuf) tracer over the OpenTelemetry SDK. Imported only when telemetry is
+configured."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import Status, StatusCode
+
+from symphony.telemetry import Attribute, Span
+
+EXPORT_TIMEOUT_S = 5.0
+SHUTDOWN_TIMEOUT_MS = 5000
+
+log = logging.getLogger(__name__)
+
+
+class _Quiet(SpanExporter):
+    """The exporter that never raises into the daemon: an unreachable collector is logged once
+    and its spans dropped."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.warned = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception as exc:
+            result = SpanExportResult.FAILURE
+            reason = type(exc).__name__
+        else:
+            reason = "refused"
+        if result is SpanExportResult.FAILURE and not self.warned:
+            self.warned = True
+            log.warning("trace export failed (%s): spans are dropped", reason)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class _OtelSpan:
+    def __init__(self, inner: trace.Span) -> None:
+        self.inner = inner
+        self.ended = False
+
+    def set(self, key: str, value: Attribute) -> None:
+        self.inner.set_attribute(key, value)
+
+    def end(self, error: str | None = None) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        if error is not None:
+            self.inner.set_status(Status(StatusCode.ERROR, error))
+        self.inner.end()
+
+    def traceparent(self) -> str | None:
+        c = self.inner.get_span_context()
+        return f"00-{c.trace_id:032x}-{c.span_id:016x}-{int(c.trace_flags):02x}"
+
+
+class OtlpTracer:
+    def __init__(
+        self, env: Mapping[str, str], endpoint: str | None = None, capture_text: bool = False
+    ) -> None:
+        self.capture_text = capture_text
+        name = env.get("OTEL_SERVICE_NAME") or "symphony"
+        self.provider = TracerProvider(resource=Resource.create({"service.name": name}))
+        url = endpoint or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        if url is None and env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+            url = env["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/traces"
+        exporter = OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S)
+        self.provider.add_span_processor(
+            BatchSpanProcessor(_Quiet(exporter), export_timeout_millis=SHUTDOWN_TIMEOUT_MS)
+        )
+        self.tracer = self.provider.get_tracer("symphony")
+
+    def start(
+        self, name: str, parent: Span | None = None, attributes: Mapping[str, Attribute] = {}
+    ) -> Span:
+        context = None
+        if isinstance(parent, _OtelSpan):
+            context = trace.set_span_in_context(parent.inner)
+        return _OtelSpan(self.tracer.start_span(name, context=context, attributes=attributes))
+
+    def shutdown(self) -> None:
+        self.provider.force_flush(SHUTDOWN_TIMEOUT_MS)
+        self.provider.shutdown()

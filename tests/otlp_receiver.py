@@ -1,0 +1,83 @@
+"""An OTLP/HTTP trace receiver on 127.0.0.1 that decodes every request with the official
+protobuf definitions."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+
+@dataclass
+class Received:
+    name: str
+    trace_id: str
+    span_id: str
+    parent_id: str
+    attributes: dict[str, Any]
+    error: bool
+    service: str
+
+
+@dataclass
+class Receiver:
+    url: str
+    spans: list[Received] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+
+    def named(self, name: str) -> list[Received]:
+        return [s for s in self.spans if s.name == name]
+
+
+def _value(v: Any) -> Any:
+    kind = v.WhichOneof("value")
+    return getattr(v, kind) if kind else None
+
+
+def _decode(body: bytes) -> Iterator[Received]:
+    request = ExportTraceServiceRequest.FromString(body)
+    for resource in request.resource_spans:
+        service = {a.key: _value(a.value) for a in resource.resource.attributes}
+        for scope in resource.scope_spans:
+            for s in scope.spans:
+                yield Received(
+                    name=s.name,
+                    trace_id=s.trace_id.hex(),
+                    span_id=s.span_id.hex(),
+                    parent_id=s.parent_span_id.hex(),
+                    attributes={a.key: _value(a.value) for a in s.attributes},
+                    error=s.status.code == 2,
+                    service=str(service.get("service.name")),
+                )
+
+
+def start_receiver() -> tuple[Receiver, ThreadingHTTPServer]:
+    spans: list[Received] = []
+    paths: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            paths.append(self.path)
+            spans.extend(_decode(body))
+            answer = ExportTraceServiceResponse().SerializeToString()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    return Receiver(url, spans, paths), server
