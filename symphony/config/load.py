@@ -56,6 +56,7 @@ from symphony.config.sections import (
 )
 from symphony.config.server import parse_server
 from symphony.config.stages import StageMachine, parse_stages
+from symphony.config.telemetry import parse_telemetry
 from symphony.config.tracker import TrackerSettings, parse_tracker, tracker_kind
 from symphony.config.trust import parse_trust
 from symphony.config.worker import WorkerSettings, parse_worker
@@ -100,6 +101,7 @@ def build_settings(workflow: Workflow, environ: Mapping[str, str]) -> Settings:
         prompt_template=workflow.prompt_template or DEFAULT_PROMPT,
         fingerprint=workflow_fingerprint(workflow),
         server=parse_server(section(raw, "server"), environ),
+        telemetry=parse_telemetry(section(raw, "telemetry")),
         warnings=tuple(warnings),
         prompt_line=workflow.prompt_line,
         machine=machine,

@@ -35,6 +35,7 @@ from symphony.config.repository import (
 from symphony.config.sandbox import SANDBOX_KEYS, SandboxSettings
 from symphony.config.server import SERVER_KEYS
 from symphony.config.server import ServerSettings as ServerSettings
+from symphony.config.telemetry import TELEMETRY_KEYS, TelemetrySettings
 from symphony.config.tracker import TRACKER_KEYS
 from symphony.config.tracker import TrackerSettings as TrackerSettings
 from symphony.config.trust import TRUST_KEYS, TrustSettings
@@ -234,6 +235,8 @@ class Settings:
     prompt_template: str
     fingerprint: str
     server: ServerSettings = field(default_factory=ServerSettings)
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    """Where traces go (`telemetry:`); nothing is exported without an endpoint."""
     warnings: tuple[str, ...] = ()
     """Problems that do not stop the workflow (unknown keys); shown by `check`, logged at start."""
     prompt_line: int = 1
@@ -338,6 +341,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "hooks": ("after_create", "before_run", "after_run", "before_remove", "timeout_ms"),
         "agent": AGENT_KEYS,
         "server": SERVER_KEYS,
+        "telemetry": TELEMETRY_KEYS,
         "state": ("path", "keep_days"),
         "logs": ("max_file_mb", "keep_days"),
         "editor": ("command",),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -42,6 +43,7 @@ from symphony.observability.activity import Activity
 from symphony.observability.board import Board
 from symphony.observability.effect_log import log_effect
 from symphony.observability.snapshot import Health
+from symphony.telemetry import Tracer, tracer_from_env
 from symphony.tracker.contract import Tracker
 
 log = structlog.get_logger("symphony.orchestrator")
@@ -94,6 +96,9 @@ class Performer:
             admission(state, lambda: current().settings, clock), report, wall=clock.wall
         )
         """The workflow's model gateway; it listens once a run's agent holds an API key."""
+        self._tracer: Tracer | None = None
+        """Where runs' spans go: made at the first run from `telemetry:` and the
+        `OTEL_EXPORTER_OTLP_*` variables, flushed at close."""
         self._canaries: dict[str, list[str]] = {}
         """The canaries of each ticket's runs since the daemon started (the newest
         `KEPT_CANARIES`): what it publishes for the ticket must carry none. Kept in memory
@@ -138,6 +143,9 @@ class Performer:
                 await task
         if self._tool_server is not None:
             await self._tool_server.close()
+        if self._tracer is not None:
+            # Every run has ended its spans by now; the flush is bounded by the exporter's.
+            await asyncio.to_thread(self._tracer.shutdown)
         await self.gateway.close()
 
     def _start_worker(self, start: core.StartWorker) -> None:
@@ -173,6 +181,8 @@ class Performer:
             memory=memory_of(settings, self._masker),
             open_tickets=self._state.open_identifiers,
             marks=marks,
+            tracer=self._tracer_for(settings),
+            tracer_text=settings.telemetry.capture_text,
         )
         self._health.dispatched += 1
         log.info(
@@ -185,6 +195,11 @@ class Performer:
         )
         self.workers[issue.id] = task
         task.add_done_callback(functools.partial(self._worker_done, issue.id))
+
+    def _tracer_for(self, settings: Settings) -> Tracer:
+        if self._tracer is None:
+            self._tracer = tracer_from_env(os.environ, endpoint=settings.telemetry.endpoint)
+        return self._tracer
 
     def _worker_done(self, issue_id: str, task: asyncio.Task[None]) -> None:
         # A worker cancelled before it ever ran never reaches its `finally`, so nothing would

@@ -338,7 +338,7 @@ class _Attempt:
             workspace=self.workspace.path,
             settings=self.settings.agent_block(stage, ctx.agent_kind),
             kind=ctx.agent_kind,
-            env={**ctx.agent_env, **ticket_env},
+            env={**ctx.agent_env, **ticket_env, **self.trace_env()},
             tools=tools,
             handle_tool=self.handle_tool,
             on_event=self.on_event,
@@ -346,6 +346,12 @@ class _Attempt:
             resume_thread_id=None if self.workspace.created_now else ctx.resume_thread_id,
             host=ctx.host,
         )
+
+    def trace_env(self) -> dict[str, str]:
+        """The run's W3C trace context for the agent (`TRACEPARENT`), so spans it exports join
+        the run's trace; nothing when telemetry is off."""
+        parent = self.root.traceparent()
+        return {"TRACEPARENT": parent} if parent is not None else {}
 
     async def through_gateway(self, launch: AgentLaunch) -> AgentLaunch:
         """The launch with its API keys swapped for a token of the model gateway, where the

@@ -67,7 +67,8 @@ class _OtelSpan:
 
     def traceparent(self) -> str | None:
         c = self.inner.get_span_context()
-        return f"00-{c.trace_id:032x}-{c.span_id:016x}-{int(c.trace_flags):02x}"
+        # Only the sampled flag: every reader of a version-00 traceparent knows it.
+        return f"00-{c.trace_id:032x}-{c.span_id:016x}-{int(c.trace_flags) & 1:02x}"
 
 
 class OtlpTracer:

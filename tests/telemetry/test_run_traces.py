@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,9 +33,11 @@ async def test_a_run_yields_one_trace_with_its_turns_and_tool_calls(
     tracer = tracer_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url})
     issue = make_issue("ABC-1")
     tracker = EchoingTracker(issue, ["In Progress", "Done"])
+    record = tmp_path / "agent.jsonl"
     ctx = context(
-        tmp_path, tracker, FAKE_AGENT_SCENARIO="tool,complete", FAKE_AGENT_TOOL="slow_tool"
-    )
+        tmp_path, tracker, FAKE_AGENT_SCENARIO="tool,complete", FAKE_AGENT_TOOL="slow_tool",
+        FAKE_AGENT_RECORD=str(record), FAKE_AGENT_RECORD_ENV="TRACEPARENT",
+    )  # fmt: skip
     events: list[AgentEvent] = []
     await run_attempt(issue, 2, replace(ctx, tracer=tracer), events.append)
     tracer.shutdown()
@@ -57,6 +60,20 @@ async def test_a_run_yields_one_trace_with_its_turns_and_tool_calls(
     turn = children["symphony.turn 2"]
     assert turn.attributes["gen_ai.usage.output_tokens"] > 0
     assert "gen_ai.prompt" not in turn.attributes  # prompt text is off by default
+    # The agent was handed the run's trace context: its own spans join this trace.
+    handed = json.loads(record.read_text().splitlines()[0])["env"]["TRACEPARENT"]
+    assert handed == f"00-{root.trace_id}-{root.span_id}-01"
+
+
+async def test_without_telemetry_the_agent_gets_no_trace_context(tmp_path: Path) -> None:
+    issue = make_issue("ABC-4")
+    record = tmp_path / "agent.jsonl"
+    ctx = context(
+        tmp_path, ScriptedTracker(issue, ["Done"]), FAKE_AGENT_SCENARIO="complete",
+        FAKE_AGENT_RECORD=str(record), FAKE_AGENT_RECORD_ENV="TRACEPARENT",
+    )  # fmt: skip
+    await run_attempt(issue, None, ctx, lambda event: None)
+    assert json.loads(record.read_text().splitlines()[0])["env"]["TRACEPARENT"] is None
 
 
 async def test_a_run_stopped_mid_turn_still_ends_every_span(

@@ -1,0 +1,37 @@
+"""`telemetry:`: where the daemon exports its traces (OTLP/HTTP), beside the standard
+`OTEL_EXPORTER_OTLP_*` variables, which it reads too."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from symphony.config.fields import INVALID_CONFIG, ConfigError
+
+TELEMETRY_KEYS = ("endpoint", "capture_text")
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySettings:
+    endpoint: str | None = None
+    """The OTLP/HTTP traces URL (`telemetry.endpoint`, e.g. `http://collector:4318/v1/traces`);
+    None: the `OTEL_EXPORTER_OTLP_*` variables decide, and without them nothing is exported."""
+    capture_text: bool = False
+    """Whether turn spans carry the prompt and the agent's last message (off by default)."""
+
+
+def parse_telemetry(raw: Mapping[str, Any]) -> TelemetrySettings:
+    endpoint = raw.get("endpoint")
+    if endpoint is not None:
+        parts = urlsplit(endpoint) if isinstance(endpoint, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"telemetry.endpoint must be an http(s) URL of an OTLP collector, got {endpoint!r}",
+            )
+    capture = raw.get("capture_text", False)
+    if not isinstance(capture, bool):
+        raise ConfigError(INVALID_CONFIG, "telemetry.capture_text must be true or false")
+    return TelemetrySettings(endpoint=endpoint, capture_text=capture)
