@@ -17,6 +17,7 @@ from symphony.daemon.runner import run_attempt
 from symphony.telemetry import NO_TRACER, tracer_from_env
 from tests.daemon.test_runner import EchoingTracker, ScriptedTracker, context
 from tests.factories import make_issue
+from tests.harness import Board, scenario_env, start
 from tests.otlp_receiver import Receiver, start_receiver
 
 
@@ -118,3 +119,21 @@ def test_without_an_endpoint_the_sdk_is_never_imported() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+async def test_a_daemon_stopped_with_a_run_in_its_turn_flushes_the_run_s_ended_spans(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    board.write_workflow(telemetry={"endpoint": receiver.url + "/v1/traces"})
+    run = start(board, scenario_env("hang"))
+    try:
+        await run.until(lambda: "ABC-1" in run.orchestrator.state.running, timeout=20)
+        await run.until(lambda: bool(run.orchestrator.state.running["ABC-1"].turn_count))
+    finally:
+        await run.stop()
+    [root] = receiver.named("symphony.run")
+    assert root.attributes["symphony.ticket"] == "ABC-1" and root.error
+    assert {s.name for s in receiver.spans} >= {"symphony.workspace", "symphony.turn 1"}
+    assert all(s.trace_id == root.trace_id for s in receiver.spans)
