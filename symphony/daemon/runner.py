@@ -64,7 +64,7 @@ from symphony.memory import (
     parse_learning,
     record_learning_spec,
 )
-from symphony.telemetry import NO_TRACER, Attribute, Span, Tracer, span
+from symphony.telemetry import NO_SPAN, NO_TRACER, Attribute, Span, Tracer, span
 from symphony.tracker.contract import (
     TRACKER_RATE_LIMITED,
     Comment,
@@ -256,7 +256,7 @@ class _Attempt:
         ctx: AttemptContext,
         on_event: EventSink,
         on_move: MoveSink,
-        root: Span,
+        root: Span = NO_SPAN,
     ) -> None:
         self.issue = self.current = issue
         self.root = root

@@ -60,6 +60,7 @@ class NoTracer:
 
 
 NO_TRACER: Tracer = NoTracer()
+NO_SPAN: Span = _NoSpan()
 
 
 @contextlib.contextmanager
