@@ -30,6 +30,7 @@ from symphony.cli.agent_homes import temp_home_warnings
 from symphony.cli.preflight import agent_command_problem
 from symphony.cli.workflows import each, fleet_of, load, members_of, single
 from symphony.codehost.contract import CodeHost, CodeHostError
+from symphony.config.kubernetes import KubernetesSettings
 from symphony.config.prompt import StageContext, render_prompt
 from symphony.config.repository import (
     CodeHostKind,
@@ -197,6 +198,8 @@ def _print_settings(settings: Settings) -> None:
             for h in worker.hosts
         )
         print(f"ssh hosts     {shown}")
+    if worker.kubernetes is not None:
+        print(f"kubernetes    {_describe_kubernetes(worker.kubernetes)}")
     print(f"poll every    {settings.polling.interval_ms} ms")
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
     print(f"overlap       {settings.agent.overlap} (agent.overlap)")
@@ -474,3 +477,13 @@ def check_command(args: argparse.Namespace) -> int:
         return each(members_of(paths), one)
     members = fleet_of(paths[0])
     return one(single(paths[0])) if members is None else each(members, one)
+
+
+def _describe_kubernetes(k8s: KubernetesSettings) -> str:
+    return (
+        f"pods of {k8s.image} in namespace {k8s.namespace}"
+        f" (context {k8s.context or 'current'}), "
+        + ", ".join(f"{name} {value}" for name, value in k8s.resources)
+        + f", at most {k8s.max_pods or 'unlimited'} at once, workspace {k8s.workspace}"
+        + (f", service account {k8s.service_account}" if k8s.service_account else ", no token")
+    )

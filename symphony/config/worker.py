@@ -22,8 +22,11 @@ from symphony.config.fields import (
     resolve_path,
     section,
 )
+from symphony.config.kubernetes import KubernetesSettings, parse_kubernetes
 
-WORKER_KEYS = ("ssh_hosts", "max_concurrent_agents_per_host", "ssh", "retry_on_same_host")
+WORKER_KEYS = (
+    "ssh_hosts", "max_concurrent_agents_per_host", "ssh", "retry_on_same_host", "kubernetes"
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,8 @@ class WorkerSettings:
     retry_on_same_host: bool = True
     """A retry waits for the host that has the ticket's workspace, rather than starting anew
     on another."""
+    kubernetes: KubernetesSettings | None = None
+    """`worker.kubernetes`: each run in a pod of a cluster instead (None: not configured)."""
 
     def capacity(self, host: HostSpec) -> int | None:
         return host.max_agents or self.max_concurrent_agents_per_host
@@ -119,8 +124,19 @@ def parse_worker(
     retry_on_same_host = raw.get("retry_on_same_host", True)
     if not isinstance(retry_on_same_host, bool):
         raise ConfigError(INVALID_CONFIG, "worker.retry_on_same_host must be true or false")
+    kubernetes = None
+    if raw.get("kubernetes") is not None:
+        if hosts:
+            raise ConfigError(
+                INVALID_CONFIG, "worker.ssh_hosts and worker.kubernetes cannot both be set"
+            )
+        kubernetes = parse_kubernetes(raw["kubernetes"])
     return WorkerSettings(
-        tuple(hosts), per_host, _ssh(section(raw, "ssh"), base_dir, environ), retry_on_same_host
+        tuple(hosts),
+        per_host,
+        _ssh(section(raw, "ssh"), base_dir, environ),
+        retry_on_same_host,
+        kubernetes,
     )
 
 

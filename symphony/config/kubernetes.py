@@ -1,0 +1,186 @@
+"""`worker.kubernetes:`: agent runs as pods in a cluster, reached through `kubectl` with the
+user's kubeconfig (spec Appendix A). Every value here ends up in a pod manifest, so each is
+checked against what the Kubernetes API accepts before a run is tried."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
+
+KUBERNETES_KEYS = frozenset(
+    ("context", "namespace", "image", "service_account", "resources", "max_pods",
+     "node_selector", "tolerations", "workspace")
+)  # fmt: skip
+RESOURCE_NAMES = ("cpu", "memory", "ephemeral-storage")
+DEFAULT_RESOURCES = (("cpu", "2"), ("memory", "4Gi"), ("ephemeral-storage", "10Gi"))
+_QUANTITY = re.compile(r"(\d+(\.\d+)?|\.\d+)([EPTGMK]i|[numkMGTPE]|[eE][+-]?\d+)?")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?" + _LABEL_NAME)
+_LABEL_VALUE = re.compile(f"({_LABEL_NAME})?")
+_TOLERATION_KEYS = frozenset(("key", "operator", "value", "effect", "toleration_seconds"))
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str | None = None
+    operator: str = "Equal"
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KubernetesSettings:
+    """Where and how a run's pod is made. `context` None: kubectl's current context (or the
+    in-cluster configuration when the daemon runs in a pod). `workspace_claim` None: an
+    emptyDir, gone with the pod; else the name of a PersistentVolumeClaim per ticket prefix,
+    kept between runs."""
+
+    image: str
+    context: str | None = None
+    namespace: str = "default"
+    service_account: str | None = None
+    resources: tuple[tuple[str, str], ...] = DEFAULT_RESOURCES
+    max_pods: int | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = field(default_factory=tuple)
+    workspace_claim: str | None = None
+
+    @property
+    def workspace(self) -> str:
+        return f"pvc:{self.workspace_claim}" if self.workspace_claim else "empty_dir"
+
+
+def _bad(message: str) -> ConfigError:
+    return ConfigError(INVALID_CONFIG, f"worker.kubernetes.{message}")
+
+
+def _name(raw: Mapping[str, Any], key: str, pattern: re.Pattern[str], what: str) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise _bad(f"{key} must be {what}, got {value!r}")
+    return value
+
+
+def parse_kubernetes(raw: Mapping[str, Any]) -> KubernetesSettings:
+    """The `worker.kubernetes:` map; an unknown key or a value the API would refuse is an
+    error naming the setting."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(INVALID_CONFIG, "worker.kubernetes must be a map")
+    unknown = sorted(set(raw) - KUBERNETES_KEYS)
+    if unknown:
+        raise ConfigError(
+            INVALID_CONFIG, f"worker.kubernetes has unknown key(s) {', '.join(unknown)}"
+        )
+    image = raw.get("image")
+    if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image):
+        raise _bad("image must name the image agents run in (git, the agent, a shell)")
+    context = raw.get("context")
+    if context is not None and (not isinstance(context, str) or not context.strip()):
+        raise _bad("context must be a kubeconfig context name")
+    max_pods = None
+    if raw.get("max_pods") is not None:
+        max_pods = integer(raw, "worker.kubernetes.max_pods", 1, 1)
+    return KubernetesSettings(
+        image=image,
+        context=context,
+        namespace=_name(raw, "namespace", _DNS_LABEL, "a namespace name") or "default",
+        service_account=_name(raw, "service_account", _DNS_SUBDOMAIN, "a service account name"),
+        resources=_resources(raw.get("resources")),
+        max_pods=max_pods,
+        node_selector=_node_selector(raw.get("node_selector")),
+        tolerations=_tolerations(raw.get("tolerations")),
+        workspace_claim=_workspace(raw.get("workspace", "empty_dir")),
+    )
+
+
+def _resources(raw: Any) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return DEFAULT_RESOURCES
+    if not isinstance(raw, Mapping):
+        raise _bad("resources must be a map of cpu, memory, ephemeral-storage")
+    merged = dict(DEFAULT_RESOURCES)
+    for name, value in raw.items():
+        if name not in RESOURCE_NAMES:
+            raise _bad(f"resources has unknown resource {name!r} (cpu, memory, ephemeral-storage)")
+        text = value if isinstance(value, str) else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            text = str(value)
+        quantity = _QUANTITY.fullmatch(text) if text is not None else None
+        if quantity is None or float(quantity.group(1)) <= 0:
+            raise _bad(
+                f"resources.{name} must be a positive quantity such as 2, 500m or 4Gi, "
+                f"got {value!r}"
+            )
+        merged[name] = quantity.group(0)
+    return tuple((name, merged[name]) for name in RESOURCE_NAMES)
+
+
+def _node_selector(raw: Any) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise _bad("node_selector must be a map of node label to value")
+    pairs = []
+    for key, value in raw.items():
+        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key):
+            raise _bad(f"node_selector has a key that is not a label name: {key!r}")
+        if not isinstance(value, str) or not _LABEL_VALUE.fullmatch(value):
+            raise _bad(f"node_selector.{key} must be a label value, got {value!r}")
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
+def _tolerations(raw: Any) -> tuple[Toleration, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise _bad("tolerations must be a list")
+    return tuple(_toleration(item, f"tolerations[{i}]") for i, item in enumerate(raw))
+
+
+def _toleration(item: Any, where: str) -> Toleration:
+    if not isinstance(item, Mapping):
+        raise _bad(f"{where} must be a map with key, operator, value, effect")
+    unknown = sorted(set(item) - _TOLERATION_KEYS)
+    if unknown:
+        raise _bad(f"{where} has unknown key(s) {', '.join(unknown)}")
+    key, value, effect = item.get("key"), item.get("value"), item.get("effect")
+    operator = item.get("operator", "Equal")
+    if key is not None and (not isinstance(key, str) or not _LABEL_KEY.fullmatch(key)):
+        raise _bad(f"{where}.key must be a taint key, got {key!r}")
+    if operator not in ("Equal", "Exists"):
+        raise _bad(f"{where}.operator must be Equal or Exists")
+    if operator == "Exists" and value is not None:
+        raise _bad(f"{where}.value must be empty with operator Exists")
+    if operator == "Equal" and key is None:
+        raise _bad(f"{where}.key is needed with operator Equal")
+    if value is not None and (not isinstance(value, str) or not _LABEL_VALUE.fullmatch(value)):
+        raise _bad(f"{where}.value must be a label value, got {value!r}")
+    if effect is not None and effect not in _EFFECTS:
+        raise _bad(f"{where}.effect must be one of {', '.join(_EFFECTS)}")
+    seconds = item.get("toleration_seconds")
+    if seconds is not None:
+        if effect != "NoExecute":
+            raise _bad(f"{where}.toleration_seconds applies only to effect NoExecute")
+        seconds = integer(item, f"worker.kubernetes.{where}.toleration_seconds", 0, 0)
+    return Toleration(key, str(operator), value, effect, seconds)
+
+
+def _workspace(raw: Any) -> str | None:
+    if raw == "empty_dir":
+        return None
+    if isinstance(raw, str) and raw.startswith("pvc:"):
+        claim = raw.removeprefix("pvc:")
+        if _DNS_SUBDOMAIN.fullmatch(claim):
+            return claim
+    raise _bad(f"workspace must be empty_dir or pvc:<claim name>, got {raw!r}")

@@ -1,0 +1,102 @@
+"""`worker.kubernetes:` parsed into the settings pods are made from, with errors naming the
+setting for values the Kubernetes API would refuse."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from symphony.config.fields import ConfigError
+from symphony.config.kubernetes import KubernetesSettings, Toleration
+from tests.cli_runner import Cli
+from tests.harness import Board
+from tests.hosts.test_settings import settings_with
+
+FULL = {
+    "context": "prod-cluster",
+    "namespace": "agents",
+    "image": "registry.example.com/agent-runner:1.4",
+    "service_account": None,
+    "resources": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "10Gi"},
+    "max_pods": 20,
+    "node_selector": {"pool": "agents"},
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "agents",
+                     "effect": "NoSchedule"}],
+    "workspace": "pvc:agent-ws",
+}  # fmt: skip
+
+
+def test_the_documented_settings_parse(tmp_path: Path) -> None:
+    k8s = settings_with(tmp_path, worker={"kubernetes": FULL}).worker.kubernetes
+    assert k8s == KubernetesSettings(
+        image="registry.example.com/agent-runner:1.4",
+        context="prod-cluster",
+        namespace="agents",
+        resources=(("cpu", "2"), ("memory", "4Gi"), ("ephemeral-storage", "10Gi")),
+        max_pods=20,
+        node_selector=(("pool", "agents"),),
+        tolerations=(Toleration("dedicated", "Equal", "agents", "NoSchedule"),),
+        workspace_claim="agent-ws",
+    )
+    assert k8s.workspace == "pvc:agent-ws"
+
+
+def test_defaults_are_an_empty_dir_no_token_and_bounded_resources(tmp_path: Path) -> None:
+    worker = {"kubernetes": {"image": "runner:1", "resources": {"cpu": 1}}}
+    k8s = settings_with(tmp_path, worker=worker).worker.kubernetes
+    assert (k8s.namespace, k8s.context, k8s.service_account) == ("default", None, None)
+    assert k8s.workspace == "empty_dir" and k8s.max_pods is None
+    assert dict(k8s.resources) == {"cpu": "1", "memory": "4Gi", "ephemeral-storage": "10Gi"}
+    assert settings_with(tmp_path).worker.kubernetes is None
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"image": ""}, "worker.kubernetes.image"),
+        ({"image": None}, "worker.kubernetes.image"),
+        ({"namespace": "Agents_1"}, "worker.kubernetes.namespace"),
+        ({"service_account": "Bad Name"}, "worker.kubernetes.service_account"),
+        ({"resources": {"cpu": "two"}}, "worker.kubernetes.resources.cpu"),
+        ({"resources": {"memory": "0"}}, "worker.kubernetes.resources.memory"),
+        ({"resources": {"gpu": "1"}}, "worker.kubernetes.resources"),
+        ({"max_pods": 0}, "worker.kubernetes.max_pods"),
+        ({"node_selector": {"pool": "a b"}}, "worker.kubernetes.node_selector.pool"),
+        ({"node_selector": ["pool"]}, "worker.kubernetes.node_selector"),
+        ({"tolerations": [{"operator": "Maybe"}]}, "worker.kubernetes.tolerations[0].operator"),
+        ({"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]},
+         "worker.kubernetes.tolerations[0].value"),
+        ({"tolerations": [{"key": "k", "value": "v", "toleration_seconds": 5}]},
+         "worker.kubernetes.tolerations[0].toleration_seconds"),
+        ({"workspace": "hostPath:/srv"}, "worker.kubernetes.workspace"),
+        ({"workspace": "pvc:"}, "worker.kubernetes.workspace"),
+        ({"replicas": 2}, "worker.kubernetes has unknown key(s) replicas"),
+        ({"context": ""}, "worker.kubernetes.context"),
+    ],
+)  # fmt: skip
+def test_bad_values_are_refused_naming_the_setting(
+    tmp_path: Path, change: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        settings_with(tmp_path, worker={"kubernetes": {**FULL, **change}})
+
+
+def test_ssh_hosts_and_a_cluster_are_one_or_the_other(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot both be set"):
+        settings_with(tmp_path, worker={"ssh_hosts": ["b1"], "kubernetes": FULL})
+
+
+def test_check_prints_the_cluster_settings(tmp_path: Path, symphony_cli: Cli) -> None:
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    board.write_workflow(worker={"kubernetes": FULL})
+    result = symphony_cli("check", cwd=board.root)
+    assert result.returncode == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("kubernetes"))
+    assert "registry.example.com/agent-runner:1.4" in line and "namespace agents" in line
+    assert "context prod-cluster" in line and "cpu 2, memory 4Gi" in line
+    assert "at most 20 at once" in line and "workspace pvc:agent-ws" in line
+    assert "no token" in line
