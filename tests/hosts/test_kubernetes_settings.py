@@ -100,3 +100,19 @@ def test_check_prints_the_cluster_settings(tmp_path: Path, symphony_cli: Cli) ->
     assert "context prod-cluster" in line and "cpu 2, memory 4Gi" in line
     assert "at most 20 at once" in line and "workspace pvc:agent-ws" in line
     assert "no token" in line
+
+
+def test_the_daemon_refuses_to_run_agents_here_when_pods_are_asked_for(
+    tmp_path: Path, symphony_cli: Cli
+) -> None:
+    """Until runs start as pods, a daemon asked for them must not run them on this machine."""
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    board.write_workflow(worker={"kubernetes": FULL})
+    result = symphony_cli("--no-tui", cwd=board.root)
+    assert result.returncode == 1
+    assert "worker.kubernetes is set, but this version does not start runs as pods" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr
+    assert board.state_of("ABC-1") == "Todo"
