@@ -61,7 +61,7 @@ CHUNKED = (
 
 async def test_a_keep_alive_connection_is_reused_and_chunked_bodies_arrive_as_sent() -> None:
     provider = _Provider([SIZED, CHUNKED])
-    upstream = Upstream()
+    upstream = Upstream(reuse=True)
     async for base in _serving(provider):
         first = await upstream.send("POST", f"{base}/v1/x?a=1", [(b"x-k", b"v")], b"{}")
         assert (first.status_code, await _body(first)) == (200, b"hello")
@@ -74,9 +74,19 @@ async def test_a_keep_alive_connection_is_reused_and_chunked_bodies_arrive_as_se
     assert b"\r\nx-k: v\r\n" in provider.heads[0]
 
 
+async def test_the_daemon_s_upstream_opens_a_connection_per_call() -> None:
+    provider = _Provider([SIZED, SIZED])
+    upstream = Upstream()
+    async for base in _serving(provider):
+        assert await _body(await upstream.send("POST", f"{base}/a", [], b"")) == b"hello"
+        assert await _body(await upstream.send("POST", f"{base}/b", [], b"")) == b"hello"
+    await upstream.aclose()
+    assert provider.connections == 2
+
+
 async def test_a_connection_the_provider_closed_is_replaced() -> None:
     provider = _Provider([SIZED, SIZED], per_connection=1)
-    upstream = Upstream()
+    upstream = Upstream(reuse=True)
     async for base in _serving(provider):
         assert await _body(await upstream.send("POST", f"{base}/a", [], b"")) == b"hello"
         await asyncio.sleep(0.05)  # the provider's close reaches the pooled connection
@@ -87,7 +97,7 @@ async def test_a_connection_the_provider_closed_is_replaced() -> None:
 
 async def test_a_body_ended_by_the_close_arrives_whole_and_its_connection_is_not_kept() -> None:
     provider = _Provider([b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nall of it"], 1)
-    upstream = Upstream()
+    upstream = Upstream(reuse=True)
     async for base in _serving(provider):
         assert await _body(await upstream.send("GET", f"{base}/", [], b"")) == b"all of it"
     assert upstream._idle.get(("http", "127.0.0.1", int(base.rsplit(":", 1)[1]))) in (None, [])

@@ -1,4 +1,9 @@
-"""The gateway's way to a provider: HTTP/1.1 over pooled keep-alive connections (TLS for https).
+"""The gateway's way to a provider: HTTP/1.1 on asyncio streams (TLS for https), one connection
+per call unless `reuse` keeps finished ones open for the next call to the same host.
+
+Reuse is off in the daemon: with it on, a call retried after the daemon ended a stalled stream
+was seen never to reach the provider (the real Claude Code's stall test), and the measured
+figures are within their targets without it.
 
 An answer's body is handed on as the bytes the provider sent (chunked framing removed), one
 read at a time, with no per-chunk work beyond the parser's: the gateway carries many long
@@ -86,7 +91,7 @@ class UpstreamAnswer:
         if conn is None:
             return
         state, state.parser = self._state, None
-        reusable = state.done and state.keep_alive and self._parser is not None
+        reusable = self._pool.reuse and state.done and state.keep_alive and self._parser is not None
         if reusable and not conn[0].at_eof():
             self._pool.put(self._key, conn)
         else:
@@ -94,9 +99,10 @@ class UpstreamAnswer:
 
 
 class Upstream:
-    """A keep-alive connection pool to the providers' hosts."""
+    """Connections to the providers' hosts; with `reuse`, a pool of keep-alive ones."""
 
-    def __init__(self, *, connect_timeout: float = 30.0) -> None:
+    def __init__(self, *, connect_timeout: float = 30.0, reuse: bool = False) -> None:
+        self.reuse = reuse
         self._idle: dict[_Key, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
         self._tls: ssl.SSLContext | None = None
         self._connect_timeout = connect_timeout
