@@ -50,8 +50,9 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentLaunch, AgentSession, EventSink
-from symphony.agents.codex import AppServerSession, CodexSettings
+from symphony.agents.codex import AppServerSession
 from symphony.base.events import AgentEvent
+from symphony.config.codex import CodexSettings
 from symphony.config.load import load_settings
 from symphony.daemon.collector import tune_collector
 from symphony.daemon.orchestrator import Orchestrator

@@ -7,8 +7,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from symphony.agents.codex import CodexSettings
 from symphony.base.issue import Issue
+from symphony.config.codex import CodexSettings
 from symphony.config.sections import (
     AgentSettings,
     HooksSettings,

@@ -5,7 +5,8 @@ A backend is what `agent.kind` (or a stage's `agent`) names: the WORKFLOW.md sec
 configures it (`codex:`), the keys that section may hold, the variables of the daemon's
 environment the agent needs to reach its model (`symphony.workspace.environment`), how its block is
 parsed, and the `AgentSession` that speaks its protocol. The core sees only the neutral
-`SessionSettings` of a block.
+`SessionSettings` of a block. A backend's settings come from `symphony.config`; its session
+module is imported when its first session opens, so a daemon loads only the agents it runs.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.agents import AgentLaunch, AgentSession, acp, claude, codex
-from symphony.agents.codex import AppServerSession
+from symphony.agents import AgentLaunch, AgentSession
 from symphony.base.errors import ErrorCategory, SymphonyError
+from symphony.config import acp, claude, codex
 from symphony.config.agents import SessionSettings
 from symphony.hosts.sandbox.home import NO_CREDENTIALS, HomeCredentials
 
@@ -57,13 +58,31 @@ class Backend:
         return HomeCredentials(home.variable, home.folder, files, home.top_files)
 
 
+def _codex_session(launch: AgentLaunch) -> AgentSession:
+    from symphony.agents.codex import AppServerSession
+
+    return AppServerSession(launch)
+
+
+def _claude_session(launch: AgentLaunch) -> AgentSession:
+    from symphony.agents.claude import ClaudeSession
+
+    return ClaudeSession(launch)
+
+
+def _acp_session(launch: AgentLaunch) -> AgentSession:
+    from symphony.agents.acp import AcpSession
+
+    return AcpSession(launch)
+
+
 CODEX = Backend(
     kind="codex",
     keys=codex.KEYS,  # the spec's own section
     # Its home (where a login keeps its credentials), an API key, an endpoint, its log filter.
     env_names=("CODEX_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "RUST_LOG"),
     parse=codex.parse_settings,
-    session=AppServerSession,
+    session=_codex_session,
     # A ChatGPT login or an API key (auth.json) and the model provider's settings.
     sandbox_home=HomeCredentials("CODEX_HOME", ".codex", ("auth.json", "config.toml")),
     model_hosts=("api.openai.com", "chatgpt.com", "auth.openai.com"),
@@ -78,7 +97,7 @@ CLAUDE = Backend(
     keys=claude.KEYS,
     env_names=claude.ENV_NAMES,
     parse=claude.parse_settings,
-    session=claude.ClaudeSession,
+    session=_claude_session,
     tools_over_mcp=True,
     # A subscription login (.credentials.json) and the user's settings; an API key comes in
     # the environment instead.
@@ -95,7 +114,7 @@ ACP = Backend(
     keys=acp.KEYS,
     env_names=acp.ENV_NAMES,
     parse=acp.parse_settings,
-    session=acp.AcpSession,
+    session=_acp_session,
     tools_over_mcp=True,
     # An ACP agent is any program: it gets an empty home, and reaches what `allow_hosts` names
     # (by default Anthropic's API, for the Claude Code adapter).

@@ -16,8 +16,8 @@ import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from symphony.agents.codex import OUTER_BOUNDARY, CodexSettings
 from symphony.agents.registry import CODEX
+from symphony.config.codex import OUTER_BOUNDARY, CodexSettings
 from symphony.config.sandbox import SandboxSettings
 from symphony.config.sections import Settings
 from symphony.config.stages import Stage

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from symphony.agents import AgentError, AgentLaunch
-from symphony.agents.acp import AcpSession, parse_settings
+from symphony.agents.acp import AcpSession
 from symphony.base.events import AgentEvent
 from symphony.base.limits import LimitKind
+from symphony.config.acp import parse_settings
 from tests.harness import is_alive
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_acp_agent.py"

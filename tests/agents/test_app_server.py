@@ -30,10 +30,11 @@ from symphony.agents import (
     AgentLaunch,
     ToolHandler,
 )
-from symphony.agents.codex import AppServerSession, CodexSettings
+from symphony.agents.codex import AppServerSession
 from symphony.base.events import AgentEvent, TokenUsage
 from symphony.base.limits import LimitKind
 from symphony.base.tools import ToolResult, ToolSpec
+from symphony.config.codex import CodexSettings
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_app_server.py"
 FAKE_COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))}"

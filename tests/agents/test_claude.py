@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from symphony.agents import TURN_FAILED, AgentError, AgentLaunch
-from symphony.agents.claude import ClaudeSession, parse_settings
+from symphony.agents.claude import ClaudeSession
 from symphony.base.events import AgentEvent
 from symphony.base.limits import LimitKind
+from symphony.config.claude import parse_settings
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_claude.py"
 

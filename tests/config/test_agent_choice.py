@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from symphony import core
-from symphony.agents.claude import ClaudeSettings
+from symphony.config.claude import ClaudeSettings
 from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
 from symphony.config.sections import Settings

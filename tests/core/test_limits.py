@@ -10,9 +10,9 @@ from datetime import timedelta
 from types import MappingProxyType
 
 from symphony import core
-from symphony.agents.claude import ClaudeSettings
-from symphony.agents.codex import CodexSettings
 from symphony.base.limits import LimitKind, ProviderLimit
+from symphony.config.claude import ClaudeSettings
+from symphony.config.codex import CodexSettings
 from symphony.config.notify import NoticeEvent
 from symphony.config.stages import StageMachine
 from symphony.core import notifications

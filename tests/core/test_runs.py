@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from symphony.agents.codex import CodexSettings
 from symphony.base.issue import Issue
+from symphony.config.codex import CodexSettings
 from symphony.config.sections import Settings
 from symphony.config.stages import Report, StageMachine, StageOutcome
 from symphony.core.runs import (

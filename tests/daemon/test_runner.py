@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from symphony.agents.codex import CodexSettings
 from symphony.base.events import AgentEvent
 from symphony.base.fences import plain
 from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
 from symphony.base.tools import ToolResult, ToolSpec
+from symphony.config.codex import CodexSettings
 from symphony.config.sections import HooksSettings
 from symphony.config.trust import TrustSettings
 from symphony.core.state import MovePhase

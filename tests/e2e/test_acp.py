@@ -14,11 +14,12 @@ import pytest
 import yaml
 
 from symphony.agents import AgentError, AgentLaunch
-from symphony.agents.acp import AcpSession, parse_settings
+from symphony.agents.acp import AcpSession
 from symphony.agents.tool_server import ToolServer
 from symphony.base.events import AgentEvent
 from symphony.base.limits import LimitKind
 from symphony.base.tools import ToolResult, ToolSpec
+from symphony.config.acp import parse_settings
 from tests.e2e.conftest import (
     E2E_DIR,
     claude_agent_environment,

@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from symphony.agents import TURN_FAILED, AgentError, AgentLaunch
-from symphony.agents.acp import AcpSession, parse_settings
+from symphony.agents.acp import AcpSession
 from symphony.base.limits import LimitKind
+from symphony.config.acp import parse_settings
 from tests.e2e.conftest import claude_agent_environment, claude_environment
 from tests.e2e.test_acp import ADAPTER, acp_block
 from tests.e2e.test_claude_limits import as_subscriber, first

@@ -18,11 +18,12 @@ import pytest
 import yaml
 
 from symphony.agents import AgentError, AgentLaunch
-from symphony.agents.claude import ClaudeSession, parse_settings
+from symphony.agents.claude import ClaudeSession
 from symphony.agents.tool_server import ToolServer
 from symphony.base.events import AgentEvent
 from symphony.base.limits import LimitKind
 from symphony.base.tools import ToolResult, ToolSpec
+from symphony.config.claude import parse_settings
 from symphony.config.pricing import DEFAULT_PRICES
 from tests.e2e.conftest import (
     CLAUDE_BIN,

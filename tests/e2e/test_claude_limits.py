@@ -33,9 +33,10 @@ from typing import Any
 import pytest
 
 from symphony.agents import TURN_FAILED, AgentError, AgentLaunch
-from symphony.agents.claude import ClaudeSession, parse_settings
+from symphony.agents.claude import ClaudeSession
 from symphony.base.events import AgentEvent
 from symphony.base.limits import LimitKind
+from symphony.config.claude import parse_settings
 from tests.e2e.conftest import CLAUDE_BIN, claude_agent_environment, claude_environment
 from tests.fakes.fake_anthropic import (
     FakeAnthropic,

@@ -20,9 +20,10 @@ import yaml
 from structlog.testing import capture_logs
 
 from symphony.agents import PORT_EXIT, AgentError, AgentLaunch
-from symphony.agents.codex import AppServerSession, CodexSettings
+from symphony.agents.codex import AppServerSession
 from symphony.base.events import AgentEvent
 from symphony.base.tools import ToolResult, ToolSpec
+from symphony.config.codex import CodexSettings
 from symphony.config.pricing import Price
 from tests.adapters.daemon import start_daemon, write_workflow
 from tests.adapters.github.fake_github import FakeGitHub, serve

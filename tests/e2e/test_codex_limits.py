@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from symphony.agents import TURN_FAILED, AgentError, AgentLaunch
-from symphony.agents.codex import AppServerSession, CodexSettings
+from symphony.agents.codex import AppServerSession
 from symphony.base.events import AgentEvent
 from symphony.base.limits import LimitKind
+from symphony.config.codex import CodexSettings
 from tests.e2e.conftest import codex_command
 from tests.e2e.fake_model import CallTool, Fail, FakeModel, ModelRequest, Say, Step
 from tests.harness import Board, start
