@@ -22,7 +22,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import structlog
-import uvicorn
 
 from symphony.agents import TOOL_SERVER_NAME, Grant, ToolHandler, plain
 from symphony.base.tools import ToolResult, ToolSpec
@@ -30,6 +29,7 @@ from symphony.hosts.serve import serve_embedded
 
 if TYPE_CHECKING:
     import mcp_types as types
+    import uvicorn
 
 MCP_PATH = "/mcp"
 

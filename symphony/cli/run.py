@@ -14,16 +14,15 @@ import uvloop
 
 from symphony.base.hosts import is_loopback
 from symphony.base.secrets import SecretMasker
-from symphony.cli import check
 from symphony.cli.links import link_lines, print_links
+from symphony.cli.preflight import preflight_warnings
 from symphony.cli.workflows import load
 from symphony.config.fields import INVALID_CONFIG, ConfigError
 from symphony.config.sections import Settings
 from symphony.daemon.collector import tune_collector
-from symphony.daemon.launch import Served, live_console, open_workflow, run_daemon
+from symphony.daemon.launch import Served, live_console, log_stream, open_workflow, run_daemon
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.observability.logging import configure_logging
-from symphony.observability.terminal import ConsoleLogStream, render_status
 
 
 def _bound_to(settings: Settings, host: str) -> Settings:
@@ -50,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         fmt=args.log_format,
         level=args.log_level,
         logs_root=args.logs_root,
-        stream=ConsoleLogStream(console) if console is not None else None,
+        stream=log_stream(console),
         masker=masker,
     )
     settings, tracker = load(args.workflow, masker)
@@ -71,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
                 return http
 
         def table() -> Any:
+            from symphony.observability.terminal import render_status
+
             return render_status(orchestrator.snapshot(), orchestrator.masker)
 
         return uvloop.run(
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _announce(settings: Settings) -> None:
     log = structlog.get_logger("symphony")
-    for warning in check.preflight_warnings(settings):
+    for warning in preflight_warnings(settings):
         log.warning(warning)
     log.info(
         "started",

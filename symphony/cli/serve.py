@@ -25,13 +25,8 @@ from symphony.cli.links import print_links
 from symphony.daemon.collector import tune_collector
 from symphony.daemon.events import SystemClock
 from symphony.daemon.fleet import FleetRunner, plan_fleet
-from symphony.daemon.launch import Served, live_console, run_daemon
+from symphony.daemon.launch import Served, live_console, log_stream, run_daemon
 from symphony.observability.logging import configure_logging
-from symphony.observability.terminal import (
-    ConsoleLogStream,
-    FleetMember,
-    render_fleet,
-)
 
 log = structlog.get_logger("symphony")
 
@@ -67,7 +62,7 @@ def serve(args: argparse.Namespace) -> int:
     console = live_console(args.no_tui, args.log_format)
     configure_logging(
         fmt=args.log_format, level=args.log_level, logs_root=None, masker=masker,
-        stream=ConsoleLogStream(console) if console is not None else None,
+        stream=log_stream(console),
     )  # fmt: skip
     plan = plan_fleet(args.paths)
     port = args.port if args.port is not None else plan.port
@@ -76,6 +71,8 @@ def serve(args: argparse.Namespace) -> int:
              max_concurrent_agents=plan.max_concurrent_agents)  # fmt: skip
 
     def table() -> Any:
+        from symphony.observability.terminal import FleetMember, render_fleet
+
         members = [
             FleetMember(s.member.name, s.member.weight,
                         s.orchestrator.snapshot() if s.orchestrator else None, s.error)

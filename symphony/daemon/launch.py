@@ -21,7 +21,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -31,10 +31,12 @@ from symphony.config.fields import INVALID_CONFIG, ConfigError
 from symphony.config.sections import Settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.hosts import process
-from symphony.observability.terminal import TerminalStatus
 from symphony.store import Store
 from symphony.store.lock import DaemonLock
 from symphony.tracker.contract import Tracker
+
+if TYPE_CHECKING:
+    from symphony.observability.terminal import TerminalStatus
 
 log = structlog.get_logger("symphony")
 
@@ -65,12 +67,22 @@ ServeHttp = Callable[[asyncio.TaskGroup], Awaitable[Served]]
 
 def live_console(no_tui: bool, log_format: str) -> Any:
     """The console the live table draws on: only for a person at a terminal, so none when
-    asked, when stderr is piped, or when logs are JSON."""
+    asked, when stderr is piped, or when logs are JSON. rich, which draws it, is loaded only
+    then."""
     if no_tui or log_format != "console" or not sys.stderr.isatty():
         return None
-    from rich.console import Console  # loaded only when a table is drawn
+    from rich.console import Console
 
     return Console(stderr=True)
+
+
+def log_stream(console: Any) -> Any:
+    """Where log lines go while `console` shows the live table (None: no table)."""
+    if console is None:
+        return None
+    from symphony.observability.terminal import ConsoleLogStream
+
+    return ConsoleLogStream(console)
 
 
 def has_terminal() -> bool:
@@ -216,6 +228,8 @@ async def run_daemon(
         async with asyncio.TaskGroup() as tasks:
             http = await serve_http(tasks) if serve_http is not None else None
             if table is not None and console is not None:
+                from symphony.observability.terminal import TerminalStatus
+
                 status = tasks.create_task(_drawn(TerminalStatus(table, console)))
             try:
                 await daemon.run()

@@ -16,9 +16,8 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import structlog
 
 from symphony.base.secrets import SecretMasker
@@ -26,17 +25,27 @@ from symphony.config.notify import Channel, NotifySettings
 from symphony.core.notifications import FAILING_AFTER, Delivery, batches, retry_at
 from symphony.daemon.events import Clock
 from symphony.notify import NotifyError
-from symphony.notify.channels import send
 from symphony.notify.message import Message, compose
 from symphony.observability.activity import Activity
 from symphony.store import Store
 
+if TYPE_CHECKING:
+    import httpx
+
 log = structlog.get_logger("symphony.notify")
 
-Sender = Callable[[Channel, Message, httpx.AsyncClient], Awaitable[None]]
+Sender = Callable[[Channel, Message, "httpx.AsyncClient"], Awaitable[None]]
 
 IDLE_WAIT_S = 3600.0
 """How long the notifier sleeps with nothing due (a wake-up comes with every queued notice)."""
+
+
+async def send_by_channel(channel: Channel, message: Message, client: httpx.AsyncClient) -> None:
+    """The channel's own sender (`symphony.notify.channels`), loaded with the first message
+    due: a daemon that has nothing to send never loads the senders."""
+    from symphony.notify.channels import send
+
+    await send(channel, message, client)
 
 
 class Notifier:
@@ -49,7 +58,7 @@ class Notifier:
         activity: Activity,
         masker: SecretMasker,
         *,
-        sender: Sender = send,
+        sender: Sender | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
@@ -57,7 +66,7 @@ class Notifier:
         self._clock = clock
         self._activity = activity
         self._masker = masker
-        self._send = sender
+        self._send = sender or send_by_channel
         self._memory: dict[tuple[str, str], Delivery] = {}
         self._memory_sent: dict[str, int] = {}
         self._wake = asyncio.Event()
@@ -77,16 +86,27 @@ class Notifier:
             self.wake()
 
     async def run(self) -> None:
-        async with httpx.AsyncClient() as client:
+        # The HTTP client (and httpx) comes with the first message due: a daemon that has
+        # nothing to send never loads them.
+        client: httpx.AsyncClient | None = None
+        try:
             while True:
                 self._wake.clear()
                 try:
-                    await self.deliver_due(client)
+                    if client is None and self._due(self._clock.wall()):
+                        import httpx
+
+                        client = httpx.AsyncClient()
+                    if client is not None:
+                        await self.deliver_due(client)
                 except Exception as exc:  # a store that fails here fails the save too
                     log.warning("notifications not sent this round", reason=str(exc))
                 wait = self._seconds_to_next()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)
+        finally:
+            if client is not None:
+                await client.aclose()
 
     def _seconds_to_next(self) -> float:
         due = [d.due_at for d in self._memory.values()]
@@ -101,10 +121,7 @@ class Notifier:
     async def deliver_due(self, client: httpx.AsyncClient) -> int:
         """Send everything due now; returns how many messages were taken."""
         settings = self._settings()
-        wall = self._clock.wall()
-        due = [d for d in self._memory.values() if d.due_at <= wall]
-        if self._store is not None:
-            due.extend(self._store.notifications.due(wall))
+        due = self._due(self._clock.wall())
         if not due:
             return 0
         self._forget_removed(due, settings)
@@ -117,6 +134,12 @@ class Notifier:
         )  # fmt: skip
         self._status = None
         return sum(results)
+
+    def _due(self, wall: datetime) -> list[Delivery]:
+        due = [d for d in self._memory.values() if d.due_at <= wall]
+        if self._store is not None:
+            due.extend(self._store.notifications.due(wall))
+        return due
 
     async def _channel_round(
         self,

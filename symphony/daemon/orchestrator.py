@@ -32,14 +32,13 @@ from symphony.daemon.actions import PersonActions
 from symphony.daemon.events import Clock
 from symphony.daemon.follow import CodeHostFactory, CodeHosts, create_code_host, followed
 from symphony.daemon.notices import Notices
-from symphony.daemon.notify import Notifier, Sender
+from symphony.daemon.notify import Notifier, Sender, send_by_channel
 from symphony.daemon.performer import Current, Performer
 from symphony.daemon.polling import Polling
 from symphony.daemon.reads import TrackerReads
 from symphony.daemon.reload import Reloading
 from symphony.daemon.saving import Saver
 from symphony.daemon.view import DaemonView
-from symphony.notify.channels import send
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board
 from symphony.observability.figures import OutcomeFigures
@@ -70,7 +69,7 @@ class Orchestrator:
         store: Store | None = None,
         masker: SecretMasker | None = None,
         code_host_factory: CodeHostFactory = create_code_host,
-        notify_sender: Sender = send,
+        notify_sender: Sender = send_by_channel,
     ) -> None:
         self.settings = settings
         self.masker = masker or SecretMasker()

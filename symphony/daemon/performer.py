@@ -17,14 +17,13 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import structlog
 
 from symphony import core
 from symphony.agents import AgentLaunch, AgentSession
 from symphony.agents.registry import backend
-from symphony.agents.tool_server import ToolServer
 from symphony.base.fences import new_marks
 from symphony.base.hosts import LOCAL
 from symphony.base.secrets import SecretMasker
@@ -45,6 +44,9 @@ from symphony.observability.effect_log import log_effect
 from symphony.observability.snapshot import Health
 from symphony.telemetry import Tracer, tracer_from_env
 from symphony.tracker.contract import Tracker
+
+if TYPE_CHECKING:
+    from symphony.agents.tool_server import ToolServer
 
 log = structlog.get_logger("symphony.orchestrator")
 
@@ -259,5 +261,7 @@ class Performer:
         if not over_mcp:
             return None
         if self._tool_server is None:
+            from symphony.agents.tool_server import ToolServer  # only MCP agents need it
+
             self._tool_server = ToolServer()
         return self._tool_server

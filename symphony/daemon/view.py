@@ -25,7 +25,6 @@ from symphony.core import review_actions
 from symphony.daemon.events import FollowRequested
 from symphony.daemon.owner import Owner
 from symphony.daemon.places import Workspaces
-from symphony.daemon.review import branch_patches, review_detail, review_queue
 from symphony.observability.snapshot import daemon_snapshot, issue_detail
 from symphony.tracker.webhooks import ReceivesWebhooks, WebhookReceiver
 from symphony.workspace.editor import editor_words, open_command
@@ -137,6 +136,8 @@ class DaemonView:
     def review_queue(self) -> dict[str, Any]:
         """The tickets waiting for a person (`symphony.daemon.review`), those running, and
         whether dispatch is paused: what the review page polls, without the whole snapshot."""
+        from symphony.daemon.review import review_queue  # loaded with the review page
+
         daemon = self._daemon
         paused = daemon.state.paused
         return {
@@ -157,6 +158,8 @@ class DaemonView:
 
     async def review_detail(self, wanted: str) -> dict[str, Any] | None:
         """One waiting ticket's review: its words, plan, evidence and diff."""
+        from symphony.daemon.review import review_detail
+
         daemon = self._daemon
         return await review_detail(
             wanted, board=daemon.board, settings=daemon.settings, state=daemon.state,
@@ -243,6 +246,8 @@ class DaemonView:
         row = daemon.board.row(wanted)
         if row is None:
             return {}
+        from symphony.daemon.review import branch_patches
+
         return await branch_patches(
             row.identifier, daemon.settings,
             self._workspaces_of(row.issue_id), daemon.environ,

@@ -16,10 +16,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-import uvicorn
 
 from symphony.base.limits import ProviderLimit
 from symphony.base.wire import WireUsage
@@ -28,6 +27,9 @@ from symphony.gateway.tokens import Route, digest, new_token, routes, through_ga
 from symphony.gateway.upstream import Upstream, UpstreamAnswer, UpstreamError
 from symphony.gateway.usage import ANTHROPIC, UsageReader, limit_of
 from symphony.hosts.serve import serve_embedded
+
+if TYPE_CHECKING:
+    import uvicorn
 
 log = structlog.get_logger(__name__)
 

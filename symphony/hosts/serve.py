@@ -3,7 +3,8 @@
 The status server (`symphony.observability.server`) and the tool server agents reach over MCP
 (`symphony.agents.tool_server`) both listen this way: a socket bound here (port 0: any free
 one), uvicorn without its own signal handling (the daemon owns SIGINT and SIGTERM), and the
-base URL once it accepts connections.
+base URL once it accepts connections. uvicorn is imported when the first server starts: a
+daemon that serves nothing never loads it.
 """
 
 from __future__ import annotations
@@ -12,21 +13,26 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Iterator
-from typing import Any
-
-import uvicorn
+from typing import TYPE_CHECKING, Any
 
 from symphony.base.errors import ErrorCategory, SymphonyError
+
+if TYPE_CHECKING:
+    import uvicorn
 
 SERVER_BIND_FAILED = ErrorCategory.SERVER_BIND_FAILED
 
 
-class _EmbeddedServer(uvicorn.Server):
+def _embedded_server(config: uvicorn.Config) -> uvicorn.Server:
     """uvicorn without its own signal handling: the daemon owns SIGINT/SIGTERM."""
+    import uvicorn
 
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
+    class EmbeddedServer(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return EmbeddedServer(config)
 
 
 async def serve_embedded(
@@ -44,6 +50,8 @@ async def serve_embedded(
     the connection's, unless it comes from one of `trusted_proxies`, whose `X-Forwarded-For`
     then names it (uvicorn would otherwise trust it from 127.0.0.1, where anyone may connect).
     With `tasks`, the server is a task of that group (its owner ends it)."""
+    import uvicorn
+
     sock = _bind(host, port)
     config = uvicorn.Config(
         app,
@@ -55,7 +63,7 @@ async def serve_embedded(
         proxy_headers=bool(trusted_proxies),
         forwarded_allow_ips=list(trusted_proxies) if trusted_proxies else None,
     )
-    server = _EmbeddedServer(config)
+    server = _embedded_server(config)
     start = tasks.create_task if tasks is not None else asyncio.create_task
     task = start(server.serve(sockets=[sock]), name=name)
     while not server.started:

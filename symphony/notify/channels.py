@@ -20,14 +20,17 @@ import smtplib
 import ssl
 from email.message import EmailMessage
 from email.utils import formatdate
+from typing import TYPE_CHECKING
 
-import httpx
 import structlog
 
 from symphony.base.errors import ErrorCategory
 from symphony.config.notify import Channel, ChannelKind, SmtpSettings
 from symphony.notify import NotifyError
 from symphony.notify.message import Message
+
+if TYPE_CHECKING:
+    import httpx
 
 log = structlog.get_logger("symphony.notify")
 
@@ -45,6 +48,8 @@ async def send(channel: Channel, message: Message, client: httpx.AsyncClient) ->
     if channel.kind is ChannelKind.EMAIL:
         await asyncio.to_thread(_send_mail, channel, message)
         return
+    import httpx
+
     assert channel.url is not None
     headers = {"Content-Type": "application/json", "User-Agent": "symphony"}
     if channel.kind is ChannelKind.SLACK:

@@ -17,11 +17,10 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
 import orjson
-import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -45,6 +44,9 @@ from symphony.observability.logging import issue_log_path
 from symphony.observability.metrics import render_metrics
 from symphony.observability.web_guard import WebGuard, accepted_hosts, safe_next
 from symphony.tracker.webhooks import MAX_DELIVERY_BYTES, WebhookReceiver
+
+if TYPE_CHECKING:
+    import uvicorn
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
