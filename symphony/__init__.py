@@ -1,5 +1,8 @@
 """Symphony: run coding agents on tracker tickets, each in its own workspace."""
 
-DISTRIBUTION = "symphony-daemon"
-"""The name symphony is installed under (`pipx install symphony-daemon`); `symphony` on PyPI is
-another project's. The import package and the command stay `symphony`."""
+__version__ = "0.1.0"
+"""The package's version, the one place it is written (pyproject.toml reads it from here), so
+that saying it never reads the installed package's metadata files. The package is installed as
+`symphony-daemon` (`symphony` on PyPI is another project's); the import package and the
+command are `symphony`."""
+

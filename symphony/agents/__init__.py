@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from symphony import DISTRIBUTION
+from symphony import __version__
 from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.base.events import AgentEvent
 from symphony.base.limits import ProviderLimit
@@ -46,12 +46,7 @@ def truncate(text: str, limit: int = 200) -> str:
 
 def client_version() -> str:
     """Symphony's version, as it introduces itself to an agent."""
-    from importlib import metadata
-
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "0.0.0"
+    return __version__
 
 
 def plain(value: Any) -> Any:

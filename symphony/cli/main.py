@@ -15,12 +15,12 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 
-from symphony import DISTRIBUTION
+from symphony import __version__
 from symphony.base.errors import SymphonyError
 from symphony.base.exits import EXIT_FAILED, EXIT_OK
+from symphony.base.imports import load_structlog
 from symphony.cli.init import TRACKERS, init_workflow
 
 
@@ -50,11 +50,13 @@ def _dispatch(args: list[str]) -> int:
     command = args[0] if args else None
     if command == "check":
         options = _check_parser().parse_intermixed_args(args[1:])
+        load_structlog()
         from symphony.cli.check import check_command
 
         return check_command(options)
     if command == "render":
         options = _render_parser().parse_intermixed_args(args[1:])
+        load_structlog()
         from symphony.cli.render import render
 
         return render(options)
@@ -62,24 +64,29 @@ def _dispatch(args: list[str]) -> int:
         return _init(_init_parser().parse_intermixed_args(args[1:]))
     if command == "report":
         options = _report_parser().parse_intermixed_args(args[1:])
+        load_structlog()
         from symphony.cli.report import report
 
         return report(options)
     if command == "open":
         options = _open_parser().parse_intermixed_args(args[1:])
+        load_structlog()
         from symphony.cli.workspace import open_workspace
 
         return open_workspace(options)
     if command == "memory":
         options = _memory_parser().parse_intermixed_args(args[1:])
+        load_structlog()
         from symphony.cli.workspace import list_memory
 
         return list_memory(options)
     if command == "demo":
+        load_structlog()
         from symphony.cli.demo import demo
 
         return demo(args[1:], lambda argv: _run(_run_parser().parse_intermixed_args(argv)))
     if command == "serve":
+        load_structlog()
         from symphony.cli.serve import serve, serve_parser
 
         return serve(serve_parser(_port).parse_intermixed_args(args[1:]))
@@ -87,6 +94,7 @@ def _dispatch(args: list[str]) -> int:
 
 
 def _run(options: argparse.Namespace) -> int:
+    load_structlog()
     from symphony.cli.run import run
 
     return run(options)
@@ -231,10 +239,7 @@ def _memory_parser() -> argparse.ArgumentParser:
 
 
 def version() -> str:
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return __version__
 
 
 def _init(args: argparse.Namespace) -> int:

@@ -13,6 +13,9 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from symphony.cli.agent_homes import temp_home_warnings
+from symphony.config.sections import Settings
+
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _WRAPPERS = frozenset({"exec", "nohup", "command", "env"})
@@ -74,3 +77,41 @@ def agent_command_problem(
         f"the agent program `{program}` ({setting}) was not found on PATH; {how} or give its "
         "full path, or every dispatch fails with codex_not_found"
     )
+
+
+def preflight_warnings(settings: Settings) -> list[str]:
+    """What `check` warns about and the daemon logs at start: unknown keys, a missing agent."""
+    warnings = list(settings.warnings)
+    environ = {**os.environ, "SYMPHONY_WORKFLOW_DIR": str(settings.workflow_dir)}
+    worktrees = settings.workspace.worktrees
+    # With worker hosts the repository is a path on each host, which this machine cannot see.
+    local = (
+        worktrees is not None and worktrees.repository.startswith("/") and not settings.worker.hosts
+    )
+    if worktrees is not None and local and not os.path.isdir(worktrees.repository):
+        warnings.append(
+            f"workspace.repository {worktrees.repository} does not exist, so no ticket can "
+            "get a worktree"
+        )
+    if settings.worker.hosts and shutil.which("ssh") is None:
+        warnings.append("worker.ssh_hosts are set but `ssh` is not on PATH: no run can start")
+    for kind in used_agent_kinds(settings):
+        command = settings.session_settings(kind).command
+        if not command:
+            warnings.append(f"{kind}.command is not set, so runs on {kind} cannot start")
+            continue
+        if settings.worker.hosts:
+            continue  # it runs on the hosts, whose PATH this machine cannot see
+        problem = agent_command_problem(command, environ, setting=f"{kind}.command")
+        if problem is not None:
+            warnings.append(problem)
+    warnings += temp_home_warnings(settings, os.environ)
+    return warnings
+
+
+def used_agent_kinds(settings: Settings) -> list[str]:
+    """The agent kinds the workflow runs: `agent.kind` and every stage's own."""
+    kinds = [settings.agent.kind]
+    if settings.machine is not None:
+        kinds += [s.agent for s in settings.machine.stages if s.agent is not None]
+    return list(dict.fromkeys(kinds))

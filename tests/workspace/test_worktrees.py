@@ -160,7 +160,7 @@ def test_worktree_settings_resolve_the_repository_and_name_their_errors(tmp_path
 
 
 def test_check_warns_when_the_repository_is_missing(tmp_path: Path) -> None:
-    from symphony.cli.check import preflight_warnings
+    from symphony.cli.preflight import preflight_warnings
 
     settings = load_settings(
         write(tmp_path, {"strategy": "worktree", "repository": "nowhere"}), {"HOME": "/nowhere"}
