@@ -24,6 +24,10 @@ class Received:
     attributes: dict[str, Any]
     error: bool
     service: str
+    links: list[tuple[str, str]] = field(default_factory=list)
+    """The (trace id, span id) of each span it links to."""
+    message: str = ""
+    """Its status's description (why it failed)."""
 
 
 @dataclass
@@ -55,6 +59,8 @@ def _decode(body: bytes) -> Iterator[Received]:
                     attributes={a.key: _value(a.value) for a in s.attributes},
                     error=s.status.code == 2,
                     service=str(service.get("service.name")),
+                    links=[(link.trace_id.hex(), link.span_id.hex()) for link in s.links],
+                    message=s.status.message,
                 )
 
 
