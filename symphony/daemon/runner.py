@@ -188,6 +188,8 @@ class AttemptContext:
     """Where the run's spans go (`symphony.telemetry`): nowhere unless telemetry is on."""
     tracer_text: bool = False
     """Whether turn spans carry the prompt and the agent's last message (off by default)."""
+    traced: Callable[[Span], None] = lambda root: None
+    """Told the run's root span as it opens: the ticket's publication hangs from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +218,7 @@ async def run_attempt(
     leaves the run or the core says stop, and finish with the ticket's footprint. Raises
     `AttemptFailed` naming the step that failed."""
     with span(ctx.tracer, "symphony.run", None, _run_attributes(issue, attempt, ctx)) as root:
+        ctx.traced(root)
         run = _Attempt(issue, attempt, ctx, on_event, on_move, root)
         with span(ctx.tracer, "symphony.workspace", root):
             await run.open_workspace()
