@@ -35,6 +35,8 @@ class Receiver:
     url: str
     spans: list[Received] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    """Each export request's headers, names in lower case."""
 
     def named(self, name: str) -> list[Received]:
         return [s for s in self.spans if s.name == name]
@@ -67,11 +69,13 @@ def _decode(body: bytes) -> Iterator[Received]:
 def start_receiver() -> tuple[Receiver, ThreadingHTTPServer]:
     spans: list[Received] = []
     paths: list[str] = []
+    headers: list[dict[str, str]] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             paths.append(self.path)
+            headers.append({name.lower(): value for name, value in self.headers.items()})
             spans.extend(_decode(body))
             answer = ExportTraceServiceResponse().SerializeToString()
             self.send_response(200)
@@ -86,4 +90,4 @@ def start_receiver() -> tuple[Receiver, ThreadingHTTPServer]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    return Receiver(url, spans, paths), server
+    return Receiver(url, spans, paths, headers), server

@@ -39,6 +39,16 @@ TURN_INPUT_REQUIRED = ErrorCategory.TURN_INPUT_REQUIRED
 STARTUP_FAILED = ErrorCategory.STARTUP_FAILED
 
 
+def otlp_env(endpoint: str) -> dict[str, str]:
+    """The standard OpenTelemetry variables that send a program's spans, and only its spans,
+    to the OTLP/HTTP (protobuf) traces URL `endpoint`."""
+    return {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+    }
+
+
 def truncate(text: str, limit: int = 200) -> str:
     """`text` cut to `limit` characters, with an ellipsis when it was cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -59,6 +59,7 @@ from symphony.agents import (
     AgentError,
     AgentLaunch,
     TurnResult,
+    otlp_env,
     truncate,
 )
 from symphony.agents import TOOL_SERVER_NAME as SERVER_NAME
@@ -85,6 +86,7 @@ from symphony.agents.session import (
 from symphony.agents.stdio import MAX_LINE_BYTES, AgentProcess
 from symphony.base.events import RESUMED, EventKind
 from symphony.base.limits import LimitKind, ProviderLimit
+from symphony.config.agents import SessionSettings
 from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
 
 _log = structlog.get_logger(__name__)
@@ -124,6 +126,18 @@ QUIET_ENV = {
 }
 """Set unless the agent's environment already says otherwise: no telemetry, no update checks,
 and a bound on Claude's own retries of a failing model."""
+
+
+TRACING_ENV = {"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1"}
+"""What makes Claude Code export spans at all: its telemetry, and its traces, a beta that
+exports nothing without the second switch (measured with 2.1.332)."""
+
+
+def traces_to(settings: SessionSettings, endpoint: str) -> tuple[SessionSettings, dict[str, str]]:
+    """Claude Code (or an ACP adapter that runs it) exports its spans to the OTLP/HTTP traces
+    URL `endpoint` (`Backend.traces_to`), continuing the trace its `TRACEPARENT` names; its
+    metrics and logs stay off."""
+    return settings, {**otlp_env(endpoint), **TRACING_ENV}
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.agents import AgentLaunch, AgentSession, acp, claude, codex
+from symphony.agents import AgentLaunch, AgentSession, acp, claude, codex, otlp_env
 from symphony.agents.codex import AppServerSession
 from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.config.agents import SessionSettings
@@ -46,6 +46,12 @@ class Backend:
     """Its settings when its model calls go through the daemon's model gateway, given the
     environment that points it there (codex names the gateway as its model provider; the
     others read their `*_BASE_URL`)."""
+    traces_to: Callable[[SessionSettings, str], tuple[SessionSettings, Mapping[str, str]]] = (
+        lambda settings, endpoint: (settings, otlp_env(endpoint))
+    )
+    """Its settings and the variables to add to its environment so that it exports its own
+    spans to an OTLP/HTTP traces URL (codex from its command; the others from the standard
+    `OTEL_*` variables, Claude Code with its own switches too)."""
     login_files: tuple[str, ...] = ()
     """Of `sandbox_home`'s files, those that hold a login or a key: a sandbox's home goes
     without them when the gateway carries the agent's calls."""
@@ -69,6 +75,7 @@ CODEX = Backend(
     model_hosts=("api.openai.com", "chatgpt.com", "auth.openai.com"),
     inside_sandbox=codex.inside_sandbox,
     through_gateway=codex.through_gateway,
+    traces_to=codex.traces_to,
     login_files=("auth.json",),
 )
 
@@ -86,6 +93,7 @@ CLAUDE = Backend(
         "CLAUDE_CONFIG_DIR", ".claude", (".credentials.json", "settings.json")
     ),
     model_hosts=("api.anthropic.com",),
+    traces_to=claude.traces_to,
     login_files=(".credentials.json",),
 )
 

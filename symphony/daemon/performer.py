@@ -43,7 +43,14 @@ from symphony.observability.activity import Activity
 from symphony.observability.board import Board
 from symphony.observability.effect_log import log_effect
 from symphony.observability.snapshot import Health
-from symphony.telemetry import UNTRACED, Span, StepTrace, Tracer, tracer_from_env
+from symphony.telemetry import (
+    UNTRACED,
+    Span,
+    StepTrace,
+    Tracer,
+    export_headers,
+    tracer_from_env,
+)
 from symphony.tracker.contract import Tracker
 
 log = structlog.get_logger("symphony.orchestrator")
@@ -189,6 +196,7 @@ class Performer:
             tracer=self._tracer_for(settings),
             tracer_text=settings.telemetry.capture_text,
             traced=functools.partial(self._lead, issue.id),
+            trace_headers=_agent_headers(settings),
         )
         self._health.dispatched += 1
         log.info(
@@ -283,3 +291,10 @@ class Performer:
         if self._tool_server is None:
             self._tool_server = ToolServer()
         return self._tool_server
+
+
+def _agent_headers(settings: Settings) -> dict[str, str]:
+    """The daemon's export headers for the agent's own exporter: only where the workflow says
+    `telemetry.agent_headers: true` (they may hold the collector's key)."""
+    headers = export_headers(os.environ) if settings.telemetry.agent_headers else None
+    return {"OTEL_EXPORTER_OTLP_TRACES_HEADERS": headers} if headers else {}

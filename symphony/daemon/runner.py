@@ -190,6 +190,9 @@ class AttemptContext:
     """Whether turn spans carry the prompt and the agent's last message (off by default)."""
     traced: Callable[[Span], None] = lambda root: None
     """Told the run's root span as it opens: the ticket's publication hangs from it."""
+    trace_headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """The daemon's export headers as the agent's `OTEL_EXPORTER_OTLP_TRACES_HEADERS`, where
+    `telemetry.agent_headers` lets the agent have them; else empty."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +359,17 @@ class _Attempt:
         parent = self.root.traceparent()
         return {"TRACEPARENT": parent} if parent is not None else {}
 
+    def exporting(self, launch: AgentLaunch) -> AgentLaunch:
+        """The launch with the agent told to export its own spans to the daemon's collector,
+        where they join the run's trace (`TRACEPARENT`); as it was when telemetry is off or
+        `telemetry.agents` is. The export headers go only where the user let them."""
+        endpoint = self.ctx.tracer.endpoint
+        if endpoint is None or not self.settings.telemetry.agents or not self.trace_env():
+            return launch
+        settings, env = backend(launch.kind).traces_to(launch.settings, endpoint)
+        env = {**launch.env, **env, **self.ctx.trace_headers}
+        return dataclasses.replace(launch, settings=settings, env=env)
+
     async def through_gateway(self, launch: AgentLaunch) -> AgentLaunch:
         """The launch with its API keys swapped for a token of the model gateway, where the
         agent holds a key; else as it was (a subscription login). An agent on another host
@@ -509,6 +523,7 @@ class _Attempt:
         if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and launch.tools:
             self.grant = await ctx.tool_server.grant(launch.tools, self.handle_tool)
             launch = _with_tools(launch, self.grant)
+        launch = self.exporting(launch)
         launch = await self.through_gateway(launch)
         launch = await _step("sandbox", FailureReason.AGENT_STARTUP, self.sandbox(launch))
         session = ctx.open_session(launch)

@@ -113,6 +113,26 @@ def traces_endpoint(env: Mapping[str, str], endpoint: str | None = None) -> str 
     return None
 
 
+HEADER_VARS = ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS")
+
+
+def export_headers(env: Mapping[str, str]) -> str | None:
+    """The headers sent with every export of traces (`name=value,...`), as the daemon's
+    environment gives them: the traces' own variable first."""
+    return next((env[name] for name in HEADER_VARS if env.get(name)), None)
+
+
+def header_secrets(env: Mapping[str, str]) -> list[str]:
+    """What of the export headers is masked wherever text leaves the daemon: each header's
+    value (a collector's key, as often as not), and the whole of each variable."""
+    found: list[str] = []
+    for name in HEADER_VARS:
+        value = env.get(name, "")
+        pairs = [pair.partition("=")[2].strip() for pair in value.split(",")]
+        found += [value, *(v for v in pairs if v)] if value else []
+    return found
+
+
 def tracer_from_env(
     env: Mapping[str, str] | None = None, endpoint: str | None = None, capture_text: bool = False
 ) -> Tracer:
