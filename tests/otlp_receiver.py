@@ -73,7 +73,7 @@ def start_receiver() -> tuple[Receiver, ThreadingHTTPServer]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
+            body = self._body()
             paths.append(self.path)
             headers.append({name.lower(): value for name, value in self.headers.items()})
             spans.extend(_decode(body))
@@ -83,6 +83,17 @@ def start_receiver() -> tuple[Receiver, ThreadingHTTPServer]:
             self.send_header("Content-Length", str(len(answer)))
             self.end_headers()
             self.wfile.write(answer)
+
+        def _body(self) -> bytes:
+            if self.headers["Content-Length"] is not None:
+                return self.rfile.read(int(self.headers["Content-Length"]))
+            # Some exporters (Node's fetch) send their body in chunks.
+            chunks = []
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            self.rfile.readline()
+            return b"".join(chunks)
 
         def log_message(self, format: str, *args: Any) -> None:
             return None

@@ -108,6 +108,8 @@ ACP = Backend(
     # An ACP agent is any program: it gets an empty home, and reaches what `allow_hosts` names
     # (by default Anthropic's API, for the Claude Code adapter).
     model_hosts=("api.anthropic.com",),
+    # The standard variables, and the switches the Claude Code it usually runs needs.
+    traces_to=claude.traces_to,
 )
 
 BACKENDS: Mapping[str, Backend] = {b.kind: b for b in (CODEX, CLAUDE, ACP)}

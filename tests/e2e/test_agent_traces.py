@@ -1,5 +1,5 @@
-"""The real codex's own spans join the run's trace: the daemon points its exporter at the same
-collector and hands it the run's `TRACEPARENT`."""
+"""The real agents' own spans join the run's trace: the daemon points their exporters at the
+same collector and hands them the run's `TRACEPARENT`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from symphony.agents.claude import ClaudeSettings
+from symphony.agents.registry import backend
+from symphony.telemetry import tracer_from_env
+from tests.e2e.conftest import claude_agent_environment
 from tests.e2e.fake_model import CallTool, FakeModel, Say, Shell
+from tests.e2e.test_claude_code import Session
 from tests.e2e.test_codex_app_server import MOVE_TOOL, TIMEOUT_S, codex_settings
+from tests.fakes.fake_anthropic import FakeAnthropic
 from tests.harness import Board, start
 from tests.otlp_receiver import Receiver, start_receiver
 
@@ -61,3 +67,39 @@ async def test_a_run_on_the_real_codex_yields_codex_spans_in_the_run_s_trace(
     by_codex = [h for h in receiver.headers if "Rust" in h.get("user-agent", "")]
     assert by_codex and all("x-collector-key" not in h for h in by_codex)
     assert any(h.get("x-collector-key") for h in receiver.headers)  # the daemon's own
+
+
+async def test_the_real_claude_code_continues_the_trace_it_is_handed(
+    tmp_path: Path, claude_home: Path, receiver: Receiver
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    tracer = tracer_from_env({}, endpoint=receiver.url + "/v1/traces")
+    parent = tracer.start("symphony.run")
+    traceparent = parent.traceparent()
+    assert traceparent is not None
+    _, exporting = backend("claude").traces_to(ClaudeSettings(), receiver.url + "/v1/traces")
+    with FakeAnthropic() as anthropic:
+        env = {
+            **claude_agent_environment(claude_home, anthropic.base_url),
+            **exporting,
+            "TRACEPARENT": traceparent,
+        }
+        client = Session(workspace, env)
+        try:
+            session = await client.open()
+            said = await session.run_turn(
+                "Write it. <<bash echo hi > hi.txt>> <<text done>>", title="t"
+            )
+        finally:
+            await client.close()
+            parent.end()
+            tracer.shutdown()
+    assert said.message == "done"
+
+    _, trace_id, span_id, _ = traceparent.split("-")
+    claude = [s for s in receiver.spans if s.service == "claude-code"]
+    assert claude and all(s.trace_id == trace_id for s in claude)
+    [interaction] = [s for s in claude if s.name == "claude_code.interaction"]
+    assert interaction.parent_id == span_id
+    assert {"claude_code.llm_request", "claude_code.tool"} <= {s.name for s in claude}
