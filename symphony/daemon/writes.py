@@ -90,10 +90,10 @@ async def _traced_publish(
     updated, or, ended as an error, why nothing was published."""
     attributes = {"symphony.ticket": pending.identifier}
     with span(trace.tracer, "symphony.publish", trace.after, attributes) as published_span:
-        trace.opened(published_span)
         published = await _publish(tracker, workspaces, pending, publisher)
         published_span.set("symphony.publish.outcome", _OUTCOMES[type(published)])
         if isinstance(published, Published):
+            trace.opened(published_span)  # what the pull request's readings lead back to
             pull = published.pull
             published_span.set("symphony.pull.url", pull.url)
             published_span.set("symphony.pull.number", pull.number)

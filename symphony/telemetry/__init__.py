@@ -157,7 +157,7 @@ class StepTrace:
     """Where the span of a step after a run goes (publishing, reading or merging a pull
     request): the tracer, the span of the step that led to it (`after`: a publication hangs
     from its run's root, a reading or a merge links to the publication), and who is told of
-    the step's span once it is open."""
+    the step's span when it leads the steps after it (a publication that published)."""
 
     tracer: Tracer = NO_TRACER
     after: Span | None = None
