@@ -24,6 +24,10 @@ class Received:
     attributes: dict[str, Any]
     error: bool
     service: str
+    links: list[tuple[str, str]] = field(default_factory=list)
+    """The (trace id, span id) of each span it links to."""
+    message: str = ""
+    """Its status's description (why it failed)."""
 
 
 @dataclass
@@ -31,6 +35,8 @@ class Receiver:
     url: str
     spans: list[Received] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    """Each export request's headers, names in lower case."""
 
     def named(self, name: str) -> list[Received]:
         return [s for s in self.spans if s.name == name]
@@ -55,17 +61,21 @@ def _decode(body: bytes) -> Iterator[Received]:
                     attributes={a.key: _value(a.value) for a in s.attributes},
                     error=s.status.code == 2,
                     service=str(service.get("service.name")),
+                    links=[(link.trace_id.hex(), link.span_id.hex()) for link in s.links],
+                    message=s.status.message,
                 )
 
 
 def start_receiver() -> tuple[Receiver, ThreadingHTTPServer]:
     spans: list[Received] = []
     paths: list[str] = []
+    headers: list[dict[str, str]] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
+            body = self._body()
             paths.append(self.path)
+            headers.append({name.lower(): value for name, value in self.headers.items()})
             spans.extend(_decode(body))
             answer = ExportTraceServiceResponse().SerializeToString()
             self.send_response(200)
@@ -74,10 +84,21 @@ def start_receiver() -> tuple[Receiver, ThreadingHTTPServer]:
             self.end_headers()
             self.wfile.write(answer)
 
+        def _body(self) -> bytes:
+            if self.headers["Content-Length"] is not None:
+                return self.rfile.read(int(self.headers["Content-Length"]))
+            # Some exporters (Node's fetch) send their body in chunks.
+            chunks = []
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            self.rfile.readline()
+            return b"".join(chunks)
+
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    return Receiver(url, spans, paths), server
+    return Receiver(url, spans, paths, headers), server

@@ -19,6 +19,7 @@ from symphony.agents import AgentLaunch, AgentSession
 from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.config import acp, claude, codex
 from symphony.config.agents import SessionSettings
+from symphony.config.telemetry import otlp_env
 from symphony.hosts.sandbox.home import NO_CREDENTIALS, HomeCredentials
 
 UNKNOWN_AGENT = ErrorCategory.UNKNOWN_AGENT_KIND
@@ -47,6 +48,12 @@ class Backend:
     """Its settings when its model calls go through the daemon's model gateway, given the
     environment that points it there (codex names the gateway as its model provider; the
     others read their `*_BASE_URL`)."""
+    traces_to: Callable[[SessionSettings, str], tuple[SessionSettings, Mapping[str, str]]] = (
+        lambda settings, endpoint: (settings, otlp_env(endpoint))
+    )
+    """Its settings and the variables to add to its environment so that it exports its own
+    spans to an OTLP/HTTP traces URL (codex from its command; the others from the standard
+    `OTEL_*` variables, Claude Code with its own switches too)."""
     login_files: tuple[str, ...] = ()
     """Of `sandbox_home`'s files, those that hold a login or a key: a sandbox's home goes
     without them when the gateway carries the agent's calls."""
@@ -88,6 +95,7 @@ CODEX = Backend(
     model_hosts=("api.openai.com", "chatgpt.com", "auth.openai.com"),
     inside_sandbox=codex.inside_sandbox,
     through_gateway=codex.through_gateway,
+    traces_to=codex.traces_to,
     login_files=("auth.json",),
 )
 
@@ -105,6 +113,7 @@ CLAUDE = Backend(
         "CLAUDE_CONFIG_DIR", ".claude", (".credentials.json", "settings.json")
     ),
     model_hosts=("api.anthropic.com",),
+    traces_to=claude.traces_to,
     login_files=(".credentials.json",),
 )
 
@@ -119,6 +128,8 @@ ACP = Backend(
     # An ACP agent is any program: it gets an empty home, and reaches what `allow_hosts` names
     # (by default Anthropic's API, for the Claude Code adapter).
     model_hosts=("api.anthropic.com",),
+    # The standard variables, and the switches the Claude Code it usually runs needs.
+    traces_to=claude.traces_to,
 )
 
 BACKENDS: Mapping[str, Backend] = {b.kind: b for b in (CODEX, CLAUDE, ACP)}

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from symphony.config.agents import SessionSettings
 from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
+from symphony.config.telemetry import otlp_env
 
 APPROVALS = ("allow", "deny")
 KEYS = (
@@ -83,3 +85,15 @@ def parse_settings(raw: Mapping[str, Any]) -> ClaudeSettings:
         read_timeout_ms=integer(raw, "claude.read_timeout_ms", defaults.read_timeout_ms, 1),
         stall_timeout_ms=integer(raw, "claude.stall_timeout_ms", defaults.stall_timeout_ms, None),
     )
+
+
+TRACING_ENV = {"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1"}
+"""What makes Claude Code export spans at all: its telemetry, and its traces, a beta that
+exports nothing without the second switch (measured with 2.1.332)."""
+
+
+def traces_to(settings: SessionSettings, endpoint: str) -> tuple[SessionSettings, dict[str, str]]:
+    """Claude Code (or an ACP adapter that runs it) exports its spans to the OTLP/HTTP traces
+    URL `endpoint` (`Backend.traces_to`), continuing the trace its `TRACEPARENT` names; its
+    metrics and logs stay off."""
+    return settings, {**otlp_env(endpoint), **TRACING_ENV}

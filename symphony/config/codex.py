@@ -82,6 +82,19 @@ def through_gateway(settings: SessionSettings, env: Mapping[str, str]) -> Sessio
     return dataclasses.replace(settings, command=f"{settings.command} {extra}")
 
 
+def traces_to(settings: SessionSettings, endpoint: str) -> tuple[SessionSettings, dict[str, str]]:
+    """The settings of a codex run that exports its own spans to the OTLP/HTTP traces URL
+    `endpoint` (`Backend.traces_to`): codex 0.171 reads its exporter from its config only
+    (`[otel] trace_exporter`), so its command sets it, key by key, leaving whatever else the
+    user's config.toml says of it (headers, TLS) in place; it continues the trace its
+    `TRACEPARENT` names."""
+    assert isinstance(settings, CodexSettings)
+    exporter = "otel.trace_exporter.otlp-http"
+    words = [f"{exporter}.endpoint={json.dumps(endpoint)}", f'{exporter}.protocol="binary"']
+    extra = " ".join(f"-c {shlex.quote(word)}" for word in words)
+    return dataclasses.replace(settings, command=f"{settings.command} {extra}"), {}
+
+
 def parse_settings(raw: Mapping[str, Any]) -> CodexSettings:
     """The `codex:` section (spec §6.1)."""
     command = raw.get("command", _CODEX.command)

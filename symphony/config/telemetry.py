@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from symphony.config.fields import INVALID_CONFIG, ConfigError
 
-TELEMETRY_KEYS = ("endpoint", "capture_text")
+TELEMETRY_KEYS = ("endpoint", "capture_text", "agents", "agent_headers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +20,12 @@ class TelemetrySettings:
     None: the `OTEL_EXPORTER_OTLP_*` variables decide, and without them nothing is exported."""
     capture_text: bool = False
     """Whether turn spans carry the prompt and the agent's last message (off by default)."""
+    agents: bool = True
+    """Whether each run's agent is told to export its own spans to the same collector, in the
+    run's trace (codex and Claude Code are; spec §28)."""
+    agent_headers: bool = False
+    """Whether the agent is given the daemon's export headers (`OTEL_EXPORTER_OTLP_*HEADERS`,
+    which may hold a collector's key): off unless the user says so."""
 
 
 def parse_telemetry(raw: Mapping[str, Any]) -> TelemetrySettings:
@@ -31,7 +37,20 @@ def parse_telemetry(raw: Mapping[str, Any]) -> TelemetrySettings:
                 INVALID_CONFIG,
                 f"telemetry.endpoint must be an http(s) URL of an OTLP collector, got {endpoint!r}",
             )
-    capture = raw.get("capture_text", False)
-    if not isinstance(capture, bool):
-        raise ConfigError(INVALID_CONFIG, "telemetry.capture_text must be true or false")
-    return TelemetrySettings(endpoint=endpoint, capture_text=capture)
+    switches = {}
+    for key, default in (("capture_text", False), ("agents", True), ("agent_headers", False)):
+        value = raw.get(key, default)
+        if not isinstance(value, bool):
+            raise ConfigError(INVALID_CONFIG, f"telemetry.{key} must be true or false")
+        switches[key] = value
+    return TelemetrySettings(endpoint=endpoint, **switches)
+
+
+def otlp_env(endpoint: str) -> dict[str, str]:
+    """The standard OpenTelemetry variables that send a program's spans, and only its spans,
+    to the OTLP/HTTP (protobuf) traces URL `endpoint`."""
+    return {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+    }

@@ -15,6 +15,7 @@ from datetime import datetime
 import structlog
 
 from symphony import core
+from symphony.base.pulls import CheckState, PullStatus
 from symphony.base.secrets import SecretMasker
 from symphony.codehost.contract import (
     CODE_HOST_HEAD_MOVED,
@@ -26,6 +27,7 @@ from symphony.codehost.contract import (
 from symphony.config.repository import MergeMethod, RepositorySettings
 from symphony.config.sections import Settings
 from symphony.daemon.events import FollowRequested, MergeAnswered, PullRead
+from symphony.telemetry import UNTRACED, Attribute, StepTrace, span
 
 log = structlog.get_logger("symphony.follow")
 
@@ -62,7 +64,54 @@ class CodeHosts:
         self._host = self._repository = None
 
 
-async def read(host: CodeHost, effect: core.ReadPullRequest, masker: SecretMasker) -> PullRead:
+def _pull_attributes(effect: core.ReadPullRequest | core.MergePullRequest) -> dict[str, Attribute]:
+    return {"symphony.ticket": effect.identifier, "symphony.pull.number": effect.number}
+
+
+async def read(
+    host: CodeHost,
+    effect: core.ReadPullRequest,
+    masker: SecretMasker,
+    trace: StepTrace = UNTRACED,
+) -> PullRead:
+    """One reading of the pull request, in a `symphony.follow` span of its own trace, linked
+    to the publication: what the host said of its head, checks and review, or, ended as an
+    error, why it could not be read."""
+    links = [trace.after] if trace.after is not None else []
+    with span(trace.tracer, "symphony.follow", None, _pull_attributes(effect), links) as reading:
+        answer = await _read(host, effect, masker)
+        if answer.status is None:
+            reading.end(error=answer.error or "not read")
+        else:
+            for key, value in read_attributes(answer.status).items():
+                reading.set(key, value)
+    return answer
+
+
+def read_attributes(status: PullStatus) -> dict[str, Attribute]:
+    """What a reading's span says of the pull request: its state and head, the checks on the
+    head together (`green`, `red`, `pending`, `none`) and the failed ones by name, the review."""
+    pull = status.pull
+    found: dict[str, Attribute] = {
+        "symphony.pull.url": pull.url,
+        "symphony.pull.state": pull.state.value,
+        "symphony.pull.checks": core.follow.verdict_of(status.checks).value,
+        "symphony.pull.review": status.review_decision.value,
+        "symphony.pull.threads": len(status.threads),
+    }
+    failed = [c.name for c in status.checks if c.state is CheckState.FAILED]
+    if failed:
+        found["symphony.pull.checks_failed"] = ", ".join(failed)
+    if pull.head_sha:
+        found["symphony.pull.head_sha"] = pull.head_sha
+    if status.mergeable is not None:
+        found["symphony.pull.mergeable"] = status.mergeable
+    if status.merge_state:
+        found["symphony.pull.merge_state"] = status.merge_state
+    return found
+
+
+async def _read(host: CodeHost, effect: core.ReadPullRequest, masker: SecretMasker) -> PullRead:
     try:
         status = await host.read_status(effect.number)
     except CodeHostError as exc:
@@ -84,10 +133,32 @@ MERGE_ATTEMPT_S = 120.0
 
 
 async def merge(
+    host: CodeHost,
+    effect: core.MergePullRequest,
+    masker: SecretMasker,
+    trace: StepTrace = UNTRACED,
+) -> MergeAnswered:
+    """One merge call at the head commit the policy judged, in a `symphony.merge` span of its
+    own trace, linked to the publication: the policy's decision and how the host answered,
+    ended as an error unless it merged."""
+    attributes = {
+        **_pull_attributes(effect),
+        "symphony.pull.head_sha": effect.head_sha,
+        "symphony.merge.method": effect.method,
+        "symphony.merge.decision": effect.why,
+    }
+    links = [trace.after] if trace.after is not None else []
+    with span(trace.tracer, "symphony.merge", None, attributes, links) as merging:
+        answered = await _merge(host, effect, masker)
+        merging.set("symphony.merge.answer", answered.answer.value)
+        if answered.answer is not core.follow.MergeAnswer.MERGED:
+            merging.end(error=f"{answered.answer.value}: {answered.detail}")
+    return answered
+
+
+async def _merge(
     host: CodeHost, effect: core.MergePullRequest, masker: SecretMasker
 ) -> MergeAnswered:
-    """One merge call at the head commit the policy judged; how it answered is the core's to
-    judge (`core.follow.MergeAnswer`)."""
     failed = core.follow.MergeAnswer.FAILED
     try:
         async with asyncio.timeout(MERGE_ATTEMPT_S):

@@ -42,7 +42,14 @@ from symphony.observability.activity import Activity
 from symphony.observability.board import Board
 from symphony.observability.effect_log import log_effect
 from symphony.observability.snapshot import Health
-from symphony.telemetry import Tracer, tracer_from_env
+from symphony.telemetry import (
+    UNTRACED,
+    Span,
+    StepTrace,
+    Tracer,
+    export_headers,
+    tracer_from_env,
+)
 from symphony.tracker.contract import Tracker
 
 if TYPE_CHECKING:
@@ -52,6 +59,7 @@ log = structlog.get_logger("symphony.orchestrator")
 
 T = TypeVar("T")
 KEPT_CANARIES = 20
+KEPT_TRACES = 500
 
 
 class Current(NamedTuple):
@@ -101,6 +109,10 @@ class Performer:
         self._tracer: Tracer | None = None
         """Where runs' spans go: made at the first run from `telemetry:` and the
         `OTEL_EXPORTER_OTLP_*` variables, flushed at close."""
+        self._led: dict[str, Span] = {}
+        """Per ticket, the span its next steps on the code host follow from: its last run's
+        root, then the publication of its hand-off (the newest `KEPT_TRACES` tickets). Kept
+        in memory: after a restart a ticket's readings start traces that link to nothing."""
         self._canaries: dict[str, list[str]] = {}
         """The canaries of each ticket's runs since the daemon started (the newest
         `KEPT_CANARIES`): what it publishes for the ticket must carry none. Kept in memory
@@ -185,6 +197,8 @@ class Performer:
             marks=marks,
             tracer=self._tracer_for(settings),
             tracer_text=settings.telemetry.capture_text,
+            traced=functools.partial(self._lead, issue.id),
+            trace_headers=_agent_headers(settings),
         )
         self._health.dispatched += 1
         log.info(
@@ -202,6 +216,19 @@ class Performer:
         if self._tracer is None:
             self._tracer = tracer_from_env(os.environ, endpoint=settings.telemetry.endpoint)
         return self._tracer
+
+    def _lead(self, issue_id: str, opened: Span) -> None:
+        self._led.pop(issue_id, None)
+        self._led[issue_id] = opened
+        while len(self._led) > KEPT_TRACES:
+            del self._led[next(iter(self._led))]
+
+    def _trace(self, issue_id: str, *, leads: bool = False) -> StepTrace:
+        """Where the span of a step after `issue_id`'s run goes; the step's span leads the
+        ticket's next steps when `leads` (a publication)."""
+        tracer = self._tracer_for(self._current().settings)
+        opened = functools.partial(self._lead, issue_id) if leads else UNTRACED.opened
+        return StepTrace(tracer, self._led.get(issue_id), opened)
 
     def _worker_done(self, issue_id: str, task: asyncio.Task[None]) -> None:
         # A worker cancelled before it ever ran never reaches its `finally`, so nothing would
@@ -223,7 +250,8 @@ class Performer:
                 )
             # The ticket's workspace is where its run was: here, or its SSH host.
             where = self._state.workspace_hosts.get(perform.issue_id, LOCAL)
-            move = writes.move(tracker, places.on(where), pending, own, publisher)
+            trace = self._trace(perform.issue_id, leads=True)
+            move = writes.move(tracker, places.on(where), pending, own, publisher, trace)
             self._spawn(move, then=self._report)
 
     def _follow(self, effect: core.ReadPullRequest | core.MergePullRequest) -> None:
@@ -231,9 +259,11 @@ class Performer:
         if host is None:  # a reload removed `repository:`: the reading fails, and says why
             self._report(PullRead(effect.issue_id, None, "the workflow names no repository"))
         elif isinstance(effect, core.ReadPullRequest):
-            self._spawn(follow.read(host, effect, self._masker), then=self._report)
+            trace = self._trace(effect.issue_id)
+            self._spawn(follow.read(host, effect, self._masker, trace), then=self._report)
         else:
-            self._spawn(follow.merge(host, effect, self._masker), then=self._report)
+            trace = self._trace(effect.issue_id)
+            self._spawn(follow.merge(host, effect, self._masker, trace), then=self._report)
 
     def _remove_workspace(self, identifier: str, host: str) -> None:
         def removed(_: None) -> None:
@@ -265,3 +295,10 @@ class Performer:
 
             self._tool_server = ToolServer()
         return self._tool_server
+
+
+def _agent_headers(settings: Settings) -> dict[str, str]:
+    """The daemon's export headers for the agent's own exporter: only where the workflow says
+    `telemetry.agent_headers: true` (they may hold the collector's key)."""
+    headers = export_headers(os.environ) if settings.telemetry.agent_headers else None
+    return {"OTEL_EXPORTER_OTLP_TRACES_HEADERS": headers} if headers else {}

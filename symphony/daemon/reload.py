@@ -31,6 +31,7 @@ from symphony.daemon.places import Places
 from symphony.daemon.watch import watch_tracker, watch_workflow
 from symphony.observability.activity import Activity
 from symphony.observability.snapshot import Health
+from symphony.telemetry import header_secrets
 from symphony.tracker.contract import Tracker, TrackerContext, Watchable, create_tracker
 
 log = structlog.get_logger("symphony.orchestrator")
@@ -97,8 +98,8 @@ def reload_workflow(
 def known_secrets(settings: Settings, tracker: Tracker, environ: Mapping[str, str]) -> list[str]:
     """Every secret the daemon knows, to be masked wherever text enters or leaves it: the
     tracker's, the repository's token, the server's, the notification channels', every
-    credential the workflow names, and the daemon's own variables named like one (the
-    agents' API keys among them)."""
+    credential the workflow names, the daemon's own variables named like one (the agents'
+    API keys among them) and the headers it exports traces with."""
     repository = settings.repository
     return [
         *(environ.get(name, "") for name in tracker.secret_env_names()),
@@ -107,6 +108,7 @@ def known_secrets(settings: Settings, tracker: Tracker, environ: Mapping[str, st
         *(secret for channel in settings.notify.channels for secret in channel.secrets()),
         *settings.credentials,
         *credential_variables(environ),
+        *header_secrets(environ),
     ]
 
 

@@ -188,6 +188,11 @@ class AttemptContext:
     """Where the run's spans go (`symphony.telemetry`): nowhere unless telemetry is on."""
     tracer_text: bool = False
     """Whether turn spans carry the prompt and the agent's last message (off by default)."""
+    traced: Callable[[Span], None] = lambda root: None
+    """Told the run's root span as it opens: the ticket's publication hangs from it."""
+    trace_headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """The daemon's export headers as the agent's `OTEL_EXPORTER_OTLP_TRACES_HEADERS`, where
+    `telemetry.agent_headers` lets the agent have them; else empty."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +221,7 @@ async def run_attempt(
     leaves the run or the core says stop, and finish with the ticket's footprint. Raises
     `AttemptFailed` naming the step that failed."""
     with span(ctx.tracer, "symphony.run", None, _run_attributes(issue, attempt, ctx)) as root:
+        ctx.traced(root)
         run = _Attempt(issue, attempt, ctx, on_event, on_move, root)
         with span(ctx.tracer, "symphony.workspace", root):
             await run.open_workspace()
@@ -352,6 +358,17 @@ class _Attempt:
         the run's trace; nothing when telemetry is off."""
         parent = self.root.traceparent()
         return {"TRACEPARENT": parent} if parent is not None else {}
+
+    def exporting(self, launch: AgentLaunch) -> AgentLaunch:
+        """The launch with the agent told to export its own spans to the daemon's collector,
+        where they join the run's trace (`TRACEPARENT`); as it was when telemetry is off or
+        `telemetry.agents` is. The export headers go only where the user let them."""
+        endpoint = self.ctx.tracer.endpoint
+        if endpoint is None or not self.settings.telemetry.agents or not self.trace_env():
+            return launch
+        settings, env = backend(launch.kind).traces_to(launch.settings, endpoint)
+        env = {**launch.env, **env, **self.ctx.trace_headers}
+        return dataclasses.replace(launch, settings=settings, env=env)
 
     async def through_gateway(self, launch: AgentLaunch) -> AgentLaunch:
         """The launch with its API keys swapped for a token of the model gateway, where the
@@ -506,6 +523,7 @@ class _Attempt:
         if ctx.tool_server is not None and backend(ctx.agent_kind).tools_over_mcp and launch.tools:
             self.grant = await ctx.tool_server.grant(launch.tools, self.handle_tool)
             launch = _with_tools(launch, self.grant)
+        launch = self.exporting(launch)
         launch = await self.through_gateway(launch)
         launch = await _step("sandbox", FailureReason.AGENT_STARTUP, self.sandbox(launch))
         session = ctx.open_session(launch)

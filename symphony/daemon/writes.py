@@ -18,7 +18,15 @@ from symphony.core.publishing import with_pull_request
 from symphony.core.transitions import WriteResult
 from symphony.daemon.events import TransitionWritten
 from symphony.daemon.places import Workspaces
-from symphony.daemon.publish import Publication, Published, Publisher, Refused, Suspected
+from symphony.daemon.publish import (
+    Failed,
+    Publication,
+    Published,
+    Publisher,
+    Refused,
+    Suspected,
+)
+from symphony.telemetry import UNTRACED, StepTrace, span
 from symphony.tracker.contract import Tracker, TrackerError
 from symphony.tracker.writes import post_comment_once, write_transition
 
@@ -31,16 +39,18 @@ async def move(
     pending: core.PendingTransition,
     own: frozenset[str],
     publisher: Publisher | None = None,
+    trace: StepTrace = UNTRACED,
 ) -> TransitionWritten:
     """Write a decided move: publish first where the stage publishes (the evidence then
-    names the pull request), the hand-off's evidence to the workspace, then the tracker."""
+    names the pull request), the hand-off's evidence to the workspace, then the tracker.
+    The publication is the `symphony.publish` span of `trace`."""
     structlog.contextvars.bind_contextvars(
         issue_id=pending.issue.id, issue_identifier=pending.identifier
     )
     pull = None
     try:
         if pending.plan.publish is not None:
-            published = await _publish(tracker, workspaces, pending, publisher)
+            published = await _traced_publish(tracker, workspaces, pending, publisher, trace)
             if isinstance(published, Suspected):
                 log.warning("publication refused: suspected injection", what=published.why)
                 return TransitionWritten(pending.issue.id, WriteResult.SUSPECTED, published.why)
@@ -59,6 +69,41 @@ async def move(
         log.exception("transition write failed unexpectedly")
         result, detail = WriteResult.FAILED, f"internal error: {exc!r}"
     return TransitionWritten(pending.issue.id, result, detail, pull)
+
+
+_OUTCOMES: dict[type[Publication], str] = {
+    Published: "published",
+    Refused: "refused",
+    Failed: "failed",
+    Suspected: "suspected",
+}
+
+
+async def _traced_publish(
+    tracker: Tracker,
+    workspaces: Workspaces,
+    pending: core.PendingTransition,
+    publisher: Publisher | None,
+    trace: StepTrace,
+) -> Publication:
+    """`_publish` in a span under the run that handed off: the pull request it opened or
+    updated, or, ended as an error, why nothing was published."""
+    attributes = {"symphony.ticket": pending.identifier}
+    with span(trace.tracer, "symphony.publish", trace.after, attributes) as published_span:
+        published = await _publish(tracker, workspaces, pending, publisher)
+        published_span.set("symphony.publish.outcome", _OUTCOMES[type(published)])
+        if isinstance(published, Published):
+            trace.opened(published_span)  # what the pull request's readings lead back to
+            pull = published.pull
+            published_span.set("symphony.pull.url", pull.url)
+            published_span.set("symphony.pull.number", pull.number)
+            published_span.set("symphony.pull.branch", pull.branch)
+            published_span.set("symphony.pull.opened", published.opened)
+            if pull.head_sha:
+                published_span.set("symphony.pull.head_sha", pull.head_sha)
+        else:
+            published_span.end(error=published.why)
+    return published
 
 
 async def _publish(

@@ -72,28 +72,37 @@ class _OtelSpan:
 
 
 class OtlpTracer:
-    def __init__(
-        self, env: Mapping[str, str], endpoint: str | None = None, capture_text: bool = False
-    ) -> None:
+    def __init__(self, env: Mapping[str, str], endpoint: str, capture_text: bool = False) -> None:
         self.capture_text = capture_text
+        self._endpoint = endpoint
         name = env.get("OTEL_SERVICE_NAME") or "symphony"
         self.provider = TracerProvider(resource=Resource.create({"service.name": name}))
-        url = endpoint or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        if url is None and env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-            url = env["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/traces"
-        exporter = OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S)
+        # The headers come from the OTEL_EXPORTER_OTLP_*HEADERS variables, read by the exporter.
+        exporter = OTLPSpanExporter(endpoint=endpoint, timeout=EXPORT_TIMEOUT_S)
         self.provider.add_span_processor(
             BatchSpanProcessor(_Quiet(exporter), export_timeout_millis=SHUTDOWN_TIMEOUT_MS)
         )
         self.tracer = self.provider.get_tracer("symphony")
 
+    @property
+    def endpoint(self) -> str | None:
+        return self._endpoint
+
     def start(
-        self, name: str, parent: Span | None = None, attributes: Mapping[str, Attribute] = {}
+        self,
+        name: str,
+        parent: Span | None = None,
+        attributes: Mapping[str, Attribute] = {},
+        links: Sequence[Span] = (),
     ) -> Span:
-        context = None
-        if isinstance(parent, _OtelSpan):
-            context = trace.set_span_in_context(parent.inner)
-        return _OtelSpan(self.tracer.start_span(name, context=context, attributes=attributes))
+        # Without a parent the span starts a trace of its own, whatever the caller's context.
+        context = trace.set_span_in_context(
+            parent.inner if isinstance(parent, _OtelSpan) else trace.INVALID_SPAN
+        )
+        linked = [trace.Link(s.inner.get_span_context()) for s in links if isinstance(s, _OtelSpan)]
+        return _OtelSpan(
+            self.tracer.start_span(name, context=context, attributes=attributes, links=linked)
+        )
 
     def shutdown(self) -> None:
         self.provider.force_flush(SHUTDOWN_TIMEOUT_MS)

@@ -16,12 +16,20 @@ def test_an_endpoint_and_text_capture_are_read() -> None:
     assert parse_telemetry({}) == TelemetrySettings(None, False)
 
 
+def test_the_agent_exports_by_default_and_gets_the_headers_only_when_asked() -> None:
+    assert parse_telemetry({}).agents and not parse_telemetry({}).agent_headers
+    parsed = parse_telemetry({"agents": False, "agent_headers": True})
+    assert (parsed.agents, parsed.agent_headers) == (False, True)
+
+
 @pytest.mark.parametrize(
     ("raw", "problem"),
     [
         ({"endpoint": "collector:4318"}, "telemetry.endpoint must be an http(s) URL"),
         ({"endpoint": 4318}, "telemetry.endpoint must be an http(s) URL"),
         ({"capture_text": "yes"}, "telemetry.capture_text must be true or false"),
+        ({"agents": "no"}, "telemetry.agents must be true or false"),
+        ({"agent_headers": 1}, "telemetry.agent_headers must be true or false"),
     ],
 )
 def test_a_wrong_value_is_named(raw: dict[str, object], problem: str) -> None:

@@ -9,12 +9,16 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from symphony.agents.claude import ClaudeSettings
+from symphony.agents.registry import backend
 from symphony.base.events import AgentEvent
+from symphony.config.telemetry import TelemetrySettings
 from symphony.daemon.runner import run_attempt
-from symphony.telemetry import NO_TRACER, tracer_from_env
+from symphony.telemetry import NO_TRACER, Tracer, export_headers, header_secrets, tracer_from_env
 from tests.daemon.test_runner import EchoingTracker, ScriptedTracker, context
 from tests.factories import make_issue
 from tests.harness import Board, scenario_env, start
@@ -137,3 +141,78 @@ async def test_a_daemon_stopped_with_a_run_in_its_turn_flushes_the_run_s_ended_s
     assert root.attributes["symphony.ticket"] == "ABC-1" and root.error
     assert {s.name for s in receiver.spans} >= {"symphony.workspace", "symphony.turn 1"}
     assert all(s.trace_id == root.trace_id for s in receiver.spans)
+
+
+def _started(record: Path) -> dict[str, Any]:
+    first: dict[str, Any] = json.loads(record.read_text().splitlines()[0])
+    return first
+
+
+async def _run_recorded(
+    tmp_path: Path, tracer: Tracer, **changes: Any
+) -> tuple[list[str], dict[str, str | None]]:
+    """A run with the fake codex that records its command line and its exporter's headers."""
+    issue = make_issue("ABC-5")
+    record = tmp_path / "agent.jsonl"
+    ctx = context(
+        tmp_path, ScriptedTracker(issue, ["Done"]), FAKE_AGENT_SCENARIO="complete",
+        FAKE_AGENT_RECORD=str(record), FAKE_AGENT_RECORD_ENV=HEADERS,
+    )  # fmt: skip
+    await run_attempt(issue, None, replace(ctx, tracer=tracer, **changes), lambda event: None)
+    tracer.shutdown()
+    started = _started(record)
+    return started["argv"], started["env"]
+
+
+HEADERS = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+
+
+async def test_codex_is_told_to_export_its_own_spans_to_the_collector_without_the_headers(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    url = receiver.url + "/v1/traces"
+    argv, env = await _run_recorded(tmp_path, tracer_from_env({}, endpoint=url))
+    assert f'otel.trace_exporter.otlp-http.endpoint="{url}"' in argv
+    assert 'otel.trace_exporter.otlp-http.protocol="binary"' in argv
+    assert env[HEADERS] is None
+
+
+async def test_the_export_headers_reach_the_agent_only_as_the_workflow_lets_them(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    tracer = tracer_from_env({}, endpoint=receiver.url + "/v1/traces")
+    _, env = await _run_recorded(tmp_path, tracer, trace_headers={HEADERS: "x-key=s3cret-value"})
+    assert env[HEADERS] == "x-key=s3cret-value"
+
+
+async def test_with_agents_off_the_agent_exports_nothing_of_its_own(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    tracer = tracer_from_env({}, endpoint=receiver.url + "/v1/traces")
+    settings = context(tmp_path, ScriptedTracker(make_issue("X-1"), [])).settings
+    off = replace(settings, telemetry=TelemetrySettings(agents=False))
+    argv, _ = await _run_recorded(tmp_path, tracer, settings=off)
+    assert not any("otel." in word for word in argv)
+
+
+def test_claude_code_is_given_its_tracing_switches_and_the_standard_variables() -> None:
+    settings = ClaudeSettings()
+    same, env = backend("claude").traces_to(settings, "http://collector:4318/v1/traces")
+    assert same == settings
+    assert env == {
+        "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1",
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+    }
+
+
+def test_the_export_headers_values_are_secrets_the_daemon_masks() -> None:
+    env = {"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Basic dXNlcjpwYXNz,x-org=acme-org"}
+    assert export_headers(env) == env["OTEL_EXPORTER_OTLP_HEADERS"]
+    assert header_secrets(env) == [
+        env["OTEL_EXPORTER_OTLP_HEADERS"],
+        "Basic dXNlcjpwYXNz",
+        "acme-org",
+    ]
