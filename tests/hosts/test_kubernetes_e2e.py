@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -199,6 +200,15 @@ def test_a_daemon_killed_with_a_pod_running_leaves_nothing_behind_after_its_rest
         first.kill9()
     (orphan,) = [p["Names"][0] for p in pods_of(lab)]
     assert [p["State"] for p in pods_of(lab)] == ["running"]  # kill -9 left the pod running
+    checked = subprocess.run(
+        [sys.executable, "-m", "symphony", "check"], cwd=board.root, env={**os.environ, **env},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    said = [line.strip() for line in checked.stdout.splitlines()]
+    assert "pods          1 of this workflow's in namespace agents" in said, checked.stdout
+    assert f"{orphan} (ticket ABC-1, Running): deleted at the next start: an earlier daemon's" in (
+        said
+    )
     second = Daemon(board, env)
     try:
         second.wait_for("deleted pods an earlier daemon left running", timeout=60)
