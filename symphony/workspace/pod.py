@@ -2,7 +2,7 @@
 
 `PodWorkspaces` answers what the runner asks of a host's workspaces for one run: `prepare`
 makes the run's pod (`symphony.hosts.kubernetes.pods`), waits until it runs (saying so while
-the cluster has no room), then makes `/workspace` in it the ticket's checkout: with
+the cluster has no room), then makes `/workspace/<key>` in it the ticket's checkout: with
 `workspace.strategy: worktree` a clone of `workspace.repository` on the ticket's branch (the
 code host's token, when the repository needs one, goes to that one git command on its stdin
 and to a credential helper that reads it from there; never a command line, never a file),
@@ -111,14 +111,16 @@ class PodWorkspaces:
 
     @property
     def root(self) -> Path:
-        return Path(WORKSPACE).parent
+        return Path(WORKSPACE)
 
     @property
     def remote_host(self) -> str | None:
         return self.host.name
 
     def path_for(self, identifier: str) -> Path:
-        return Path(WORKSPACE)
+        """`/workspace/<key>`: a folder the pod's user makes and owns (the volume's root is
+        root's, which git refuses to work in as another user)."""
+        return Path(WORKSPACE) / workspace_key(identifier)
 
     def owned_path(self, identifier: str) -> Path | None:
         return None
@@ -155,10 +157,16 @@ class PodWorkspaces:
         assert made.pod == self.host.pod, "a run's pod is named by its instance, ticket and run"
         self._made = True
         workspace = Workspace(
-            path=Path(WORKSPACE), key=workspace_key(identifier), created_now=True,
+            path=self.path_for(identifier), key=workspace_key(identifier), created_now=True,
             identifier=identifier,
         )  # fmt: skip
         try:
+            made_dir = await self.host.command('mkdir -p -- "$1"', str(workspace.path))
+            if made_dir.returncode != 0:
+                raise WorkspaceError(
+                    HOST_UNREACHABLE if made_dir.unreachable else WORKSPACE_CREATE_FAILED,
+                    f"cannot make {workspace.path} in pod {self.host.name}: {made_dir.reason()}",
+                )
             if self._clone is not None:
                 await self._checkout(workspace, branch)
             if self._hooks.after_create is not None:
@@ -168,7 +176,10 @@ class PodWorkspaces:
         except BaseException:
             await self._end()
             raise
-        said = await self.host.command("git rev-parse --verify --quiet HEAD 2>/dev/null || true")
+        said = await self.host.command(
+            'cd -- "$1" && git rev-parse --verify --quiet HEAD 2>/dev/null || true',
+            str(workspace.path),
+        )
         head = said.out.strip() if said.returncode == 0 else ""
         return Workspace(
             path=workspace.path, key=workspace.key, created_now=True, identifier=identifier,
@@ -224,7 +235,8 @@ class PodWorkspaces:
         return False
 
     def check_agent_cwd(self, workspace: Workspace) -> None:
-        if not self._made or PurePosixPath(workspace.path) != PurePosixPath(WORKSPACE):
+        wanted = PurePosixPath(WORKSPACE) / workspace.key
+        if not self._made or PurePosixPath(workspace.path) != wanted:
             raise WorkspaceError(
                 INVALID_WORKSPACE_PATH, f"{workspace.path} is not the workspace of a run's pod"
             )

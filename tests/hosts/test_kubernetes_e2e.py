@@ -172,7 +172,7 @@ def test_three_tickets_with_max_pods_two_one_waits_and_a_pod_pending_for_room_is
     assert "retrying" not in log, log  # no run failed
     runs = lab.records()
     assert len(runs) == 3, runs  # one run per ticket: the pending pod was not a failure
-    assert all(r["cwd"] == "/workspace" for r in runs)
+    assert sorted(r["cwd"] for r in runs) == [f"/workspace/ABC-{n}" for n in range(1, 4)]
     names = set(runs[0]["env_names"])
     assert "DAEMON_ONLY_SECRET" not in names and "FAKE_AGENT_SCENARIO" in names
     assert "SYMPHONY_ISSUE_IDENTIFIER" in names
@@ -251,3 +251,43 @@ def test_a_run_with_network_none_cannot_reach_this_machine(
         listener.close()
     assert (lab.shared / "net.txt").read_text().split() == ["lo"]
     assert (lab.shared / "reach.txt").read_text().strip() == "unreachable"
+
+
+def test_the_pod_s_workspace_is_a_clone_of_the_repository_on_the_ticket_s_branch(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    lab = cluster
+    source = lab.base / "source"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main", str(source)], check=True)
+    (source / "README").write_text("hello\n")
+    subprocess.run([*git, "-C", str(source), "add", "README"], check=True)
+    subprocess.run([*git, "-C", str(source), "commit", "-qm", "the start"], check=True)
+    bare = lab.shared / "repo.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(source), str(bare)], check=True)
+    if os.geteuid() == 0:  # the pod's user clones it: git wants its own repository
+        for path in [bare, *bare.rglob("*")]:
+            os.chown(path, 10001, 10001)
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    record = (
+        f"{{ git branch --show-current; git log -1 --format=%s; cat README; }} "
+        f"> {lab.shared}/checkout.txt"
+    )
+    worktree = {"root": "workspaces", "strategy": "worktree", "repository": str(bare),
+                "branch": "agent/{{ issue.identifier }}"}  # fmt: skip
+    write_workflow(board, lab, max_pods=1, hooks={"after_create": record}, workspace=worktree)
+    env = lab.env(
+        FAKE_AGENT_SCENARIO="tool", FAKE_AGENT_TOOL="local_move_issue",
+        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
+    )  # fmt: skip
+    daemon = Daemon(board, env)
+    try:
+        assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 60), "".join(
+            daemon.lines
+        )
+    finally:
+        assert daemon.stop() == 0
+    said = (lab.shared / "checkout.txt").read_text().splitlines()
+    assert said == ["agent/ABC-1", "the start", "hello"]
+    assert not (board.root / "workspaces" / "ABC-1").exists()  # nothing made on this machine

@@ -49,15 +49,16 @@ def test_the_checkout_is_cloned_in_the_pod_with_the_token_on_stdin_only() -> Non
                         "main", TOKEN, "x-access-token")  # fmt: skip
     workspaces = in_pod(fake, HooksSettings(after_create="make deps"), clone)
     workspace = asyncio.run(workspaces.prepare("ABC-1"))
-    assert str(workspace.path) == "/workspace" and workspace.created_now
+    assert str(workspace.path) == "/workspace/ABC-1" and workspace.created_now
     assert workspace.base == "0123456789abcdef0123456789abcdef01234567"
-    assert fake.verbs() == ["apply", "get", "exec", "exec", "exec"]  # clone, hook, base
+    # The folder, the clone, the hook, the start commit.
+    assert fake.verbs() == ["apply", "get", "exec", "exec", "exec", "exec"]
     for argv, _ in fake.calls:
         assert TOKEN not in " ".join(argv)
-    _, sent = fake.calls[2]
+    _, sent = fake.calls[3]
     assert sent is not None and base64.b64encode(TOKEN.encode()) in sent
     assert base64.b64encode(b"symphony/ABC-1") in sent  # the ticket's branch
-    assert "make deps" in fake.calls[3][0]
+    assert "make deps" in fake.calls[4][0]
 
 
 def test_the_pod_is_deleted_when_the_run_ends_even_if_after_run_fails() -> None:
@@ -77,11 +78,11 @@ def test_the_pod_is_deleted_when_the_run_ends_even_if_after_run_fails() -> None:
 
 def test_a_failed_checkout_fails_the_workspace_and_leaves_no_pod() -> None:
     def clone_fails(argv: Sequence[str], stdin: bytes | None) -> KubectlResult | None:
-        if "exec" in argv:
+        if "exec" in argv and "clone" in " ".join(argv):
             return KubectlResult(128, "", f"symphony-remote-pgid 7\nfatal: auth {TOKEN}\n")
         return None
 
-    fake = FakeKubectl([statuses(READY), clone_fails])
+    fake = FakeKubectl([statuses(READY), clone_fails, reached])
     clone = CloneSource("https://github.com/acme/app.git", "b", None, TOKEN, "u")
     with pytest.raises(WorkspaceError) as failed:
         asyncio.run(in_pod(fake, clone=clone).prepare("ABC-1"))
