@@ -9,6 +9,10 @@ from symphony.base.errors import ErrorCategory
 LOCAL = "local"
 """The name of the daemon's own machine wherever a host is named (API, store, logs)."""
 
+CLUSTER = "kubernetes"
+"""The name of the cluster a run's pod is made in (`worker.kubernetes`): one host, whatever
+the pod's name."""
+
 HOST_UNREACHABLE = ErrorCategory.HOST_UNREACHABLE
 """The error category of a run or a command that could not reach its SSH host."""
 

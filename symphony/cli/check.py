@@ -41,12 +41,16 @@ from symphony.config.sections import Settings
 from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
 from symphony.core.trust import describe
+from symphony.daemon.cluster import describe_pods, gateway_refusal
 from symphony.daemon.follow import create_code_host
 from symphony.gateway.access import model_access, through_gateway
+from symphony.hosts.kubernetes.kubectl import Kubectl
+from symphony.hosts.kubernetes.pods import PodFailed, Pods
 from symphony.hosts.sandbox.probe import sandbox_problem
 from symphony.hosts.ssh import SshHost
 from symphony.memory import memory_of
 from symphony.store import Store, StoreError
+from symphony.store.lock import DaemonLock, LockError
 from symphony.tracker.contract import Tracker, resolve_states, tracker_adapter
 
 
@@ -82,6 +86,7 @@ async def report(
         print(note)
     errors = _sandboxes(settings)
     errors += await _forwards(settings)
+    errors += await _pods(settings)
     errors += _machine(settings, known)
     state = _daemon_claims(settings)
     if settings.agent.max_in_review is not None and settings.machine is not None:
@@ -367,6 +372,49 @@ def _follow_line(settings: Settings) -> str:
         f"{follow.max_conflict_fixes}); merged: {follow.on_merged or '(stays)'}; closed: "
         f"{closed}; merge: {policy}"
     )
+
+
+async def _pods(settings: Settings) -> list[str]:
+    """With `worker.kubernetes`: this workflow's pods in the cluster and what a start-up would
+    do with each; and a workflow whose agents would need the daemon's gateway, refused."""
+    cluster = settings.worker.kubernetes
+    if cluster is None:
+        return []
+    refused = gateway_refusal(settings, os.environ)
+    instances, live = _instances(settings)
+    try:
+        listed = await Pods(Kubectl(cluster, os.environ), "").listed()
+    except PodFailed as exc:
+        print(f"pods          not listed: {exc.message}")
+        return [refused] if refused else []
+    lines = describe_pods(listed, instances, live)
+    print(f"pods          {len(lines)} of this workflow's in namespace {cluster.namespace}")
+    for line in lines:
+        print(f"  {line}")
+    return [refused] if refused else []
+
+
+def _instances(settings: Settings) -> tuple[list[str], str | None]:
+    """The daemons that used the workflow's store, and the one running now (None: none)."""
+    if settings.state is None:
+        return [], None
+    try:
+        store = Store.read_only(settings.state.path)
+        if store is None:
+            return [], None
+        try:
+            instances = store.instances()
+        finally:
+            store.close()
+    except (StoreError, sqlite3.Error):
+        return [], None
+    lock = DaemonLock(Path(f"{settings.state.path}.lock"))
+    try:
+        lock.acquire(str(settings.workflow_path))
+    except LockError:
+        return instances, instances[-1] if instances else None
+    lock.release()
+    return instances, None
 
 
 def _daemon_claims(settings: Settings) -> SchedulerState:

@@ -93,6 +93,8 @@ def preflight_warnings(settings: Settings) -> list[str]:
             f"workspace.repository {worktrees.repository} does not exist, so no ticket can "
             "get a worktree"
         )
+    if settings.worker.kubernetes is not None and shutil.which("kubectl") is None:
+        warnings.append("worker.kubernetes is set but `kubectl` is not on PATH: no run can start")
     if settings.worker.hosts and shutil.which("ssh") is None:
         warnings.append("worker.ssh_hosts are set but `ssh` is not on PATH: no run can start")
     for kind in used_agent_kinds(settings):
@@ -100,8 +102,8 @@ def preflight_warnings(settings: Settings) -> list[str]:
         if not command:
             warnings.append(f"{kind}.command is not set, so runs on {kind} cannot start")
             continue
-        if settings.worker.hosts:
-            continue  # it runs on the hosts, whose PATH this machine cannot see
+        if settings.worker.hosts or settings.worker.kubernetes is not None:
+            continue  # it runs on the hosts or in pods, whose PATH this machine cannot see
         problem = agent_command_problem(command, environ, setting=f"{kind}.command")
         if problem is not None:
             warnings.append(problem)

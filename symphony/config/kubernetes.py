@@ -1,5 +1,5 @@
 """`worker.kubernetes:`: agent runs as pods in a cluster, reached through `kubectl` with the
-user's kubeconfig (spec Appendix A). Every value here ends up in a pod manifest, so each is
+user's kubeconfig (spec Appendix B). Every value here ends up in a pod manifest, so each is
 checked against what the Kubernetes API accepts before a run is tried."""
 
 from __future__ import annotations

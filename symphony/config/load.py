@@ -201,6 +201,8 @@ def _sandboxes(
         _check_fallbacks(sandbox, machine)
     if worker.hosts:
         _check_hosts_can_sandbox(sandbox, machine, agent)
+    if worker.kubernetes is not None:
+        _check_pods_can_run(sandbox, machine, agent)
     return sandbox, machine
 
 
@@ -361,6 +363,38 @@ def _check_hosts_can_sandbox(
                 INVALID_CONFIG,
                 f"{where}.network is model, which needs the daemon's proxy on this machine; on "
                 "worker.ssh_hosts use network: none or full",
+            )
+
+
+def _check_pods_can_run(
+    sandbox: SandboxSettings, machine: StageMachine | None, agent: AgentSettings
+) -> None:
+    """A pod reaches nothing on the daemon's loopback, where the tool server of claude and ACP
+    agents and the sandbox's proxy listen; the pod itself, from `worker.kubernetes.image`
+    behind its NetworkPolicy, is the run's sandbox."""
+    stages = machine.stages if machine is not None else ()
+    for kind in dict.fromkeys([agent.kind, *(s.agent for s in stages if s.agent)]):
+        if BACKENDS[kind].tools_over_mcp:
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"agent kind {kind} takes symphony's tools over MCP from the daemon's loopback, "
+                "which no pod of worker.kubernetes reaches; run codex there (its tools come over "
+                "its own stdio), or run this agent without worker.kubernetes",
+            )
+    used = [("sandbox", sandbox)]
+    used += [(f"stages.{s.name}.sandbox", s.sandbox) for s in stages if s.sandbox is not None]
+    for where, settings in used:
+        if settings.enabled and settings.network is Network.MODEL:
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"{where}.network is model, which needs the daemon's proxy on this machine; "
+                "with worker.kubernetes use network: none or full (the pod's NetworkPolicy)",
+            )
+        if settings.enabled and settings.image is not None:
+            raise ConfigError(
+                INVALID_CONFIG,
+                f"{where}.image: with worker.kubernetes runs use worker.kubernetes.image; "
+                "remove the sandbox's image",
             )
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from symphony.base.hosts import LOCAL
+from symphony.base.hosts import CLUSTER, LOCAL
 from symphony.base.issue import BlockerRef, Issue, normalize_state
 from symphony.config.sections import AgentSettings, OverlapMode, Settings, TrackerSettings
 from symphony.config.stages import Stage
@@ -118,6 +118,8 @@ class Wait(enum.Enum):
     OVERLAP = "overlap"
     NO_HOST = "no_host"
     HOST_WAIT = "host_wait"
+    POD_LIMIT = "pod_limit"
+    """This workflow has `worker.kubernetes.max_pods` pods already."""
     PAUSED = "paused"
     HELD = "held"
     RUNAWAY = "runaway"
@@ -180,7 +182,9 @@ def overlaps_of(
 
 class HostSlots:
     """The SSH hosts' load during one decision: which host a ticket would run on, or why it
-    waits for one. Without `worker.ssh_hosts` everything runs here."""
+    waits for one. Without `worker.ssh_hosts` everything runs here; with `worker.kubernetes`
+    everything runs in the cluster, one pod per run, at most `max_pods` at once (besides
+    `agent.max_concurrent_agents`: whichever is smaller holds)."""
 
     def __init__(self, state: SchedulerState, settings: Settings, now: float | None) -> None:
         self._worker = settings.worker
@@ -188,9 +192,13 @@ class HostSlots:
         self._now = now
         fallback = settings.agent.max_concurrent_agents
         self._capacity = {h.name: self._worker.capacity(h) or fallback for h in self._worker.hosts}
+        cluster = self._worker.kubernetes
+        self._pods = (cluster.max_pods or fallback) if cluster is not None else None
         # In a fleet, what the other workflows run on a host counts against its capacity too.
         self.load = {host.name: state.hosts_busy_elsewhere.get(host.name, 0)
                      for host in self._worker.hosts}  # fmt: skip
+        if self._pods is not None:
+            self.load[CLUSTER] = 0
         for entry in state.running.values():
             if entry.host in self.load:
                 self.load[entry.host] += 1
@@ -205,6 +213,10 @@ class HostSlots:
     def choose(self, issue_id: str) -> tuple[str | None, Wait | None]:
         """The host for the ticket: the one holding its workspace when it can take it (or,
         with `worker.retry_on_same_host`, only that one), else the least loaded one."""
+        if self._pods is not None:
+            # A pod holds its slot from its dispatch to the end of the run, Pending included:
+            # the cluster's own wait for room is the run's, not another dispatch's.
+            return (CLUSTER, None) if self.load[CLUSTER] < self._pods else (None, Wait.POD_LIMIT)
         if not self._worker.hosts:
             return LOCAL, None
         preferred = self._state.workspace_hosts.get(issue_id)
@@ -481,6 +493,13 @@ def describe_wait(
         return (
             f"waits for a host: all {len(settings.worker.hosts)} SSH hosts are busy or down "
             "(worker.ssh_hosts)"
+        )
+    if wait is Wait.POD_LIMIT:
+        cluster = settings.worker.kubernetes
+        limit = cluster.max_pods if cluster is not None else None
+        return (
+            f"waits for a pod: {limit} of this workflow's pods are running "
+            "(worker.kubernetes.max_pods)"
         )
     if wait is Wait.HOST_WAIT:
         host = state.workspace_hosts.get(issue.id, "?")

@@ -29,6 +29,7 @@ from symphony.base.exits import EXIT_FAILED, EXIT_OK
 from symphony.base.secrets import SecretMasker
 from symphony.config.fields import INVALID_CONFIG, ConfigError
 from symphony.config.sections import Settings
+from symphony.daemon.cluster import gateway_refusal
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.hosts import process
 from symphony.store import Store
@@ -165,15 +166,9 @@ def open_workflow(
     the same workflow out; the lock comes before the store is opened or anything runs. A
     store that had to be reset is said in the log and on the activity feed."""
     assert settings.state is not None
-    if settings.worker.kubernetes is not None:
-        # The pod settings are checked (`symphony check`), but nothing starts pods yet: a run
-        # on this machine instead would drop the isolation the settings ask for.
-        raise ConfigError(
-            INVALID_CONFIG,
-            "worker.kubernetes is set, but this version does not start runs as pods yet "
-            "(symphony check validates the settings); remove it to run agents on this machine, "
-            "or use worker.ssh_hosts",
-        )
+    refused = gateway_refusal(settings, os.environ if environ is None else environ)
+    if refused is not None:
+        raise ConfigError(INVALID_CONFIG, refused)
     lock = DaemonLock(Path(f"{settings.state.path}.lock"))
     lock.acquire(str(settings.workflow_path))
     try:

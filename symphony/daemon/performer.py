@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import functools
 import os
+import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -28,6 +29,7 @@ from symphony.base.fences import new_marks
 from symphony.base.hosts import LOCAL
 from symphony.base.secrets import SecretMasker
 from symphony.codehost.contract import CodeHost
+from symphony.config.sandbox import Network
 from symphony.config.sections import Settings
 from symphony.daemon import follow, writes
 from symphony.daemon.events import Clock, PullRead, QueueEvent, RefreshRequested, WorkerExited
@@ -168,7 +170,13 @@ class Performer:
         settings, tracker, places, _ = self._current()
         machine = settings.machine
         agent = backend(start.agent_kind)
-        place = places.for_run(settings, start.host, agent.env_names)
+        stage = machine.stage_named(start.stage) if machine is not None else None
+        sandbox = settings.sandbox_for(stage)
+        place = places.for_run(
+            settings, start.host, agent.env_names, ticket=issue.identifier,
+            run=uuid.uuid4().hex[:12],
+            network=sandbox.network if sandbox.enabled else Network.FULL,
+        )  # fmt: skip
         marks = new_marks()
         kept = self._canaries.setdefault(issue.id, [])
         kept[:] = [*kept, marks.canary][-KEPT_CANARIES:]
@@ -184,7 +192,7 @@ class Performer:
             agent_kind=start.agent_kind,
             tool_server=self._tool_server_for(agent.tools_over_mcp),
             gateway=self.gateway,
-            stage=machine.stage_named(start.stage) if machine is not None else None,
+            stage=stage,
             turns_used=start.turns_used,
             resume_thread_id=start.resume_thread_id,
             last_message=start.last_message,

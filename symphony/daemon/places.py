@@ -13,10 +13,16 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from symphony.base.hosts import LOCAL
+from symphony.base.hosts import CLUSTER, LOCAL
+from symphony.config.sandbox import Network
 from symphony.config.sections import Settings
+from symphony.daemon.publish import PUSH_USERNAME
 from symphony.daemon.sandbox import hook_sandbox
 from symphony.hosts import Host
+from symphony.hosts.kubernetes.host import KubectlHost
+from symphony.hosts.kubernetes.kubectl import Kubectl
+from symphony.hosts.kubernetes.manifests import pod_name
+from symphony.hosts.kubernetes.pods import Pods
 from symphony.hosts.local import LOCAL_HOST
 from symphony.hosts.sandbox.home import NO_CREDENTIALS
 from symphony.hosts.sandbox.remote import launcher
@@ -24,6 +30,7 @@ from symphony.hosts.ssh import SshHost
 from symphony.workspace.contract import Workspaces as Workspaces
 from symphony.workspace.environment import child_environment, remote_environment
 from symphony.workspace.local import WorkspaceManager
+from symphony.workspace.pod import CloneSource, PodWorkspaces
 from symphony.workspace.remote import RemoteWorkspaces
 
 
@@ -74,13 +81,34 @@ class Places:
             for spec in worker.hosts
         }
         """The workspaces of each SSH worker host, by its name."""
+        cluster = worker.kubernetes
+        self.pods = Pods(Kubectl(cluster, environ), instance_id) if cluster is not None else None
+        """This workflow's pods, with `worker.kubernetes`: one per run."""
+        self._settings = settings
 
     def on(self, host: str) -> Workspaces:
-        """The workspaces of `host` (this machine's for `local` or a host no longer listed)."""
+        """The workspaces of `host` (this machine's for `local` or a host no longer listed;
+        for the cluster, those of a run that has ended, where nothing is left)."""
+        if host == CLUSTER and self.pods is not None:
+            return self._pod_run(self._settings, "", "", Network.NONE)
         return self.remote.get(host, self.local) if host != LOCAL else self.local
 
-    def for_run(self, settings: Settings, host: str, agent_env_names: Sequence[str]) -> RunPlace:
-        """Where an attempt on `host` runs, with the environments of the current settings."""
+    def for_run(
+        self,
+        settings: Settings,
+        host: str,
+        agent_env_names: Sequence[str],
+        *,
+        ticket: str = "",
+        run: str = "",
+        network: Network = Network.FULL,
+    ) -> RunPlace:
+        """Where an attempt on `host` runs, with the environments of the current settings; on
+        the cluster, in a pod of its own for `ticket`'s `run`, let out on `network`."""
+        if host == CLUSTER and self.pods is not None:
+            workspaces = self._pod_run(settings, ticket, run, network)
+            env = self.remote_env(settings)
+            return RunPlace(workspaces, workspaces.host, env, env)
         remote = self.remote.get(host) if host != LOCAL else None
         if remote is not None:
             # A host gets one environment for all (its own basics are its own).
@@ -92,6 +120,17 @@ class Places:
             self.child_env(settings),
             self.child_env(settings, agent_env_names),
         )
+
+    def _pod_run(
+        self, settings: Settings, ticket: str, run: str, network: Network
+    ) -> PodWorkspaces:
+        assert self.pods is not None
+        name = pod_name(self.pods.instance, ticket, run)
+        return PodWorkspaces(
+            self.pods, KubectlHost(self.pods.kubectl, name), settings.hooks,
+            env=self.remote_env(settings), ticket=ticket, run=run, network=network,
+            clone=_clone_source(settings),
+        )  # fmt: skip
 
     async def close(self) -> None:
         """At shutdown: the connections symphony's own commands to the hosts share."""
@@ -114,3 +153,15 @@ class Places:
     def remote_env(self, settings: Settings) -> dict[str, str]:
         """What crosses to an SSH host for every child there."""
         return remote_environment(self._environ, settings, self._secret_names, self._instance_id)
+
+
+def _clone_source(settings: Settings) -> CloneSource | None:
+    """Where a pod's checkout comes from: `workspace.repository` (`strategy: worktree`), with
+    the code host's token when the workflow has one."""
+    worktrees = settings.workspace.worktrees
+    if worktrees is None:
+        return None
+    repository = settings.repository
+    token = repository.token if repository is not None else ""
+    username = PUSH_USERNAME[repository.kind] if repository is not None else ""
+    return CloneSource(worktrees.repository, worktrees.branch, worktrees.base, token, username)

@@ -25,6 +25,7 @@ from symphony.config.load import build_settings, workflow_fingerprint
 from symphony.config.prompt import check_prompts
 from symphony.config.sections import Settings
 from symphony.config.workflow import read_workflow
+from symphony.daemon.cluster import gateway_refusal
 from symphony.daemon.events import Clock
 from symphony.daemon.owner import Owner
 from symphony.daemon.places import Places
@@ -85,6 +86,9 @@ def reload_workflow(
     try:
         settings = build_settings(workflow, environ)
         check_prompts(settings)
+        refused = gateway_refusal(settings, environ)
+        if refused is not None:
+            return ReloadRejected(refused, fingerprint)
         if settings.tracker != current.tracker:
             tracker = new_tracker(settings)
     except SymphonyError as exc:

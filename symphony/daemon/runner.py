@@ -302,8 +302,15 @@ class _Attempt:
         self.workspace = await _step(
             "workspace",
             FailureReason.WORKSPACE,
-            self.ctx.workspaces.prepare(self.issue.identifier, branch=self.issue.branch_name),
+            self.ctx.workspaces.prepare(
+                self.issue.identifier, branch=self.issue.branch_name, on_status=self.waiting
+            ),
         )
+
+    def waiting(self, what: str) -> None:
+        """What the run waits for before its workspace exists (a pod's room in the cluster),
+        as its status: an event, so a long wait is never taken for a stall."""
+        self.on_event(AgentEvent(EventKind.NOTIFICATION, message=what))
 
     async def prepare(self) -> AgentLaunch:
         """The hook before the run, the stage's context and the tools the agent gets."""

@@ -1,8 +1,8 @@
 """What the daemon does once before its first poll, in this order.
 
-1. `recover`: register this instance in the store, stop what earlier daemons left running (here
-   and on every SSH host, found by their instance ids) and put the saved runs, retries and moves
-   back into the scheduler state (`symphony.store.recovery`).
+1. `recover`: register this instance in the store, stop what earlier daemons left running (here,
+   on every SSH host and in the cluster, found by their instance ids) and put the saved runs,
+   retries and moves back into the scheduler state (`symphony.store.recovery`).
 2. `ensure_stage_states`: in stage mode, make the tracker able to hold every state the daemon
    moves tickets to.
 3. `remove_terminal_workspaces`: forget worktrees whose folders are gone, and remove the
@@ -25,10 +25,12 @@ from symphony import core
 from symphony.base.errors import SymphonyError
 from symphony.base.hosts import LOCAL
 from symphony.config.sections import Settings
+from symphony.daemon.cluster import delete_orphan_pods
 from symphony.daemon.events import Clock
 from symphony.daemon.owner import Owner
 from symphony.daemon.places import Places
 from symphony.daemon.reads import TrackerReads
+from symphony.hosts.kubernetes.pods import Pods
 from symphony.hosts.ssh import SshHost
 from symphony.observability.activity import Activity
 from symphony.store import Store
@@ -46,7 +48,7 @@ async def prepare(o: Owner) -> None:
     if o.store is not None:
         await recover(
             o.store, o.state, o.settings, o.instance_id, o.clock, o.activity,
-            o.places.remote.values(),
+            o.places.remote.values(), o.places.pods,
         )  # fmt: skip
         o.saver.save()
         o.outcomes.add(o.store.outcomes(o.outcomes.since(o.clock.wall())))
@@ -64,6 +66,7 @@ async def recover(
     clock: Clock,
     activity: Activity,
     remote: Iterable[RemoteWorkspaces],
+    pods: Pods | None = None,
 ) -> None:
     """Carry on where the last daemon stopped."""
     wall, mono = clock.wall(), clock.monotonic()
@@ -78,6 +81,7 @@ async def recover(
     if stopped:
         log.warning("stopped agents an earlier daemon left running", process_groups=stopped)
     stopped += await stop_remote_orphans(remote, previous)
+    stopped += await delete_orphan_pods(pods, previous)
     restore(state, saved, mono, wall)
     recovered = Recovered(len(saved.runs), len(saved.retries), len(saved.transitions), stopped)
     if saved.runs or saved.retries or saved.transitions or stopped:

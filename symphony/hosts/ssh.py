@@ -78,7 +78,7 @@ _FORWARD_REFUSED = "remote port forwarding failed"
 
 # $1 workspace, $2 command, $3 shell (bash for agents, sh for scripts), $4 stdin|none,
 # $5 the launcher of the run's sandbox, or nothing.
-_RUN = r"""
+WRAPPER = r"""
 echo "symphony-remote-pgid $$" >&2
 cd -- "$1" 2>/dev/null || { echo "symphony: no workspace $1 on $(uname -n)" >&2; exit 97; }
 _sy_h=$HOME _sy_u=$USER _sy_l=$LOGNAME _sy_p=$PATH _sy_s=$SHELL _sy_g=$LANG
@@ -153,7 +153,7 @@ exit 0
 # $1 process group, $2 grace in tenths of a second, $3 the run's mark: a process that left
 # the group (a daemonizing tool) still carries the mark in its environment. `kill -SIG -PGID`
 # is the form every /bin/sh takes: dash refuses `kill -SIG -- -PGID` ("Illegal number: -").
-_END_GROUP = r"""
+END_GROUP = r"""
 marked() {
   [ -n "$3" ] || return 0
   for dir in /proc/[0-9]*; do
@@ -382,7 +382,7 @@ class SshHost:
             sent[REMOTE_CHILD_VARIABLE] = env[process.CHILD_VARIABLE]
         return AgentLaunchSpec(
             self.argv(
-                _RUN,
+                WRAPPER,
                 str(workspace),
                 command,
                 "bash",
@@ -437,7 +437,7 @@ class SshHost:
             output = stack.enter_context(tempfile.TemporaryFile())
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *self.argv(_RUN, str(cwd), script, "sh", "none", *self._sandboxed()),
+                    *self.argv(WRAPPER, str(cwd), script, "sh", "none", *self._sandboxed()),
                     env=self._client_env,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=output,
@@ -500,7 +500,7 @@ class SshHost:
         SIGKILL what is left after `grace_s`. Best effort."""
         tenths = str(max(int(grace_s * 10), 1))
         result = await self.command(
-            _END_GROUP, str(pgid), tenths, mark or "", timeout_s=grace_s + 15
+            END_GROUP, str(pgid), tenths, mark or "", timeout_s=grace_s + 15
         )
         if "group-signalled" not in result.out and "group-gone" not in result.out:
             log.warning("the process group on the host could not be signalled", host=self.name,

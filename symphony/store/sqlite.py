@@ -168,6 +168,10 @@ class Store:
             )
         return previous
 
+    def instances(self) -> list[str]:
+        """The daemons that used this store, oldest first (the last may be running now)."""
+        return [v["id"] for v in INSTANCES.read(self._db, "ORDER BY rowid")]
+
     # Loading
 
     def load(self, wall_now: datetime) -> Saved:

@@ -1,5 +1,5 @@
-"""The workspaces of one host, as the daemon uses them: this machine's (`WorkspaceManager`) or an
-SSH worker host's (`RemoteWorkspaces`).
+"""The workspaces of one host, as the daemon uses them: this machine's (`WorkspaceManager`), an
+SSH worker host's (`RemoteWorkspaces`) or the one of a run's pod (`PodWorkspaces`).
 
 Whoever holds a `Workspaces` makes, hooks, checks and removes a ticket's workspace and asks git
 about it without knowing where it is: a path in a `Workspace` is a path on its host, and `git`
@@ -9,7 +9,7 @@ on this machine (evidence files read here, `open`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,8 +35,14 @@ class Workspaces(Protocol):
         """The ticket's workspace as a path on this machine, when it is here and symphony's."""
         ...
 
-    async def prepare(self, identifier: str, branch: str | None = None) -> Workspace:
-        """The ticket's workspace, made (with `after_create`) when it is not there yet."""
+    async def prepare(
+        self,
+        identifier: str,
+        branch: str | None = None,
+        on_status: Callable[[str], None] | None = None,
+    ) -> Workspace:
+        """The ticket's workspace, made (with `after_create`) when it is not there yet;
+        `on_status` hears what a wait for the place to exist (a pod's room) is about."""
         ...
 
     async def before_run(self, workspace: Workspace) -> None: ...

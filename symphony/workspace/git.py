@@ -23,8 +23,10 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
-from symphony.hosts.ssh import SshHost
+from symphony.hosts import Host
+from symphony.hosts.ssh import CommandResult
 
 GIT_TIMEOUT_S = 20.0
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
@@ -283,12 +285,22 @@ async def _exec(
     return GitRun(proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
 
+class GitHost(Protocol):
+    """A host git runs on by symphony's own commands (an SSH host, a run's pod)."""
+
+    name: str
+
+    async def command(self, script: str, *args: str, timeout_s: float = ...) -> CommandResult: ...
+
+    def without_sandbox(self) -> Host: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Git:
-    """Where a workspace's git runs: this machine (`host` None) or an SSH worker host, where
-    the workspace's path is a path on that host."""
+    """Where a workspace's git runs: this machine (`host` None), an SSH worker host or a
+    run's pod, where the workspace's path is a path on that host."""
 
-    host: SshHost | None = None
+    host: GitHost | None = None
 
     async def run(
         self, path: Path, *args: str, env: Mapping[str, str], timeout_s: float = GIT_TIMEOUT_S

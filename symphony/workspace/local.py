@@ -218,7 +218,12 @@ class WorkspaceManager:
         if self._worktrees is not None:
             await self._worktrees.forget_missing()
 
-    async def prepare(self, identifier: str, branch: str | None = None) -> Workspace:
+    async def prepare(
+        self,
+        identifier: str,
+        branch: str | None = None,
+        on_status: Callable[[str], None] | None = None,
+    ) -> Workspace:
         """Ensure the workspace directory exists; run `after_create` only if it was made now.
 
         Raises `WorkspaceError` with `invalid_workspace_path`, `workspace_create_failed`,

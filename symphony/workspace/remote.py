@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -148,7 +148,12 @@ class RemoteWorkspaces:
             return []
         return [(keys[key], self.path_for(keys[key])) for key in found.out.split() if key in keys]
 
-    async def prepare(self, identifier: str, branch: str | None = None) -> Workspace:
+    async def prepare(
+        self,
+        identifier: str,
+        branch: str | None = None,
+        on_status: Callable[[str], None] | None = None,
+    ) -> Workspace:
         key = workspace_key(identifier)
         path = self.path_for(identifier)
         if self._worktrees is not None:

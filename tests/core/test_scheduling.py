@@ -9,7 +9,9 @@ import pytest
 
 from symphony import core
 from symphony.base.events import AgentEvent, TokenUsage
+from symphony.base.hosts import CLUSTER
 from symphony.base.issue import Issue
+from symphony.config.kubernetes import KubernetesSettings
 from symphony.config.sections import HostSpec, Settings, SshSettings, WorkerSettings
 from symphony.config.stages import Report, StageOutcome
 from symphony.core.footprint import Footprint
@@ -1068,3 +1070,47 @@ def test_a_terminal_ticket_s_workspace_is_removed_on_its_host() -> None:
     effects = core.on_worker_exit(state, "id-A-1", core.WorkerExit(False), settings, 1.0)
     assert core.RemoveWorkspace("A-1", "w1") in effects
     assert state.workspace_hosts == {}
+
+
+# Agent pods (`worker.kubernetes`)
+
+
+def pod_settings(max_pods: int | None, max_concurrent: int = 10) -> Settings:
+    return dataclasses.replace(
+        make_settings(max_concurrent=max_concurrent),
+        worker=WorkerSettings(kubernetes=KubernetesSettings(image="runner:1", max_pods=max_pods)),
+    )
+
+
+def test_runs_go_to_the_cluster_and_max_pods_holds_the_rest() -> None:
+    state = core.SchedulerState()
+    settings = pod_settings(max_pods=2)
+    issues = [make_issue(f"A-{n}", priority=n) for n in range(1, 4)]
+    effects = core.select_dispatches(state, issues, settings, 0.0, WALL)
+    assert started_on(effects) == {"A-1": CLUSTER, "A-2": CLUSTER}
+    verdicts = dict(
+        (i.identifier, why) for i, why in core.explain_dispatch(state, issues, settings)
+    )
+    assert verdicts["A-3"] == (
+        "waits for a pod: 2 of this workflow's pods are running (worker.kubernetes.max_pods)"
+    )
+    # A run that ends frees its pod's slot for the waiting ticket.
+    del state.running["id-A-1"]
+    state.claimed.discard("id-A-1")
+    later = core.select_dispatches(state, issues[2:], settings, 1.0, WALL)
+    assert started_on(later) == {"A-3": CLUSTER}
+
+
+def test_without_max_pods_the_agent_limit_alone_holds() -> None:
+    state = core.SchedulerState()
+    settings = pod_settings(max_pods=None, max_concurrent=3)
+    issues = [make_issue(f"A-{n}", priority=n) for n in range(1, 6)]
+    effects = core.select_dispatches(state, issues, settings, 0.0, WALL)
+    assert list(started_on(effects).values()) == [CLUSTER] * 3
+
+
+def test_the_smaller_of_max_pods_and_max_concurrent_agents_holds() -> None:
+    state = core.SchedulerState()
+    settings = pod_settings(max_pods=5, max_concurrent=1)
+    issues = [make_issue(f"A-{n}", priority=n) for n in range(1, 4)]
+    assert len(started_on(core.select_dispatches(state, issues, settings, 0.0, WALL))) == 1

@@ -102,17 +102,29 @@ def test_check_prints_the_cluster_settings(tmp_path: Path, symphony_cli: Cli) ->
     assert "no token" in line
 
 
-def test_the_daemon_refuses_to_run_agents_here_when_pods_are_asked_for(
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"agent": {"kind": "claude"}}, "agent kind claude takes symphony's tools over MCP"),
+        ({"sandbox": {"kind": "bwrap", "network": "model"}}, "sandbox.network is model"),
+    ],
+)  # fmt: skip
+def test_what_no_pod_can_reach_is_refused_at_load(
+    tmp_path: Path, change: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        settings_with(tmp_path, worker={"kubernetes": FULL}, **change)
+
+
+def test_an_api_key_for_the_pods_is_refused_at_start_naming_the_setting(
     tmp_path: Path, symphony_cli: Cli
 ) -> None:
-    """Until runs start as pods, a daemon asked for them must not run them on this machine."""
+    """The key would make the agent call the daemon's model gateway, which no pod reaches."""
     board = Board(tmp_path)
     board.ticket("ABC-1")
-    board.write_workflow(worker={"kubernetes": FULL})
+    board.write_workflow(worker={"kubernetes": FULL}, agent={"env": {"OPENAI_API_KEY": "sk-x"}})
     result = symphony_cli("--no-tui", cwd=board.root)
     assert result.returncode == 1
-    assert "worker.kubernetes is set, but this version does not start runs as pods" in (
-        result.stderr
-    )
-    assert "Traceback" not in result.stderr
+    assert "worker.kubernetes: the agents would be sent OPENAI_API_KEY" in result.stderr
+    assert "sk-x" not in result.stderr and "Traceback" not in result.stderr
     assert board.state_of("ABC-1") == "Todo"

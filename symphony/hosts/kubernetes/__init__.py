@@ -1,1 +1,1 @@
-"""Agent runs as pods in a Kubernetes cluster, through `kubectl` (spec Appendix A)."""
+"""Agent runs as pods in a Kubernetes cluster, through `kubectl` (spec Appendix B)."""

@@ -1,0 +1,191 @@
+"""This workflow's pods in its namespace: one made per run and deleted when the run ends, and
+those an earlier daemon left behind, found by their instance label and deleted at start-up.
+
+A run's pod and its NetworkPolicy are applied together (`kubectl apply -f -`, one List as
+JSON on stdin), then the pod is watched (`kubectl get pod <name> -o json`) until it is Ready.
+While the scheduler has no room for it the run waits, saying so (`Pending: Insufficient cpu`)
+every `STATUS_EVERY_S` so a long wait is never taken for a stalled agent; anything else that
+keeps it from running (an image that cannot be pulled, a container that ended, no Ready within
+`START_TIMEOUT_S`) fails the run, and the pod is deleted at once. Deleting (`kubectl delete
+pod/<name> networkpolicy/<name>`) does not wait for the pod to be gone: it is ended by the
+cluster, its slot is free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from symphony.config.sandbox import Network
+from symphony.hosts.kubernetes.host import KubectlHost
+from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
+from symphony.hosts.kubernetes.manifests import (
+    INSTANCE_LABEL,
+    MANAGED_BY,
+    RUN_LABEL,
+    TICKET_LABEL,
+    label_value,
+    network_policy,
+    pod_manifest,
+)
+from symphony.hosts.kubernetes.status import pod_state
+
+log = structlog.get_logger("symphony.hosts")
+
+POLL_S = 1.0
+STATUS_EVERY_S = 15.0
+START_TIMEOUT_S = 600.0
+"""How long a pod the cluster has placed may take to be Ready (an image pull included)."""
+
+
+class PodFailed(Exception):
+    """The run's pod could not be made or never ran; `unreachable`: kubectl could not reach
+    the cluster at all."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.unreachable = unreachable
+
+
+@dataclass(frozen=True, slots=True)
+class ListedPod:
+    """A pod of symphony's in the namespace, as `kubectl get` lists it."""
+
+    name: str
+    instance: str
+    ticket: str
+    run: str
+    phase: str
+
+
+def _unreachable(result: KubectlResult) -> bool:
+    err = result.err
+    return result.returncode is None or result.returncode == 127 or any(
+        words in err for words in ("Unable to connect", "connection refused", "no such host",
+                                   "i/o timeout", "the server is currently unable")
+    )  # fmt: skip
+
+
+class Pods:
+    def __init__(self, kubectl: Kubectl, instance: str, *, poll_s: float = POLL_S) -> None:
+        self.kubectl = kubectl
+        self.instance = instance
+        self._poll_s = poll_s
+
+    @property
+    def selector(self) -> str:
+        return f"{MANAGED_BY}=symphony"
+
+    async def start(
+        self,
+        ticket: str,
+        run: str,
+        network: Network,
+        on_status: Callable[[str], None] = lambda _: None,
+    ) -> KubectlHost:
+        """Make the run's pod and policy and wait until the pod is Ready; its host."""
+        pod = pod_manifest(self.kubectl.settings, self.instance, ticket, run)
+        policy = network_policy(pod, network)
+        name = pod["metadata"]["name"]
+        listed = {"apiVersion": "v1", "kind": "List", "items": [pod, policy]}
+        applied = await self.kubectl("apply", "-f", "-", stdin=json.dumps(listed).encode())
+        if not applied.ok:
+            await self.delete(name)
+            raise PodFailed(
+                f"kubectl apply of pod {name} failed: {applied.reason()}",
+                unreachable=_unreachable(applied),
+            )
+        log.info("pod created", pod=name, ticket=ticket, namespace=self.kubectl.namespace)
+        try:
+            await self._until_ready(name, on_status)
+        except BaseException:
+            await asyncio.shield(self.delete(name))
+            raise
+        return KubectlHost(self.kubectl, name)
+
+    async def _until_ready(self, name: str, on_status: Callable[[str], None]) -> None:
+        placed_at: float | None = None
+        said, said_at = "", 0.0
+        while True:
+            got = await self.kubectl("get", "pod", name, "-o", "json")
+            if not got.ok:
+                raise PodFailed(
+                    f"cannot read pod {name}: {got.reason()}", unreachable=_unreachable(got)
+                )
+            try:
+                state = pod_state(json.loads(got.out))
+            except ValueError:
+                raise PodFailed(f"kubectl said something other than JSON of pod {name}") from None
+            now = time.monotonic()
+            if state.kind == "ready":
+                return
+            if state.kind == "failed":
+                raise PodFailed(f"pod {name}: {state.message}")
+            if state.kind == "waiting":
+                placed_at = None  # waiting for room is not starting: no timeout
+                if state.message != said or now - said_at >= STATUS_EVERY_S:
+                    if state.message != said:
+                        log.info("pod waits for room", pod=name, reason=state.message)
+                    on_status(state.message)
+                    said, said_at = state.message, now
+            else:
+                placed_at = placed_at if placed_at is not None else now
+                if now - placed_at > START_TIMEOUT_S:
+                    raise PodFailed(
+                        f"pod {name} was not ready after {START_TIMEOUT_S:.0f} s ({state.message})"
+                    )
+            await asyncio.sleep(self._poll_s)
+
+    async def delete(self, *names: str) -> bool:
+        """Delete the pods `names` and their policies, without waiting for them to end."""
+        if not names:
+            return True
+        objects = [f"{kind}/{name}" for name in names for kind in ("pod", "networkpolicy")]
+        done = await self.kubectl("delete", *objects, "--ignore-not-found", "--wait=false")
+        if not done.ok:
+            log.warning("pods not deleted", pods=list(names), reason=done.reason())
+        else:
+            log.info("pods deleted", pods=list(names))
+        return done.ok
+
+    async def listed(self) -> list[ListedPod]:
+        """Every pod of symphony's in the namespace (any workflow's, any daemon's)."""
+        got = await self.kubectl("get", "pods", "-l", self.selector, "-o", "json")
+        if not got.ok:
+            raise PodFailed(f"cannot list pods: {got.reason()}", unreachable=_unreachable(got))
+        try:
+            items = json.loads(got.out).get("items") or []
+        except (ValueError, AttributeError):
+            raise PodFailed("kubectl listed pods as something other than JSON") from None
+        return [_listed(item) for item in items if isinstance(item, dict)]
+
+    async def delete_orphans(self, previous: Iterable[str]) -> list[ListedPod]:
+        """Delete the pods earlier daemons of this workflow left (found by their instance
+        label); what was deleted. Never a pod of this daemon or of another workflow's."""
+        earlier = {label_value(p) for p in previous} - {label_value(self.instance)}
+        if not earlier:
+            return []
+        orphans = [p for p in await self.listed() if p.instance in earlier]
+        if orphans:
+            await self.delete(*(p.name for p in orphans))
+        return orphans
+
+
+def _listed(item: dict[str, Any]) -> ListedPod:
+    metadata = item.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    status = item.get("status") or {}
+    return ListedPod(
+        name=str(metadata.get("name", "")),
+        instance=str(labels.get(INSTANCE_LABEL, "")),
+        ticket=str(labels.get(TICKET_LABEL, "")),
+        run=str(labels.get(RUN_LABEL, "")),
+        phase=str(status.get("phase", "Unknown")),
+    )

@@ -1,0 +1,268 @@
+"""The workspace of a run in its own pod (`worker.kubernetes`): made with the pod, gone with it.
+
+`PodWorkspaces` answers what the runner asks of a host's workspaces for one run: `prepare`
+makes the run's pod (`symphony.hosts.kubernetes.pods`), waits until it runs (saying so while
+the cluster has no room), then makes `/workspace/<key>` in it the ticket's checkout: with
+`workspace.strategy: worktree` a clone of `workspace.repository` on the ticket's branch (the
+code host's token, when the repository needs one, goes to that one git command on its stdin
+and to a credential helper that reads it from there; never a command line, never a file),
+then `after_create`. Hooks and gates run in the pod; `after_run` deletes it, with its
+NetworkPolicy. Every run starts from a fresh checkout, so no thread is resumed across runs.
+
+What another part of the daemon asks later of a ticket's workspace (its evidence file, a
+merge check, `remove`) finds nothing: the pod and its workspace ended with the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import structlog
+
+from symphony.base.hosts import HOST_UNREACHABLE
+from symphony.config.sandbox import Network
+from symphony.config.sections import HooksSettings
+from symphony.hosts.kubernetes.host import KubectlHost
+from symphony.hosts.kubernetes.manifests import WORKSPACE
+from symphony.hosts.kubernetes.pods import PodFailed, Pods
+from symphony.workspace.git import Git
+from symphony.workspace.local import (
+    HOOK_FAILED,
+    HOOK_TIMEOUT,
+    INVALID_WORKSPACE_PATH,
+    OUTPUT_TAIL_BYTES,
+    WORKSPACE_CREATE_FAILED,
+    HookName,
+    Workspace,
+    WorkspaceError,
+    render_branch,
+    workspace_key,
+)
+
+log = structlog.get_logger(__name__)
+
+CLONE_TIMEOUT_MS = 600_000
+
+# The ticket's checkout, in the empty workspace (or the kept claim's): the token is read by the
+# credential helper from this command's environment (sent on stdin); git never stores it.
+_CLONE = r"""
+set -e
+helper='!f() { test "$1" = get || exit 0; echo "username=$SYMPHONY_CLONE_USER";'
+helper="$helper"' echo "password=$SYMPHONY_CLONE_TOKEN"; }; f'
+auth() { git -c credential.helper= -c "credential.helper=$helper" -c core.askPass= "$@"; }
+if [ -d .git ]; then  # a claim kept from the ticket's last run: its branch goes on
+  auth fetch --quiet origin
+  if git rev-parse --verify --quiet "refs/heads/$SYMPHONY_BRANCH" >/dev/null; then
+    git checkout --quiet "$SYMPHONY_BRANCH"; exit 0
+  fi
+else
+  auth clone --quiet --no-checkout -- "$SYMPHONY_CLONE_URL" .
+fi
+if [ -n "$SYMPHONY_CLONE_BASE" ]; then
+  start=$SYMPHONY_CLONE_BASE
+  git rev-parse --verify --quiet "origin/$start" >/dev/null && start="origin/$start"
+else
+  start=$(git symbolic-ref --quiet --short refs/remotes/origin/HEAD || echo HEAD)
+fi
+git checkout --quiet -B "$SYMPHONY_BRANCH" "$start"
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class CloneSource:
+    """Where a pod's workspace is cloned from (`workspace.repository`), the branch template
+    and the start (`workspace.base`), and the code host's credential for it."""
+
+    url: str
+    branch: str
+    base: str | None = None
+    token: str = ""
+    username: str = ""
+
+
+class PodWorkspaces:
+    def __init__(
+        self,
+        pods: Pods,
+        host: KubectlHost,
+        hooks: HooksSettings,
+        *,
+        env: Mapping[str, str],
+        ticket: str,
+        run: str,
+        network: Network,
+        clone: CloneSource | None = None,
+    ) -> None:
+        self.pods = pods
+        self.host = host
+        """The run's pod, by the name it is made with (`prepare`)."""
+        self._made = False
+        self._hooks = hooks
+        self._env = dict(env)
+        self._ticket, self._run, self._network = ticket, run, network
+        self._clone = clone
+        self.git = Git(host)
+        """In the pod; once it ended, every answer is unknown."""
+
+    @property
+    def root(self) -> Path:
+        return Path(WORKSPACE)
+
+    @property
+    def remote_host(self) -> str | None:
+        return self.host.name
+
+    def path_for(self, identifier: str) -> Path:
+        """`/workspace/<key>`: a folder the pod's user makes and owns (the volume's root is
+        root's, which git refuses to work in as another user)."""
+        return Path(WORKSPACE) / workspace_key(identifier)
+
+    def owned_path(self, identifier: str) -> Path | None:
+        return None
+
+    async def merge_target(self) -> tuple[str, str] | None:
+        return None
+
+    async def prune(self) -> None:
+        return None
+
+    async def write_evidence(self, identifier: str, evidence: Mapping[str, Any]) -> None:
+        return None
+
+    async def read_evidence(self, identifier: str) -> dict[str, Any] | None:
+        return None
+
+    async def peer_paths(self, identifiers: Sequence[str]) -> list[tuple[str, Path]]:
+        return []
+
+    async def prepare(
+        self,
+        identifier: str,
+        branch: str | None = None,
+        on_status: Callable[[str], None] | None = None,
+    ) -> Workspace:
+        try:
+            made = await self.pods.start(
+                self._ticket or identifier, self._run, self._network,
+                on_status or (lambda _: None),
+            )  # fmt: skip
+        except PodFailed as exc:
+            category = HOST_UNREACHABLE if exc.unreachable else WORKSPACE_CREATE_FAILED
+            raise WorkspaceError(category, exc.message) from None
+        assert made.pod == self.host.pod, "a run's pod is named by its instance, ticket and run"
+        self._made = True
+        workspace = Workspace(
+            path=self.path_for(identifier), key=workspace_key(identifier), created_now=True,
+            identifier=identifier,
+        )  # fmt: skip
+        try:
+            made_dir = await self.host.command('mkdir -p -- "$1"', str(workspace.path))
+            if made_dir.returncode != 0:
+                raise WorkspaceError(
+                    HOST_UNREACHABLE if made_dir.unreachable else WORKSPACE_CREATE_FAILED,
+                    f"cannot make {workspace.path} in pod {self.host.name}: {made_dir.reason()}",
+                )
+            if self._clone is not None:
+                await self._checkout(workspace, branch)
+            if self._hooks.after_create is not None:
+                failure = await self._run_hook("after_create", self._hooks.after_create, workspace)
+                if failure is not None:
+                    raise failure
+        except BaseException:
+            await self._end()
+            raise
+        said = await self.host.command(
+            'cd -- "$1" && git rev-parse --verify --quiet HEAD 2>/dev/null || true',
+            str(workspace.path),
+        )
+        head = said.out.strip() if said.returncode == 0 else ""
+        return Workspace(
+            path=workspace.path, key=workspace.key, created_now=True, identifier=identifier,
+            base=head or None,
+        )  # fmt: skip
+
+    async def _checkout(self, workspace: Workspace, branch: str | None) -> None:
+        clone = self._clone
+        assert clone is not None
+        name = branch or render_branch(clone.branch, workspace.identifier)
+        sent = {
+            "SYMPHONY_CLONE_URL": clone.url,
+            "SYMPHONY_CLONE_TOKEN": clone.token,
+            "SYMPHONY_CLONE_USER": clone.username,
+            "SYMPHONY_CLONE_BASE": clone.base or "",
+            "SYMPHONY_BRANCH": name,
+            "GIT_TERMINAL_PROMPT": "0",
+        }
+        ran = await self.host.run_script(
+            _CLONE, cwd=workspace.path, env=sent, timeout_ms=CLONE_TIMEOUT_MS,
+            tail_bytes=OUTPUT_TAIL_BYTES,
+        )  # fmt: skip
+        if not ran.ok:
+            said = ran.output.replace(clone.token, "***") if clone.token else ran.output
+            raise WorkspaceError(
+                WORKSPACE_CREATE_FAILED,
+                f"cannot clone {clone.url} in pod {self.host.name}: {ran.detail}: {said[-300:]}",
+            )
+        log.info("workspace cloned", pod=self.host.name, branch=name)
+
+    async def before_run(self, workspace: Workspace) -> None:
+        if self._hooks.before_run is not None:
+            failure = await self._run_hook("before_run", self._hooks.before_run, workspace)
+            if failure is not None:
+                raise failure
+
+    async def after_run(self, workspace: Workspace) -> None:
+        """`after_run` in the pod, then the pod and its policy deleted: the run is over."""
+        try:
+            if self._hooks.after_run is not None and self._made:
+                await self._run_hook("after_run", self._hooks.after_run, workspace)
+        finally:
+            await self._end()
+
+    async def _end(self) -> None:
+        if self._made:
+            self._made = False
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.pods.delete(self.host.pod))
+
+    async def remove(self, identifier: str) -> bool:
+        """Nothing stays between runs: the workspace ended with its pod."""
+        return False
+
+    def check_agent_cwd(self, workspace: Workspace) -> None:
+        wanted = PurePosixPath(WORKSPACE) / workspace.key
+        if not self._made or PurePosixPath(workspace.path) != wanted:
+            raise WorkspaceError(
+                INVALID_WORKSPACE_PATH, f"{workspace.path} is not the workspace of a run's pod"
+            )
+
+    async def _run_hook(
+        self, name: HookName, script: str, workspace: Workspace
+    ) -> WorkspaceError | None:
+        env = {
+            **self._env,
+            "SYMPHONY_WORKSPACE": str(workspace.path),
+            "SYMPHONY_ISSUE_IDENTIFIER": workspace.identifier or workspace.key,
+            "SYMPHONY_WORKSPACE_ROOT": str(self.root),
+            "SYMPHONY_HOOK": name,
+        }
+        bound = log.bind(hook=name, pod=self.host.name,
+                         issue_identifier=workspace.identifier or None)  # fmt: skip
+        ran = await self.host.run_script(
+            script, cwd=workspace.path, env=env, timeout_ms=self._hooks.timeout_ms,
+            tail_bytes=OUTPUT_TAIL_BYTES,
+        )  # fmt: skip
+        fields = {"outcome": ran.outcome, "exit_code": ran.exit_code, "output": ran.output}
+        if ran.ok:
+            bound.info("hook completed", **fields)
+            return None
+        bound.warning("hook failed", reason=ran.detail, **fields)
+        if ran.exit_code == 255:
+            return WorkspaceError(HOST_UNREACHABLE, f"{name} hook: {ran.detail}")
+        category = HOOK_TIMEOUT if ran.outcome == "timed_out" else HOOK_FAILED
+        return WorkspaceError(category, f"{name} hook {ran.detail}")

@@ -1,0 +1,37 @@
+"""What the daemon decides about the cluster beyond a run's pod: a key no pod can use through
+the gateway refused, and which pods `check` says a start-up deletes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from symphony.config.kubernetes import KubernetesSettings
+from symphony.config.sections import SshSettings, WorkerSettings
+from symphony.daemon.cluster import describe_pods, gateway_refusal
+from symphony.hosts.kubernetes.pods import ListedPod
+from tests.factories import make_settings
+
+
+def test_a_key_the_pods_would_be_sent_is_refused_naming_where_it_comes_from() -> None:
+    cluster = WorkerSettings(
+        kubernetes=KubernetesSettings(image="runner:1"), ssh=SshSettings(pass_env=("OPENAI_*",))
+    )
+    settings = dataclasses.replace(make_settings(), worker=cluster)
+    refused = gateway_refusal(settings, {"OPENAI_API_KEY": "sk-1", "PATH": "/bin"})
+    assert refused is not None and "OPENAI_API_KEY" in refused and "sk-1" not in refused
+    assert "worker.ssh.pass_env" in refused
+    assert gateway_refusal(settings, {"PATH": "/bin"}) is None  # a login of its own: fine
+    assert gateway_refusal(make_settings(), {"OPENAI_API_KEY": "sk-1"}) is None  # no pods
+
+
+def test_check_says_an_earlier_daemon_s_pods_go_and_the_running_one_s_stay() -> None:
+    listed = [
+        ListedPod("symphony-a-1", "old", "A-1", "r1", "Running"),
+        ListedPod("symphony-a-2", "now", "A-2", "r2", "Pending"),
+        ListedPod("symphony-b-1", "other-workflow", "B-1", "r3", "Running"),
+    ]
+    assert describe_pods(listed, ["old", "now"], live="now") == [
+        "symphony-a-1 (ticket A-1, Running): deleted at the next start: an earlier daemon's",
+        "symphony-a-2 (ticket A-2, Pending): kept: the running daemon's",
+    ]
+    assert describe_pods(listed, ["old", "now"], live=None)[1].endswith("an earlier daemon's")

@@ -1,0 +1,293 @@
+"""Agents in pods, through the real CLI and a `kubectl` backed by real podman
+(`tests/hosts/kubectl_shim`): three tickets with `max_pods: 2` (one waits, and one pod waits
+for room in the cluster, said as such), a daemon killed with a pod running whose restart
+leaves nothing behind, and a run with `network: none` that cannot reach this machine.
+
+The pods run a small Debian image with git, sh and python3 (`scripts/build-sandbox-image`),
+and the scripted agent from a folder the shim mounts into every pod. Needs podman and runc
+(scripts/test installs them): skipped without them, failed under SYMPHONY_REQUIRE_SANDBOX=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.harness import Board, Daemon, wait_until
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+SHIM = REPO / "tests" / "hosts" / "kubectl_shim"
+IMAGE = "localhost/symphony-kube-test:1"
+INSTANCE_LABEL = "symphony.dev/instance"
+
+
+def require_podman() -> None:
+    problem = None
+    if shutil.which("podman") is None:
+        problem = "podman is not installed (scripts/test installs podman and runc)"
+    elif subprocess.run(["podman", "image", "exists", IMAGE]).returncode != 0:
+        built = subprocess.run([str(REPO / "scripts" / "build-sandbox-image"), IMAGE],
+                               capture_output=True, text=True, timeout=1800)  # fmt: skip
+        if built.returncode != 0:
+            problem = f"the pods' image could not be built: {built.stderr.strip()[-300:]}"
+    if problem is None:
+        return
+    if os.environ.get("SYMPHONY_REQUIRE_SANDBOX"):
+        pytest.fail(problem)
+    pytest.skip(problem)
+
+
+@dataclass
+class Cluster:
+    """A folder holding the shim's cluster: its kubeconfig, its state, the folder mounted in
+    every pod (the scripted agent, its records) and the daemon's HOME, outside /tmp."""
+
+    base: Path
+
+    @property
+    def shared(self) -> Path:
+        return self.base / "shared"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.base / "kubeconfig.json"
+
+    @property
+    def capacity(self) -> Path:
+        return self.base / "capacity"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {
+            "PATH": f"{SHIM}:{os.environ['PATH']}",
+            "KUBECONFIG": str(self.kubeconfig),
+            "HOME": str(self.base / "home"),
+            **extra,
+        }
+
+    def records(self) -> list[dict[str, Any]]:
+        path = self.shared / "agents.jsonl"
+        if not path.exists():
+            return []
+        lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        return [r for r in lines if r.get("_fake") == "started"]
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    require_podman()
+    base = REPO / ".tmp" / f"kube-{uuid.uuid4().hex[:8]}"
+    for folder in ("shared", "state", "home"):
+        (base / folder).mkdir(parents=True)
+    shared = base / "shared"
+    shared.chmod(0o777)  # the pods' user writes the agent's records there
+    shutil.copy(REPO / "tests" / "fakes" / "fake_app_server.py", shared)
+    lab = Cluster(base)
+    lab.kubeconfig.write_text(json.dumps({
+        "state": str(base / "state"), "capacity": str(lab.capacity), "mount": str(shared),
+        "log": str(base / "state" / "kubectl.log"),
+    }))  # fmt: skip
+    try:
+        yield lab
+    finally:
+        for pod in pods_of(lab):
+            subprocess.run(["podman", "rm", "-f", "-t", "0", pod["Id"]], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def write_workflow(board: Board, lab: Cluster, max_pods: int, **sections: Any) -> None:
+    board.write_workflow(
+        codex={"command": f"python3 {lab.shared / 'fake_app_server.py'}",
+               "read_timeout_ms": 20_000},
+        worker={"kubernetes": {"image": IMAGE, "namespace": "agents", "max_pods": max_pods},
+                "ssh": {"pass_env": ["FAKE_AGENT_*"]}},
+        polling_ms=300,
+        **sections,
+    )  # fmt: skip
+
+
+def pods_of(lab: Cluster) -> list[dict[str, Any]]:
+    """The containers standing for pods in this test's cluster (the shim's own label)."""
+    listed = subprocess.run(
+        ["podman", "ps", "--all", "--filter", f"label=kubectl-shim.cluster={lab.base / 'state'}",
+         "--format", "json"], capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return list(json.loads(listed.stdout or "[]"))
+
+
+def test_three_tickets_with_max_pods_two_one_waits_and_a_pod_pending_for_room_is_no_failure(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    lab = cluster
+    lab.capacity.write_text("1")  # room for one pod: the second is Pending, Insufficient cpu
+    board = Board(tmp_path)
+    for n in range(1, 4):
+        board.ticket(f"ABC-{n}", priority=n)
+    write_workflow(board, lab, max_pods=2)
+    env = lab.env(
+        FAKE_AGENT_SCENARIO="slow,tool", FAKE_AGENT_DURATION_MS="1500",
+        FAKE_AGENT_TOOL="local_move_issue",
+        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
+        FAKE_AGENT_RECORD=str(lab.shared / "agents.jsonl"),
+        DAEMON_ONLY_SECRET="tok_do_not_cross_4242",
+    )  # fmt: skip
+    daemon = Daemon(board, env, "--port", "0")
+    peak_running, peak_pods, pending_said = 0, 0, set()
+    started = time.monotonic()
+    try:
+        url = daemon.url()
+
+        def all_done() -> bool:
+            nonlocal peak_running, peak_pods
+            state = httpx.get(f"{url}api/v1/state").json()
+            peak_running = max(peak_running, len(state["running"]))
+            peak_pods = max(peak_pods, sum(1 for p in pods_of(lab) if p["State"] == "running"))
+            pending_said.update(r["last_message"] for r in state["running"]
+                                if (r["last_message"] or "").startswith("Pending"))  # fmt: skip
+            if pending_said:
+                lab.capacity.write_text("2")  # room for a second pod, once one waited
+            return all(board.state_of(f"ABC-{n}") == "Human Review" for n in range(1, 4))
+
+        assert wait_until(all_done, 120), "".join(daemon.lines)
+        elapsed = time.monotonic() - started
+    finally:
+        assert daemon.stop() == 0
+    log = "".join(daemon.lines)
+    assert peak_running == 2  # max_pods: the third ticket waited for a pod
+    assert pending_said == {"Pending: Insufficient cpu"}  # the wait, said as such
+    assert "retrying" not in log, log  # no run failed
+    runs = lab.records()
+    assert len(runs) == 3, runs  # one run per ticket: the pending pod was not a failure
+    assert sorted(r["cwd"] for r in runs) == [f"/workspace/ABC-{n}" for n in range(1, 4)]
+    names = set(runs[0]["env_names"])
+    assert "DAEMON_ONLY_SECRET" not in names and "FAKE_AGENT_SCENARIO" in names
+    assert "SYMPHONY_ISSUE_IDENTIFIER" in names
+    assert peak_pods <= 2
+    # Every pod was deleted when its run ended; no secret went on a command line.
+    assert wait_until(lambda: not pods_of(lab), 20), pods_of(lab)
+    commands = (lab.base / "state" / "kubectl.log").read_text()
+    assert "tok_do_not_cross_4242" not in commands and "FAKE_AGENT_TOOL_ARGS" not in commands
+    print(f"three tickets through pods in {elapsed:.1f} s")
+
+
+def test_a_daemon_killed_with_a_pod_running_leaves_nothing_behind_after_its_restart(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    lab = cluster
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    write_workflow(board, lab, max_pods=2)
+    env = lab.env(FAKE_AGENT_SCENARIO="hang", FAKE_AGENT_RECORD=str(lab.shared / "agents.jsonl"))
+    first = Daemon(board, env)
+    try:
+        assert wait_until(lambda: len(lab.records()) == 1, 60), "".join(first.lines)
+        first.wait_for("agent turn_started")
+    finally:
+        first.kill9()
+    (orphan,) = [p["Names"][0] for p in pods_of(lab)]
+    assert [p["State"] for p in pods_of(lab)] == ["running"]  # kill -9 left the pod running
+    checked = subprocess.run(
+        [sys.executable, "-m", "symphony", "check"], cwd=board.root, env={**os.environ, **env},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    said = [line.strip() for line in checked.stdout.splitlines()]
+    assert "pods          1 of this workflow's in namespace agents" in said, checked.stdout
+    assert f"{orphan} (ticket ABC-1, Running): deleted at the next start: an earlier daemon's" in (
+        said
+    )
+    second = Daemon(board, env)
+    try:
+        second.wait_for("deleted pods an earlier daemon left running", timeout=60)
+        assert wait_until(lambda: len(lab.records()) == 2, 60), "".join(second.lines)
+        assert orphan not in [p["Names"][0] for p in pods_of(lab)]
+        assert len(pods_of(lab)) == 1  # the restarted run's own pod, and only it
+    finally:
+        assert second.stop() == 0
+    assert wait_until(lambda: not pods_of(lab), 20), pods_of(lab)
+    assert not list((lab.base / "state").glob("policy-*.json"))  # the policies went too
+
+
+def test_a_run_with_network_none_cannot_reach_this_machine(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    lab = cluster
+    listener = socket.create_server(("0.0.0.0", 0))
+    port = listener.getsockname()[1]
+    here = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()[0]
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    probe = (
+        f'ls /sys/class/net > {lab.shared}/net.txt; python3 -c "import socket; '
+        f"socket.create_connection(('{here}', {port}), 3)\" 2>/dev/null "
+        f"&& echo reached > {lab.shared}/reach.txt || echo unreachable > {lab.shared}/reach.txt"
+    )
+    write_workflow(board, lab, max_pods=1, hooks={"after_create": probe},
+                   sandbox={"kind": "bwrap", "network": "none"})  # fmt: skip
+    env = lab.env(
+        FAKE_AGENT_SCENARIO="tool", FAKE_AGENT_TOOL="local_move_issue",
+        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
+    )  # fmt: skip
+    daemon = Daemon(board, env)
+    try:
+        assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 60), "".join(
+            daemon.lines
+        )
+    finally:
+        assert daemon.stop() == 0
+        listener.close()
+    assert (lab.shared / "net.txt").read_text().split() == ["lo"]
+    assert (lab.shared / "reach.txt").read_text().strip() == "unreachable"
+
+
+def test_the_pod_s_workspace_is_a_clone_of_the_repository_on_the_ticket_s_branch(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    lab = cluster
+    source = lab.base / "source"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main", str(source)], check=True)
+    (source / "README").write_text("hello\n")
+    subprocess.run([*git, "-C", str(source), "add", "README"], check=True)
+    subprocess.run([*git, "-C", str(source), "commit", "-qm", "the start"], check=True)
+    bare = lab.shared / "repo.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(source), str(bare)], check=True)
+    if os.geteuid() == 0:  # the pod's user clones it: git wants its own repository
+        for path in [bare, *bare.rglob("*")]:
+            os.chown(path, 10001, 10001)
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    record = (
+        f"{{ git branch --show-current; git log -1 --format=%s; cat README; }} "
+        f"> {lab.shared}/checkout.txt"
+    )
+    worktree = {"root": "workspaces", "strategy": "worktree", "repository": str(bare),
+                "branch": "agent/{{ issue.identifier }}"}  # fmt: skip
+    write_workflow(board, lab, max_pods=1, hooks={"after_create": record}, workspace=worktree)
+    env = lab.env(
+        FAKE_AGENT_SCENARIO="tool", FAKE_AGENT_TOOL="local_move_issue",
+        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
+    )  # fmt: skip
+    daemon = Daemon(board, env)
+    try:
+        assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 60), "".join(
+            daemon.lines
+        )
+    finally:
+        assert daemon.stop() == 0
+    said = (lab.shared / "checkout.txt").read_text().splitlines()
+    assert said == ["agent/ABC-1", "the start", "hello"]
+    assert not (board.root / "workspaces" / "ABC-1").exists()  # nothing made on this machine

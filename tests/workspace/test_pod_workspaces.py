@@ -1,0 +1,100 @@
+"""The workspace of a run in its own pod, against an in-memory `kubectl`: the pod made and
+waited for first, the checkout cloned with the code host's token sent on stdin only, hooks
+run in the pod, and the pod deleted when the run ends, whatever ended it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Sequence
+
+import pytest
+
+from symphony.base.errors import ErrorCategory
+from symphony.config.sandbox import Network
+from symphony.config.sections import HooksSettings
+from symphony.hosts.kubernetes.host import KubectlHost
+from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
+from symphony.hosts.kubernetes.manifests import pod_name
+from symphony.hosts.kubernetes.pods import Pods
+from symphony.workspace.local import WorkspaceError
+from symphony.workspace.pod import CloneSource, PodWorkspaces
+from tests.hosts.test_kubectl_host import READY, SETTINGS, FakeKubectl, statuses
+
+TOKEN = "ghp_pod_clone_token_1234"
+NO_HOOKS = HooksSettings()
+
+
+def in_pod(
+    fake: FakeKubectl, hooks: HooksSettings = NO_HOOKS, clone: CloneSource | None = None
+) -> PodWorkspaces:
+    kubectl = Kubectl(SETTINGS, {}, fake)
+    pods = Pods(kubectl, "inst", poll_s=0)
+    host = KubectlHost(kubectl, pod_name("inst", "ABC-1", "run-1"))
+    return PodWorkspaces(pods, host, hooks, env={"A": "1"}, ticket="ABC-1", run="run-1",
+                         network=Network.NONE, clone=clone)  # fmt: skip
+
+
+def reached(argv: Sequence[str], stdin: bytes | None) -> KubectlResult | None:
+    """Every command in the pod runs and says so, as the wrapper does."""
+    if "exec" not in argv:
+        return None
+    out = "0123456789abcdef0123456789abcdef01234567\n" if "rev-parse" in " ".join(argv) else ""
+    return KubectlResult(0, out, "symphony-remote-pgid 7\n")
+
+
+def test_the_checkout_is_cloned_in_the_pod_with_the_token_on_stdin_only() -> None:
+    fake = FakeKubectl([statuses(READY), reached])
+    clone = CloneSource("https://github.com/acme/app.git", "symphony/{{ issue.identifier }}",
+                        "main", TOKEN, "x-access-token")  # fmt: skip
+    workspaces = in_pod(fake, HooksSettings(after_create="make deps"), clone)
+    workspace = asyncio.run(workspaces.prepare("ABC-1"))
+    assert str(workspace.path) == "/workspace/ABC-1" and workspace.created_now
+    assert workspace.base == "0123456789abcdef0123456789abcdef01234567"
+    # The folder, the clone, the hook, the start commit.
+    assert fake.verbs() == ["apply", "get", "exec", "exec", "exec", "exec"]
+    for argv, _ in fake.calls:
+        assert TOKEN not in " ".join(argv)
+    _, sent = fake.calls[3]
+    assert sent is not None and base64.b64encode(TOKEN.encode()) in sent
+    assert base64.b64encode(b"symphony/ABC-1") in sent  # the ticket's branch
+    assert "make deps" in fake.calls[4][0]
+
+
+def test_the_pod_is_deleted_when_the_run_ends_even_if_after_run_fails() -> None:
+    def after_run_fails(argv: Sequence[str], stdin: bytes | None) -> KubectlResult | None:
+        if "exec" in argv and "cleanup" in argv:
+            return KubectlResult(3, "", "symphony-remote-pgid 9\n")
+        return None
+
+    fake = FakeKubectl([statuses(READY), after_run_fails, reached])
+    workspaces = in_pod(fake, HooksSettings(after_run="cleanup"))
+    workspace = asyncio.run(workspaces.prepare("ABC-1"))
+    asyncio.run(workspaces.after_run(workspace))
+    assert fake.verbs()[-1] == "delete"
+    name = pod_name("inst", "ABC-1", "run-1")
+    assert f"pod/{name}" in fake.calls[-1][0]
+
+
+def test_a_failed_checkout_fails_the_workspace_and_leaves_no_pod() -> None:
+    def clone_fails(argv: Sequence[str], stdin: bytes | None) -> KubectlResult | None:
+        if "exec" in argv and "clone" in " ".join(argv):
+            return KubectlResult(128, "", f"symphony-remote-pgid 7\nfatal: auth {TOKEN}\n")
+        return None
+
+    fake = FakeKubectl([statuses(READY), clone_fails, reached])
+    clone = CloneSource("https://github.com/acme/app.git", "b", None, TOKEN, "u")
+    with pytest.raises(WorkspaceError) as failed:
+        asyncio.run(in_pod(fake, clone=clone).prepare("ABC-1"))
+    assert failed.value.category is ErrorCategory.WORKSPACE_CREATE_FAILED
+    assert TOKEN not in str(failed.value)
+    assert fake.verbs()[-1] == "delete"
+
+
+def test_a_cluster_out_of_reach_is_host_unreachable_and_retried() -> None:
+    refused = KubectlResult(1, "", "Unable to connect to the server: connection refused")
+    fake = FakeKubectl([lambda argv, _: refused if "apply" in argv else None])
+    with pytest.raises(WorkspaceError) as failed:
+        asyncio.run(in_pod(fake).prepare("ABC-1"))
+    assert failed.value.category is ErrorCategory.HOST_UNREACHABLE
+    assert fake.verbs() == ["apply", "delete"]
