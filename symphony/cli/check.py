@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import dataclasses
 import os
-import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +26,7 @@ from symphony.base.issue import Issue, normalize_state
 from symphony.base.secrets import SecretMasker
 from symphony.cli.preflight import preflight_warnings, used_agent_kinds
 from symphony.cli.workflows import each, fleet_of, load, members_of, single
-from symphony.codehost.contract import CodeHost, CodeHostError
+from symphony.codehost.contract import CodeHost, CodeHostError, create_code_host
 from symphony.config.kubernetes import KubernetesSettings
 from symphony.config.prompt import StageContext, render_prompt
 from symphony.config.repository import (
@@ -41,16 +40,12 @@ from symphony.config.sections import Settings
 from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
 from symphony.core.trust import describe
-from symphony.daemon.cluster import describe_pods, gateway_refusal
-from symphony.daemon.follow import create_code_host
-from symphony.gateway.access import model_access, through_gateway
+from symphony.gateway.access import gateway_refusal, model_access, through_gateway
 from symphony.hosts.kubernetes.kubectl import Kubectl
-from symphony.hosts.kubernetes.pods import PodFailed, Pods
+from symphony.hosts.kubernetes.pods import PodFailed, Pods, describe_pods
 from symphony.hosts.sandbox.probe import sandbox_problem
 from symphony.hosts.ssh import SshHost
 from symphony.memory import memory_of
-from symphony.store import Store, StoreError
-from symphony.store.lock import DaemonLock, LockError
 from symphony.tracker.contract import Tracker, resolve_states, tracker_adapter
 
 
@@ -396,8 +391,13 @@ async def _pods(settings: Settings) -> list[str]:
 
 def _instances(settings: Settings) -> tuple[list[str], str | None]:
     """The daemons that used the workflow's store, and the one running now (None: none)."""
-    if settings.state is None:
+    if settings.state is None or not settings.state.path.is_file():
         return [], None
+    import sqlite3
+
+    from symphony.store import Store, StoreError
+    from symphony.store.lock import DaemonLock, LockError
+
     try:
         store = Store.read_only(settings.state.path)
         if store is None:
@@ -423,8 +423,12 @@ def _daemon_claims(settings: Settings) -> SchedulerState:
     `agent.overlap`, the caps, the runaway guard and a stop make; empty when there is no store
     yet or it cannot be read."""
     state = SchedulerState()
-    if settings.state is None:
-        return state
+    if settings.state is None or not settings.state.path.is_file():
+        return state  # no store yet: nothing to load (nor the store's code)
+    import sqlite3
+
+    from symphony.store import Store, StoreError
+
     try:
         store = Store.read_only(settings.state.path)
         if store is None:

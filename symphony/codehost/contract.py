@@ -186,3 +186,8 @@ def code_host_adapter(kind: str) -> CodeHostAdapter:
     if not isinstance(adapter, CodeHostAdapter) or adapter.kind != kind:
         raise CodeHostError(UNSUPPORTED_CODE_HOST, f"repository.kind {kind!r} has no code host")
     return adapter
+
+
+def create_code_host(repository: RepositorySettings) -> CodeHost:
+    """The client of `repository`'s code host."""
+    return code_host_adapter(repository.kind.value).create(repository)

@@ -22,7 +22,7 @@ from symphony.codehost.contract import (
     CODE_HOST_REJECTED,
     CodeHost,
     CodeHostError,
-    code_host_adapter,
+    create_code_host,
 )
 from symphony.config.repository import MergeMethod, RepositorySettings
 from symphony.config.sections import Settings
@@ -32,10 +32,6 @@ from symphony.telemetry import UNTRACED, Attribute, StepTrace, span
 log = structlog.get_logger("symphony.follow")
 
 CodeHostFactory = Callable[[RepositorySettings], CodeHost]
-
-
-def create_code_host(repository: RepositorySettings) -> CodeHost:
-    return code_host_adapter(repository.kind.value).create(repository)
 
 
 class CodeHosts:

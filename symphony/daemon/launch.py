@@ -29,8 +29,8 @@ from symphony.base.exits import EXIT_FAILED, EXIT_OK
 from symphony.base.secrets import SecretMasker
 from symphony.config.fields import INVALID_CONFIG, ConfigError
 from symphony.config.sections import Settings
-from symphony.daemon.cluster import gateway_refusal
 from symphony.daemon.orchestrator import Orchestrator
+from symphony.gateway.access import gateway_refusal
 from symphony.hosts import process
 from symphony.store import Store
 from symphony.store.lock import DaemonLock

@@ -24,13 +24,14 @@ from symphony.agents import AgentLaunch, AgentSession
 from symphony.agents.registry import open_session
 from symphony.base.events import EventKind
 from symphony.base.secrets import SecretMasker
+from symphony.codehost.contract import create_code_host
 from symphony.config.sections import Settings
 from symphony.core.budgets import check_budgets
 from symphony.daemon import events as ev
 from symphony.daemon import reported, startup
 from symphony.daemon.actions import PersonActions
 from symphony.daemon.events import Clock
-from symphony.daemon.follow import CodeHostFactory, CodeHosts, create_code_host, followed
+from symphony.daemon.follow import CodeHostFactory, CodeHosts, followed
 from symphony.daemon.notices import Notices
 from symphony.daemon.notify import Notifier, Sender, send_by_channel
 from symphony.daemon.performer import Current, Performer

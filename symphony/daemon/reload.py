@@ -25,11 +25,11 @@ from symphony.config.load import build_settings, workflow_fingerprint
 from symphony.config.prompt import check_prompts
 from symphony.config.sections import Settings
 from symphony.config.workflow import read_workflow
-from symphony.daemon.cluster import gateway_refusal
 from symphony.daemon.events import Clock
 from symphony.daemon.owner import Owner
 from symphony.daemon.places import Places
 from symphony.daemon.watch import watch_tracker, watch_workflow
+from symphony.gateway.access import gateway_refusal
 from symphony.observability.activity import Activity
 from symphony.observability.snapshot import Health
 from symphony.telemetry import header_secrets

@@ -25,12 +25,11 @@ from symphony import core
 from symphony.base.errors import SymphonyError
 from symphony.base.hosts import LOCAL
 from symphony.config.sections import Settings
-from symphony.daemon.cluster import delete_orphan_pods
 from symphony.daemon.events import Clock
 from symphony.daemon.owner import Owner
 from symphony.daemon.places import Places
 from symphony.daemon.reads import TrackerReads
-from symphony.hosts.kubernetes.pods import Pods
+from symphony.hosts.kubernetes.pods import PodFailed, Pods
 from symphony.hosts.ssh import SshHost
 from symphony.observability.activity import Activity
 from symphony.store import Store
@@ -157,3 +156,20 @@ async def remove_terminal_workspaces(
             log.warning(
                 "startup cleanup failed", issue_identifier=issue.identifier, reason=str(exc)
             )
+
+
+async def delete_orphan_pods(pods: Pods | None, previous: Sequence[str]) -> int:
+    """Delete what earlier daemons of this workflow left running in the cluster (never adopted,
+    by the rule for local and remote agents: a restarted run starts in a new pod); a cluster
+    that cannot be reached is reported and skipped."""
+    if pods is None or not previous:
+        return 0
+    try:
+        deleted = await pods.delete_orphans(previous)
+    except PodFailed as exc:
+        log.warning("orphan pods not checked", reason=exc.message)
+        return 0
+    if deleted:
+        log.warning("deleted pods an earlier daemon left running",
+                    pods=[p.name for p in deleted])  # fmt: skip
+    return len(deleted)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from symphony.agents.registry import backend
 from symphony.config.sections import Settings
 from symphony.gateway.tokens import Route, routes
-from symphony.workspace.environment import child_environment
+from symphony.workspace.environment import child_environment, remote_environment
 
 
 def _routes_of(settings: Settings, kind: str, environ: Mapping[str, str]) -> tuple[Route, ...]:
@@ -43,3 +43,22 @@ def model_access(settings: Settings, kinds: Sequence[str], environ: Mapping[str,
                 "its provider itself"
             )
     return lines
+
+
+def gateway_refusal(settings: Settings, environ: Mapping[str, str]) -> str | None:
+    """Why runs of this workflow cannot go to pods: an API key the pod's agent would be sent
+    (`agent.env`, `worker.ssh.pass_env`) makes its calls go through the model gateway, on the
+    daemon's loopback, which no pod reaches (checked at start, as the key's presence depends
+    on the daemon's environment)."""
+    if settings.worker.kubernetes is None:
+        return None
+    env = remote_environment(environ, settings, ())
+    found = routes(env)
+    if not found:
+        return None
+    keys = ", ".join(next(n for n in r.provider.key_names if env.get(n)) for r in found)
+    return (
+        f"worker.kubernetes: the agents would be sent {keys} (agent.env or worker.ssh.pass_env), "
+        "so they would call their model through the daemon's model gateway on its loopback, "
+        "which no pod reaches; give the image's agent a login of its own instead of an API key"
+    )

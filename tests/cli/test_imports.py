@@ -105,3 +105,20 @@ def test_a_local_board_daemon_loads_only_what_its_workflow_uses(tmp_path: Path) 
     assert {"symphony.agents.codex", "symphony.daemon.orchestrator", "liquid"} <= loaded
     unwanted = sorted(m for m in loaded if m.startswith(NOT_FOR_A_LOCAL_CODEX_DAEMON))
     assert unwanted == []
+
+
+def test_check_imports_nothing_of_the_daemon_the_store_or_the_agents_sessions(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "board").mkdir()
+    (tmp_path / "board" / "NEW-1.md").write_text("---\ntitle: New\nstate: Todo\n---\nDo it.\n")
+    config = {"tracker": {"kind": "local", "provider": {"path": "board"}},
+              "codex": {"command": f"{sys.executable} {FAKE_AGENT}"}}  # fmt: skip
+    workflow = tmp_path / "WORKFLOW.md"
+    workflow.write_text(f"---\n{json.dumps(config)}\n---\nWork on {{{{ issue.identifier }}}}\n")
+    loaded = _imported_by("check", str(workflow))
+    assert {"symphony.cli.check", "symphony.tracker.contract", "liquid"} <= loaded
+    unwanted = ("symphony.daemon", "symphony.store", "symphony.observability.server",
+                "symphony.agents.codex", "symphony.agents.claude", "symphony.agents.acp",
+                "httpx", "uvicorn", "starlette", "rich", "sqlite3")  # fmt: skip
+    assert sorted(m for m in loaded if m.startswith(unwanted)) == []

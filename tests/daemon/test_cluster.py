@@ -7,8 +7,8 @@ import dataclasses
 
 from symphony.config.kubernetes import KubernetesSettings
 from symphony.config.sections import SshSettings, WorkerSettings
-from symphony.daemon.cluster import describe_pods, gateway_refusal
-from symphony.hosts.kubernetes.pods import ListedPod
+from symphony.gateway.access import gateway_refusal
+from symphony.hosts.kubernetes.pods import ListedPod, describe_pods
 from tests.factories import make_settings
 
 

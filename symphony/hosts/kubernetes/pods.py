@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,3 +189,21 @@ def _listed(item: dict[str, Any]) -> ListedPod:
         run=str(labels.get(RUN_LABEL, "")),
         phase=str(status.get("phase", "Unknown")),
     )
+
+
+def describe_pods(
+    listed: Sequence[ListedPod], instances: Sequence[str], live: str | None
+) -> list[str]:
+    """One line per pod of this workflow (by the instances its store knows): what a start-up
+    would do with it. `live`: the instance of the daemon running now, whose pods are its own."""
+    ours = {label_value(i): i for i in instances}
+    lines = []
+    for pod in listed:
+        if pod.instance not in ours:
+            continue
+        if live is not None and pod.instance == label_value(live):
+            fate = "kept: the running daemon's"
+        else:
+            fate = "deleted at the next start: an earlier daemon's"
+        lines.append(f"{pod.name} (ticket {pod.ticket}, {pod.phase}): {fate}")
+    return lines
