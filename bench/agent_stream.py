@@ -168,6 +168,12 @@ class EventCounter:
         return factory
 
 
+def resident_kib() -> int:
+    """This process's resident memory now (Linux), in KiB."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
 def machine_busy() -> tuple[float, float] | None:
     """(busy, total) CPU jiffies of the whole machine so far, or None off Linux."""
     try:
@@ -189,6 +195,9 @@ class LoadRun:
     preempted: int  # involuntary context switches: the daemon was runnable but not running
     ended_in_window: int
     machine_busy_pct: float | None
+    rss_kib_per_session: float
+    """What the daemon's resident memory grew by from before the sessions started to the
+    window's end, per session."""
 
     @property
     def cpu_pct(self) -> float:
@@ -231,6 +240,7 @@ async def orchestrator_under_load(tick_ms: int, *, with_store: bool = True) -> L
             watch=False,
             store=Store.open(Path(folder) / "state.db")[0] if with_store else None,
         )
+        rss_before = resident_kib()
         task = asyncio.create_task(orchestrator.run())
         try:
             running = orchestrator.state.running
@@ -250,6 +260,7 @@ async def orchestrator_under_load(tick_ms: int, *, with_store: bool = True) -> L
             wall = time.perf_counter() - wall
             usage_after = resource.getrusage(resource.RUSAGE_SELF)
             busy_after = machine_busy()
+            rss_per_session = (resident_kib() - rss_before) / SESSIONS
             events, ended = counter.events - events, counter.ended - ended
             lines = counter.lines - lines
         finally:
@@ -261,7 +272,7 @@ async def orchestrator_under_load(tick_ms: int, *, with_store: bool = True) -> L
         busy_pct = (busy_after[0] - busy[0]) / (busy_after[1] - busy[1]) * 100
     slept = usage_after.ru_nvcsw - usage.ru_nvcsw
     preempted = usage_after.ru_nivcsw - usage.ru_nivcsw
-    return LoadRun(wall, cpu, events, lines, slept, preempted, ended, busy_pct)
+    return LoadRun(wall, cpu, events, lines, slept, preempted, ended, busy_pct, rss_per_session)
 
 
 def report_load(label: str, load: LoadRun) -> None:
@@ -286,6 +297,7 @@ def report_load(label: str, load: LoadRun) -> None:
         f"    daemon slept {load.slept / load.window_s:,.0f} times/s, "
         f"preempted {load.preempted / load.window_s:,.0f} times/s{machine}"
     )
+    print(f"    resident memory grew {load.rss_kib_per_session:,.0f} KiB per session")
     if load.machine_busy_pct is not None and load.machine_busy_pct >= SATURATED_PCT:
         print(
             "    the agents saturated the machine and starved the daemon: it read more lines "

@@ -11,11 +11,13 @@ Each line prints the wall time, the peak resident memory of the command (for the
 exit) and its ratio to the floor. Targets: `--help` within 3x and first dispatch on an empty
 board within 4x of the floor.
 
-Run from the repository root: `python bench/startup.py` (about half a minute).
+The package is compiled to bytecode first, as an install leaves it. Run from the repository
+root: `python bench/startup.py` (about half a minute).
 """
 
 from __future__ import annotations
 
+import compileall
 import os
 import signal
 import statistics
@@ -35,23 +37,47 @@ RUNS = 5
 DISPATCH_TIMEOUT_S = 60.0
 
 
-def timed(argv: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and the peak RSS (MiB) of one run of `argv`."""
+PEAK = (
+    "import atexit, runpy, sys\n"
+    "def peak():\n"
+    "    with open('/proc/self/status') as status:\n"
+    "        kib = next(line.split()[1] for line in status if line.startswith('VmHWM:'))\n"
+    "    sys.__stderr__.write(f'peak {kib}\\n')\n"
+    "atexit.register(peak)\n"
+    "if sys.argv[1] == 'symphony':\n"
+    "    del sys.argv[1]\n"
+    "    runpy.run_module('symphony', run_name='__main__', alter_sys=True)\n"
+    "else:\n"
+    "    exec(sys.argv[1])\n"
+)
+"""Runs `symphony ARGS` (or the code given instead of `symphony`) and says its peak resident
+memory at exit, as this process's own (VmHWM): a child's `ru_maxrss` also counts the pages of
+the parent it was forked from, before it exec'd."""
+
+
+def timed(argv: Sequence[str], env: dict[str, str]) -> float:
+    """Wall seconds of one run of `argv`."""
     started = time.perf_counter()
-    child = subprocess.Popen(
-        argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    _, status, usage = os.wait4(child.pid, 0)
+    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, check=False)
     wall = time.perf_counter() - started
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} exited {child.returncode}")
-    return wall, usage.ru_maxrss / 1024
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}")
+    return wall
 
 
-def median_of(argv: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
-    runs = [timed(argv, env) for _ in range(RUNS)]
-    return statistics.median(w for w, _ in runs), max(m for _, m in runs)
+def peak_mib(what: Sequence[str], env: dict[str, str]) -> float:
+    """The peak resident memory (MiB) of `symphony ARGS` (`what` = ["symphony", *ARGS]) or of
+    python running the code `what[0]`."""
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK, *what], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    lines = [line for line in done.stderr.splitlines() if line.startswith("peak ")]
+    return int(lines[-1].split()[1]) / 1024
+
+
+def median_of(argv: Sequence[str], what: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
+    walls = [timed(argv, env) for _ in range(RUNS)]
+    return statistics.median(walls), peak_mib(what, env)
 
 
 def board(root: Path, done: int) -> Path:
@@ -92,19 +118,30 @@ def first_dispatch(workflow: Path, env: dict[str, str]) -> float:
         daemon.wait()
 
 
+def bytecode() -> None:
+    """Compile the package as an install does (pip writes bytecode; an editable checkout, or a
+    machine with PYTHONDONTWRITEBYTECODE set, may have none), so that what is timed is
+    start-up, not compiling the source."""
+    for package in ("symphony", "adapters"):
+        compileall.compile_dir(ROOT / package, quiet=1)
+
+
 def main() -> None:
+    bytecode()
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     with tempfile.TemporaryDirectory(prefix="symphony-startup-") as tmp:
         empty, full = board(Path(tmp) / "empty", 0), board(Path(tmp) / "full", 2000)
         timed([*SYMPHONY, "--help"], env)  # warm the file cache and the bytecode
-        floor, floor_mib = median_of([sys.executable, "-c", "import asyncio"], env)
+        floor, floor_mib = median_of(
+            [sys.executable, "-c", "import asyncio"], ["import asyncio"], env
+        )
         rows = [("python -c 'import asyncio'", floor, floor_mib)]
         commands = {
-            "symphony --help": [*SYMPHONY, "--help"],
-            "symphony check (empty board)": [*SYMPHONY, "check", str(empty)],
+            "symphony --help": ["--help"],
+            "symphony check (empty board)": ["check", str(empty)],
         }
-        for label, argv in commands.items():
-            rows.append((label, *median_of(argv, env)))
+        for label, args in commands.items():
+            rows.append((label, *median_of([*SYMPHONY, *args], ["symphony", *args], env)))
         for label, workflow in (("start -> first dispatch, empty board", empty),
                                 ("start -> first dispatch, 2,000 tickets", full)):  # fmt: skip
             walls = [first_dispatch(workflow, env) for _ in range(RUNS)]
