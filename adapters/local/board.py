@@ -248,11 +248,7 @@ class LocalBoard:
     def _issues_in_states(
         self, snapshot: Snapshot, wanted: frozenset[str]
     ) -> tuple[list[Issue], dict[str, str]]:
-        issues = [
-            snapshot.issue(ticket, self._terminal)
-            for ticket in snapshot.tickets.values()
-            if normalize_state(ticket.state) in wanted
-        ]
+        issues = [snapshot.issue(ticket, self._terminal) for ticket in snapshot.in_states(wanted)]
         return issues, snapshot.problems
 
     def _issues_with_ids(self, snapshot: Snapshot, ids: list[str]) -> list[Issue]:

@@ -175,6 +175,23 @@ class Snapshot:
             for entry in self.entries
             if isinstance(entry, Ticket) and entry.file_name not in self.problems
         }
+        self._by_state: dict[str, list[Ticket]] | None = None
+        self._position: dict[str, int] = {}
+
+    def in_states(self, wanted: frozenset[str]) -> list[Ticket]:
+        """The usable tickets whose normalized state is one of `wanted`: looked up, not
+        scanned, since a watched board serves every poll from one snapshot."""
+        if self._by_state is None:
+            by_state: defaultdict[str, list[Ticket]] = defaultdict(list)
+            for n, ticket in enumerate(self.tickets.values()):
+                by_state[normalize_state(ticket.state)].append(ticket)
+                self._position[ticket.id] = n
+            self._by_state = dict(by_state)
+        found = [self._by_state[state] for state in wanted if state in self._by_state]
+        if len(found) == 1:
+            return list(found[0])
+        # In the board's own order, as a scan would give them, whatever order `wanted` has.
+        return sorted((t for tickets in found for t in tickets), key=lambda t: self._position[t.id])
 
     def issue(self, ticket: Ticket, terminal_states: frozenset[str]) -> Issue:
         made = self._issues.get((ticket.id, terminal_states))

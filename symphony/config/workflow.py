@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,17 @@ class Workflow:
 
 def read_workflow(path: Path) -> Workflow:
     path = path.expanduser().absolute()
+    # The daemon looks at the file on every poll to see whether it changed: a file whose inode,
+    # size and times are what the last read saw is not read again, unless it was modified in
+    # the last 2 s (a second write in the same clock tick would leave them unchanged).
+    try:
+        seen = path.stat()
+    except OSError:
+        seen = None  # the read below says why
+    known = _last_parsed.get(path)
+    stamp = _stamp(seen)
+    if known is not None and stamp is not None and known[0] == stamp:
+        return known[1]
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -46,18 +59,29 @@ def read_workflow(path: Path) -> Workflow:
         raise WorkflowError(MISSING_WORKFLOW_FILE, f"{path} is a directory, not a file") from None
     except OSError as exc:
         raise WorkflowError(MISSING_WORKFLOW_FILE, f"cannot read {path}: {exc.strerror}") from None
-    # The daemon reads the file on every poll to see whether it changed: the same bytes are
-    # not parsed again.
+    # The same bytes are not parsed again.
     fingerprint = hashlib.sha256(raw).hexdigest()
-    known = _last_parsed.get(path)
-    if known is not None and known.fingerprint == fingerprint:
-        return known
-    workflow = parse_workflow(raw, path)
-    _last_parsed[path] = workflow
+    if known is not None and known[1].fingerprint == fingerprint:
+        workflow = known[1]
+    else:
+        workflow = parse_workflow(raw, path)
+    _last_parsed[path] = (stamp, workflow)
     return workflow
 
 
-_last_parsed: dict[Path, Workflow] = {}
+_last_parsed: dict[Path, tuple[tuple[int, ...] | None, Workflow]] = {}
+SETTLED_S = 2.0
+"""A file modified more recently than this is read again even when its stat says nothing
+changed."""
+
+
+def _stamp(seen: os.stat_result | None) -> tuple[int, ...] | None:
+    """What says a file did not change since it was read; None when that cannot be told."""
+    if seen is None or time.time() - seen.st_mtime < SETTLED_S:
+        return None
+    return (seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns)
+
+
 """The last good parse of each workflow file read (a failed parse is not kept)."""
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -408,3 +410,33 @@ def test_every_credential_the_workflow_names_is_one_the_daemon_masks(tmp_path: P
         "literal-signing-secret",
     }  # fmt: skip
     assert "hook-secret-value" not in repr(settings)  # kept out of every repr
+
+
+def test_an_unchanged_settled_workflow_file_is_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "WORKFLOW.md"
+    path.write_text("---\ntracker: {kind: local}\n---\nFirst {{ issue.identifier }}\n")
+    old = time.time() - 60
+    os.utime(path, (old, old))
+    reads: list[Path] = []
+    real = Path.read_bytes
+
+    def counted(self: Path) -> bytes:
+        reads.append(self)
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    first = read_workflow(path)
+    assert read_workflow(path) is first and len(reads) == 1  # stat says nothing changed
+    # Same size, other bytes, an older time put back: the change time still tells.
+    path.write_text("---\ntracker: {kind: local}\n---\nOther {{ issue.identifier }}\n")
+    os.utime(path, (old, old))
+    changed = read_workflow(path)
+    assert changed.prompt_template.startswith("Other") and len(reads) == 2
+    # A file written in the last two seconds is read every time: a second write in the same
+    # clock tick would leave its stat as it was.
+    path.write_text("---\ntracker: {kind: local}\n---\nThird {{ issue.identifier }}\n")
+    read_workflow(path)
+    read_workflow(path)
+    assert len(reads) == 4

@@ -95,6 +95,20 @@ async def test_aclose_is_a_no_op(board: LocalBoard, folder: Path) -> None:
     assert len(await board.fetch_issues_by_states(ACTIVE)) == 1
 
 
+async def test_a_fetch_by_states_gives_the_tickets_of_those_states_in_the_board_order(
+    board: LocalBoard, folder: Path
+) -> None:
+    for n, state in enumerate(["Done", "In Progress", "Todo", "done", "Todo", "In Progress"]):
+        ticket(folder, f"A-{n}", state)
+    listed = [i.identifier for i in await board.fetch_issues_by_states(["Todo", "In Progress"])]
+    scanned = [i.identifier for i in await board.fetch_issues_by_states(ACTIVE + TERMINAL)]
+    assert listed == [i for i in scanned if i not in ("A-0", "A-3")]
+    assert sorted(listed) == ["A-1", "A-2", "A-4", "A-5"]
+    assert [i.identifier for i in await board.fetch_issues_by_states([" DONE "])] == [
+        i for i in scanned if i in ("A-0", "A-3")
+    ]
+
+
 def test_missing_board_folder_is_invalid_config_naming_the_path(tmp_path: Path) -> None:
     with pytest.raises(TrackerError) as caught:
         create_tracker(settings({"path": "tickets"}), context(tmp_path))
