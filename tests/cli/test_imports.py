@@ -52,10 +52,12 @@ def test_a_command_that_runs_imports_what_it_uses(tmp_path: Path) -> None:
 NOT_FOR_A_LOCAL_CODEX_DAEMON = (
     "httpx", "rich", "uvicorn", "starlette", "symphony.agents.claude", "symphony.agents.acp",
     "symphony.agents.tool_server", "symphony.observability.server", "symphony.daemon.review",
-    "symphony.notify.channels", "symphony.cli.check", "importlib.metadata",
+    "symphony.notify.channels", "symphony.cli.check", "importlib.metadata", "watchfiles",
+    "anyio",
 )  # fmt: skip
 """What a daemon on a local board with the codex agent and no HTTP server has no use for: the
-HTTP client, the live table, the web stack and review page, the other agents, the senders."""
+HTTP client, the live table, the web stack and review page, the other agents, the senders, and
+(on Linux, where the daemon reads inotify itself) the portable file watch."""
 
 _DAEMON = """\
 import atexit, json, runpy, sys
