@@ -56,6 +56,7 @@ helper='!f() { test "$1" = get || exit 0; echo "username=$SYMPHONY_CLONE_USER";'
 helper="$helper"' echo "password=$SYMPHONY_CLONE_TOKEN"; }; f'
 auth() { git -c credential.helper= -c "credential.helper=$helper" -c core.askPass= "$@"; }
 if [ -d .git ]; then  # a claim kept from the ticket's last run: its branch goes on
+  rm -f .git/symphony-start
   auth fetch --quiet origin
   if git rev-parse --verify --quiet "refs/heads/$SYMPHONY_BRANCH" >/dev/null; then
     git checkout --quiet "$SYMPHONY_BRANCH"; exit 0
@@ -68,6 +69,14 @@ if [ -n "$SYMPHONY_CLONE_BASE" ]; then
   git rev-parse --verify --quiet "origin/$start" >/dev/null && start="origin/$start"
 else
   start=$(git symbolic-ref --quiet --short refs/remotes/origin/HEAD || echo HEAD)
+fi
+pushed="refs/remotes/origin/$SYMPHONY_BRANCH"
+if git rev-parse --verify --quiet "$pushed" >/dev/null; then
+  # An earlier run pushed the branch: this one (a fix, a rework) goes on from it, and its
+  # evidence measures from where the branch left the base.
+  git checkout --quiet -B "$SYMPHONY_BRANCH" "$pushed"
+  git merge-base HEAD "$start" > .git/symphony-start 2>/dev/null || rm -f .git/symphony-start
+  exit 0
 fi
 git checkout --quiet -B "$SYMPHONY_BRANCH" "$start"
 """
@@ -177,7 +186,8 @@ class PodWorkspaces:
             await self._end()
             raise
         said = await self.host.command(
-            'cd -- "$1" && git rev-parse --verify --quiet HEAD 2>/dev/null || true',
+            'cd -- "$1" && { cat .git/symphony-start 2>/dev/null'
+            " || git rev-parse --verify --quiet HEAD 2>/dev/null || true; }",
             str(workspace.path),
         )
         head = said.out.strip() if said.returncode == 0 else ""
