@@ -49,9 +49,11 @@ from symphony.core.runs import (
     next_turn,
     turn_limits,
 )
+from symphony.core.stage_outcomes import RunPush
 from symphony.core.state import Failure, FailureReason, MovePhase, RunKind
 from symphony.core.trust import material
 from symphony.core.verification import GateRound, Verification
+from symphony.daemon.publish import push_before_end
 from symphony.daemon.sandbox import attempt_sandbox, protected_paths, runs_root
 from symphony.gateway.server import ModelGateway, ModelGrant
 from symphony.hosts import Host
@@ -193,6 +195,9 @@ class AttemptContext:
     trace_headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """The daemon's export headers as the agent's `OTEL_EXPORTER_OTLP_TRACES_HEADERS`, where
     `telemetry.agent_headers` lets the agent have them; else empty."""
+    canaries: tuple[str, ...] = ()
+    """The canaries of the ticket's runs this daemon started, this one's too: a push at the
+    hand-off (`outlives_run` false) sends no commit that carries one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +213,8 @@ class AttemptEnd:
     facts: WorkspaceFacts | None = None
     footprint: Footprint | None = None
     """The files the ticket's plan names and its branch changed, as the attempt ended."""
+    pushed: RunPush | None = None
+    """The branch a publishing hand-off pushed before the workspace ended with the run."""
 
 
 async def run_attempt(
@@ -692,8 +699,35 @@ class _Attempt:
             )
             if facts is not None and facts.head is not None:
                 facts = await _with_merges(facts, ctx, self.workspace, self.workspace_env)
+        pushed = await self._push_before_end(report, stage, verification, facts)
         self.log.info("worker done", reason=f"reported {report.outcome.value}")
-        return await self.finish(AttemptEnd(report=report, verification=verification, facts=facts))
+        return await self.finish(
+            AttemptEnd(report=report, verification=verification, facts=facts, pushed=pushed)
+        )
+
+    async def _push_before_end(
+        self,
+        report: Report,
+        stage: Stage,
+        verification: Verification | None,
+        facts: WorkspaceFacts | None,
+    ) -> RunPush | None:
+        """A publishing hand-off from a workspace that ends with the run (a pod's) pushes the
+        branch now, while it is there; its publication opens the pull request from it."""
+        ctx, repository = self.ctx, self.settings.repository
+        if (
+            ctx.workspaces.outlives_run
+            or stage.publish is None
+            or repository is None
+            or report.outcome is not StageOutcome.DONE
+            or (verification is not None and not verification.passed)
+        ):
+            return None
+        return await push_before_end(
+            repository, self.workspace.path, facts.head if facts is not None else None,
+            base=stage.publish.base, git=ctx.workspaces.git, env=self.workspace_env,
+            masker=ctx.masker, canaries=ctx.canaries or (self.marks.canary,),
+        )  # fmt: skip
 
     # Finish
 

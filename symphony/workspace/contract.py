@@ -20,6 +20,10 @@ from symphony.workspace.local import Workspace
 class Workspaces(Protocol):
     git: Git
     """Where git answers about these workspaces: on their host."""
+    outlives_run: bool
+    """Whether a ticket's workspace is still there after its run (here, an SSH host); a
+    run's pod ends with its run, so what the daemon does later from the workspace (the push
+    of a publication) is done at the run's hand-off instead."""
 
     @property
     def root(self) -> Path: ...

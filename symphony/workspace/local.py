@@ -144,6 +144,8 @@ class WorkspaceManager:
     manager, so a hook always runs with the settings of the manager that started it.
     """
 
+    outlives_run = True
+
     def __init__(
         self,
         root: Path,

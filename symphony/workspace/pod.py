@@ -95,6 +95,9 @@ class CloneSource:
 
 
 class PodWorkspaces:
+    outlives_run = False
+    """The workspace ends with the run's pod: a publishing hand-off pushes before it does."""
+
     def __init__(
         self,
         pods: Pods,

@@ -72,6 +72,8 @@ exit 0
 
 
 class RemoteWorkspaces:
+    outlives_run = True
+
     def __init__(
         self,
         host: SshHost,
