@@ -712,12 +712,18 @@ class _Attempt:
         verification: Verification | None,
         facts: WorkspaceFacts | None,
     ) -> RunPush | None:
-        """A publishing hand-off from a workspace that ends with the run (a pod's) pushes the
-        branch now, while it is there; its publication opens the pull request from it."""
+        """A hand-off from a workspace that ends with the run (a pod's) keeps its diff for
+        the review page, and, when the stage publishes, pushes the branch now, while it is
+        there: its publication opens the pull request from it."""
         ctx, repository = self.ctx, self.settings.repository
+        if ctx.workspaces.outlives_run or report.outcome is not StageOutcome.DONE:
+            return None
+        if facts is not None and facts.base is not None:  # the review page's, once it has gone
+            await ctx.workspaces.keep_for_review(
+                self.issue.identifier, self.workspace, facts.base, self.workspace_env
+            )
         if (
-            ctx.workspaces.outlives_run
-            or stage.publish is None
+            stage.publish is None
             or repository is None
             or report.outcome is not StageOutcome.DONE
             or (verification is not None and not verification.passed)

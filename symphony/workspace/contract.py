@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from symphony.workspace.diff import BranchDiff
 from symphony.workspace.git import Git
 from symphony.workspace.local import Workspace
 
@@ -72,3 +73,17 @@ class Workspaces(Protocol):
     async def write_evidence(self, identifier: str, evidence: Mapping[str, Any]) -> None: ...
 
     async def read_evidence(self, identifier: str) -> dict[str, Any] | None: ...
+
+    async def branch_diff(
+        self, identifier: str, base: str, env: Mapping[str, str]
+    ) -> BranchDiff | None:
+        """The ticket's branch against `base`, for a person's review: read in its workspace,
+        or, for one that ended with its run, as its last hand-off kept it here."""
+        ...
+
+    async def keep_for_review(
+        self, identifier: str, workspace: Workspace, base: str, env: Mapping[str, str]
+    ) -> None:
+        """At a hand-off, keep on this machine what the review page reads of a workspace that
+        ends with its run (`outlives_run` false); nothing to do where the workspace stays."""
+        ...

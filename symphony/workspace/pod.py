@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -30,6 +32,9 @@ from symphony.config.sections import HooksSettings
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.manifests import WORKSPACE
 from symphony.hosts.kubernetes.pods import PodFailed, Pods
+from symphony.workspace.diff import BranchDiff
+from symphony.workspace.diff import branch_diff as read_branch_diff
+from symphony.workspace.facts import read_evidence_file, write_evidence_file
 from symphony.workspace.git import Git
 from symphony.workspace.local import (
     HOOK_FAILED,
@@ -47,6 +52,7 @@ from symphony.workspace.local import (
 log = structlog.get_logger(__name__)
 
 CLONE_TIMEOUT_MS = 600_000
+KEPT_DIFF = "diff.json"
 
 # The ticket's checkout, in the empty workspace (or the kept claim's): the token is read by the
 # credential helper from this command's environment (sent on stdin); git never stores it.
@@ -109,6 +115,7 @@ class PodWorkspaces:
         run: str,
         network: Network,
         clone: CloneSource | None = None,
+        kept: Path | None = None,
     ) -> None:
         self.pods = pods
         self.host = host
@@ -118,6 +125,9 @@ class PodWorkspaces:
         self._env = dict(env)
         self._ticket, self._run, self._network = ticket, run, network
         self._clone = clone
+        self._kept = kept
+        """Where a hand-off's evidence and diff are kept on this machine, a folder per ticket,
+        for the review page once the pod has gone (None: nowhere)."""
         self.git = Git(host)
         """In the pod; once it ended, every answer is unknown."""
 
@@ -143,10 +153,54 @@ class PodWorkspaces:
     async def prune(self) -> None:
         return None
 
+    def _kept_for(self, identifier: str) -> Path | None:
+        return self._kept / workspace_key(identifier) if self._kept is not None else None
+
     async def write_evidence(self, identifier: str, evidence: Mapping[str, Any]) -> None:
-        return None
+        """The hand-off's evidence, kept here beside its diff (the pod has gone by now)."""
+        kept = self._kept_for(identifier)
+        if kept is None:
+            return
+        try:
+            kept.mkdir(parents=True, exist_ok=True)
+            write_evidence_file(kept, evidence)
+        except OSError as exc:
+            log.warning("could not keep the evidence file", folder=str(kept), reason=str(exc))
 
     async def read_evidence(self, identifier: str) -> dict[str, Any] | None:
+        kept = self._kept_for(identifier)
+        return read_evidence_file(kept) if kept is not None else None
+
+    async def keep_for_review(
+        self, identifier: str, workspace: Workspace, base: str, env: Mapping[str, str]
+    ) -> None:
+        """The branch's diff against `base`, read in the pod now and kept here as JSON: the
+        review page's view of the hand-off once the pod has gone. Best effort."""
+        kept = self._kept_for(identifier)
+        if kept is None:
+            return
+        diff = await read_branch_diff(workspace.path, base, env, self.git)
+        try:
+            kept.mkdir(parents=True, exist_ok=True)
+            target, temp = kept / KEPT_DIFF, kept / f".{KEPT_DIFF}.tmp"
+            if diff is None:
+                target.unlink(missing_ok=True)
+                return
+            temp.write_text(json.dumps(diff.to_json()), encoding="utf-8")
+            temp.replace(target)
+        except OSError as exc:
+            log.warning("could not keep the branch's diff", folder=str(kept), reason=str(exc))
+
+    async def branch_diff(
+        self, identifier: str, base: str, env: Mapping[str, str]
+    ) -> BranchDiff | None:
+        """As the ticket's last hand-off kept it (its pod has gone)."""
+        kept = self._kept_for(identifier)
+        if kept is None:
+            return None
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            data = json.loads((kept / KEPT_DIFF).read_text(encoding="utf-8"))
+            return BranchDiff.from_json(data) if isinstance(data, dict) else None
         return None
 
     async def peer_paths(self, identifiers: Sequence[str]) -> list[tuple[str, Path]]:
@@ -244,8 +298,13 @@ class PodWorkspaces:
                 await asyncio.shield(self.pods.delete(self.host.pod))
 
     async def remove(self, identifier: str) -> bool:
-        """Nothing stays between runs: the workspace ended with its pod."""
-        return False
+        """The workspace ended with its pod; what its hand-off kept here goes now. False when
+        nothing was kept."""
+        kept = self._kept_for(identifier)
+        if kept is None or not kept.is_dir():
+            return False
+        await asyncio.to_thread(shutil.rmtree, kept, True)
+        return True
 
     def check_agent_cwd(self, workspace: Workspace) -> None:
         wanted = PurePosixPath(WORKSPACE) / workspace.key

@@ -348,12 +348,18 @@ def test_a_stage_run_in_a_pod_publishes_its_branch_and_a_rework_goes_on_from_it(
         follow={"interval_ms": 300, "on_changes_requested": "Rework", "on_merged": "Done"},
     )  # fmt: skip
     env = lab.env(DEMO_AGENT_DELAY_MS="0")
-    daemon = Daemon(board, env)
+    daemon = Daemon(board, env, "--port", "0")
     pull_file = board.root / "pulls" / "1.md"
     try:
+        url = daemon.url()
         assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 90), "".join(
             daemon.lines
         )
+        # The review page reads the evidence and the diff the hand-off kept, the pod gone.
+        review = httpx.get(f"{url}api/v1/ABC-1/review").json()
+        assert review["evidence"]["workspace"]["branch"] == "agent/ABC-1", review
+        paths = [f["path"] for f in review["diff"]["files"]]
+        assert paths == ["NOTES/ABC-1.md", "calc.py"], review["diff"]
         # The pod pushed the agent's commit; the daemon opened the pull request from it.
         first = branch_log(bare, "agent/ABC-1")
         assert first and first[0].split()[1] == "symphony-demo", first

@@ -20,8 +20,9 @@ from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
 from symphony.hosts.kubernetes.manifests import pod_name
 from symphony.hosts.kubernetes.pods import Pods
-from symphony.workspace.local import WorkspaceError
+from symphony.workspace.local import Workspace, WorkspaceError
 from symphony.workspace.pod import _CLONE, CloneSource, PodWorkspaces
+from tests.daemon.test_pod_publish import here, pod_workspace
 from tests.hosts.test_kubectl_host import READY, SETTINGS, FakeKubectl, statuses
 
 TOKEN = "ghp_pod_clone_token_1234"
@@ -139,3 +140,31 @@ def test_a_new_pod_goes_on_from_the_branch_an_earlier_run_pushed(tmp_path: Path)
     assert _git("branch", "--show-current", cwd=fix) == "agent/ABC-1"
     assert _git("rev-parse", "HEAD", cwd=fix) == pushed
     assert (fix / ".git" / "symphony-start").read_text().strip() == start
+
+
+async def test_a_hand_off_keeps_its_evidence_and_diff_here_until_the_ticket_is_removed(
+    tmp_path: Path,
+) -> None:
+    _, work = pod_workspace(tmp_path)  # stands for the pod's workspace
+    base = _git("rev-parse", "main", cwd=work)
+    kept = tmp_path / "kept"
+    kubectl = Kubectl(SETTINGS, {}, here(tmp_path))
+    host = KubectlHost(kubectl, pod_name("inst", "ABC-1", "run-1"))
+    workspaces = PodWorkspaces(Pods(kubectl, "inst", poll_s=0), host, NO_HOOKS, env={},
+                               ticket="A-1", run="run-1", network=Network.NONE,
+                               kept=kept)  # fmt: skip
+    assert not workspaces.outlives_run
+    workspace = Workspace(path=work, key="A-1", created_now=False, identifier="A-1")
+    await workspaces.keep_for_review("A-1", workspace, base, {})
+    await workspaces.write_evidence("A-1", {"workspace": {"base": base}})
+    # The pod has gone: the review page reads what the hand-off kept on this machine.
+    gone = PodWorkspaces(Pods(kubectl, "inst"), KubectlHost(kubectl, "x"), NO_HOOKS, env={},
+                         ticket="", run="", network=Network.NONE, kept=kept)  # fmt: skip
+    assert await gone.read_evidence("A-1") == {"workspace": {"base": base}}
+    diff = await gone.branch_diff("A-1", base, {})
+    assert diff is not None and [f.path for f in diff.files] == ["calc.py"]
+    assert (
+        diff.files[0].status == "added" and diff.files[0].patch and "+fine" in diff.files[0].patch
+    )
+    assert await gone.remove("A-1") and not (kept / "A-1").exists()
+    assert await gone.read_evidence("A-1") is None and not await gone.remove("A-1")
