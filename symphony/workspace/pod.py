@@ -6,11 +6,15 @@ the cluster has no room), then makes `/workspace/<key>` in it the ticket's check
 `workspace.strategy: worktree` a clone of `workspace.repository` on the ticket's branch (the
 code host's token, when the repository needs one, goes to that one git command on its stdin
 and to a credential helper that reads it from there; never a command line, never a file),
-then `after_create`. Hooks and gates run in the pod; `after_run` deletes it, with its
-NetworkPolicy. Every run starts from a fresh checkout, so no thread is resumed across runs.
+then `after_create`; a branch an earlier run of the ticket pushed is checked out where it
+left off. Hooks and gates run in the pod; `after_run` deletes it, with its NetworkPolicy.
+Every run starts from a fresh checkout, so no thread is resumed across runs.
 
-What another part of the daemon asks later of a ticket's workspace (its evidence file, a
-merge check, `remove`) finds nothing: the pod and its workspace ended with the run.
+The workspace ends with the run (`outlives_run` false), so what the daemon needs of it later
+is done at the hand-off, in the pod: the branch pushed (`symphony.daemon.publish.
+push_before_end`) and the branch's diff kept on this machine (`keep_for_review`), beside the
+evidence once published, in a folder per ticket that `remove` deletes. Merge checks against
+other tickets' workspaces find none.
 """
 
 from __future__ import annotations
