@@ -6,20 +6,31 @@ runs each `exec` here, in a folder standing for the pod's workspace, so the scri
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from symphony.base.secrets import SecretMasker
-from symphony.config.repository import CodeHostKind, RepositorySettings
+from symphony.config.codex import CodexSettings
+from symphony.config.repository import CodeHostKind, PublishSettings, RepositorySettings
+from symphony.config.sections import HooksSettings
+from symphony.config.stages import StageMachine
 from symphony.core.stage_outcomes import PublishIntent, RunPush
 from symphony.daemon.publish import Published, Publisher, Refused, Suspected, push_before_end
+from symphony.daemon.runner import AttemptContext, run_attempt
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
 from symphony.workspace.git import Git
-from tests.factories import make_issue
+from symphony.workspace.local import Workspace, WorkspaceManager
+from tests.daemon.test_runner import MovingTracker
+from tests.factories import make_issue, make_settings, make_stage
 from tests.fakes.code_host import MemoryCodeHost
+from tests.harness import FAKE_AGENT
 from tests.hosts.test_kubectl_host import SETTINGS, FakeKubectl
 
 TOKEN = "ghp_pod_push_token_5678"
@@ -165,3 +176,62 @@ async def test_a_push_that_may_pass_later_is_tried_again_in_the_pod(tmp_path: Pa
     runs.handlers.insert(0, flaky)
     pushed = await pushed_from_pod(tmp_path, work, remote, runs)
     assert pushes == 2 and pushed == RunPush("symphony/A-1", git(work, "rev-parse", "HEAD"))
+
+
+class EndingWithRun(WorkspaceManager):
+    """This machine's workspaces standing for a pod's: gone after the run, so a hand-off does
+    what publishing needs before it ends (git runs here, as it would in the pod)."""
+
+    outlives_run = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kept: list[tuple[str, str]] = []
+
+    async def keep_for_review(
+        self, identifier: str, workspace: Workspace, base: str, env: Mapping[str, str]
+    ) -> None:
+        self.kept.append((identifier, base))
+
+
+async def hand_off(tmp_path: Path, publish: PublishSettings | None) -> tuple[Any, EndingWithRun]:
+    remote, work = pod_workspace(tmp_path / "src")
+    seed = f"git clone -q {work} . && git checkout -q symphony/A-1"
+    seed += f" && git remote set-url origin {remote}"
+    settings = make_settings(
+        root=tmp_path / "ws", max_turns=2,
+        codex=CodexSettings(command=f"{sys.executable} {FAKE_AGENT}", read_timeout_ms=5000),
+        hooks=HooksSettings(after_create=seed),
+    )  # fmt: skip
+    stage = make_stage("implement", ("Todo",), evidence=True, publish=publish)
+    settings = replace(
+        settings, machine=StageMachine((stage,), "Needs Attention"), repository=replace(
+            repository(remote), kind=CodeHostKind.LOCAL, token=""),
+    )  # fmt: skip
+    report = json.dumps({"outcome": "done", "summary": "did it"})
+    env = {**os.environ, **ENV, "FAKE_AGENT_SCENARIO": "tool", "FAKE_AGENT_TOOL": "report_outcome",
+           "FAKE_AGENT_TOOL_ARGS": report}  # fmt: skip
+    workspaces = EndingWithRun(settings.workspace.root, settings.hooks, env=env)
+    ctx = AttemptContext(settings, MovingTracker(make_issue("A-1"), ["Todo"]), workspaces,
+                         env, env, SecretMasker(), stage=stage)  # fmt: skip
+    end = await run_attempt(make_issue("A-1"), None, ctx, lambda _: None)
+    return end, workspaces
+
+
+async def test_a_run_whose_workspace_ends_with_it_pushes_at_its_publishing_hand_off(
+    tmp_path: Path,
+) -> None:
+    end, workspaces = await hand_off(tmp_path, PublishSettings(base="main"))
+    assert end.report is not None and end.facts is not None
+    assert end.pushed == RunPush("symphony/A-1", end.facts.head)
+    remote = tmp_path / "src" / "remote.git"
+    assert git(remote, "rev-parse", "refs/heads/symphony/A-1") == end.facts.head
+    assert workspaces.kept == [("A-1", end.facts.base)]
+
+
+async def test_a_hand_off_that_does_not_publish_pushes_nothing_but_keeps_its_diff(
+    tmp_path: Path,
+) -> None:
+    end, workspaces = await hand_off(tmp_path, None)
+    assert end.report is not None and end.pushed is None
+    assert workspaces.kept and workspaces.kept[0][0] == "A-1"
