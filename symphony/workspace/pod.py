@@ -13,8 +13,8 @@ Every run starts from a fresh checkout, so no thread is resumed across runs.
 The workspace ends with the run (`outlives_run` false), so what the daemon needs of it later
 is done at the hand-off, in the pod: the branch pushed (`symphony.daemon.publish.
 push_before_end`) and the branch's diff kept on this machine (`keep_for_review`), beside the
-evidence once published, in a folder per ticket that `remove` deletes. Merge checks against
-other tickets' workspaces find none.
+evidence once published, in a folder per ticket that `remove` deletes. The merge check
+onto the base uses the clone's `origin/<base>`; other tickets' workspaces are not here.
 """
 
 from __future__ import annotations
@@ -152,7 +152,11 @@ class PodWorkspaces:
         return None
 
     async def merge_target(self) -> tuple[str, str] | None:
-        return None
+        """`workspace.base` as the run's clone fetched it when the pod started (minutes ago,
+        not fetched again: the pod's git would need the token once more); None without one."""
+        if self._clone is None or not self._clone.base:
+            return None
+        return f"origin/{self._clone.base}", f"refs/remotes/origin/{self._clone.base}"
 
     async def prune(self) -> None:
         return None

@@ -358,6 +358,8 @@ def test_a_stage_run_in_a_pod_publishes_its_branch_and_a_rework_goes_on_from_it(
         # The review page reads the evidence and the diff the hand-off kept, the pod gone.
         review = httpx.get(f"{url}api/v1/ABC-1/review").json()
         assert review["evidence"]["workspace"]["branch"] == "agent/ABC-1", review
+        merge = review["evidence"]["workspace"]["merge"]  # checked in the pod, onto its clone's
+        assert merge == {"onto": "origin/main", "clean": True, "files": []}, merge
         paths = [f["path"] for f in review["diff"]["files"]]
         assert paths == ["NOTES/ABC-1.md", "calc.py"], review["diff"]
         # The pod pushed the agent's commit; the daemon opened the pull request from it.

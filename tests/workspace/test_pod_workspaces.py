@@ -168,3 +168,12 @@ async def test_a_hand_off_keeps_its_evidence_and_diff_here_until_the_ticket_is_r
     )
     assert await gone.remove("A-1") and not (kept / "A-1").exists()
     assert await gone.read_evidence("A-1") is None and not await gone.remove("A-1")
+
+
+async def test_a_hand_off_in_a_pod_is_checked_against_the_base_its_clone_fetched() -> None:
+    clone = CloneSource("https://github.com/acme/app.git", "b", "main")
+    target = await in_pod(FakeKubectl(), clone=clone).merge_target()
+    assert target == ("origin/main", "refs/remotes/origin/main")
+    assert await in_pod(FakeKubectl()).merge_target() is None
+    without_base = CloneSource("https://github.com/acme/app.git", "b")
+    assert await in_pod(FakeKubectl(), clone=without_base).merge_target() is None
