@@ -543,9 +543,10 @@ class _Attempt:
         session = ctx.open_session(launch)
         try:
             await _step("agent startup", FailureReason.AGENT_STARTUP, session.start())
-            return await self.turns(session, launch, limits)
+            end = await self.turns(session, launch, limits)
         finally:
             await session.stop()
+        return await self._before_workspace_ends(end)
 
     async def turns(
         self, session: AgentSession, launch: AgentLaunch, limits: TurnLimits
@@ -699,41 +700,39 @@ class _Attempt:
             )
             if facts is not None and facts.head is not None:
                 facts = await _with_merges(facts, ctx, self.workspace, self.workspace_env)
-        pushed = await self._push_before_end(report, stage, verification, facts)
         self.log.info("worker done", reason=f"reported {report.outcome.value}")
-        return await self.finish(
-            AttemptEnd(report=report, verification=verification, facts=facts, pushed=pushed)
-        )
+        return await self.finish(AttemptEnd(report=report, verification=verification, facts=facts))
 
-    async def _push_before_end(
-        self,
-        report: Report,
-        stage: Stage,
-        verification: Verification | None,
-        facts: WorkspaceFacts | None,
-    ) -> RunPush | None:
-        """A hand-off from a workspace that ends with the run (a pod's) keeps its diff for
-        the review page, and, when the stage publishes, pushes the branch now, while it is
-        there: its publication opens the pull request from it."""
-        ctx, repository = self.ctx, self.settings.repository
-        if ctx.workspaces.outlives_run or report.outcome is not StageOutcome.DONE:
-            return None
-        if facts is not None and facts.base is not None:  # the review page's, once it has gone
+    async def _before_workspace_ends(self, end: AttemptEnd | None) -> AttemptEnd | None:
+        """A `done` hand-off from a workspace that ends with the run (a pod's), once the agent
+        has stopped: every process the run left there is ended (none may read the push's
+        environment), the branch's diff is kept for the review page, and, when the stage
+        publishes, the branch is pushed now, while the workspace is there: its publication
+        opens the pull request from it."""
+        ctx, stage, repository = self.ctx, self.stage, self.settings.repository
+        report, facts = (end.report, end.facts) if end is not None else (None, None)
+        if (
+            end is None
+            or ctx.workspaces.outlives_run
+            or stage is None
+            or report is None
+            or report.outcome is not StageOutcome.DONE
+            or (end.verification is not None and not end.verification.passed)
+        ):
+            return end
+        await ctx.workspaces.end_leftovers()
+        if facts is not None and facts.base is not None:
             await ctx.workspaces.keep_for_review(
                 self.issue.identifier, self.workspace, facts.base, self.workspace_env
             )
-        if (
-            stage.publish is None
-            or repository is None
-            or report.outcome is not StageOutcome.DONE
-            or (verification is not None and not verification.passed)
-        ):
-            return None
-        return await push_before_end(
+        if stage.publish is None or repository is None:
+            return end
+        pushed = await push_before_end(
             repository, self.workspace.path, facts.head if facts is not None else None,
             base=stage.publish.base, git=ctx.workspaces.git, env=self.workspace_env,
             masker=ctx.masker, canaries=ctx.canaries or (self.marks.canary,),
         )  # fmt: skip
+        return dataclasses.replace(end, pushed=pushed)
 
     # Finish
 

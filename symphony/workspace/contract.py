@@ -81,6 +81,12 @@ class Workspaces(Protocol):
         or, for one that ended with its run, as its last hand-off kept it here."""
         ...
 
+    async def end_leftovers(self) -> None:
+        """In a workspace that ends with its run, once its agent has stopped and before the
+        daemon's own work there with its token (a pod's hand-off): end every process the run
+        left. Nothing to do where the workspace stays."""
+        ...
+
     async def keep_for_review(
         self, identifier: str, workspace: Workspace, base: str, env: Mapping[str, str]
     ) -> None:

@@ -216,6 +216,9 @@ class WorkspaceManager:
     ) -> BranchDiff | None:
         return await read_branch_diff(self.path_for(identifier), base, env)
 
+    async def end_leftovers(self) -> None:
+        return None
+
     async def keep_for_review(
         self, identifier: str, workspace: Workspace, base: str, env: Mapping[str, str]
     ) -> None:

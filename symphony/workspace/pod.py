@@ -57,6 +57,7 @@ log = structlog.get_logger(__name__)
 
 CLONE_TIMEOUT_MS = 600_000
 KEPT_DIFF = "diff.json"
+_END_ALL = "kill -KILL -1 2>/dev/null; exit 0"
 
 # The ticket's checkout, in the empty workspace (or the kept claim's): the token is read by the
 # credential helper from this command's environment (sent on stdin); git never stores it.
@@ -178,6 +179,16 @@ class PodWorkspaces:
     async def read_evidence(self, identifier: str) -> dict[str, Any] | None:
         kept = self._kept_for(identifier)
         return read_evidence_file(kept) if kept is not None else None
+
+    async def end_leftovers(self) -> None:
+        """SIGKILL every process in the pod but its waiting process (the container's init,
+        which a signal from inside its namespace never reaches) and this command itself: the
+        agent has stopped, so whatever is left is the run's (a child that left its group,
+        a daemon an agent started) and would see the environment of the push that follows."""
+        ended = await self.host.command(_END_ALL)
+        if ended.returncode != 0:
+            log.warning("leftover processes in the pod not ended", pod=self.host.name,
+                        reason=ended.reason())  # fmt: skip
 
     async def keep_for_review(
         self, identifier: str, workspace: Workspace, base: str, env: Mapping[str, str]

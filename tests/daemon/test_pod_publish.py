@@ -184,13 +184,25 @@ class EndingWithRun(WorkspaceManager):
 
     outlives_run = False
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, record: Path, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.kept: list[tuple[str, str]] = []
+        self.record = record
+        self.agent_alive_at_end: bool | None = None
+
+    async def end_leftovers(self) -> None:
+        # (Never `kill -1` here: this machine stands for the pod.) The agent has stopped.
+        pid = json.loads(self.record.read_text().splitlines()[0])["pid"]
+        try:
+            os.kill(pid, 0)
+            self.agent_alive_at_end = True
+        except ProcessLookupError:
+            self.agent_alive_at_end = False
 
     async def keep_for_review(
         self, identifier: str, workspace: Workspace, base: str, env: Mapping[str, str]
     ) -> None:
+        assert self.agent_alive_at_end is False, "kept before the leftovers were ended"
         self.kept.append((identifier, base))
 
 
@@ -210,8 +222,10 @@ async def hand_off(tmp_path: Path, publish: PublishSettings | None) -> tuple[Any
     )  # fmt: skip
     report = json.dumps({"outcome": "done", "summary": "did it"})
     env = {**os.environ, **ENV, "FAKE_AGENT_SCENARIO": "tool", "FAKE_AGENT_TOOL": "report_outcome",
-           "FAKE_AGENT_TOOL_ARGS": report}  # fmt: skip
-    workspaces = EndingWithRun(settings.workspace.root, settings.hooks, env=env)
+           "FAKE_AGENT_TOOL_ARGS": report,
+           "FAKE_AGENT_RECORD": str(tmp_path / "agent.jsonl")}  # fmt: skip
+    workspaces = EndingWithRun(settings.workspace.root, settings.hooks, env=env,
+                               record=tmp_path / "agent.jsonl")  # fmt: skip
     ctx = AttemptContext(settings, MovingTracker(make_issue("A-1"), ["Todo"]), workspaces,
                          env, env, SecretMasker(), stage=stage)  # fmt: skip
     end = await run_attempt(make_issue("A-1"), None, ctx, lambda _: None)
@@ -227,6 +241,7 @@ async def test_a_run_whose_workspace_ends_with_it_pushes_at_its_publishing_hand_
     remote = tmp_path / "src" / "remote.git"
     assert git(remote, "rev-parse", "refs/heads/symphony/A-1") == end.facts.head
     assert workspaces.kept == [("A-1", end.facts.base)]
+    assert workspaces.agent_alive_at_end is False  # stopped before anything ran with a token
 
 
 async def test_a_hand_off_that_does_not_publish_pushes_nothing_but_keeps_its_diff(

@@ -27,6 +27,12 @@ import httpx
 import pytest
 import yaml
 
+from symphony.config.kubernetes import KubernetesSettings
+from symphony.config.sandbox import Network
+from symphony.config.sections import HooksSettings
+from symphony.hosts.kubernetes.kubectl import Kubectl
+from symphony.hosts.kubernetes.pods import Pods
+from symphony.workspace.pod import PodWorkspaces
 from tests.harness import Board, Daemon, wait_until
 
 pytestmark = pytest.mark.slow
@@ -390,3 +396,26 @@ def test_a_stage_run_in_a_pod_publishes_its_branch_and_a_rework_goes_on_from_it(
     assert head != second[0].split()[0]
     assert len(list((board.root / "pulls").glob("*.md"))) == 1  # one pull request, updated
     assert wait_until(lambda: not pods_of(lab), 20), pods_of(lab)
+
+
+async def test_before_a_push_every_process_the_run_left_in_its_pod_is_ended(
+    cluster: Cluster,
+) -> None:
+    lab = cluster
+    kubectl = Kubectl(KubernetesSettings(image=IMAGE, namespace="agents"), lab.env())
+    pods = Pods(kubectl, "inst-leftovers", poll_s=0.1)
+    host = await pods.start("ABC-1", "run-1", Network.NONE)
+    workspaces = PodWorkspaces(pods, host, HooksSettings(), env={}, ticket="ABC-1", run="run-1",
+                               network=Network.NONE)  # fmt: skip
+    pids = "for p in /proc/[0-9]*; do cat $p/cmdline | tr '\\0' ' '; echo; done"
+    try:
+        left = await host.command("setsid sleep 600 >/dev/null 2>&1 < /dev/null & echo left")
+        assert left.returncode == 0 and left.out.strip() == "left"
+        before = (await host.command(pids)).out
+        assert "sleep 600" in before, before
+        await workspaces.end_leftovers()
+        after = await host.command(pids)
+        assert after.returncode == 0  # the pod still runs: its waiting process was spared
+        assert "sleep 600" not in after.out, after.out
+    finally:
+        await pods.delete(host.pod)
