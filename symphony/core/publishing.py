@@ -17,7 +17,7 @@ from symphony.base.pulls import PullRequest
 from symphony.config.sections import Settings
 from symphony.config.stages import Report, Stage, StageOutcome
 from symphony.core.evidence import render_evidence
-from symphony.core.stage_outcomes import PlannedComment, PublishIntent, TransitionPlan
+from symphony.core.stage_outcomes import PlannedComment, PublishIntent, RunPush, TransitionPlan
 
 MAX_BODY_CHARS = 60_000
 """Below GitHub's 65,536 and GitLab's 1,048,576 characters, with room for the closing line."""
@@ -30,9 +30,11 @@ def publish_intent(
     report: Report,
     evidence: Mapping[str, Any] | None,
     replies: tuple[str, ...] = (),
+    pushed: RunPush | None = None,
 ) -> PublishIntent | None:
     """The pull request a `done` of `stage` publishes, or None when the stage publishes
-    nothing (or the workflow names no repository)."""
+    nothing (or the workflow names no repository). `pushed`: what the run pushed itself, which
+    names the branch and the head."""
     publish, repository = stage.publish, settings.repository
     if publish is None or repository is None or report.outcome is not StageOutcome.DONE:
         return None
@@ -45,9 +47,10 @@ def publish_intent(
         draft=publish.draft,
         labels=publish.labels,
         replies=replies,
-        head=verified.get("head") or None,
-        branch=verified.get("branch") or None,
+        head=(pushed.sha if pushed is not None else verified.get("head")) or None,
+        branch=(pushed.branch if pushed is not None else verified.get("branch")) or None,
         answer=report.summary.strip() if replies else "",
+        pushed=pushed,
     )
 
 

@@ -45,6 +45,20 @@ class TransitionPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class RunPush:
+    """The ticket's branch as its run pushed it before its workspace ended with the run (a
+    pod's, Appendix B): its publication opens the pull request from the remote's branch. When
+    nothing could be pushed, `refused` says why (masked: the remote's words) and `suspected`
+    whether the commits carried a canary; the publication reports that, since the workspace
+    it would push from is gone."""
+
+    branch: str = ""
+    sha: str = ""
+    refused: str = ""
+    suspected: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PublishIntent:
     """What publishing a ticket's branch asks the code host for (`core.publishing`)."""
 
@@ -64,6 +78,9 @@ class PublishIntent:
     """The branch the evidence was read on: the one pushed to."""
     answer: str = ""
     """What the run said it did (its report's summary): quoted in each thread's reply."""
+    pushed: RunPush | None = None
+    """The run pushed `branch` at `head` itself (its workspace ended with it): publishing
+    pushes nothing and opens the pull request from the remote's branch."""
 
 
 def plan_transition(

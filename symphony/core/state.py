@@ -25,7 +25,7 @@ from symphony.core.costs import Spend
 from symphony.core.evidence import WorkspaceFacts
 from symphony.core.footprint import Footprint
 from symphony.core.outcomes import OutcomeRecord
-from symphony.core.stage_outcomes import TransitionPlan
+from symphony.core.stage_outcomes import RunPush, TransitionPlan
 from symphony.core.verification import Verification
 
 RECENT_EVENTS = 20
@@ -599,3 +599,5 @@ class WorkerExit:
     """The workspace's git facts, for the evidence of a hand-off."""
     footprint: Footprint | None = None
     """The files its plan names and its branch changed, as the run ended."""
+    pushed: RunPush | None = None
+    """The branch its hand-off pushed before its workspace ended with it (a pod's run)."""

@@ -73,7 +73,9 @@ def stage_outcome(
     if plan.outcome is StageOutcome.DONE and result.report is not None:
         asked = state.reviews.get(entry.issue.id)
         replies = asked.threads if asked is not None else ()
-        intent = publish_intent(stage, settings, entry.issue, result.report, plan.evidence, replies)
+        intent = publish_intent(
+            stage, settings, entry.issue, result.report, plan.evidence, replies, result.pushed
+        )
         if intent is not None:
             plan = dataclasses.replace(plan, publish=intent)
     return pend(state, entry.issue, plan, turns=turns, now=now)

@@ -207,6 +207,7 @@ class Performer:
             tracer_text=settings.telemetry.capture_text,
             traced=functools.partial(self._lead, issue.id),
             trace_headers=_agent_headers(settings),
+            canaries=tuple(kept),
         )
         self._health.dispatched += 1
         log.info(

@@ -17,7 +17,7 @@ from symphony.base.hosts import CLUSTER, LOCAL
 from symphony.config.sandbox import Network
 from symphony.config.sections import Settings
 from symphony.daemon.publish import PUSH_USERNAME
-from symphony.daemon.sandbox import hook_sandbox
+from symphony.daemon.sandbox import hook_sandbox, pod_hand_offs_root
 from symphony.hosts import Host
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.kubectl import Kubectl
@@ -129,7 +129,7 @@ class Places:
         return PodWorkspaces(
             self.pods, KubectlHost(self.pods.kubectl, name), settings.hooks,
             env=self.remote_env(settings), ticket=ticket, run=run, network=network,
-            clone=_clone_source(settings),
+            clone=_clone_source(settings), kept=pod_hand_offs_root(settings),
         )  # fmt: skip
 
     async def close(self) -> None:

@@ -12,8 +12,9 @@ on a later try (the network, the host's 5xx) is `Failed`.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from symphony.config.prompt import PromptError, render_title
 from symphony.config.repository import CodeHostKind, RepositorySettings
 from symphony.core.follow import addressed_reply
 from symphony.core.injection import carries
-from symphony.core.stage_outcomes import PublishIntent
+from symphony.core.stage_outcomes import PublishIntent, RunPush
 from symphony.workspace.git import LOCAL_GIT, Git, git_output
 from symphony.workspace.push import PUSH_REJECTED, PushError, push_branch
 
@@ -46,6 +47,9 @@ PUSH_USERNAME = {
 }
 """The user name each host expects beside a token over HTTPS (the token decides who it is);
 a local bare repository asks for none."""
+PUSH_TRIES = 3
+PUSH_PAUSE_S = 2.0
+"""A push from a workspace that ends with its run is tried again 2 s, then 4 s later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,8 @@ class Publisher:
     ) -> Publication:
         """Push the workspace's branch (from where `git` runs: here or its SSH host) and
         open or update its pull request."""
+        if intent.pushed is not None:
+            return await self._publish_pushed(intent.pushed, intent, issue)
         if workspace is None:
             return Refused("the ticket has no workspace of symphony's to publish from")
         branch = intent.branch or await _branch(workspace, self.git_env, git)
@@ -113,6 +119,28 @@ class Publisher:
         except PushError as exc:
             kind = Refused if exc.category == PUSH_REJECTED else Failed
             return kind(exc.message)
+        return await self._open(branch, pushed.sha, intent, issue)
+
+    async def _publish_pushed(
+        self, pushed: RunPush, intent: PublishIntent, issue: Issue
+    ) -> Publication:
+        """The pull request of the branch the run pushed itself before its workspace ended
+        (a pod's run): nothing is pushed here, and what the run could not push is refused
+        with its words, since there is no workspace left to push it from."""
+        if pushed.suspected:
+            return Suspected("the commits the run's hand-off was to push (a message or a file)")
+        if pushed.refused or not pushed.branch or not pushed.sha:
+            why = pushed.refused or "nothing was pushed"
+            return Refused(f"the run's push from its pod, which has ended: {why}")
+        if carries((title_of(intent, issue), intent.body, intent.answer), self.canaries):
+            return Suspected("the pull request's title or body, or its answer to review threads")
+        return await self._open(pushed.branch, pushed.sha, intent, issue)
+
+    async def _open(
+        self, branch: str, sha: str, intent: PublishIntent, issue: Issue
+    ) -> Publication:
+        """Open or update the pull request of `branch`, whose head the daemon made `sha`, and
+        answer the threads the run addressed."""
         draft = PullRequestDraft(
             branch=branch,
             title=title_of(intent, issue),
@@ -127,10 +155,10 @@ class Publisher:
             said = self.masker.mask(exc.message)
             return Refused(said) if exc.category == CODE_HOST_REJECTED else Failed(said)
         # What the daemon pushed is the head, whether or not the host has caught up yet.
-        pull = dataclasses.replace(published.pull_request, head_sha=pushed.sha)
+        pull = dataclasses.replace(published.pull_request, head_sha=sha)
         if pull.base == branch:
             return Refused(f"the pull request's base is its own branch {branch}")
-        await self._answer_threads(pull.number, intent.replies, pushed.sha, intent.answer)
+        await self._answer_threads(pull.number, intent.replies, sha, intent.answer)
         return Published(pull, published.opened)
 
     async def _carried(
@@ -142,14 +170,10 @@ class Publisher:
             return None
         if carries((title_of(intent, issue), intent.body, intent.answer), self.canaries):
             return Suspected("the pull request's title or body, or its answer to review threads")
-        head = intent.head or "HEAD"
-        outgoing = await git_output(
-            workspace, self.git_env, "log", "-p", "--format=%B", head, "--not", "--remotes",
-            git=git,
-        )  # fmt: skip
-        if outgoing is None:
+        carried = await _commits_carry(workspace, intent.head, self.git_env, git, self.canaries)
+        if carried is None:
             return Failed("the commits to publish could not be read")
-        if carries(outgoing, self.canaries):
+        if carried:
             return Suspected("the pushed commits (a message or a changed file)")
         return None
 
@@ -182,6 +206,72 @@ def title_of(intent: PublishIntent, issue: Issue) -> str:
     except PromptError:
         title = ""
     return title or f"{issue.identifier}: {issue.title}"
+
+
+async def push_before_end(
+    repository: RepositorySettings,
+    workspace: Path,
+    head: str | None,
+    *,
+    base: str | None,
+    git: Git,
+    env: Mapping[str, str],
+    masker: SecretMasker,
+    canaries: Sequence[str],
+    tries: int = PUSH_TRIES,
+    pause_s: float = PUSH_PAUSE_S,
+) -> RunPush:
+    """At the hand-off of a run whose workspace ends with it (a pod's), push its branch as
+    publishing would (`publish` then opens the pull request from the pushed branch): the
+    verified `head` (else HEAD) of the branch the workspace is on, not a base branch, after
+    the commits it sends were found free of the ticket's `canaries`, with the daemon's token
+    for that one command (`push_branch`, which `git` runs where the workspace is). A failure
+    that may pass is tried `tries` times, `pause_s` apart: the workspace will not be there
+    for the outbox's retries. Never raises: what could not be pushed is said in the result."""
+    said = await git.run(workspace, "symbolic-ref", "--quiet", "--short", "HEAD", env=env)
+    branch = said.out.strip() if said.returncode == 0 else ""
+    if said.returncode not in (0, 1):  # 1: a detached HEAD
+        return RunPush(refused=f"the workspace's branch could not be read: {said.err.strip()}")
+    if not branch:
+        return RunPush(refused=f"the workspace {workspace} is on no branch (a detached HEAD)")
+    if base is not None and branch == base:
+        return RunPush(branch, refused=f"the workspace's branch is the base branch {branch}")
+    carried = await _commits_carry(workspace, head, env, git, canaries)
+    if carried is None:
+        return RunPush(branch, refused="the commits to publish could not be read")
+    if carried:
+        return RunPush(branch, suspected=True)
+    for attempt in range(1, tries + 1):
+        try:
+            pushed = await push_branch(
+                workspace, branch, repository.remote, token=repository.token,
+                username=PUSH_USERNAME[repository.kind], env=env, masker=masker, git=git,
+                commit=head,
+            )  # fmt: skip
+        except PushError as exc:
+            if exc.category == PUSH_REJECTED or attempt == tries:
+                log.warning("branch not pushed before the workspace ended", branch=branch,
+                            reason=exc.message)  # fmt: skip
+                return RunPush(branch, refused=exc.message)
+            await asyncio.sleep(pause_s * attempt)
+        else:
+            log.info("branch pushed before the workspace ended", branch=branch, head=pushed.sha)
+            return RunPush(branch, pushed.sha)
+    raise AssertionError("unreachable: the last try returns")
+
+
+async def _commits_carry(
+    workspace: Path, head: str | None, env: Mapping[str, str], git: Git, canaries: Sequence[str]
+) -> bool | None:
+    """Whether the commits a push of `head` (else HEAD) would send (what no remote-tracking
+    branch has yet: their messages and changes) carry one of `canaries`; None: unreadable."""
+    if not canaries:
+        return False
+    outgoing = await git_output(
+        workspace, env, "log", "-p", "--format=%B", head or "HEAD", "--not", "--remotes",
+        git=git,
+    )  # fmt: skip
+    return None if outgoing is None else carries(outgoing, canaries)
 
 
 async def _branch(workspace: Path, env: Mapping[str, str], git: Git) -> str | None:

@@ -19,7 +19,6 @@ from symphony.daemon.places import Workspaces
 from symphony.observability.board import Board
 from symphony.observability.markdown import render
 from symphony.tracker.contract import Tracker, TrackerError
-from symphony.workspace.diff import branch_diff
 
 CHECKPOINT_ORDER = ("plan", "diff", "escalated")
 
@@ -121,16 +120,18 @@ async def review_detail(
     detail["workspace_host"] = host
     there_cmd = f"cd {shlex.quote(str(path))} && exec $SHELL -l"
     detail["open_command"] = (
-        f"ssh -t {shlex.quote(host)} {shlex.quote(there_cmd)}" if host else open_command(path)
+        None  # a pod's workspace ended with its run: there is nothing to open
+        if not workspaces.outlives_run
+        else f"ssh -t {shlex.quote(host)} {shlex.quote(there_cmd)}"
+        if host
+        else open_command(path)
     )
-    there = bool(await workspaces.peer_paths([row.identifier]))
+    there = not workspaces.outlives_run or bool(await workspaces.peer_paths([row.identifier]))
     evidence = await workspaces.read_evidence(row.identifier) if there else None
     detail["evidence"] = evidence
     _render_words(detail)
     base = _base_of(evidence, settings)
-    diff = (
-        await branch_diff(path, base, env, workspaces.git) if base is not None and there else None
-    )
+    diff = await workspaces.branch_diff(row.identifier, base, env) if base and there else None
     detail["diff"] = diff.to_json() if diff is not None else None
     return detail
 
@@ -143,12 +144,11 @@ async def branch_patches(
 ) -> dict[str, str]:
     """Each changed file's patch on the ticket's branch, by path (empty when its workspace
     is gone or its base unknown)."""
-    if not await workspaces.peer_paths([identifier]):
+    if workspaces.outlives_run and not await workspaces.peer_paths([identifier]):
         return {}
     evidence = await workspaces.read_evidence(identifier)
     base = _base_of(evidence, settings)
-    path = workspaces.path_for(identifier)
-    diff = await branch_diff(path, base, dict(env), workspaces.git) if base else None
+    diff = await workspaces.branch_diff(identifier, base, dict(env)) if base else None
     return {f.path: f.patch for f in diff.files if f.patch} if diff is not None else {}
 
 

@@ -49,9 +49,11 @@ from symphony.core.runs import (
     next_turn,
     turn_limits,
 )
+from symphony.core.stage_outcomes import RunPush
 from symphony.core.state import Failure, FailureReason, MovePhase, RunKind
 from symphony.core.trust import material
 from symphony.core.verification import GateRound, Verification
+from symphony.daemon.publish import push_before_end
 from symphony.daemon.sandbox import attempt_sandbox, protected_paths, runs_root
 from symphony.gateway.server import ModelGateway, ModelGrant
 from symphony.hosts import Host
@@ -193,6 +195,9 @@ class AttemptContext:
     trace_headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """The daemon's export headers as the agent's `OTEL_EXPORTER_OTLP_TRACES_HEADERS`, where
     `telemetry.agent_headers` lets the agent have them; else empty."""
+    canaries: tuple[str, ...] = ()
+    """The canaries of the ticket's runs this daemon started, this one's too: a push at the
+    hand-off (`outlives_run` false) sends no commit that carries one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +213,8 @@ class AttemptEnd:
     facts: WorkspaceFacts | None = None
     footprint: Footprint | None = None
     """The files the ticket's plan names and its branch changed, as the attempt ended."""
+    pushed: RunPush | None = None
+    """The branch a publishing hand-off pushed before the workspace ended with the run."""
 
 
 async def run_attempt(
@@ -536,9 +543,10 @@ class _Attempt:
         session = ctx.open_session(launch)
         try:
             await _step("agent startup", FailureReason.AGENT_STARTUP, session.start())
-            return await self.turns(session, launch, limits)
+            end = await self.turns(session, launch, limits)
         finally:
             await session.stop()
+        return await self._before_workspace_ends(end)
 
     async def turns(
         self, session: AgentSession, launch: AgentLaunch, limits: TurnLimits
@@ -694,6 +702,37 @@ class _Attempt:
                 facts = await _with_merges(facts, ctx, self.workspace, self.workspace_env)
         self.log.info("worker done", reason=f"reported {report.outcome.value}")
         return await self.finish(AttemptEnd(report=report, verification=verification, facts=facts))
+
+    async def _before_workspace_ends(self, end: AttemptEnd | None) -> AttemptEnd | None:
+        """A `done` hand-off from a workspace that ends with the run (a pod's), once the agent
+        has stopped: every process the run left there is ended (none may read the push's
+        environment), the branch's diff is kept for the review page, and, when the stage
+        publishes, the branch is pushed now, while the workspace is there: its publication
+        opens the pull request from it."""
+        ctx, stage, repository = self.ctx, self.stage, self.settings.repository
+        report, facts = (end.report, end.facts) if end is not None else (None, None)
+        if (
+            end is None
+            or ctx.workspaces.outlives_run
+            or stage is None
+            or report is None
+            or report.outcome is not StageOutcome.DONE
+            or (end.verification is not None and not end.verification.passed)
+        ):
+            return end
+        await ctx.workspaces.end_leftovers()
+        if facts is not None and facts.base is not None:
+            await ctx.workspaces.keep_for_review(
+                self.issue.identifier, self.workspace, facts.base, self.workspace_env
+            )
+        if stage.publish is None or repository is None:
+            return end
+        pushed = await push_before_end(
+            repository, self.workspace.path, facts.head if facts is not None else None,
+            base=stage.publish.base, git=ctx.workspaces.git, env=self.workspace_env,
+            masker=ctx.masker, canaries=ctx.canaries or (self.marks.canary,),
+        )  # fmt: skip
+        return dataclasses.replace(end, pushed=pushed)
 
     # Finish
 

@@ -25,6 +25,9 @@ Refused = Callable[[str, int], None]
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 RUNS_FOLDER = "sandbox-runs"
+POD_HAND_OFFS_FOLDER = "pod-hand-offs"
+"""Beside the store: what the review page reads of a pod's hand-off (evidence, diff), a
+folder per ticket, kept after the pod has gone and removed with the ticket's workspace."""
 """In the workflow's state folder: one folder per sandboxed run (`<daemon pid>-<token>`) with
 its private home and sockets."""
 
@@ -33,8 +36,16 @@ def runs_root(settings: Settings) -> Path:
     """Where the daemon makes its sandboxed runs' folders: the folder of its store
     (`.symphony` beside WORKFLOW.md by default), never the system's temporary folder, where
     codex refuses to put the helpers its own sandbox runs through."""
+    return _store_folder(settings) / RUNS_FOLDER
+
+
+def pod_hand_offs_root(settings: Settings) -> Path:
+    return _store_folder(settings) / POD_HAND_OFFS_FOLDER
+
+
+def _store_folder(settings: Settings) -> Path:
     store = settings.state.path if settings.state is not None else None
-    return (store or default_state_path(settings.workflow_path)).parent / RUNS_FOLDER
+    return (store or default_state_path(settings.workflow_path)).parent
 
 
 def model_hosts(

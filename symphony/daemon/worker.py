@@ -52,6 +52,7 @@ async def work(
             verification=end.verification,
             facts=end.facts,
             footprint=end.footprint,
+            pushed=end.pushed,
         )
         log.info("completed")
     except AttemptFailed as exc:

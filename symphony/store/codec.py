@@ -13,7 +13,7 @@ from symphony.base.issue import BlockerRef, Issue
 from symphony.base.pulls import PullState, ReviewDecision
 from symphony.base.times import parse_instant
 from symphony.config.stages import StageOutcome
-from symphony.core.stage_outcomes import PlannedComment, PublishIntent, TransitionPlan
+from symphony.core.stage_outcomes import PlannedComment, PublishIntent, RunPush, TransitionPlan
 from symphony.core.state import PullRecord, ReviewRequest, RunLedger
 
 
@@ -93,7 +93,15 @@ def _intent(data: Any) -> PublishIntent | None:
         str(data["title_template"]), str(data["body"]), data.get("base"), bool(data.get("draft")),
         tuple(data.get("labels") or ()), tuple(data.get("replies") or ()),
         data.get("head"), data.get("branch"), str(data.get("answer") or ""),
+        _run_push(data.get("pushed")),
     )  # fmt: skip
+
+
+def _run_push(data: Any) -> RunPush | None:
+    if not isinstance(data, dict):
+        return None
+    return RunPush(str(data.get("branch") or ""), str(data.get("sha") or ""),
+                   str(data.get("refused") or ""), bool(data.get("suspected")))  # fmt: skip
 
 
 def pull_to_json(record: PullRecord) -> str:

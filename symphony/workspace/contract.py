@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from symphony.workspace.diff import BranchDiff
 from symphony.workspace.git import Git
 from symphony.workspace.local import Workspace
 
@@ -20,6 +21,10 @@ from symphony.workspace.local import Workspace
 class Workspaces(Protocol):
     git: Git
     """Where git answers about these workspaces: on their host."""
+    outlives_run: bool
+    """Whether a ticket's workspace is still there after its run (here, an SSH host); a
+    run's pod ends with its run, so what the daemon does later from the workspace (the push
+    of a publication) is done at the run's hand-off instead."""
 
     @property
     def root(self) -> Path: ...
@@ -68,3 +73,23 @@ class Workspaces(Protocol):
     async def write_evidence(self, identifier: str, evidence: Mapping[str, Any]) -> None: ...
 
     async def read_evidence(self, identifier: str) -> dict[str, Any] | None: ...
+
+    async def branch_diff(
+        self, identifier: str, base: str, env: Mapping[str, str]
+    ) -> BranchDiff | None:
+        """The ticket's branch against `base`, for a person's review: read in its workspace,
+        or, for one that ended with its run, as its last hand-off kept it here."""
+        ...
+
+    async def end_leftovers(self) -> None:
+        """In a workspace that ends with its run, once its agent has stopped and before the
+        daemon's own work there with its token (a pod's hand-off): end every process the run
+        left. Nothing to do where the workspace stays."""
+        ...
+
+    async def keep_for_review(
+        self, identifier: str, workspace: Workspace, base: str, env: Mapping[str, str]
+    ) -> None:
+        """At a hand-off, keep on this machine what the review page reads of a workspace that
+        ends with its run (`outlives_run` false); nothing to do where the workspace stays."""
+        ...

@@ -61,6 +61,13 @@ class FileDiff:
             "collapsed": self.collapsed,
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FileDiff:
+        return cls(
+            str(data["path"]), str(data["status"]), data.get("added"), data.get("removed"),
+            data.get("patch"), data.get("collapsed"), data.get("old_path"),
+        )  # fmt: skip
+
 
 @dataclass(frozen=True, slots=True)
 class BranchDiff:
@@ -78,6 +85,12 @@ class BranchDiff:
             "added": sum(f.added or 0 for f in self.files),
             "removed": sum(f.removed or 0 for f in self.files),
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BranchDiff:
+        """What `to_json` wrote (a pod's hand-off keeps it on this machine)."""
+        files = tuple(FileDiff.from_json(f) for f in data.get("files") or ())
+        return cls(str(data["base"]), data.get("head"), files, int(data.get("more_files") or 0))
 
 
 async def branch_diff(

@@ -47,6 +47,8 @@ from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST, LocalHost
 from symphony.hosts.shell import ScriptOutcome, ScriptResult
+from symphony.workspace.diff import BranchDiff
+from symphony.workspace.diff import branch_diff as read_branch_diff
 from symphony.workspace.facts import read_evidence_file, write_evidence_file
 from symphony.workspace.git import LOCAL_GIT, git_output
 from symphony.workspace.marks import MARKS_DIR, OwnershipMarks
@@ -144,6 +146,8 @@ class WorkspaceManager:
     manager, so a hook always runs with the settings of the manager that started it.
     """
 
+    outlives_run = True
+
     def __init__(
         self,
         root: Path,
@@ -206,6 +210,19 @@ class WorkspaceManager:
     async def peer_paths(self, identifiers: Sequence[str]) -> list[tuple[str, Path]]:
         """Those of `identifiers` with a workspace of symphony's here, and its path."""
         return [(i, path) for i in identifiers if (path := self.owned_path(i)) is not None]
+
+    async def branch_diff(
+        self, identifier: str, base: str, env: Mapping[str, str]
+    ) -> BranchDiff | None:
+        return await read_branch_diff(self.path_for(identifier), base, env)
+
+    async def end_leftovers(self) -> None:
+        return None
+
+    async def keep_for_review(
+        self, identifier: str, workspace: Workspace, base: str, env: Mapping[str, str]
+    ) -> None:
+        return None
 
     async def merge_target(self) -> tuple[str, str] | None:
         """(name, ref) of the branch a ticket's work must merge onto, fetched fresh, in

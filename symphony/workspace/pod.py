@@ -6,17 +6,23 @@ the cluster has no room), then makes `/workspace/<key>` in it the ticket's check
 `workspace.strategy: worktree` a clone of `workspace.repository` on the ticket's branch (the
 code host's token, when the repository needs one, goes to that one git command on its stdin
 and to a credential helper that reads it from there; never a command line, never a file),
-then `after_create`. Hooks and gates run in the pod; `after_run` deletes it, with its
-NetworkPolicy. Every run starts from a fresh checkout, so no thread is resumed across runs.
+then `after_create`; a branch an earlier run of the ticket pushed is checked out where it
+left off. Hooks and gates run in the pod; `after_run` deletes it, with its NetworkPolicy.
+Every run starts from a fresh checkout, so no thread is resumed across runs.
 
-What another part of the daemon asks later of a ticket's workspace (its evidence file, a
-merge check, `remove`) finds nothing: the pod and its workspace ended with the run.
+The workspace ends with the run (`outlives_run` false), so what the daemon needs of it later
+is done at the hand-off, in the pod: the branch pushed (`symphony.daemon.publish.
+push_before_end`) and the branch's diff kept on this machine (`keep_for_review`), beside the
+evidence once published, in a folder per ticket that `remove` deletes. The merge check
+onto the base uses the clone's `origin/<base>`; other tickets' workspaces are not here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -30,6 +36,9 @@ from symphony.config.sections import HooksSettings
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.manifests import WORKSPACE
 from symphony.hosts.kubernetes.pods import PodFailed, Pods
+from symphony.workspace.diff import BranchDiff
+from symphony.workspace.diff import branch_diff as read_branch_diff
+from symphony.workspace.facts import read_evidence_file, write_evidence_file
 from symphony.workspace.git import Git
 from symphony.workspace.local import (
     HOOK_FAILED,
@@ -47,6 +56,8 @@ from symphony.workspace.local import (
 log = structlog.get_logger(__name__)
 
 CLONE_TIMEOUT_MS = 600_000
+KEPT_DIFF = "diff.json"
+_END_ALL = "kill -KILL -1 2>/dev/null; exit 0"
 
 # The ticket's checkout, in the empty workspace (or the kept claim's): the token is read by the
 # credential helper from this command's environment (sent on stdin); git never stores it.
@@ -56,6 +67,7 @@ helper='!f() { test "$1" = get || exit 0; echo "username=$SYMPHONY_CLONE_USER";'
 helper="$helper"' echo "password=$SYMPHONY_CLONE_TOKEN"; }; f'
 auth() { git -c credential.helper= -c "credential.helper=$helper" -c core.askPass= "$@"; }
 if [ -d .git ]; then  # a claim kept from the ticket's last run: its branch goes on
+  rm -f .git/symphony-start
   auth fetch --quiet origin
   if git rev-parse --verify --quiet "refs/heads/$SYMPHONY_BRANCH" >/dev/null; then
     git checkout --quiet "$SYMPHONY_BRANCH"; exit 0
@@ -68,6 +80,14 @@ if [ -n "$SYMPHONY_CLONE_BASE" ]; then
   git rev-parse --verify --quiet "origin/$start" >/dev/null && start="origin/$start"
 else
   start=$(git symbolic-ref --quiet --short refs/remotes/origin/HEAD || echo HEAD)
+fi
+pushed="refs/remotes/origin/$SYMPHONY_BRANCH"
+if git rev-parse --verify --quiet "$pushed" >/dev/null; then
+  # An earlier run pushed the branch: this one (a fix, a rework) goes on from it, and its
+  # evidence measures from where the branch left the base.
+  git checkout --quiet -B "$SYMPHONY_BRANCH" "$pushed"
+  git merge-base HEAD "$start" > .git/symphony-start 2>/dev/null || rm -f .git/symphony-start
+  exit 0
 fi
 git checkout --quiet -B "$SYMPHONY_BRANCH" "$start"
 """
@@ -86,6 +106,9 @@ class CloneSource:
 
 
 class PodWorkspaces:
+    outlives_run = False
+    """The workspace ends with the run's pod: a publishing hand-off pushes before it does."""
+
     def __init__(
         self,
         pods: Pods,
@@ -97,6 +120,7 @@ class PodWorkspaces:
         run: str,
         network: Network,
         clone: CloneSource | None = None,
+        kept: Path | None = None,
     ) -> None:
         self.pods = pods
         self.host = host
@@ -106,6 +130,9 @@ class PodWorkspaces:
         self._env = dict(env)
         self._ticket, self._run, self._network = ticket, run, network
         self._clone = clone
+        self._kept = kept
+        """Where a hand-off's evidence and diff are kept on this machine, a folder per ticket,
+        for the review page once the pod has gone (None: nowhere)."""
         self.git = Git(host)
         """In the pod; once it ended, every answer is unknown."""
 
@@ -126,15 +153,73 @@ class PodWorkspaces:
         return None
 
     async def merge_target(self) -> tuple[str, str] | None:
-        return None
+        """`workspace.base` as the run's clone fetched it when the pod started (minutes ago,
+        not fetched again: the pod's git would need the token once more); None without one."""
+        if self._clone is None or not self._clone.base:
+            return None
+        return f"origin/{self._clone.base}", f"refs/remotes/origin/{self._clone.base}"
 
     async def prune(self) -> None:
         return None
 
+    def _kept_for(self, identifier: str) -> Path | None:
+        return self._kept / workspace_key(identifier) if self._kept is not None else None
+
     async def write_evidence(self, identifier: str, evidence: Mapping[str, Any]) -> None:
-        return None
+        """The hand-off's evidence, kept here beside its diff (the pod has gone by now)."""
+        kept = self._kept_for(identifier)
+        if kept is None:
+            return
+        try:
+            kept.mkdir(parents=True, exist_ok=True)
+            write_evidence_file(kept, evidence)
+        except OSError as exc:
+            log.warning("could not keep the evidence file", folder=str(kept), reason=str(exc))
 
     async def read_evidence(self, identifier: str) -> dict[str, Any] | None:
+        kept = self._kept_for(identifier)
+        return read_evidence_file(kept) if kept is not None else None
+
+    async def end_leftovers(self) -> None:
+        """SIGKILL every process in the pod but its waiting process (the container's init,
+        which a signal from inside its namespace never reaches) and this command itself: the
+        agent has stopped, so whatever is left is the run's (a child that left its group,
+        a daemon an agent started) and would see the environment of the push that follows."""
+        ended = await self.host.command(_END_ALL)
+        if ended.returncode != 0:
+            log.warning("leftover processes in the pod not ended", pod=self.host.name,
+                        reason=ended.reason())  # fmt: skip
+
+    async def keep_for_review(
+        self, identifier: str, workspace: Workspace, base: str, env: Mapping[str, str]
+    ) -> None:
+        """The branch's diff against `base`, read in the pod now and kept here as JSON: the
+        review page's view of the hand-off once the pod has gone. Best effort."""
+        kept = self._kept_for(identifier)
+        if kept is None:
+            return
+        diff = await read_branch_diff(workspace.path, base, env, self.git)
+        try:
+            kept.mkdir(parents=True, exist_ok=True)
+            target, temp = kept / KEPT_DIFF, kept / f".{KEPT_DIFF}.tmp"
+            if diff is None:
+                target.unlink(missing_ok=True)
+                return
+            temp.write_text(json.dumps(diff.to_json()), encoding="utf-8")
+            temp.replace(target)
+        except OSError as exc:
+            log.warning("could not keep the branch's diff", folder=str(kept), reason=str(exc))
+
+    async def branch_diff(
+        self, identifier: str, base: str, env: Mapping[str, str]
+    ) -> BranchDiff | None:
+        """As the ticket's last hand-off kept it (its pod has gone)."""
+        kept = self._kept_for(identifier)
+        if kept is None:
+            return None
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            data = json.loads((kept / KEPT_DIFF).read_text(encoding="utf-8"))
+            return BranchDiff.from_json(data) if isinstance(data, dict) else None
         return None
 
     async def peer_paths(self, identifiers: Sequence[str]) -> list[tuple[str, Path]]:
@@ -177,7 +262,8 @@ class PodWorkspaces:
             await self._end()
             raise
         said = await self.host.command(
-            'cd -- "$1" && git rev-parse --verify --quiet HEAD 2>/dev/null || true',
+            'cd -- "$1" && { cat .git/symphony-start 2>/dev/null'
+            " || git rev-parse --verify --quiet HEAD 2>/dev/null || true; }",
             str(workspace.path),
         )
         head = said.out.strip() if said.returncode == 0 else ""
@@ -231,8 +317,13 @@ class PodWorkspaces:
                 await asyncio.shield(self.pods.delete(self.host.pod))
 
     async def remove(self, identifier: str) -> bool:
-        """Nothing stays between runs: the workspace ended with its pod."""
-        return False
+        """The workspace ended with its pod; what its hand-off kept here goes now. False when
+        nothing was kept."""
+        kept = self._kept_for(identifier)
+        if kept is None or not kept.is_dir():
+            return False
+        await asyncio.to_thread(shutil.rmtree, kept, True)
+        return True
 
     def check_agent_cwd(self, workspace: Workspace) -> None:
         wanted = PurePosixPath(WORKSPACE) / workspace.key

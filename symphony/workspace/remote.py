@@ -26,6 +26,8 @@ import structlog
 from symphony.base.hosts import HOST_UNREACHABLE
 from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.hosts.ssh import SshHost
+from symphony.workspace.diff import BranchDiff
+from symphony.workspace.diff import branch_diff as read_branch_diff
 from symphony.workspace.facts import EVIDENCE_DIR, EVIDENCE_FILE
 from symphony.workspace.git import Git
 from symphony.workspace.local import (
@@ -72,6 +74,8 @@ exit 0
 
 
 class RemoteWorkspaces:
+    outlives_run = True
+
     def __init__(
         self,
         host: SshHost,
@@ -135,6 +139,19 @@ class RemoteWorkspaces:
         with contextlib.suppress(ValueError):
             data = json.loads(said.out) if said.returncode == 0 and said.out.strip() else None
             return data if isinstance(data, dict) else None
+        return None
+
+    async def branch_diff(
+        self, identifier: str, base: str, env: Mapping[str, str]
+    ) -> BranchDiff | None:
+        return await read_branch_diff(self.path_for(identifier), base, env, self.git)
+
+    async def end_leftovers(self) -> None:
+        return None
+
+    async def keep_for_review(
+        self, identifier: str, workspace: Workspace, base: str, env: Mapping[str, str]
+    ) -> None:
         return None
 
     async def peer_paths(self, identifiers: Sequence[str]) -> list[tuple[str, Path]]:

@@ -25,7 +25,14 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
+from symphony.config.kubernetes import KubernetesSettings
+from symphony.config.sandbox import Network
+from symphony.config.sections import HooksSettings
+from symphony.hosts.kubernetes.kubectl import Kubectl
+from symphony.hosts.kubernetes.pods import Pods
+from symphony.workspace.pod import PodWorkspaces
 from tests.harness import Board, Daemon, wait_until
 
 pytestmark = pytest.mark.slow
@@ -291,3 +298,124 @@ def test_the_pod_s_workspace_is_a_clone_of_the_repository_on_the_ticket_s_branch
     said = (lab.shared / "checkout.txt").read_text().splitlines()
     assert said == ["agent/ABC-1", "the start", "hello"]
     assert not (board.root / "workspaces" / "ABC-1").exists()  # nothing made on this machine
+
+
+def bare_repository(lab: Cluster) -> Path:
+    """A bare repository with one commit on main, at the same path here and in every pod (the
+    folder the shim mounts), owned by the pods' user, who pushes to it."""
+    source = lab.base / "seed"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main", str(source)], check=True)
+    (source / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    subprocess.run([*git, "-C", str(source), "add", "calc.py"], check=True)
+    subprocess.run([*git, "-C", str(source), "commit", "-qm", "Start"], check=True)
+    bare = lab.shared / "remote.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(source), str(bare)], check=True)
+    if os.geteuid() == 0:  # the pod's user clones it and pushes to it
+        for path in [bare, *bare.rglob("*")]:
+            os.chown(path, 10001, 10001)
+    return bare
+
+
+def branch_log(bare: Path, branch: str) -> list[str]:
+    said = subprocess.run(
+        ["git", "--git-dir", str(bare), "log", "--format=%H %an %s", f"refs/heads/{branch}"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    return said.stdout.splitlines() if said.returncode == 0 else []
+
+
+def test_a_stage_run_in_a_pod_publishes_its_branch_and_a_rework_goes_on_from_it(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    lab = cluster
+    bare = bare_repository(lab)
+    shutil.copy(REPO / "examples" / "quickstart" / "demo_agent.py", lab.shared)
+    board = Board(tmp_path)
+    board.ticket("ABC-1", title="Let `calc.py` subtract")
+    board.write_workflow(
+        tracker={"kind": "local", "provider": {"path": "board"},
+                 "terminal_states": ["Done", "Cancelled"]},
+        codex={"command": f"python3 {lab.shared / 'demo_agent.py'}", "read_timeout_ms": 20_000},
+        worker={"kubernetes": {"image": IMAGE, "namespace": "agents", "max_pods": 1},
+                "ssh": {"pass_env": ["DEMO_AGENT_*"]}},
+        polling_ms=300,
+        prompt="Stage: {{ stage }}\nWork on {{ issue.identifier }}: {{ issue.title }}\n"
+               "{% for c in comments %}{{ c.body }}\n{% endfor %}",
+        workspace={"root": "workspaces", "strategy": "worktree", "repository": str(bare),
+                   "base": "main", "branch": "agent/{{ issue.identifier }}"},
+        stages={"implement": {
+            "states": ["Todo", "Rework"], "on_success": "Human Review", "evidence": True,
+            "verify": [{"name": "committed", "run": 'test -z "$(git status --porcelain)"'}],
+            "publish": {"base": "main", "labels": ["agent"]},
+        }},
+        escalation_state="Needs Attention",
+        repository={"kind": "local", "path": "pulls", "remote": str(bare)},
+        follow={"interval_ms": 300, "on_changes_requested": "Rework", "on_merged": "Done"},
+    )  # fmt: skip
+    env = lab.env(DEMO_AGENT_DELAY_MS="0")
+    daemon = Daemon(board, env, "--port", "0")
+    pull_file = board.root / "pulls" / "1.md"
+    try:
+        url = daemon.url()
+        assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 90), "".join(
+            daemon.lines
+        )
+        # The review page reads the evidence and the diff the hand-off kept, the pod gone.
+        review = httpx.get(f"{url}api/v1/ABC-1/review").json()
+        assert review["evidence"]["workspace"]["branch"] == "agent/ABC-1", review
+        merge = review["evidence"]["workspace"]["merge"]  # checked in the pod, onto its clone's
+        assert merge == {"onto": "origin/main", "clean": True, "files": []}, merge
+        paths = [f["path"] for f in review["diff"]["files"]]
+        assert paths == ["NOTES/ABC-1.md", "calc.py"], review["diff"]
+        # The pod pushed the agent's commit; the daemon opened the pull request from it.
+        first = branch_log(bare, "agent/ABC-1")
+        assert first and first[0].split()[1] == "symphony-demo", first
+        head = first[0].split()[0]
+        assert wait_until(pull_file.exists, 20)
+        front = yaml.safe_load(pull_file.read_text().split("---")[1])
+        assert (front["branch"], front["base"], front["state"]) == ("agent/ABC-1", "main", "open")
+        assert "**Evidence** for ABC-1" in pull_file.read_text()
+        assert "pull_request:" in (board.tickets / "ABC-1.md").read_text()
+        assert wait_until(lambda: not pods_of(lab), 20), pods_of(lab)  # no pod held meanwhile
+        # A reviewer asks for changes: the Rework run's new pod goes on from the pushed branch,
+        # and its hand-off pushes on top (never forced: a fresh start would be refused).
+        text = pull_file.read_text().replace("review: none", "review: changes_requested", 1)
+        pull_file.write_text(text.replace('review_comment: ""', "review_comment: Subtract too.", 1))
+        assert wait_until(lambda: len(branch_log(bare, "agent/ABC-1")) > len(first), 90), "".join(
+            daemon.lines
+        )
+        assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 60)
+    finally:
+        assert daemon.stop() == 0
+    log = "".join(daemon.lines)
+    second = branch_log(bare, "agent/ABC-1")
+    assert second[-len(first) :] == first  # the first run's commits are still there
+    assert "publish_failed" not in log and "Needs Attention" not in board.state_of("ABC-1")
+    assert log.count("branch pushed before the workspace ended") == 2, log
+    assert head != second[0].split()[0]
+    assert len(list((board.root / "pulls").glob("*.md"))) == 1  # one pull request, updated
+    assert wait_until(lambda: not pods_of(lab), 20), pods_of(lab)
+
+
+async def test_before_a_push_every_process_the_run_left_in_its_pod_is_ended(
+    cluster: Cluster,
+) -> None:
+    lab = cluster
+    kubectl = Kubectl(KubernetesSettings(image=IMAGE, namespace="agents"), lab.env())
+    pods = Pods(kubectl, "inst-leftovers", poll_s=0.1)
+    host = await pods.start("ABC-1", "run-1", Network.NONE)
+    workspaces = PodWorkspaces(pods, host, HooksSettings(), env={}, ticket="ABC-1", run="run-1",
+                               network=Network.NONE)  # fmt: skip
+    pids = "for p in /proc/[0-9]*; do cat $p/cmdline | tr '\\0' ' '; echo; done"
+    try:
+        left = await host.command("setsid sleep 600 >/dev/null 2>&1 < /dev/null & echo left")
+        assert left.returncode == 0 and left.out.strip() == "left"
+        before = (await host.command(pids)).out
+        assert "sleep 600" in before, before
+        await workspaces.end_leftovers()
+        after = await host.command(pids)
+        assert after.returncode == 0  # the pod still runs: its waiting process was spared
+        assert "sleep 600" not in after.out, after.out
+    finally:
+        await pods.delete(host.pod)
