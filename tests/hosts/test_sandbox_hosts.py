@@ -230,7 +230,7 @@ async def test_the_model_network_reaches_allowed_hosts_through_the_proxy_only(
                 "unset NO_PROXY no_proxy; "
                 f"python3 fetch.py http://127.0.0.1:{allowed_port}/; "
                 f"python3 fetch.py http://127.0.0.1:{denied_port}/; "
-                f"bash -c 'exec 3<>/dev/tcp/127.0.0.1/{denied_port}' "
+                f"bash -c 'exec 3<>/dev/tcp/127.0.0.1/{denied_port}' 2>/dev/null "
                 "&& echo direct || echo no-direct"
             ))  # fmt: skip
     finally:

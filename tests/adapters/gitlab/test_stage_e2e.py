@@ -265,11 +265,19 @@ async def test_a_follow_up_issue_waits_for_its_blocker_to_close_and_then_runs(
             assert (created.title, created.description) == ("Second half", "The rest of the work.")
             assert created.labels == ["workflow::todo"] and created.blocked_by == [1]
             assert created.state == "opened"
+        # The poll that first saw the follow-up may have read its blocker before the hand-off
+        # moved it: the reason names the blocker's state as of the latest poll.
         daemon.orchestrator.request_refresh()
-        await daemon.until(lambda: "2" in daemon.orchestrator.board.rows)
-        row = daemon.orchestrator.view.issue_snapshot(f"{PROJECT}#2")
-        assert row is not None and row["status"] == "waiting"
-        assert row["reason"] == f"blocked by {PROJECT}#1 (Human Review)"
+
+        def waiting_on_the_review() -> bool:
+            row = daemon.orchestrator.view.issue_snapshot(f"{PROJECT}#2")
+            return (
+                row is not None
+                and row["status"] == "waiting"
+                and row["reason"] == f"blocked by {PROJECT}#1 (Human Review)"
+            )
+
+        await daemon.until(waiting_on_the_review)
         assert daemon.dispatches(f"{PROJECT}#2") == []
 
         gitlab.edit(1, state="closed")  # the person merges the work; GitLab closes the issue
