@@ -116,7 +116,9 @@ class _Sinks:
 
     def on_event(self, event: AgentEvent) -> None:
         if event.message:  # what an agent says enters the daemon here, masked
-            event = dataclasses.replace(event, message=self._ctx.masker.mask(event.message))
+            masked = self._ctx.masker.mask(event.message)
+            if masked != event.message:  # a copy only where a secret was taken out
+                event = dataclasses.replace(event, message=masked)
         log_agent_event(event)
         if not self._pending:
             self._loop.call_soon(self.flush)
