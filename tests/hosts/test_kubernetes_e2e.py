@@ -105,7 +105,8 @@ def cluster() -> Iterator[Cluster]:
         yield lab
     finally:
         for pod in pods_of(lab):
-            subprocess.run(["podman", "rm", "-f", "-t", "0", pod["Id"]], capture_output=True)
+            subprocess.run(["podman", "pod", "rm", "-f", "-t", "0", pod["PodName"]],
+                           capture_output=True)  # fmt: skip
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -121,10 +122,12 @@ def write_workflow(board: Board, lab: Cluster, max_pods: int, **sections: Any) -
 
 
 def pods_of(lab: Cluster) -> list[dict[str, Any]]:
-    """The containers standing for pods in this test's cluster (the shim's own label)."""
+    """The agent containers of the pods in this test's cluster (the shim's own label), each
+    naming its pod (`PodName`)."""
     listed = subprocess.run(
-        ["podman", "ps", "--all", "--filter", f"label=kubectl-shim.cluster={lab.base / 'state'}",
-         "--format", "json"], capture_output=True, text=True, check=True,
+        ["podman", "ps", "--all", "--pod", "--format", "json",
+         "--filter", f"label=kubectl-shim.cluster={lab.base / 'state'}"],
+        capture_output=True, text=True, check=True,
     )  # fmt: skip
     return list(json.loads(listed.stdout or "[]"))
 
@@ -198,7 +201,7 @@ def test_a_daemon_killed_with_a_pod_running_leaves_nothing_behind_after_its_rest
         first.wait_for("agent turn_started")
     finally:
         first.kill9()
-    (orphan,) = [p["Names"][0] for p in pods_of(lab)]
+    (orphan,) = [p["PodName"] for p in pods_of(lab)]
     assert [p["State"] for p in pods_of(lab)] == ["running"]  # kill -9 left the pod running
     checked = subprocess.run(
         [sys.executable, "-m", "symphony", "check"], cwd=board.root, env={**os.environ, **env},
@@ -213,7 +216,7 @@ def test_a_daemon_killed_with_a_pod_running_leaves_nothing_behind_after_its_rest
     try:
         second.wait_for("deleted pods an earlier daemon left running", timeout=60)
         assert wait_until(lambda: len(lab.records()) == 2, 60), "".join(second.lines)
-        assert orphan not in [p["Names"][0] for p in pods_of(lab)]
+        assert orphan not in [p["PodName"] for p in pods_of(lab)]
         assert len(pods_of(lab)) == 1  # the restarted run's own pod, and only it
     finally:
         assert second.stop() == 0
