@@ -1,7 +1,8 @@
 """Agents in pods, through the real CLI and a `kubectl` backed by real podman
 (`tests/hosts/kubectl_shim`): three tickets with `max_pods: 2` (one waits, and one pod waits
 for room in the cluster, said as such), a daemon killed with a pod running whose restart
-leaves nothing behind, and a run with `network: none` that cannot reach this machine.
+leaves nothing behind, a run with `network: none` that cannot reach this machine, and a pod
+that runs under what its manifest says (the shim plays it with `podman kube play`).
 
 The pods run a small Debian image with git, sh and python3 (`scripts/build-sandbox-image`),
 and the scripted agent from a folder the shim mounts into every pod. Needs podman and runc
@@ -10,6 +11,7 @@ and the scripted agent from a folder the shim mounts into every pod. Needs podma
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -26,6 +28,10 @@ from typing import Any
 import httpx
 import pytest
 
+from symphony.config.kubernetes import KubernetesSettings
+from symphony.config.sandbox import Network
+from symphony.hosts.kubernetes.manifests import instance_selector, network_policy, pod_manifest
+from symphony.hosts.kubernetes.status import pod_state
 from tests.harness import Board, Daemon, wait_until
 
 pytestmark = pytest.mark.slow
@@ -254,6 +260,70 @@ def test_a_run_with_network_none_cannot_reach_this_machine(
         listener.close()
     assert (lab.shared / "net.txt").read_text().split() == ["lo"]
     assert (lab.shared / "reach.txt").read_text().strip() == "unreachable"
+
+
+def shim(lab: Cluster, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The shim's `kubectl -n agents ARGS`, as the daemon runs it."""
+    argv = [str(SHIM / "kubectl"), "-n", "agents", *args]
+    env = {**os.environ, **lab.env()}
+    return subprocess.run(argv, input=stdin, env=env, capture_output=True, text=True)
+
+
+# What the pod's process is allowed, as it sees it: user, capabilities, no_new_privs, the root
+# mount's options, which volumes it may write, its memory limit (cgroup v1 or v2), any
+# service-account token or service variable.
+PROBE = r"""
+echo "ids $(id -u) $(id -g)"
+grep -E '^(CapBnd|NoNewPrivs|Seccomp):' /proc/self/status
+echo "root $(awk '$2 == "/" {split($4, o, ","); print o[1]}' /proc/mounts | tail -1)"
+for d in / /workspace /home/agent /tmp; do
+  if touch "$d/probe" 2>/dev/null; then echo "writes $d"; fi
+done
+cg=/sys/fs/cgroup; echo "memory $(cat $cg/memory.max $cg/memory/memory.limit_in_bytes 2>/dev/null)"
+ls /var/run/secrets/kubernetes.io 2>/dev/null && echo token
+env | grep -c '_SERVICE_HOST=' || true
+"""
+
+
+def test_a_pod_runs_under_the_security_context_volumes_and_limits_of_its_manifest(
+    cluster: Cluster,
+) -> None:
+    lab = cluster
+    settings = KubernetesSettings(
+        image=IMAGE, namespace="agents", resources=(("cpu", "1"), ("memory", "512Mi"))
+    )
+    pod = pod_manifest(settings, "inst-1", "ABC-1", "run-1")
+    name = pod["metadata"]["name"]
+    listed = {"kind": "List", "items": [pod, network_policy(pod, Network.NONE)]}
+    assert shim(lab, "apply", "-f", "-", stdin=json.dumps(listed)).returncode == 0
+    got = shim(lab, "get", "pods", "-l", instance_selector("inst-1"), "-o", "json")
+    (item,) = json.loads(got.stdout)["items"]
+    assert pod_state(item).kind == "ready"
+    assert item["metadata"]["labels"] == pod["metadata"]["labels"]
+    said = shim(lab, "exec", name, "-c", "agent", "--", "/bin/sh", "-c", PROBE).stdout.split("\n")
+    assert "ids 10001 10001" in said, said
+    assert "CapBnd:\t0000000000000000" in said and "NoNewPrivs:\t1" in said
+    assert "Seccomp:\t2" in said  # podman's default filter
+    assert "root ro" in said
+    assert [x for x in said if x.startswith("writes")] == [
+        "writes /workspace", "writes /home/agent", "writes /tmp"
+    ]  # fmt: skip
+    assert f"memory {512 * 2**20}" in said
+    assert "token" not in said and said[-2] == "0"  # no service account, no service variables
+    # A manifest whose container would run as root under runAsNonRoot is refused, as the
+    # kubelet refuses it (podman itself would run it).
+    as_root = copy.deepcopy(pod)
+    as_root["metadata"]["name"] = "as-root"
+    del as_root["spec"]["securityContext"]["runAsUser"]
+    del as_root["spec"]["containers"][0]["securityContext"]["runAsUser"]
+    assert shim(lab, "apply", "-f", "-", stdin=json.dumps(as_root)).returncode == 0
+    refused = pod_state(json.loads(shim(lab, "get", "pod", "as-root", "-o", "json").stdout))
+    assert refused.kind == "failed" and "runAsNonRoot" in refused.message
+    deleted = shim(lab, "delete", f"pod/{name}", "pod/as-root", f"networkpolicy/{name}")
+    assert deleted.returncode == 0
+    assert not pods_of(lab)
+    assert json.loads(shim(lab, "get", "pods", "-l", "app.kubernetes.io/managed-by=symphony",
+                           "-o", "json").stdout)["items"] == []  # fmt: skip
 
 
 def test_the_pod_s_workspace_is_a_clone_of_the_repository_on_the_ticket_s_branch(
