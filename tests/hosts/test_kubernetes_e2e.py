@@ -1,11 +1,13 @@
 """Agents in pods, through the real CLI and a `kubectl` backed by real podman
 (`tests/hosts/kubectl_shim`): three tickets with `max_pods: 2` (one waits, and one pod waits
 for room in the cluster, said as such), a daemon killed with a pod running whose restart
-leaves nothing behind, a run with `network: none` that cannot reach this machine, and a pod
-that runs under what its manifest says (the shim plays it with `podman kube play`).
+leaves nothing behind, a run with `network: none` that cannot reach this machine, a pod that
+runs under what its manifest says (the shim plays it with `podman kube play`), and the real
+`codex app-server` completing a turn in a pod against a fake model on this machine.
 
 The pods run a small Debian image with git, sh and python3 (`scripts/build-sandbox-image`),
-and the scripted agent from a folder the shim mounts into every pod. Needs podman and runc
+and the scripted agent from a folder the shim mounts into every pod, or the pinned codex's
+static binary mounted read-only (`npm ci --prefix tests/e2e`). Needs podman and runc
 (scripts/test installs them): skipped without them, failed under SYMPHONY_REQUIRE_SANDBOX=1.
 """
 
@@ -32,6 +34,8 @@ from symphony.config.kubernetes import KubernetesSettings
 from symphony.config.sandbox import Network
 from symphony.hosts.kubernetes.manifests import instance_selector, network_policy, pod_manifest
 from symphony.hosts.kubernetes.status import pod_state
+from tests.e2e.conftest import CODEX_MISSING, CODEX_NATIVE, codex_command
+from tests.e2e.fake_model import CallTool, FakeModel, Say, Shell, Step
 from tests.harness import Board, Daemon, wait_until
 
 pytestmark = pytest.mark.slow
@@ -260,6 +264,66 @@ def test_a_run_with_network_none_cannot_reach_this_machine(
         listener.close()
     assert (lab.shared / "net.txt").read_text().split() == ["lo"]
     assert (lab.shared / "reach.txt").read_text().strip() == "unreachable"
+
+
+def test_the_real_codex_in_a_pod_completes_a_turn_against_a_model_on_this_machine(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    """The pinned `codex app-server` (its static binary, mounted read-only at /opt/codex) runs
+    in the pod with its home under /home/agent and reaches a fake model served here, as the
+    pod's network (`full`) lets it: podman names this machine `host.containers.internal`."""
+    if CODEX_NATIVE is None:
+        if os.environ.get("CI"):
+            pytest.fail(CODEX_MISSING)
+        pytest.skip(CODEX_MISSING)
+    lab = cluster
+    config = json.loads(lab.kubeconfig.read_text())
+    config["read_only"] = {"/opt/codex": str(CODEX_NATIVE.parents[1])}
+    lab.kubeconfig.write_text(json.dumps(config))
+    board = Board(tmp_path)
+    board.ticket("ABC-1", title="Say where you run")
+    steps: list[Step] = [
+        Shell('printf "%s %s\\n" "$(pwd)" "$(id -u)" > where.txt'),
+        CallTool("local_move_issue", {"state": "Human Review"}),
+        Say("ABC-1 is ready for review"),
+    ]
+    with FakeModel(steps, host="0.0.0.0") as model:
+        codex = codex_command(
+            f"http://host.containers.internal:{model.port}/v1", codex=Path("/opt/codex/bin/codex")
+        )
+        home = "/home/agent/.codex"
+        board.write_workflow(
+            codex={"command": f"mkdir -p {home} && PATH=/opt/codex/codex-path:$PATH "
+                              f"CODEX_HOME={home} RUST_LOG=warn exec {codex}",
+                   "approval_policy": "never", "read_timeout_ms": 60_000,
+                   "turn_timeout_ms": 120_000},
+            worker={"kubernetes": {"image": IMAGE, "namespace": "agents", "max_pods": 1}},
+            sandbox={"kind": "bwrap", "network": "full"},
+            # The workspace ends with the pod: what the agent left is copied out first.
+            hooks={"after_run": f"cp where.txt {lab.shared} && ls {home} > {lab.shared}/home.txt"},
+            polling_ms=300,
+        )  # fmt: skip
+        daemon = Daemon(board, lab.env())
+        try:
+            assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 120), "".join(
+                daemon.lines
+            )
+            assert wait_until(lambda: not pods_of(lab), 30), pods_of(lab)  # the run is over
+        finally:
+            assert daemon.stop() == 0
+    log = "".join(daemon.lines)
+    assert model.script_errors == [] and model.unexpected_requests == []
+    first = model.requests[0]
+    assert "Work on ABC-1:" in first.prompt and "Say where you run" in first.prompt
+    assert first.headers["host"] == f"host.containers.internal:{model.port}"
+    assert len(model.requests) == 3  # the command's output, then the move's, came back
+    moved = json.loads(model.requests[-1].tool_outputs()[-1])
+    assert moved["state"] == "Human Review" and moved["changed"] is True
+    # The shell command codex ran was in the pod's workspace, as the pod's user.
+    assert (lab.shared / "where.txt").read_text() == "/workspace/ABC-1 10001\n"
+    assert "sessions" in (lab.shared / "home.txt").read_text().split()  # its CODEX_HOME
+    assert 'event="turn completed"' in log and "retrying" not in log, log
+    assert 'event="worker done"' in log and 'reason="state is now Human Review"' in log, log
 
 
 def shim(lab: Cluster, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
