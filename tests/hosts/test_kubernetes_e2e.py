@@ -115,7 +115,7 @@ def cluster() -> Iterator[Cluster]:
         yield lab
     finally:
         for pod in pods_of(lab):
-            subprocess.run(["podman", "pod", "rm", "-f", "-t", "0", pod["PodName"]],
+            subprocess.run(["podman", "pod", "rm", "-f", "-t", "0", pod["Name"]],
                            capture_output=True)  # fmt: skip
         shutil.rmtree(base, ignore_errors=True)
 
@@ -132,10 +132,9 @@ def write_workflow(board: Board, lab: Cluster, max_pods: int, **sections: Any) -
 
 
 def pods_of(lab: Cluster) -> list[dict[str, Any]]:
-    """The agent containers of the pods in this test's cluster (the shim's own label), each
-    naming its pod (`PodName`)."""
+    """The podman pods of this test's cluster (the shim's own label): `Name`, `Status`."""
     listed = subprocess.run(
-        ["podman", "ps", "--all", "--pod", "--format", "json",
+        ["podman", "pod", "ps", "--format", "json",
          "--filter", f"label=kubectl-shim.cluster={lab.base / 'state'}"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
@@ -168,7 +167,7 @@ def test_three_tickets_with_max_pods_two_one_waits_and_a_pod_pending_for_room_is
             nonlocal peak_running, peak_pods
             state = httpx.get(f"{url}api/v1/state").json()
             peak_running = max(peak_running, len(state["running"]))
-            peak_pods = max(peak_pods, sum(1 for p in pods_of(lab) if p["State"] == "running"))
+            peak_pods = max(peak_pods, sum(1 for p in pods_of(lab) if p["Status"] == "Running"))
             pending_said.update(r["last_message"] for r in state["running"]
                                 if (r["last_message"] or "").startswith("Pending"))  # fmt: skip
             if pending_said:
@@ -211,8 +210,8 @@ def test_a_daemon_killed_with_a_pod_running_leaves_nothing_behind_after_its_rest
         first.wait_for("agent turn_started")
     finally:
         first.kill9()
-    (orphan,) = [p["PodName"] for p in pods_of(lab)]
-    assert [p["State"] for p in pods_of(lab)] == ["running"]  # kill -9 left the pod running
+    (orphan,) = [p["Name"] for p in pods_of(lab)]
+    assert [p["Status"] for p in pods_of(lab)] == ["Running"]  # kill -9 left the pod running
     checked = subprocess.run(
         [sys.executable, "-m", "symphony", "check"], cwd=board.root, env={**os.environ, **env},
         capture_output=True, text=True, timeout=60,
@@ -226,7 +225,7 @@ def test_a_daemon_killed_with_a_pod_running_leaves_nothing_behind_after_its_rest
     try:
         second.wait_for("deleted pods an earlier daemon left running", timeout=60)
         assert wait_until(lambda: len(lab.records()) == 2, 60), "".join(second.lines)
-        assert orphan not in [p["PodName"] for p in pods_of(lab)]
+        assert orphan not in [p["Name"] for p in pods_of(lab)]
         assert len(pods_of(lab)) == 1  # the restarted run's own pod, and only it
     finally:
         assert second.stop() == 0
@@ -385,7 +384,7 @@ def test_a_pod_runs_under_the_security_context_volumes_and_limits_of_its_manifes
     assert refused.kind == "failed" and "runAsNonRoot" in refused.message
     deleted = shim(lab, "delete", f"pod/{name}", "pod/as-root", f"networkpolicy/{name}")
     assert deleted.returncode == 0
-    assert not pods_of(lab)
+    assert wait_until(lambda: not pods_of(lab), 20), pods_of(lab)
     assert json.loads(shim(lab, "get", "pods", "-l", "app.kubernetes.io/managed-by=symphony",
                            "-o", "json").stdout)["items"] == []  # fmt: skip
 
