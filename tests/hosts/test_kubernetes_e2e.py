@@ -333,7 +333,7 @@ def shim(lab: Cluster, *args: str, stdin: str | None = None) -> subprocess.Compl
 
 
 # What the pod's process is allowed, as it sees it: user, capabilities, no_new_privs, the root
-# mount's options, which volumes it may write, its memory limit (cgroup v1 or v2), any
+# mount's options, which volumes it may write, its memory and cpu limits (cgroup v1 or v2), any
 # service-account token or service variable.
 PROBE = r"""
 echo "ids $(id -u) $(id -g)"
@@ -343,6 +343,7 @@ for d in / /workspace /home/agent /tmp; do
   if touch "$d/probe" 2>/dev/null; then echo "writes $d"; fi
 done
 cg=/sys/fs/cgroup; echo "memory $(cat $cg/memory.max $cg/memory/memory.limit_in_bytes 2>/dev/null)"
+echo "cpu $(cat $cg/cpu.max $cg/cpu/cpu.cfs_quota_us 2>/dev/null | cut -d' ' -f1)"
 ls /var/run/secrets/kubernetes.io 2>/dev/null && echo token
 env | grep -c '_SERVICE_HOST=' || true
 """
@@ -353,7 +354,7 @@ def test_a_pod_runs_under_the_security_context_volumes_and_limits_of_its_manifes
 ) -> None:
     lab = cluster
     settings = KubernetesSettings(
-        image=IMAGE, namespace="agents", resources=(("cpu", "1"), ("memory", "512Mi"))
+        image=IMAGE, namespace="agents", resources=(("cpu", "500m"), ("memory", "512Mi"))
     )
     pod = pod_manifest(settings, "inst-1", "ABC-1", "run-1")
     name = pod["metadata"]["name"]
@@ -371,7 +372,7 @@ def test_a_pod_runs_under_the_security_context_volumes_and_limits_of_its_manifes
     assert [x for x in said if x.startswith("writes")] == [
         "writes /workspace", "writes /home/agent", "writes /tmp"
     ]  # fmt: skip
-    assert f"memory {512 * 2**20}" in said
+    assert f"memory {512 * 2**20}" in said and "cpu 50000" in said  # half a cpu per 100 ms
     assert "token" not in said and said[-2] == "0"  # no service account, no service variables
     # A manifest whose container would run as root under runAsNonRoot is refused, as the
     # kubelet refuses it (podman itself would run it).
