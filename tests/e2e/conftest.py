@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import shlex
 import shutil
 import signal
@@ -46,6 +47,15 @@ def scratch_root() -> Path:
 
 
 SCRATCH_ROOT = scratch_root()
+
+CODEX_NATIVE = next(
+    (E2E_DIR / "node_modules" / "@openai").glob(
+        f"codex-linux-*/vendor/{platform.machine()}-unknown-linux-musl/bin/codex"
+    ),
+    None,
+)
+"""The platform's own codex binary the npm package ships (static, beside `../codex-path/rg`):
+it runs without node, in a container of any Linux (None: not installed)."""
 
 CLAUDE_BIN = E2E_DIR / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
 """The native Claude Code binary itself (the package's launcher only points at it)."""

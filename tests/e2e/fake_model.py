@@ -167,7 +167,9 @@ Event = tuple[str, dict[str, Any]]  # an SSE event: its type and its data
 class FakeModel:
     """The fake Responses API server; use it as a context manager."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, *, host: str = "127.0.0.1") -> None:
+        """`host`: the address it listens on (`0.0.0.0` for clients in containers, which reach
+        this machine by another address); `base_url` names 127.0.0.1 either way."""
         self.script = script
         self._lock = threading.Lock()
         self._requests: list[ModelRequest] = []
@@ -179,7 +181,7 @@ class FakeModel:
         self._call_ids = itertools.count(1)
         self._barriers: dict[str, threading.Barrier] = {}
         self._broken: list[str] = []
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = _Server((host, 0), _Handler)
         self._server.fake = self
         self._thread: threading.Thread | None = None
 

@@ -1,15 +1,19 @@
 """Agents in pods, through the real CLI and a `kubectl` backed by real podman
 (`tests/hosts/kubectl_shim`): three tickets with `max_pods: 2` (one waits, and one pod waits
 for room in the cluster, said as such), a daemon killed with a pod running whose restart
-leaves nothing behind, and a run with `network: none` that cannot reach this machine.
+leaves nothing behind, a run with `network: none` that cannot reach this machine, a pod that
+runs under what its manifest says (the shim plays it with `podman kube play`), and the real
+`codex app-server` completing a turn in a pod against a fake model on this machine.
 
 The pods run a small Debian image with git, sh and python3 (`scripts/build-sandbox-image`),
-and the scripted agent from a folder the shim mounts into every pod. Needs podman and runc
+and the scripted agent from a folder the shim mounts into every pod, or the pinned codex's
+static binary mounted read-only (`npm ci --prefix tests/e2e`). Needs podman and runc
 (scripts/test installs them): skipped without them, failed under SYMPHONY_REQUIRE_SANDBOX=1.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -31,8 +35,12 @@ from symphony.config.kubernetes import KubernetesSettings
 from symphony.config.sandbox import Network
 from symphony.config.sections import HooksSettings
 from symphony.hosts.kubernetes.kubectl import Kubectl
+from symphony.hosts.kubernetes.manifests import instance_selector, network_policy, pod_manifest
 from symphony.hosts.kubernetes.pods import Pods
+from symphony.hosts.kubernetes.status import pod_state
 from symphony.workspace.pod import PodWorkspaces
+from tests.e2e.conftest import CODEX_MISSING, CODEX_NATIVE, codex_command
+from tests.e2e.fake_model import CallTool, FakeModel, Say, Shell, Step
 from tests.harness import Board, Daemon, wait_until
 
 pytestmark = pytest.mark.slow
@@ -112,7 +120,8 @@ def cluster() -> Iterator[Cluster]:
         yield lab
     finally:
         for pod in pods_of(lab):
-            subprocess.run(["podman", "rm", "-f", "-t", "0", pod["Id"]], capture_output=True)
+            subprocess.run(["podman", "pod", "rm", "-f", "-t", "0", pod["Name"]],
+                           capture_output=True)  # fmt: skip
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -128,10 +137,11 @@ def write_workflow(board: Board, lab: Cluster, max_pods: int, **sections: Any) -
 
 
 def pods_of(lab: Cluster) -> list[dict[str, Any]]:
-    """The containers standing for pods in this test's cluster (the shim's own label)."""
+    """The podman pods of this test's cluster (the shim's own label): `Name`, `Status`."""
     listed = subprocess.run(
-        ["podman", "ps", "--all", "--filter", f"label=kubectl-shim.cluster={lab.base / 'state'}",
-         "--format", "json"], capture_output=True, text=True, check=True,
+        ["podman", "pod", "ps", "--format", "json",
+         "--filter", f"label=kubectl-shim.cluster={lab.base / 'state'}"],
+        capture_output=True, text=True, check=True,
     )  # fmt: skip
     return list(json.loads(listed.stdout or "[]"))
 
@@ -162,7 +172,7 @@ def test_three_tickets_with_max_pods_two_one_waits_and_a_pod_pending_for_room_is
             nonlocal peak_running, peak_pods
             state = httpx.get(f"{url}api/v1/state").json()
             peak_running = max(peak_running, len(state["running"]))
-            peak_pods = max(peak_pods, sum(1 for p in pods_of(lab) if p["State"] == "running"))
+            peak_pods = max(peak_pods, sum(1 for p in pods_of(lab) if p["Status"] == "Running"))
             pending_said.update(r["last_message"] for r in state["running"]
                                 if (r["last_message"] or "").startswith("Pending"))  # fmt: skip
             if pending_said:
@@ -205,8 +215,8 @@ def test_a_daemon_killed_with_a_pod_running_leaves_nothing_behind_after_its_rest
         first.wait_for("agent turn_started")
     finally:
         first.kill9()
-    (orphan,) = [p["Names"][0] for p in pods_of(lab)]
-    assert [p["State"] for p in pods_of(lab)] == ["running"]  # kill -9 left the pod running
+    (orphan,) = [p["Name"] for p in pods_of(lab)]
+    assert [p["Status"] for p in pods_of(lab)] == ["Running"]  # kill -9 left the pod running
     checked = subprocess.run(
         [sys.executable, "-m", "symphony", "check"], cwd=board.root, env={**os.environ, **env},
         capture_output=True, text=True, timeout=60,
@@ -220,7 +230,7 @@ def test_a_daemon_killed_with_a_pod_running_leaves_nothing_behind_after_its_rest
     try:
         second.wait_for("deleted pods an earlier daemon left running", timeout=60)
         assert wait_until(lambda: len(lab.records()) == 2, 60), "".join(second.lines)
-        assert orphan not in [p["Names"][0] for p in pods_of(lab)]
+        assert orphan not in [p["Name"] for p in pods_of(lab)]
         assert len(pods_of(lab)) == 1  # the restarted run's own pod, and only it
     finally:
         assert second.stop() == 0
@@ -258,6 +268,131 @@ def test_a_run_with_network_none_cannot_reach_this_machine(
         listener.close()
     assert (lab.shared / "net.txt").read_text().split() == ["lo"]
     assert (lab.shared / "reach.txt").read_text().strip() == "unreachable"
+
+
+def test_the_real_codex_in_a_pod_completes_a_turn_against_a_model_on_this_machine(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    """The pinned `codex app-server` (its static binary, mounted read-only at /opt/codex) runs
+    in the pod with its home under /home/agent and reaches a fake model served here, as the
+    pod's network (`full`) lets it: podman names this machine `host.containers.internal`."""
+    if CODEX_NATIVE is None:
+        if os.environ.get("CI"):
+            pytest.fail(CODEX_MISSING)
+        pytest.skip(CODEX_MISSING)
+    lab = cluster
+    config = json.loads(lab.kubeconfig.read_text())
+    config["read_only"] = {"/opt/codex": str(CODEX_NATIVE.parents[1])}
+    lab.kubeconfig.write_text(json.dumps(config))
+    board = Board(tmp_path)
+    board.ticket("ABC-1", title="Say where you run")
+    steps: list[Step] = [
+        Shell('printf "%s %s\\n" "$(pwd)" "$(id -u)" > where.txt'),
+        CallTool("local_move_issue", {"state": "Human Review"}),
+        Say("ABC-1 is ready for review"),
+    ]
+    with FakeModel(steps, host="0.0.0.0") as model:
+        codex = codex_command(
+            f"http://host.containers.internal:{model.port}/v1", codex=Path("/opt/codex/bin/codex")
+        )
+        home = "/home/agent/.codex"
+        board.write_workflow(
+            codex={"command": f"mkdir -p {home} && PATH=/opt/codex/codex-path:$PATH "
+                              f"CODEX_HOME={home} RUST_LOG=warn exec {codex}",
+                   "approval_policy": "never", "read_timeout_ms": 60_000,
+                   "turn_timeout_ms": 120_000},
+            worker={"kubernetes": {"image": IMAGE, "namespace": "agents", "max_pods": 1}},
+            sandbox={"kind": "bwrap", "network": "full"},
+            # The workspace ends with the pod: what the agent left is copied out first.
+            hooks={"after_run": f"cp where.txt {lab.shared} && ls {home} > {lab.shared}/home.txt"},
+            polling_ms=300,
+        )  # fmt: skip
+        daemon = Daemon(board, lab.env())
+        try:
+            assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 120), "".join(
+                daemon.lines
+            )
+            assert wait_until(lambda: not pods_of(lab), 30), pods_of(lab)  # the run is over
+        finally:
+            assert daemon.stop() == 0
+    log = "".join(daemon.lines)
+    assert model.script_errors == [] and model.unexpected_requests == []
+    first = model.requests[0]
+    assert "Work on ABC-1:" in first.prompt and "Say where you run" in first.prompt
+    assert first.headers["host"] == f"host.containers.internal:{model.port}"
+    assert len(model.requests) == 3  # the command's output, then the move's, came back
+    moved = json.loads(model.requests[-1].tool_outputs()[-1])
+    assert moved["state"] == "Human Review" and moved["changed"] is True
+    # The shell command codex ran was in the pod's workspace, as the pod's user.
+    assert (lab.shared / "where.txt").read_text() == "/workspace/ABC-1 10001\n"
+    assert "sessions" in (lab.shared / "home.txt").read_text().split()  # its CODEX_HOME
+    assert 'event="turn completed"' in log and "retrying" not in log, log
+    assert 'event="worker done"' in log and 'reason="state is now Human Review"' in log, log
+
+
+def shim(lab: Cluster, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The shim's `kubectl -n agents ARGS`, as the daemon runs it."""
+    argv = [str(SHIM / "kubectl"), "-n", "agents", *args]
+    env = {**os.environ, **lab.env()}
+    return subprocess.run(argv, input=stdin, env=env, capture_output=True, text=True)
+
+
+# What the pod's process is allowed, as it sees it: user, capabilities, no_new_privs, the root
+# mount's options, which volumes it may write, its memory and cpu limits (cgroup v1 or v2), any
+# service-account token or service variable.
+PROBE = r"""
+echo "ids $(id -u) $(id -g)"
+grep -E '^(CapBnd|NoNewPrivs|Seccomp):' /proc/self/status
+echo "root $(awk '$2 == "/" {split($4, o, ","); print o[1]}' /proc/mounts | tail -1)"
+for d in / /workspace /home/agent /tmp; do
+  if touch "$d/probe" 2>/dev/null; then echo "writes $d"; fi
+done
+cg=/sys/fs/cgroup; echo "memory $(cat $cg/memory.max $cg/memory/memory.limit_in_bytes 2>/dev/null)"
+echo "cpu $(cat $cg/cpu.max $cg/cpu/cpu.cfs_quota_us 2>/dev/null | cut -d' ' -f1)"
+ls /var/run/secrets/kubernetes.io 2>/dev/null && echo token
+env | grep -c '_SERVICE_HOST=' || true
+"""
+
+
+def test_a_pod_runs_under_the_security_context_volumes_and_limits_of_its_manifest(
+    cluster: Cluster,
+) -> None:
+    lab = cluster
+    settings = KubernetesSettings(
+        image=IMAGE, namespace="agents", resources=(("cpu", "500m"), ("memory", "512Mi"))
+    )
+    pod = pod_manifest(settings, "inst-1", "ABC-1", "run-1")
+    name = pod["metadata"]["name"]
+    listed = {"kind": "List", "items": [pod, network_policy(pod, Network.NONE)]}
+    assert shim(lab, "apply", "-f", "-", stdin=json.dumps(listed)).returncode == 0
+    got = shim(lab, "get", "pods", "-l", instance_selector("inst-1"), "-o", "json")
+    (item,) = json.loads(got.stdout)["items"]
+    assert pod_state(item).kind == "ready"
+    assert item["metadata"]["labels"] == pod["metadata"]["labels"]
+    said = shim(lab, "exec", name, "-c", "agent", "--", "/bin/sh", "-c", PROBE).stdout.split("\n")
+    assert "ids 10001 10001" in said, said
+    assert "CapBnd:\t0000000000000000" in said and "NoNewPrivs:\t1" in said
+    assert "Seccomp:\t2" in said  # podman's default filter
+    assert "root ro" in said
+    assert [x for x in said if x.startswith("writes")] == [
+        "writes /workspace", "writes /home/agent", "writes /tmp"
+    ]  # fmt: skip
+    assert f"memory {512 * 2**20}" in said and "cpu 50000" in said  # half a cpu per 100 ms
+    assert "token" not in said and said[-2] == "0"  # no service account, no service variables
+    # A manifest whose container would run as root under runAsNonRoot is refused, as the
+    # kubelet refuses it (podman itself would run it).
+    as_root = copy.deepcopy(pod)
+    as_root["metadata"]["name"] = "as-root"
+    del as_root["spec"]["securityContext"]["runAsUser"]
+    del as_root["spec"]["containers"][0]["securityContext"]["runAsUser"]
+    assert shim(lab, "apply", "-f", "-", stdin=json.dumps(as_root)).returncode == 0
+    refused = pod_state(json.loads(shim(lab, "get", "pod", "as-root", "-o", "json").stdout))
+    assert refused.kind == "failed" and "runAsNonRoot" in refused.message
+    deleted = shim(lab, "delete", f"pod/{name}", "pod/as-root", f"networkpolicy/{name}")
+    assert deleted.returncode == 0
+    assert wait_until(lambda: not pods_of(lab), 20), pods_of(lab)
+    assert json.loads(shim(lab, "get", "pods", "-l", "app.kubernetes.io/managed-by=symphony",
+                           "-o", "json").stdout)["items"] == []  # fmt: skip
 
 
 def test_the_pod_s_workspace_is_a_clone_of_the_repository_on_the_ticket_s_branch(
