@@ -29,7 +29,6 @@ from symphony.base.fences import new_marks
 from symphony.base.hosts import LOCAL
 from symphony.base.secrets import SecretMasker
 from symphony.codehost.contract import CodeHost
-from symphony.config.sandbox import Network
 from symphony.config.sections import Settings
 from symphony.daemon import follow, writes
 from symphony.daemon.events import Clock, PullRead, QueueEvent, RefreshRequested, WorkerExited
@@ -174,8 +173,7 @@ class Performer:
         sandbox = settings.sandbox_for(stage)
         place = places.for_run(
             settings, start.host, agent.env_names, ticket=issue.identifier,
-            run=uuid.uuid4().hex[:12],
-            network=sandbox.network if sandbox.enabled else Network.FULL,
+            run=uuid.uuid4().hex[:12], sandbox=sandbox, agent_kind=start.agent_kind,
         )  # fmt: skip
         marks = new_marks()
         kept = self._canaries.setdefault(issue.id, [])

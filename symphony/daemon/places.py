@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from symphony.base.hosts import CLUSTER, LOCAL
-from symphony.config.sandbox import Network
+from symphony.config.sandbox import HostPattern, Network, SandboxSettings
 from symphony.config.sections import Settings
 from symphony.daemon.publish import PUSH_USERNAME
-from symphony.daemon.sandbox import hook_sandbox, pod_hand_offs_root
+from symphony.daemon.sandbox import hook_sandbox, model_hosts, pod_hand_offs_root
 from symphony.hosts import Host
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.kubectl import Kubectl
@@ -101,13 +101,20 @@ class Places:
         *,
         ticket: str = "",
         run: str = "",
-        network: Network = Network.FULL,
+        sandbox: SandboxSettings | None = None,
+        agent_kind: str = "",
     ) -> RunPlace:
         """Where an attempt on `host` runs, with the environments of the current settings; on
-        the cluster, in a pod of its own for `ticket`'s `run`, let out on `network`."""
+        the cluster, in a pod of its own for `ticket`'s `run`, let out on `sandbox`'s network
+        (`model`: its `allow_hosts`, or else `agent_kind`'s model hosts)."""
         if host == CLUSTER and self.pods is not None:
-            workspaces = self._pod_run(settings, ticket, run, network)
             env = self.remote_env(settings)
+            network = sandbox.network if sandbox is not None and sandbox.enabled else Network.FULL
+            hosts: tuple[HostPattern, ...] = ()
+            if network is Network.MODEL and sandbox is not None:
+                listed = sandbox.allow_hosts
+                hosts = listed if listed is not None else model_hosts(agent_kind, env)
+            workspaces = self._pod_run(settings, ticket, run, network, hosts)
             return RunPlace(workspaces, workspaces.host, env, env)
         remote = self.remote.get(host) if host != LOCAL else None
         if remote is not None:
@@ -122,14 +129,19 @@ class Places:
         )
 
     def _pod_run(
-        self, settings: Settings, ticket: str, run: str, network: Network
+        self,
+        settings: Settings,
+        ticket: str,
+        run: str,
+        network: Network,
+        hosts: Sequence[HostPattern] = (),
     ) -> PodWorkspaces:
         assert self.pods is not None
         name = pod_name(self.pods.instance, ticket, run)
         return PodWorkspaces(
             self.pods, KubectlHost(self.pods.kubectl, name), settings.hooks,
             env=self.remote_env(settings), ticket=ticket, run=run, network=network,
-            clone=_clone_source(settings), kept=pod_hand_offs_root(settings),
+            model_hosts=hosts, clone=_clone_source(settings), kept=pod_hand_offs_root(settings),
         )  # fmt: skip
 
     async def close(self) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 import structlog
 
 from symphony.base.hosts import HOST_UNREACHABLE
-from symphony.config.sandbox import Network
+from symphony.config.sandbox import HostPattern, Network
 from symphony.config.sections import HooksSettings
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.manifests import WORKSPACE
@@ -119,6 +119,7 @@ class PodWorkspaces:
         ticket: str,
         run: str,
         network: Network,
+        model_hosts: Sequence[HostPattern] = (),
         clone: CloneSource | None = None,
         kept: Path | None = None,
     ) -> None:
@@ -129,6 +130,8 @@ class PodWorkspaces:
         self._hooks = hooks
         self._env = dict(env)
         self._ticket, self._run, self._network = ticket, run, network
+        self._model_hosts = tuple(model_hosts)
+        """What `network: model` lets out, resolved when the pod is made."""
         self._clone = clone
         self._kept = kept
         """Where a hand-off's evidence and diff are kept on this machine, a folder per ticket,
@@ -234,7 +237,7 @@ class PodWorkspaces:
         try:
             made = await self.pods.start(
                 self._ticket or identifier, self._run, self._network,
-                on_status or (lambda _: None),
+                on_status or (lambda _: None), self._model_hosts,
             )  # fmt: skip
         except PodFailed as exc:
             category = HOST_UNREACHABLE if exc.unreachable else WORKSPACE_CREATE_FAILED

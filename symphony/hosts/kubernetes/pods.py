@@ -22,7 +22,8 @@ from typing import Any
 
 import structlog
 
-from symphony.config.sandbox import Network
+from symphony.config.sandbox import HostPattern, Network
+from symphony.hosts.kubernetes.egress import EgressUnresolved, allowed_addresses
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
 from symphony.hosts.kubernetes.manifests import (
@@ -89,10 +90,18 @@ class Pods:
         run: str,
         network: Network,
         on_status: Callable[[str], None] = lambda _: None,
+        model_hosts: Sequence[HostPattern] = (),
     ) -> KubectlHost:
-        """Make the run's pod and policy and wait until the pod is Ready; its host."""
+        """Make the run's pod and policy and wait until the pod is Ready; its host. With
+        `network: model` the policy lets out the addresses `model_hosts` resolve to now."""
         pod = pod_manifest(self.kubectl.settings, self.instance, ticket, run)
-        policy = network_policy(pod, network)
+        allow: tuple[tuple[str, int], ...] = ()
+        if network is Network.MODEL:
+            try:
+                allow = await allowed_addresses(model_hosts)
+            except EgressUnresolved as exc:
+                raise PodFailed(exc.message) from None
+        policy = network_policy(pod, network, allow)
         name = pod["metadata"]["name"]
         listed = {"apiVersion": "v1", "kind": "List", "items": [pod, policy]}
         applied = await self.kubectl("apply", "-f", "-", stdin=json.dumps(listed).encode())
