@@ -14,11 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from symphony.agents import AgentLaunch, AgentSession
 from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.config import acp, claude, codex
 from symphony.config.agents import SessionSettings
+from symphony.config.sandbox import HostPattern, parse_host_pattern
 from symphony.config.telemetry import otlp_env
 from symphony.hosts.sandbox.home import NO_CREDENTIALS, HomeCredentials
 
@@ -148,3 +150,28 @@ def backend(kind: str) -> Backend:
 def open_session(launch: AgentLaunch) -> AgentSession:
     """The session of the launch's agent kind."""
     return backend(launch.kind).session(launch)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def model_hosts(
+    kind: str, env: Mapping[str, str], *, gateway: bool = False
+) -> tuple[HostPattern, ...]:
+    """What `network: model` reaches without `allow_hosts`: the agent kind's API hosts, and
+    the host of every `*_BASE_URL` its environment points it at (a proxy or a local model).
+    With `gateway` (the daemon's model gateway carries its calls, and its `*_BASE_URL` names
+    the gateway), not its provider's hosts: the gateway only."""
+    own = () if gateway else backend(kind).model_hosts
+    patterns = [parse_host_pattern(h, f"{kind} model hosts") for h in own]
+    for name, value in sorted(env.items()):
+        if not name.endswith("_BASE_URL"):
+            continue
+        try:
+            parts = urlsplit(value)
+            port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        except ValueError:
+            continue
+        if parts.hostname:
+            patterns.append(HostPattern(parts.hostname.lower(), port))
+    return tuple(dict.fromkeys(patterns))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import uvloop
 
-from symphony.agents.registry import backend
+from symphony.agents.registry import backend, model_hosts
 from symphony.base.errors import SymphonyError
 from symphony.base.issue import Issue, normalize_state
 from symphony.base.secrets import SecretMasker
@@ -35,7 +35,7 @@ from symphony.config.repository import (
     PublishSettings,
     RepositorySettings,
 )
-from symphony.config.sandbox import SandboxKind
+from symphony.config.sandbox import Network, SandboxKind
 from symphony.config.sections import Settings
 from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
@@ -47,6 +47,7 @@ from symphony.hosts.sandbox.probe import sandbox_problem
 from symphony.hosts.ssh import SshHost
 from symphony.memory import memory_of
 from symphony.tracker.contract import Tracker, resolve_states, tracker_adapter
+from symphony.workspace.environment import remote_environment
 
 
 async def report(
@@ -271,6 +272,28 @@ def _notify(settings: Settings) -> None:
     )  # fmt: skip
 
 
+def _pod_egress(settings: Settings) -> list[str]:
+    """What `network: model` lets out of a run's pod, per sandbox and agent kind: DNS and the
+    hosts' addresses, which are resolved when each run's pod is made."""
+    stages = settings.machine.stages if settings.machine is not None else ()
+    runs = [("sandbox", settings.sandbox, settings.agent.kind)]
+    runs += [(f"stages.{s.name}.sandbox", settings.sandbox_for(s), s.agent or settings.agent.kind)
+             for s in stages]  # fmt: skip
+    env = remote_environment(os.environ, settings, ())
+    lines = []
+    for where, sandbox, kind in dict.fromkeys(runs):
+        if not sandbox.enabled or sandbox.network is not Network.MODEL:
+            continue
+        listed = sandbox.allow_hosts
+        hosts = listed if listed is not None else model_hosts(kind, env)
+        shown = ", ".join(str(h) if h.port is not None else f"{h}:443" for h in hosts)
+        lines.append(
+            f"{where} ({kind}): DNS and {shown or 'nothing else'}, at the addresses "
+            "resolved when each run's pod is made (the NetworkPolicy lets out addresses)"
+        )
+    return lines
+
+
 def _sandboxes(settings: Settings) -> list[str]:
     """The workflow's sandbox, and why one it uses cannot start on this machine."""
     print(f"sandbox       {settings.sandbox.describe()}" + (
@@ -287,6 +310,9 @@ def _sandboxes(settings: Settings) -> list[str]:
             + ("(podman: the container's cgroup)" if limits.kind is SandboxKind.PODMAN
                else "(bwrap: rlimits RLIMIT_DATA and RLIMIT_NPROC, no cgroup)")
         )  # fmt: skip
+    if settings.worker.kubernetes is not None:
+        for line in _pod_egress(settings):
+            print(f"pod egress    {line}")
     errors: list[str] = []
     if enabled and settings.worker.hosts:
         print("sandbox where built on each worker host, from its own folders (its bwrap or "

@@ -371,7 +371,8 @@ def _check_pods_can_run(
 ) -> None:
     """A pod reaches nothing on the daemon's loopback, where the tool server of claude and ACP
     agents and the sandbox's proxy listen; the pod itself, from `worker.kubernetes.image`
-    behind its NetworkPolicy, is the run's sandbox."""
+    behind its NetworkPolicy, is the run's sandbox, and that policy carries `network: model`
+    as the addresses of named hosts (a `*.suffix` pattern has none)."""
     stages = machine.stages if machine is not None else ()
     for kind in dict.fromkeys([agent.kind, *(s.agent for s in stages if s.agent)]):
         if BACKENDS[kind].tools_over_mcp:
@@ -384,11 +385,13 @@ def _check_pods_can_run(
     used = [("sandbox", sandbox)]
     used += [(f"stages.{s.name}.sandbox", s.sandbox) for s in stages if s.sandbox is not None]
     for where, settings in used:
-        if settings.enabled and settings.network is Network.MODEL:
+        patterns = [str(h) for h in settings.allow_hosts or () if h.host.startswith("*.")]
+        if settings.enabled and settings.network is Network.MODEL and patterns:
             raise ConfigError(
                 INVALID_CONFIG,
-                f"{where}.network is model, which needs the daemon's proxy on this machine; "
-                "with worker.kubernetes use network: none or full (the pod's NetworkPolicy)",
+                f"{where}.allow_hosts {', '.join(patterns)}: with worker.kubernetes network: "
+                "model is the pod's NetworkPolicy, which lets out addresses, and a pattern has "
+                "none; name each host",
             )
         if settings.enabled and settings.image is not None:
             raise ConfigError(

@@ -42,7 +42,8 @@ class Network(enum.StrEnum):
     NONE = "none"
     """Loopback only (and the daemon's own tool server, bridged in)."""
     MODEL = "model"
-    """Only `allow_hosts`, through the daemon's proxy."""
+    """Only `allow_hosts`: through the daemon's proxy on this machine; in a pod, as the
+    addresses its NetworkPolicy lets out."""
     FULL = "full"
 
 

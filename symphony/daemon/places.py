@@ -13,11 +13,12 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from symphony.agents.registry import model_hosts
 from symphony.base.hosts import CLUSTER, LOCAL
 from symphony.config.sandbox import HostPattern, Network, SandboxSettings
 from symphony.config.sections import Settings
 from symphony.daemon.publish import PUSH_USERNAME
-from symphony.daemon.sandbox import hook_sandbox, model_hosts, pod_hand_offs_root
+from symphony.daemon.sandbox import hook_sandbox, pod_hand_offs_root
 from symphony.hosts import Host
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.kubectl import Kubectl

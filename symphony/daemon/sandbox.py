@@ -7,12 +7,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import structlog
 
-from symphony.agents.registry import backend
-from symphony.config.sandbox import HostPattern, parse_host_pattern
+from symphony.agents.registry import backend, model_hosts
 from symphony.config.sections import Settings, default_state_path
 from symphony.hosts import Host
 from symphony.hosts.sandbox.host import SandboxRun
@@ -21,8 +19,6 @@ from symphony.workspace.local import HookHost
 log = structlog.get_logger(__name__)
 
 Refused = Callable[[str, int], None]
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 RUNS_FOLDER = "sandbox-runs"
 POD_HAND_OFFS_FOLDER = "pod-hand-offs"
@@ -46,28 +42,6 @@ def pod_hand_offs_root(settings: Settings) -> Path:
 def _store_folder(settings: Settings) -> Path:
     store = settings.state.path if settings.state is not None else None
     return (store or default_state_path(settings.workflow_path)).parent
-
-
-def model_hosts(
-    kind: str, env: Mapping[str, str], *, gateway: bool = False
-) -> tuple[HostPattern, ...]:
-    """What `network: model` reaches without `allow_hosts`: the agent kind's API hosts, and
-    the host of every `*_BASE_URL` its environment points it at (a proxy or a local model).
-    With `gateway` (the daemon's model gateway carries its calls, and its `*_BASE_URL` names
-    the gateway), not its provider's hosts: the gateway only."""
-    own = () if gateway else backend(kind).model_hosts
-    patterns = [parse_host_pattern(h, f"{kind} model hosts") for h in own]
-    for name, value in sorted(env.items()):
-        if not name.endswith("_BASE_URL"):
-            continue
-        try:
-            parts = urlsplit(value)
-            port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
-        except ValueError:
-            continue
-        if parts.hostname:
-            patterns.append(HostPattern(parts.hostname.lower(), port))
-    return tuple(dict.fromkeys(patterns))
 
 
 def protected_paths(settings: Settings, env: Mapping[str, str]) -> tuple[Path, ...]:

@@ -106,7 +106,9 @@ def test_check_prints_the_cluster_settings(tmp_path: Path, symphony_cli: Cli) ->
     ("change", "named"),
     [
         ({"agent": {"kind": "claude"}}, "agent kind claude takes symphony's tools over MCP"),
-        ({"sandbox": {"kind": "bwrap", "network": "model"}}, "sandbox.network is model"),
+        ({"sandbox": {"kind": "bwrap", "network": "model", "allow_hosts": ["*.openai.com"]}},
+         "sandbox.allow_hosts *.openai.com: with worker.kubernetes network: model is the pod's "
+         "NetworkPolicy, which lets out addresses"),
     ],
 )  # fmt: skip
 def test_what_no_pod_can_reach_is_refused_at_load(
@@ -116,13 +118,40 @@ def test_what_no_pod_can_reach_is_refused_at_load(
         settings_with(tmp_path, worker={"kubernetes": FULL}, **change)
 
 
+def test_network_model_is_the_pod_s_policy_and_check_says_what_it_lets_out(
+    tmp_path: Path, symphony_cli: Cli
+) -> None:
+    sandbox = {"kind": "bwrap", "network": "model"}
+    settings = settings_with(tmp_path, worker={"kubernetes": FULL}, sandbox=sandbox)
+    assert settings.sandbox.network.value == "model"
+    (tmp_path / "b").mkdir()
+    board = Board(tmp_path / "b")
+    board.ticket("ABC-1")
+    board.write_workflow(
+        worker={"kubernetes": FULL},
+        sandbox={**sandbox, "allow_hosts": ["api.openai.com", "models.internal:8443"]},
+    )
+    result = symphony_cli("check", cwd=board.root)
+    line = next(x for x in result.stdout.splitlines() if x.startswith("pod egress"))
+    assert "sandbox (codex): DNS and api.openai.com:443, models.internal:8443" in line
+    assert "resolved when each run's pod is made" in line
+    board.write_workflow(worker={"kubernetes": FULL}, sandbox=sandbox)
+    result = symphony_cli("check", cwd=board.root)
+    line = next(x for x in result.stdout.splitlines() if x.startswith("pod egress"))
+    assert "DNS and api.openai.com:443, chatgpt.com:443, auth.openai.com:443" in line
+
+
 def test_an_api_key_for_the_pods_is_refused_at_start_naming_the_setting(
     tmp_path: Path, symphony_cli: Cli
 ) -> None:
     """The key would make the agent call the daemon's model gateway, which no pod reaches."""
     board = Board(tmp_path)
     board.ticket("ABC-1")
-    board.write_workflow(worker={"kubernetes": FULL}, agent={"env": {"OPENAI_API_KEY": "sk-x"}})
+    board.write_workflow(
+        worker={"kubernetes": FULL},
+        agent={"env": {"OPENAI_API_KEY": "sk-x"}},
+        sandbox={"kind": "bwrap", "network": "model"},  # model through the gateway: no pod's
+    )
     result = symphony_cli("--no-tui", cwd=board.root)
     assert result.returncode == 1
     assert "worker.kubernetes: the agents would be sent OPENAI_API_KEY" in result.stderr
