@@ -1,7 +1,9 @@
 """Agents in pods, through the real CLI and a `kubectl` backed by real podman
 (`tests/hosts/kubectl_shim`): three tickets with `max_pods: 2` (one waits, and one pod waits
 for room in the cluster, said as such), a daemon killed with a pod running whose restart
-leaves nothing behind, a run with `network: none` that cannot reach this machine, a pod that
+leaves nothing behind, a run with `network: none` that cannot reach this machine, a run with
+`network: model` that goes to its end under the policy it was given (which podman does not
+enforce: it has no NetworkPolicy), a pod that
 runs under what its manifest says (the shim plays it with `podman kube play`), and the real
 `codex app-server` completing a turn in a pod against a fake model on this machine.
 
@@ -13,6 +15,7 @@ static binary mounted read-only (`npm ci --prefix tests/e2e`). Needs podman and 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -268,6 +271,48 @@ def test_a_run_with_network_none_cannot_reach_this_machine(
         listener.close()
     assert (lab.shared / "net.txt").read_text().split() == ["lo"]
     assert (lab.shared / "reach.txt").read_text().strip() == "unreachable"
+
+
+def test_a_run_with_network_model_runs_to_the_end_under_its_resolved_policy(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    """The daemon resolves `allow_hosts` into the pod's policy and the run goes to its end. The
+    shim has no NetworkPolicy to enforce (podman has none): it leaves a model pod on podman's
+    network, so what the policy lets out is checked as applied, never as enforced here."""
+    lab = cluster
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    write_workflow(board, lab, max_pods=1, hooks={"after_create": "sleep 2"},
+                   sandbox={"kind": "bwrap", "network": "model",
+                            "allow_hosts": ["localhost:8443"]})  # fmt: skip
+    env = lab.env(
+        FAKE_AGENT_SCENARIO="tool", FAKE_AGENT_TOOL="local_move_issue",
+        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
+    )  # fmt: skip
+    applied: list[dict[str, Any]] = []
+
+    def policy_applied() -> bool:
+        for path in (lab.base / "state").glob("policy-*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                applied.append(json.loads(path.read_text()))
+        return bool(applied)
+
+    daemon = Daemon(board, env)
+    try:
+        assert wait_until(policy_applied, 60), "".join(daemon.lines)
+        assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 60), "".join(
+            daemon.lines
+        )
+        assert wait_until(lambda: not pods_of(lab), 30), pods_of(lab)
+    finally:
+        assert daemon.stop() == 0
+    dns, *hosts = applied[0]["spec"]["egress"]
+    assert dns == {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+    assert {"to": [{"ipBlock": {"cidr": "127.0.0.1/32"}}],
+            "ports": [{"protocol": "TCP", "port": 8443}]} in hosts  # fmt: skip
+    assert all(rule["ports"] == [{"protocol": "TCP", "port": 8443}] for rule in hosts)
+    log = "".join(daemon.lines)
+    assert 'event="worker done"' in log and "retrying" not in log, log
 
 
 def test_the_real_codex_in_a_pod_completes_a_turn_against_a_model_on_this_machine(
