@@ -41,8 +41,6 @@ from symphony.workspace.diff import branch_diff as read_branch_diff
 from symphony.workspace.facts import read_evidence_file, write_evidence_file
 from symphony.workspace.git import Git
 from symphony.workspace.local import (
-    HOOK_FAILED,
-    HOOK_TIMEOUT,
     INVALID_WORKSPACE_PATH,
     OUTPUT_TAIL_BYTES,
     WORKSPACE_CREATE_FAILED,
@@ -52,6 +50,7 @@ from symphony.workspace.local import (
     render_branch,
     workspace_key,
 )
+from symphony.workspace.remote import run_hook_there
 
 log = structlog.get_logger(__name__)
 
@@ -338,25 +337,7 @@ class PodWorkspaces:
     async def _run_hook(
         self, name: HookName, script: str, workspace: Workspace
     ) -> WorkspaceError | None:
-        env = {
-            **self._env,
-            "SYMPHONY_WORKSPACE": str(workspace.path),
-            "SYMPHONY_ISSUE_IDENTIFIER": workspace.identifier or workspace.key,
-            "SYMPHONY_WORKSPACE_ROOT": str(self.root),
-            "SYMPHONY_HOOK": name,
-        }
-        bound = log.bind(hook=name, pod=self.host.name,
-                         issue_identifier=workspace.identifier or None)  # fmt: skip
-        ran = await self.host.run_script(
-            script, cwd=workspace.path, env=env, timeout_ms=self._hooks.timeout_ms,
-            tail_bytes=OUTPUT_TAIL_BYTES,
+        return await run_hook_there(
+            self.host, name, script, workspace, env=self._env, root=self.root,
+            timeout_ms=self._hooks.timeout_ms, pod=self.host.name,
         )  # fmt: skip
-        fields = {"outcome": ran.outcome, "exit_code": ran.exit_code, "output": ran.output}
-        if ran.ok:
-            bound.info("hook completed", **fields)
-            return None
-        bound.warning("hook failed", reason=ran.detail, **fields)
-        if ran.exit_code == 255:
-            return WorkspaceError(HOST_UNREACHABLE, f"{name} hook: {ran.detail}")
-        category = HOOK_TIMEOUT if ran.outcome == "timed_out" else HOOK_FAILED
-        return WorkspaceError(category, f"{name} hook {ran.detail}")

@@ -18,13 +18,14 @@ import contextlib
 import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 import structlog
 
 from symphony.base.hosts import HOST_UNREACHABLE
 from symphony.config.sections import HooksSettings, WorktreeSettings
+from symphony.hosts import Host
 from symphony.hosts.ssh import SshHost
 from symphony.workspace.diff import BranchDiff
 from symphony.workspace.diff import branch_diff as read_branch_diff
@@ -294,27 +295,44 @@ class RemoteWorkspaces:
     async def _run_hook(
         self, name: HookName, script: str, workspace: Workspace
     ) -> WorkspaceError | None:
-        env = {
-            **self._env,
-            "SYMPHONY_WORKSPACE": str(workspace.path),
-            "SYMPHONY_ISSUE_IDENTIFIER": workspace.identifier or workspace.key,
-            "SYMPHONY_WORKSPACE_ROOT": str(self._root),
-            "SYMPHONY_HOOK": name,
-        }
-        bound = log.bind(
-            hook=name, workspace=str(workspace.path), host=self.host.name,
-            issue_identifier=workspace.identifier or None,
+        return await run_hook_there(
+            self.host, name, script, workspace, env=self._env, root=self._root,
+            timeout_ms=self._hooks.timeout_ms, workspace_path=str(workspace.path),
         )  # fmt: skip
-        ran = await self.host.run_script(
-            script, cwd=workspace.path, env=env, timeout_ms=self._hooks.timeout_ms,
-            tail_bytes=OUTPUT_TAIL_BYTES,
-        )  # fmt: skip
-        fields = {"outcome": ran.outcome, "exit_code": ran.exit_code, "output": ran.output}
-        if ran.ok:
-            bound.info("hook completed", **fields)
-            return None
-        bound.warning("hook failed", reason=ran.detail, **fields)
-        if ran.exit_code == 255:
-            return WorkspaceError(HOST_UNREACHABLE, f"{name} hook: {ran.detail}")
-        category = HOOK_TIMEOUT if ran.outcome == "timed_out" else HOOK_FAILED
-        return WorkspaceError(category, f"{name} hook {ran.detail}")
+
+
+async def run_hook_there(
+    host: Host,
+    name: HookName,
+    script: str,
+    workspace: Workspace,
+    *,
+    env: Mapping[str, str],
+    root: PurePath,
+    timeout_ms: int,
+    **log_fields: str,
+) -> WorkspaceError | None:
+    """Run a hook in `workspace` on another host (an SSH host, a run's pod) and say how it
+    went; a host that could not be reached is `host_unreachable`, not the hook's failure."""
+    hook_env = {
+        **env,
+        "SYMPHONY_WORKSPACE": str(workspace.path),
+        "SYMPHONY_ISSUE_IDENTIFIER": workspace.identifier or workspace.key,
+        "SYMPHONY_WORKSPACE_ROOT": str(root),
+        "SYMPHONY_HOOK": name,
+    }
+    bound = log.bind(hook=name, host=host.name, issue_identifier=workspace.identifier or None,
+                     **log_fields)  # fmt: skip
+    ran = await host.run_script(
+        script, cwd=workspace.path, env=hook_env, timeout_ms=timeout_ms,
+        tail_bytes=OUTPUT_TAIL_BYTES,
+    )  # fmt: skip
+    fields = {"outcome": ran.outcome, "exit_code": ran.exit_code, "output": ran.output}
+    if ran.ok:
+        bound.info("hook completed", **fields)
+        return None
+    bound.warning("hook failed", reason=ran.detail, **fields)
+    if ran.exit_code == 255:
+        return WorkspaceError(HOST_UNREACHABLE, f"{name} hook: {ran.detail}")
+    category = HOOK_TIMEOUT if ran.outcome == "timed_out" else HOOK_FAILED
+    return WorkspaceError(category, f"{name} hook {ran.detail}")
