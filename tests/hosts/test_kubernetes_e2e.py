@@ -139,6 +139,14 @@ def write_workflow(board: Board, lab: Cluster, max_pods: int, **sections: Any) -
     )  # fmt: skip
 
 
+def handing_off(lab: Cluster) -> dict[str, str]:
+    """The environment of a scripted agent that moves its ticket to Human Review at once."""
+    return lab.env(
+        FAKE_AGENT_SCENARIO="tool", FAKE_AGENT_TOOL="local_move_issue",
+        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
+    )  # fmt: skip
+
+
 def pods_of(lab: Cluster) -> list[dict[str, Any]]:
     """The podman pods of this test's cluster (the shim's own label): `Name`, `Status`."""
     listed = subprocess.run(
@@ -257,10 +265,7 @@ def test_a_run_with_network_none_cannot_reach_this_machine(
     )
     write_workflow(board, lab, max_pods=1, hooks={"after_create": probe},
                    sandbox={"kind": "bwrap", "network": "none"})  # fmt: skip
-    env = lab.env(
-        FAKE_AGENT_SCENARIO="tool", FAKE_AGENT_TOOL="local_move_issue",
-        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
-    )  # fmt: skip
+    env = handing_off(lab)
     daemon = Daemon(board, env)
     try:
         assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 60), "".join(
@@ -285,10 +290,7 @@ def test_a_run_with_network_model_runs_to_the_end_under_its_resolved_policy(
     write_workflow(board, lab, max_pods=1, hooks={"after_create": "sleep 2"},
                    sandbox={"kind": "bwrap", "network": "model",
                             "allow_hosts": ["localhost:8443"]})  # fmt: skip
-    env = lab.env(
-        FAKE_AGENT_SCENARIO="tool", FAKE_AGENT_TOOL="local_move_issue",
-        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
-    )  # fmt: skip
+    env = handing_off(lab)
     applied: list[dict[str, Any]] = []
 
     def policy_applied() -> bool:
@@ -464,10 +466,7 @@ def test_the_pod_s_workspace_is_a_clone_of_the_repository_on_the_ticket_s_branch
     worktree = {"root": "workspaces", "strategy": "worktree", "repository": str(bare),
                 "branch": "agent/{{ issue.identifier }}"}  # fmt: skip
     write_workflow(board, lab, max_pods=1, hooks={"after_create": record}, workspace=worktree)
-    env = lab.env(
-        FAKE_AGENT_SCENARIO="tool", FAKE_AGENT_TOOL="local_move_issue",
-        FAKE_AGENT_TOOL_ARGS=json.dumps({"state": "Human Review"}),
-    )  # fmt: skip
+    env = handing_off(lab)
     daemon = Daemon(board, env)
     try:
         assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 60), "".join(
