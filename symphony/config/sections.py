@@ -331,6 +331,7 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "sandbox",
             "notify",
             "trust",
+            "telemetry",
         ),
         "sandbox": SANDBOX_KEYS,
         "trust": TRUST_KEYS,
