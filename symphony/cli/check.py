@@ -14,9 +14,10 @@ import argparse
 import asyncio
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import uvloop
 
@@ -37,6 +38,7 @@ from symphony.config.repository import (
 )
 from symphony.config.sandbox import Network, SandboxKind
 from symphony.config.sections import Settings
+from symphony.config.telemetry import TelemetrySettings
 from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
 from symphony.core.trust import describe
@@ -46,6 +48,7 @@ from symphony.hosts.kubernetes.pods import PodFailed, Pods, describe_pods
 from symphony.hosts.sandbox.probe import sandbox_problem
 from symphony.hosts.ssh import SshHost
 from symphony.memory import memory_of
+from symphony.telemetry import traces_endpoint
 from symphony.tracker.contract import Tracker, resolve_states, tracker_adapter
 from symphony.workspace.environment import remote_environment
 
@@ -165,12 +168,33 @@ def _print_settings(settings: Settings) -> None:
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
     print(f"overlap       {settings.agent.overlap} (agent.overlap)")
     _print_reruns(settings)
+    print(f"traces        {_describe_telemetry(settings.telemetry, os.environ)}")
     if settings.server.port is not None or settings.server.auth_token is not None:
         print(
             "actions       "
             + ("on: the review page and the actions API take server.auth_token"
                if settings.server.auth_token else "off: set server.auth_token to act from /review")
         )  # fmt: skip
+
+
+def _describe_telemetry(telemetry: TelemetrySettings, environ: Mapping[str, str]) -> str:
+    """Where runs' traces go and what the agents export (the address without its user or
+    query, which may hold a key; the export headers are never shown)."""
+    url = traces_endpoint(environ, telemetry.endpoint)
+    if url is None:
+        return "off (telemetry.endpoint or OTEL_EXPORTER_OTLP_ENDPOINT names a collector)"
+    parts = urlsplit(url)
+    shown = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    said = [f"to {shown}{parts.path}"]
+    if not telemetry.agents:
+        said.append("agents export nothing of their own (telemetry.agents: false)")
+    elif telemetry.agent_headers:
+        said.append("agents export their own spans into each run's trace, with the headers")
+    else:
+        said.append("agents export their own spans into each run's trace, without the headers")
+    if telemetry.capture_text:
+        said.append("turn spans carry prompts and replies (telemetry.capture_text)")
+    return "; ".join(said)
 
 
 async def _forwards(settings: Settings) -> list[str]:

@@ -313,6 +313,31 @@ def test_check_names_each_notification_channel_without_its_secrets(
     assert "s3cr3t" not in result.stdout + result.stderr
 
 
+def test_check_says_where_traces_go_without_the_collector_s_key(
+    board: Board, symphony_cli: Cli
+) -> None:
+    board.ticket("ABC-1")
+    board.write_workflow()
+    off = symphony_cli("check", cwd=board.root)
+    assert "traces        off (telemetry.endpoint or OTEL_EXPORTER_OTLP_ENDPOINT" in off.stdout
+    collector = "https://user:k3y@otel.example.com:4318"
+    on = symphony_cli("check", cwd=board.root, env={"OTEL_EXPORTER_OTLP_ENDPOINT": collector})
+    assert (
+        "traces        to https://otel.example.com:4318/v1/traces; agents export their own "
+        "spans into each run's trace, without the headers" in on.stdout
+    )
+    assert "k3y" not in on.stdout + on.stderr
+    board.write_workflow(telemetry={"endpoint": "http://collector:4318/v1/traces",
+                                    "agents": False, "capture_text": True})  # fmt: skip
+    told = symphony_cli("check", cwd=board.root)
+    assert (
+        "traces        to http://collector:4318/v1/traces; agents export nothing of their own "
+        "(telemetry.agents: false); turn spans carry prompts and replies "
+        "(telemetry.capture_text)" in told.stdout
+    )
+    assert "telemetry is not a setting" not in told.stdout
+
+
 def test_host_beyond_loopback_needs_a_token(board: Board, symphony_cli: Cli) -> None:
     board.ticket("ABC-1", state="Done")
     board.write_workflow()
