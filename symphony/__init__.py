@@ -5,3 +5,7 @@ __version__ = "0.1.0"
 that saying it never reads the installed package's metadata files. The package is installed as
 `symphony-daemon` (`symphony` on PyPI is another project's); the import package and the
 command are `symphony`."""
+
+from symphony.base.dataclass_code import install as _install_dataclass_code  # noqa: E402
+
+_install_dataclass_code()

@@ -8,11 +8,13 @@ tests. For the local board the sample ticket folder comes along.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from symphony.base.errors import ErrorCategory, SymphonyError
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 INIT_FAILED = ErrorCategory.INIT_FAILED
 
@@ -62,6 +64,8 @@ def init_workflow(target: Path, tracker: str) -> Written:
         )
     workflow = target if target.suffix.lower() == ".md" else target / "WORKFLOW.md"
     workflow = workflow.expanduser().absolute()
+    from importlib import resources  # here: every command's parser imports this module
+
     source = resources.files("symphony_examples") / tracker
     others: list[Path] = []
     kept: list[Path] = []

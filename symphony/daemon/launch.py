@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
+from symphony.base import dataclass_code
 from symphony.base.exits import EXIT_FAILED, EXIT_OK
 from symphony.base.secrets import SecretMasker
 from symphony.config.fields import INVALID_CONFIG, ConfigError
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
     from symphony.observability.terminal import TerminalStatus
 
 log = structlog.get_logger("symphony")
+
+SAVE_DATACLASS_CODE_AFTER_S = 5.0
+"""When the methods compiled for dataclasses at start-up are written for the next start
+(`symphony.base.dataclass_code`): by then the first tick has dispatched what it could."""
 
 
 class Daemon(Protocol):
@@ -216,6 +221,7 @@ async def run_daemon(
             status.cancel()
 
     signals = Signals(daemon, on_hangup=hang_up)
+    loop.call_later(SAVE_DATACLASS_CODE_AFTER_S, dataclass_code.save)
     handled = handled_signals()
     for signum in handled:
         loop.add_signal_handler(signum, signals, signum)
