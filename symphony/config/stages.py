@@ -15,7 +15,6 @@ reported outcome means (the target state and the comments on the way) is decided
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -478,6 +477,8 @@ def _warn_unknown(
 ) -> None:
     for key in body:
         if key not in known:
+            import difflib  # only to suggest a name for a mistyped one
+
             close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
             hint = f"; did you mean `{close[0]}`?" if close else ""
             warnings.append(

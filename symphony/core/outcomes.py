@@ -16,7 +16,7 @@ rework rounds, escalations, gate results, tickets closed after review); the stor
 
 from __future__ import annotations
 
-import statistics
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -158,6 +158,8 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
             fixed += 1
         elif record.kind == RESUMED and isinstance(data.get("seconds"), int | float):
             limited_s += float(data["seconds"])
+    import statistics  # here: only the report and the dashboard summarize outcomes
+
     merge_times = [
         float(m.data["seconds"]) for m in merges if isinstance(m.data.get("seconds"), int | float)
     ]
@@ -183,7 +185,7 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
 def _mean_known(values: list[float | None]) -> float | None:
     if not values or any(v is None for v in values):
         return None
-    return statistics.fmean(v for v in values if v is not None)
+    return math.fsum(known := [v for v in values if v is not None]) / len(known)
 
 
 def daily(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from symphony.agents.limits import from_epoch, kind_of_status, names_usage_limit
@@ -192,6 +191,8 @@ def _reset(headers: Mapping[str, str], text: str, now: datetime) -> datetime | N
         return now + timedelta(seconds=int(after))
     if after:
         try:
+            from email.utils import parsedate_to_datetime  # only for a dated Retry-After
+
             return parsedate_to_datetime(after).astimezone(UTC)
         except (TypeError, ValueError):
             return None
