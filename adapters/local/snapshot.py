@@ -140,14 +140,12 @@ class Snapshot:
         """Issues made from this snapshot (a watched board reuses it for every poll until a
         file changes; an `Issue` is immutable)."""
         self.entries = list(entries)
-        by_fold: defaultdict[str, list[Entry]] = defaultdict(list)
-        by_id: defaultdict[str, list[Entry]] = defaultdict(list)
+        self._by_fold = _Grouped()
+        self._by_id = _Grouped()
         for entry in self.entries:
-            by_fold[entry.identifier.casefold()].append(entry)
+            self._by_fold.add(entry.identifier.casefold(), entry)
             if entry.id is not None:
-                by_id[entry.id].append(entry)
-        self._by_fold = dict(by_fold)
-        self.claimed_ids = dict(by_id)
+                self._by_id.add(entry.id, entry)
         self.unreadable_ids = [e for e in self.entries if e.id is None]
 
         self.problems: dict[str, str] = {}
@@ -155,21 +153,19 @@ class Snapshot:
         for entry in self.entries:
             if isinstance(entry, MalformedTicket):
                 self.problems[entry.file_name] = entry.reason
-        for entries in self.claimed_ids.values():
-            if len(entries) > 1:
-                for entry in entries:
-                    self.problems.setdefault(
-                        entry.file_name,
-                        f"id {entry.id!r} is also claimed by {_others(entry, entries)}",
-                    )
-        for entries in self._by_fold.values():
-            if len(entries) > 1:
-                for entry in entries:
-                    self.problems.setdefault(
-                        entry.file_name,
-                        f"identifier {entry.identifier!r} differs only in letter case from "
-                        f"{_others(entry, entries)}",
-                    )
+        for entries in self._by_id.shared.values():
+            for entry in entries:
+                self.problems.setdefault(
+                    entry.file_name,
+                    f"id {entry.id!r} is also claimed by {_others(entry, entries)}",
+                )
+        for entries in self._by_fold.shared.values():
+            for entry in entries:
+                self.problems.setdefault(
+                    entry.file_name,
+                    f"identifier {entry.identifier!r} differs only in letter case from "
+                    f"{_others(entry, entries)}",
+                )
         self.tickets: dict[str, Ticket] = {
             entry.id: entry
             for entry in self.entries
@@ -222,7 +218,7 @@ class Snapshot:
         )
 
     def blocker(self, identifier: str, terminal_states: frozenset[str]) -> Blocker:
-        found = self._by_fold.get(identifier.casefold(), [])
+        found = self._by_fold.get(identifier.casefold())
         if not found:
             # Not on the board: a ticket that was deleted or never existed holds nothing up.
             return Blocker(BlockerRef(None, identifier, None), blocks=False)
@@ -238,7 +234,28 @@ class Snapshot:
         )
 
     def files_claiming(self, id_: str) -> list[Entry]:
-        return self.claimed_ids.get(id_, [])
+        return self._by_id.get(id_)
+
+
+class _Grouped:
+    """Entries by a key, most keys having one: a lone entry is kept as itself, and only a key
+    two or more share gets a list (a list per ticket was a sixth of a large board's memory)."""
+
+    def __init__(self) -> None:
+        self.single: dict[str, Entry] = {}
+        self.shared: dict[str, list[Entry]] = {}
+
+    def add(self, key: str, entry: Entry) -> None:
+        if key in self.shared:
+            self.shared[key].append(entry)
+        elif key in self.single:
+            self.shared[key] = [self.single.pop(key), entry]
+        else:
+            self.single[key] = entry
+
+    def get(self, key: str) -> list[Entry]:
+        one = self.single.get(key)
+        return [one] if one is not None else list(self.shared.get(key, ()))
 
 
 def escapes(folder: Path, path: str | Path) -> str | None:
