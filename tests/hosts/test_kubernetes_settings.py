@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from symphony.config.fields import ConfigError
-from symphony.config.kubernetes import KubernetesSettings, Toleration
+from symphony.config.kubernetes import DaemonAddress, KubernetesSettings, Toleration
 from tests.cli_runner import Cli
 from tests.harness import Board
 from tests.hosts.test_settings import settings_with
@@ -75,6 +75,27 @@ def test_defaults_are_an_empty_dir_no_token_and_bounded_resources(tmp_path: Path
         ({"workspace": "pvc:"}, "worker.kubernetes.workspace"),
         ({"replicas": 2}, "worker.kubernetes has unknown key(s) replicas"),
         ({"context": ""}, "worker.kubernetes.context"),
+        ({"daemon_address": "http://symphony:8701"}, "worker.kubernetes.daemon_address"),
+        ({"daemon_address": "bad name"}, "worker.kubernetes.daemon_address"),
+        ({"daemon_address": 10}, "worker.kubernetes.daemon_address"),
+        ({"daemon_listen": "0.0.0.0"}, "worker.kubernetes.daemon_listen applies only with"),
+        ({"daemon_pod_labels": {"app": "symphony"}},
+         "worker.kubernetes.daemon_pod_labels applies only with"),
+        ({"daemon_address": "d.svc", "daemon_listen": "everywhere"},
+         "worker.kubernetes.daemon_listen must be an IP address"),
+        ({"daemon_address": "d.svc", "daemon_tool_port": 0}, "worker.kubernetes.daemon_tool_port"),
+        ({"daemon_address": "d.svc", "daemon_gateway_port": 70000},
+         "worker.kubernetes.daemon_gateway_port"),
+        ({"daemon_address": "d.svc", "daemon_gateway_port": 8701},
+         "daemon_tool_port and daemon_gateway_port must differ"),
+        ({"daemon_address": "d.svc", "daemon_pod_labels": {}},
+         "worker.kubernetes.daemon_pod_labels must name at least one label"),
+        ({"daemon_address": "d.svc", "daemon_pod_labels": {"app": "a b"}},
+         "worker.kubernetes.daemon_pod_labels.app"),
+        ({"daemon_address": "d.svc", "daemon_namespace": "symphony"},
+         "worker.kubernetes.daemon_namespace applies only with"),
+        ({"daemon_address": "d.svc", "daemon_pod_labels": {"a": "b"}, "daemon_namespace": "N_1"},
+         "worker.kubernetes.daemon_namespace"),
     ],
 )  # fmt: skip
 def test_bad_values_are_refused_naming_the_setting(
@@ -82,6 +103,23 @@ def test_bad_values_are_refused_naming_the_setting(
 ) -> None:
     with pytest.raises(ConfigError, match=re.escape(named)):
         settings_with(tmp_path, worker={"kubernetes": {**FULL, **change}})
+
+
+def test_the_daemon_address_parses_with_its_ports_and_listens_everywhere(tmp_path: Path) -> None:
+    cluster = {**FULL, "daemon_address": "Symphony.symphony.svc"}
+    k8s = settings_with(tmp_path, worker={"kubernetes": cluster}).worker.kubernetes
+    assert k8s.daemon == DaemonAddress("symphony.symphony.svc", "0.0.0.0", 8701, 8702)
+    assert k8s.daemon.url_host() == "symphony.symphony.svc"
+    cluster = {**FULL, "daemon_address": "fd00::5", "daemon_listen": "::",
+               "daemon_tool_port": "9001", "daemon_gateway_port": 9002,
+               "daemon_pod_labels": {"app.kubernetes.io/name": "symphony"},
+               "daemon_namespace": "symphony"}  # fmt: skip
+    k8s = settings_with(tmp_path, worker={"kubernetes": cluster}).worker.kubernetes
+    assert k8s.daemon == DaemonAddress(
+        "fd00::5", "::", 9001, 9002, (("app.kubernetes.io/name", "symphony"),), "symphony"
+    )
+    assert k8s.daemon.url_host() == "[fd00::5]" and k8s.daemon.ports == (9001, 9002)
+    assert settings_with(tmp_path, worker={"kubernetes": FULL}).worker.kubernetes.daemon is None
 
 
 def test_ssh_hosts_and_a_cluster_are_one_or_the_other(tmp_path: Path) -> None:
