@@ -156,6 +156,46 @@ def test_what_no_pod_can_reach_is_refused_at_load(
         settings_with(tmp_path, worker={"kubernetes": FULL}, **change)
 
 
+@pytest.mark.parametrize("kind", ["claude", "acp"])
+def test_mcp_agents_run_in_pods_that_reach_the_daemon(tmp_path: Path, kind: str) -> None:
+    agent: dict[str, Any] = {"kind": kind}
+    with pytest.raises(ConfigError, match=r"set worker\.kubernetes\.daemon_address"):
+        settings_with(tmp_path, worker={"kubernetes": FULL}, agent=agent)
+    reached = {**FULL, "daemon_address": "symphony.symphony.svc"}
+    settings = settings_with(tmp_path, worker={"kubernetes": reached}, agent=agent)
+    assert settings.agent.kind == kind
+
+
+def test_check_says_where_pods_reach_the_daemon_and_what_listens_beyond_loopback(
+    tmp_path: Path, symphony_cli: Cli
+) -> None:
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    board.write_workflow(worker={"kubernetes": FULL})
+    result = symphony_cli("check", cwd=board.root)
+    line = next(x for x in result.stdout.splitlines() if x.startswith("daemon "))
+    assert "not reached from pods" in line and "loopback only" in line
+    reached = {**FULL, "daemon_address": "symphony.symphony.svc",
+               "daemon_pod_labels": {"app": "symphony"},
+               "daemon_namespace": "symphony"}  # fmt: skip
+    board.write_workflow(
+        worker={"kubernetes": reached},
+        agent={"kind": "claude", "env": {"ANTHROPIC_API_KEY": "sk-ant-x"}},
+        sandbox={"kind": "bwrap", "network": "model"},
+    )
+    result = symphony_cli("check", cwd=board.root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("daemon "))
+    assert "pods reach it at symphony.symphony.svc" in line
+    assert "tool server listens on 0.0.0.0:8701" in line
+    assert "model gateway on 0.0.0.0:8702, beyond loopback" in line
+    assert "its pods app=symphony in namespace symphony" in line
+    line = next(x for x in result.stdout.splitlines() if x.startswith("pod egress"))
+    assert "no model host (the agents call their model through the daemon's gateway)" in line
+    assert "the daemon's ports 8701, 8702" in line
+    assert "sk-ant-x" not in result.stdout
+
+
 def test_network_model_is_the_pod_s_policy_and_check_says_what_it_lets_out(
     tmp_path: Path, symphony_cli: Cli
 ) -> None:
@@ -193,5 +233,6 @@ def test_an_api_key_for_the_pods_is_refused_at_start_naming_the_setting(
     result = symphony_cli("--no-tui", cwd=board.root)
     assert result.returncode == 1
     assert "worker.kubernetes: the agents would be sent OPENAI_API_KEY" in result.stderr
+    assert "set worker.kubernetes.daemon_address" in result.stderr
     assert "sk-x" not in result.stderr and "Traceback" not in result.stderr
     assert board.state_of("ABC-1") == "Todo"
