@@ -7,6 +7,11 @@ bearer token bound to that session's tools and handler, so a session can reach o
 ticket, and the tracker's credential never leaves the daemon: the agent holds a token that is
 worthless once its session ends. A request without a live token is answered 401, with no
 detail.
+
+For agents in pods (`worker.kubernetes.daemon_address`) it listens where they reach it
+instead (`Listen`: all interfaces at a fixed port by default); the token is all that opens it
+there as here, and a request naming a host other than loopback or that address (a rebound
+name) is refused before its token is looked at.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import contextlib
 import hashlib
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -25,7 +30,7 @@ import structlog
 
 from symphony.agents import TOOL_SERVER_NAME, Grant, ToolHandler, plain
 from symphony.base.tools import ToolResult, ToolSpec
-from symphony.hosts.serve import serve_embedded
+from symphony.hosts.serve import LOOPBACK, Listen, local_url, request_host, serve_embedded
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -48,7 +53,10 @@ def _key(token: str) -> str:
 
 
 class ToolServer:
-    def __init__(self) -> None:
+    def __init__(self, listen: Callable[[], Listen] = lambda: LOOPBACK) -> None:
+        self._listen = listen
+        """Where to listen when a grant starts the server (the current settings')."""
+        self._where = LOOPBACK
         self._sessions: dict[str, _Session] = {}
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
@@ -85,6 +93,10 @@ class ToolServer:
     # -- serving -------------------------------------------------------------------------------
 
     async def _ensure_started(self) -> str:
+        wanted = self._listen()
+        if self._url is not None and wanted != self._where and not self._sessions:
+            # Where it listens changed (a reload) and no session holds the old address.
+            await self.close()
         async with self._lock:
             if self._url is not None:
                 return self._url
@@ -92,32 +104,39 @@ class ToolServer:
             # tools over MCP pays for it, when its first such session starts.
             import mcp_types
             from mcp.server.lowlevel import Server
+            from mcp.server.transport_security import TransportSecuritySettings
 
             self._types = mcp_types
             mcp = Server(
                 TOOL_SERVER_NAME, on_list_tools=self._list_tools, on_call_tool=self._call_tool
             )
-            inner = mcp.streamable_http_app(streamable_http_path=MCP_PATH, json_response=True)
+            # The host check is the app's own below: the SDK's knows loopback names only.
+            unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+            inner = mcp.streamable_http_app(
+                streamable_http_path=MCP_PATH, json_response=True, transport_security=unchecked
+            )
+            where = wanted
+            names = where.names()
 
             async def app(scope: Any, receive: Any, send: Any) -> None:
-                if scope["type"] == "http" and self._session_of(scope) is None:
-                    await send(
-                        {
-                            "type": "http.response.start",
-                            "status": 401,
-                            "headers": [(b"www-authenticate", b"Bearer")],
-                        }
-                    )
-                    await send({"type": "http.response.body", "body": b""})
-                    return
-                await inner(scope, receive, send)
+                if scope["type"] == "lifespan":
+                    await inner(scope, receive, send)
+                elif scope["type"] != "http":
+                    await send({"type": "websocket.close", "code": 1008})
+                elif request_host(scope) not in names:
+                    await _answer(send, 421)
+                elif self._session_of(scope) is None:
+                    await _answer(send, 401, [(b"www-authenticate", b"Bearer")])
+                else:
+                    await inner(scope, receive, send)
 
             server, task, base = await serve_embedded(
-                app, "127.0.0.1", 0, name="mcp-tool-server", lifespan="on"
+                app, where.host, where.port, name="mcp-tool-server", lifespan="on"
             )
-            self._server, self._task = server, task
-            self._url = base.rstrip("/") + MCP_PATH
-            log.info("mcp tool server listening", url=self._url)
+            self._server, self._task, self._where = server, task, where
+            self._url = local_url(base).rstrip("/") + MCP_PATH
+            log.info("mcp tool server listening", url=self._url,
+                     reached_as=where.reached_as or "loopback only")  # fmt: skip
             return self._url
 
     def _mcp_types(self) -> Any:
@@ -173,3 +192,8 @@ class ToolServer:
             content=[mcp.TextContent(text=text)], is_error=not result.success
         )
         return answer
+
+
+async def _answer(send: Any, status: int, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers or []})
+    await send({"type": "http.response.body", "body": b""})

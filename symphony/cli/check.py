@@ -28,7 +28,7 @@ from symphony.base.secrets import SecretMasker
 from symphony.cli.preflight import preflight_warnings, used_agent_kinds
 from symphony.cli.workflows import each, fleet_of, load, members_of, single
 from symphony.codehost.contract import CodeHost, CodeHostError, create_code_host
-from symphony.config.kubernetes import KubernetesSettings
+from symphony.config.kubernetes import DaemonAddress, KubernetesSettings
 from symphony.config.prompt import StageContext, render_prompt
 from symphony.config.repository import (
     CodeHostKind,
@@ -42,7 +42,12 @@ from symphony.config.telemetry import TelemetrySettings
 from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
 from symphony.core.trust import describe
-from symphony.gateway.access import gateway_refusal, model_access, through_gateway
+from symphony.gateway.access import (
+    gateway_refusal,
+    model_access,
+    pods_through_gateway,
+    through_gateway,
+)
 from symphony.hosts.kubernetes.kubectl import Kubectl
 from symphony.hosts.kubernetes.pods import PodFailed, Pods, describe_pods
 from symphony.hosts.sandbox.probe import sandbox_problem
@@ -164,6 +169,7 @@ def _print_settings(settings: Settings) -> None:
         print(f"ssh hosts     {shown}")
     if worker.kubernetes is not None:
         print(f"kubernetes    {_describe_kubernetes(worker.kubernetes)}")
+        print(f"daemon        {_describe_daemon(worker.kubernetes)}")
     print(f"poll every    {settings.polling.interval_ms} ms")
     print(f"concurrency   {settings.agent.max_concurrent_agents}")
     print(f"overlap       {settings.agent.overlap} (agent.overlap)")
@@ -304,16 +310,29 @@ def _pod_egress(settings: Settings) -> list[str]:
     runs += [(f"stages.{s.name}.sandbox", settings.sandbox_for(s), s.agent or settings.agent.kind)
              for s in stages]  # fmt: skip
     env = remote_environment(os.environ, settings, ())
+    cluster = settings.worker.kubernetes
+    daemon = cluster.daemon if cluster is not None else None
+    keyed = daemon is not None and pods_through_gateway(settings, os.environ)
+    to_daemon = (
+        f"; and the daemon's ports {daemon.tool_port}, {daemon.gateway_port}"
+        if daemon is not None else ""
+    )  # fmt: skip
     lines = []
     for where, sandbox, kind in dict.fromkeys(runs):
         if not sandbox.enabled or sandbox.network is not Network.MODEL:
+            if daemon is not None and sandbox.enabled and sandbox.network is Network.NONE:
+                lines.append(f"{where} ({kind}): nothing but the daemon's ports "
+                             f"{daemon.tool_port}, {daemon.gateway_port}")  # fmt: skip
             continue
         listed = sandbox.allow_hosts
-        hosts = listed if listed is not None else model_hosts(kind, env)
+        hosts = listed if listed is not None else () if keyed else model_hosts(kind, env)
         shown = ", ".join(str(h) if h.port is not None else f"{h}:443" for h in hosts)
+        if keyed and listed is None:
+            shown = "no model host (the agents call their model through the daemon's gateway)"
         lines.append(
             f"{where} ({kind}): DNS and {shown or 'nothing else'}, at the addresses "
-            "resolved when each run's pod is made (the NetworkPolicy lets out addresses)"
+            f"resolved when each run's pod is made (the NetworkPolicy lets out addresses)"
+            + to_daemon
         )
     return lines
 
@@ -539,6 +558,28 @@ def check_command(args: argparse.Namespace) -> int:
         return each(members_of(paths), one)
     members = fleet_of(paths[0])
     return one(single(paths[0])) if members is None else each(members, one)
+
+
+def _describe_daemon(k8s: KubernetesSettings) -> str:
+    """Where the pods reach the daemon, and what of it listens beyond loopback for them."""
+    daemon: DaemonAddress | None = k8s.daemon
+    if daemon is None:
+        return (
+            "not reached from pods: its tool server and model gateway listen on loopback only "
+            "(worker.kubernetes.daemon_address names where pods reach it)"
+        )
+    to = (
+        "its pods " + ", ".join(f"{k}={v}" for k, v in daemon.pod_labels)
+        + f" in namespace {daemon.namespace or k8s.namespace}"
+        if daemon.pod_labels
+        else f"the addresses {daemon.address} resolves to when each run's pod is made"
+    )  # fmt: skip
+    return (
+        f"pods reach it at {daemon.address}: the tool server listens on "
+        f"{daemon.listen}:{daemon.tool_port} and the model gateway on "
+        f"{daemon.listen}:{daemon.gateway_port}, beyond loopback, each opened only by a live "
+        f"run's token; the pods' policy lets out to {to} on those ports"
+    )
 
 
 def _describe_kubernetes(k8s: KubernetesSettings) -> str:

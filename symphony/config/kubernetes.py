@@ -4,6 +4,7 @@ checked against what the Kubernetes API accepts before a run is tried."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,8 +14,14 @@ from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
 
 KUBERNETES_KEYS = frozenset(
     ("context", "namespace", "image", "service_account", "resources", "max_pods",
-     "node_selector", "tolerations", "workspace")
+     "node_selector", "tolerations", "workspace", "daemon_address", "daemon_listen",
+     "daemon_tool_port", "daemon_gateway_port", "daemon_pod_labels", "daemon_namespace")
 )  # fmt: skip
+DAEMON_KEYS = ("daemon_listen", "daemon_tool_port", "daemon_gateway_port", "daemon_pod_labels",
+               "daemon_namespace")  # fmt: skip
+DEFAULT_TOOL_PORT = 8701
+DEFAULT_GATEWAY_PORT = 8702
+ALL_INTERFACES = "0.0.0.0"
 RESOURCE_NAMES = ("cpu", "memory", "ephemeral-storage")
 DEFAULT_RESOURCES = (("cpu", "2"), ("memory", "4Gi"), ("ephemeral-storage", "10Gi"))
 _QUANTITY = re.compile(r"(\d+(\.\d+)?|\.\d+)([EPTGMK]i|[numkMGTPE]|[eE][+-]?\d+)?")
@@ -52,10 +59,38 @@ class KubernetesSettings:
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[Toleration, ...] = field(default_factory=tuple)
     workspace_claim: str | None = None
+    daemon: DaemonAddress | None = None
+    """Where the pods reach this daemon's tool server and model gateway; None: they cannot."""
 
     @property
     def workspace(self) -> str:
         return f"pvc:{self.workspace_claim}" if self.workspace_claim else "empty_dir"
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonAddress:
+    """How the pods reach this daemon: `address` is what they dial (a Service in front of the
+    daemon's pod, or any name or address of this machine they reach); the tool server and the
+    model gateway listen on `listen` at their fixed ports, the ports a Service would forward.
+    `pod_labels` (in `namespace`) select the daemon's own pods when it runs in the cluster:
+    the run's NetworkPolicy lets out to them by selector, since a Service's address is
+    translated to a pod's before a policy is applied; without them it lets out to the
+    addresses `address` resolves to."""
+
+    address: str
+    listen: str = ALL_INTERFACES
+    tool_port: int = DEFAULT_TOOL_PORT
+    gateway_port: int = DEFAULT_GATEWAY_PORT
+    pod_labels: tuple[tuple[str, str], ...] = ()
+    namespace: str | None = None
+
+    @property
+    def ports(self) -> tuple[int, int]:
+        return self.tool_port, self.gateway_port
+
+    def url_host(self) -> str:
+        """`address` as the host of a URL (an IPv6 literal in brackets)."""
+        return f"[{self.address}]" if ":" in self.address else self.address
 
 
 def _bad(message: str) -> ConfigError:
@@ -100,6 +135,7 @@ def parse_kubernetes(raw: Mapping[str, Any]) -> KubernetesSettings:
         node_selector=_node_selector(raw.get("node_selector")),
         tolerations=_tolerations(raw.get("tolerations")),
         workspace_claim=_workspace(raw.get("workspace", "empty_dir")),
+        daemon=_daemon(raw),
     )
 
 
@@ -126,17 +162,19 @@ def _resources(raw: Any) -> tuple[tuple[str, str], ...]:
 
 
 def _node_selector(raw: Any) -> tuple[tuple[str, str], ...]:
-    if raw is None:
-        return ()
+    return () if raw is None else _labels(raw, "node_selector")
+
+
+def _labels(raw: Any, key: str) -> tuple[tuple[str, str], ...]:
     if not isinstance(raw, Mapping):
-        raise _bad("node_selector must be a map of node label to value")
+        raise _bad(f"{key} must be a map of label to value")
     pairs = []
-    for key, value in raw.items():
-        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key):
-            raise _bad(f"node_selector has a key that is not a label name: {key!r}")
+    for name, value in raw.items():
+        if not isinstance(name, str) or not _LABEL_KEY.fullmatch(name):
+            raise _bad(f"{key} has a key that is not a label name: {name!r}")
         if not isinstance(value, str) or not _LABEL_VALUE.fullmatch(value):
-            raise _bad(f"node_selector.{key} must be a label value, got {value!r}")
-        pairs.append((key, value))
+            raise _bad(f"{key}.{name} must be a label value, got {value!r}")
+        pairs.append((name, value))
     return tuple(pairs)
 
 
@@ -184,3 +222,47 @@ def _workspace(raw: Any) -> str | None:
         if _DNS_SUBDOMAIN.fullmatch(claim):
             return claim
     raise _bad(f"workspace must be empty_dir or pvc:<claim name>, got {raw!r}")
+
+
+def _daemon(raw: Mapping[str, Any]) -> DaemonAddress | None:
+    address = raw.get("daemon_address")
+    if address is None:
+        stray = [key for key in DAEMON_KEYS if raw.get(key) is not None]
+        if stray:
+            raise _bad(f"{stray[0]} applies only with worker.kubernetes.daemon_address")
+        return None
+    if not isinstance(address, str) or not _is_host(address):
+        raise _bad(
+            "daemon_address must be the host name or IP address pods reach this daemon at "
+            f"(no scheme, no port), got {address!r}"
+        )
+    listen = raw.get("daemon_listen", ALL_INTERFACES)
+    if not isinstance(listen, str) or not _is_ip(listen):
+        raise _bad(f"daemon_listen must be an IP address to listen on, got {listen!r}")
+    tool_port = integer(raw, "worker.kubernetes.daemon_tool_port", DEFAULT_TOOL_PORT, 1)
+    gateway_port = integer(raw, "worker.kubernetes.daemon_gateway_port", DEFAULT_GATEWAY_PORT, 1)
+    for key, port in (("daemon_tool_port", tool_port), ("daemon_gateway_port", gateway_port)):
+        if port > 65535:
+            raise _bad(f"{key} must be a port from 1 to 65535, got {port}")
+    if tool_port == gateway_port:
+        raise _bad("daemon_tool_port and daemon_gateway_port must differ")
+    labels = raw.get("daemon_pod_labels")
+    pod_labels = _labels(labels, "daemon_pod_labels") if labels is not None else ()
+    if labels is not None and not pod_labels:
+        raise _bad("daemon_pod_labels must name at least one label of the daemon's pods")
+    namespace = _name(raw, "daemon_namespace", _DNS_LABEL, "a namespace name")
+    if namespace is not None and not pod_labels:
+        raise _bad("daemon_namespace applies only with worker.kubernetes.daemon_pod_labels")
+    return DaemonAddress(address.lower(), listen, tool_port, gateway_port, pod_labels, namespace)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_host(text: str) -> bool:
+    return _is_ip(text) or (len(text) <= 253 and _DNS_SUBDOMAIN.fullmatch(text.lower()) is not None)

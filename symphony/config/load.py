@@ -202,7 +202,7 @@ def _sandboxes(
     if worker.hosts:
         _check_hosts_can_sandbox(sandbox, machine, agent)
     if worker.kubernetes is not None:
-        _check_pods_can_run(sandbox, machine, agent)
+        _check_pods_can_run(sandbox, machine, agent, worker.kubernetes.daemon is not None)
     return sandbox, machine
 
 
@@ -367,20 +367,22 @@ def _check_hosts_can_sandbox(
 
 
 def _check_pods_can_run(
-    sandbox: SandboxSettings, machine: StageMachine | None, agent: AgentSettings
+    sandbox: SandboxSettings, machine: StageMachine | None, agent: AgentSettings, reached: bool
 ) -> None:
     """A pod reaches nothing on the daemon's loopback, where the tool server of claude and ACP
-    agents and the sandbox's proxy listen; the pod itself, from `worker.kubernetes.image`
-    behind its NetworkPolicy, is the run's sandbox, and that policy carries `network: model`
-    as the addresses of named hosts (a `*.suffix` pattern has none)."""
+    agents listens unless `reached` (`worker.kubernetes.daemon_address`: it listens where pods
+    reach it); the pod itself, from `worker.kubernetes.image` behind its NetworkPolicy, is the
+    run's sandbox, and that policy carries `network: model` as the addresses of named hosts
+    (a `*.suffix` pattern has none)."""
     stages = machine.stages if machine is not None else ()
     for kind in dict.fromkeys([agent.kind, *(s.agent for s in stages if s.agent)]):
-        if BACKENDS[kind].tools_over_mcp:
+        if BACKENDS[kind].tools_over_mcp and not reached:
             raise ConfigError(
                 INVALID_CONFIG,
                 f"agent kind {kind} takes symphony's tools over MCP from the daemon's loopback, "
-                "which no pod of worker.kubernetes reaches; run codex there (its tools come over "
-                "its own stdio), or run this agent without worker.kubernetes",
+                "which no pod of worker.kubernetes reaches; set worker.kubernetes.daemon_address "
+                "to where pods reach the daemon, or run codex there (its tools come over its "
+                "own stdio)",
             )
     used = [("sandbox", sandbox)]
     used += [(f"stages.{s.name}.sandbox", s.sandbox) for s in stages if s.sandbox is not None]

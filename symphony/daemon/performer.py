@@ -38,6 +38,7 @@ from symphony.daemon.reported import admission
 from symphony.daemon.runner import AttemptContext
 from symphony.daemon.worker import STOPPED, work
 from symphony.gateway.server import ModelGateway
+from symphony.hosts.serve import LOOPBACK, Listen
 from symphony.memory import memory_of
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board
@@ -104,8 +105,9 @@ class Performer:
         self._tasks: asyncio.TaskGroup | None = None
         self._tool_server: ToolServer | None = None
         self.gateway = ModelGateway(
-            admission(state, lambda: current().settings, clock), report, wall=clock.wall
-        )
+            admission(state, lambda: current().settings, clock), report, wall=clock.wall,
+            listen=lambda: listen_for(current().settings, tools=False),
+        )  # fmt: skip
         """The workflow's model gateway; it listens once a run's agent holds an API key."""
         self._tracer: Tracer | None = None
         """Where runs' spans go: made at the first run from `telemetry:` and the
@@ -300,8 +302,19 @@ class Performer:
         if self._tool_server is None:
             from symphony.agents.tool_server import ToolServer  # only MCP agents need it
 
-            self._tool_server = ToolServer()
+            self._tool_server = ToolServer(lambda: listen_for(self._current().settings, tools=True))
         return self._tool_server
+
+
+def listen_for(settings: Settings, *, tools: bool) -> Listen:
+    """Where the tool server (`tools`) or the model gateway listens: on loopback, or where the
+    workflow's pods reach the daemon (`worker.kubernetes.daemon_address`)."""
+    cluster = settings.worker.kubernetes
+    daemon = cluster.daemon if cluster is not None else None
+    if daemon is None:
+        return LOOPBACK
+    port = daemon.tool_port if tools else daemon.gateway_port
+    return Listen(daemon.listen, port, daemon.address)
 
 
 def _agent_headers(settings: Settings) -> dict[str, str]:

@@ -19,6 +19,7 @@ from symphony.config.sandbox import HostPattern, Network, SandboxSettings
 from symphony.config.sections import Settings
 from symphony.daemon.publish import PUSH_USERNAME
 from symphony.daemon.sandbox import hook_sandbox, pod_hand_offs_root
+from symphony.gateway.tokens import routes
 from symphony.hosts import Host
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.kubectl import Kubectl
@@ -107,14 +108,17 @@ class Places:
     ) -> RunPlace:
         """Where an attempt on `host` runs, with the environments of the current settings; on
         the cluster, in a pod of its own for `ticket`'s `run`, let out on `sandbox`'s network
-        (`model`: its `allow_hosts`, or else `agent_kind`'s model hosts)."""
+        (`model`: its `allow_hosts`, or else `agent_kind`'s model hosts, none when the agent
+        holds an API key and so calls the daemon's gateway, which the policy lets out)."""
         if host == CLUSTER and self.pods is not None:
             env = self.remote_env(settings)
             network = sandbox.network if sandbox is not None and sandbox.enabled else Network.FULL
             hosts: tuple[HostPattern, ...] = ()
             if network is Network.MODEL and sandbox is not None:
                 listed = sandbox.allow_hosts
-                hosts = listed if listed is not None else model_hosts(agent_kind, env)
+                keyed = bool(routes(env))
+                default = () if keyed else model_hosts(agent_kind, env)
+                hosts = listed if listed is not None else default
             workspaces = self._pod_run(settings, ticket, run, network, hosts)
             return RunPlace(workspaces, workspaces.host, env, env)
         remote = self.remote.get(host) if host != LOCAL else None

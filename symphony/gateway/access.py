@@ -48,9 +48,11 @@ def model_access(settings: Settings, kinds: Sequence[str], environ: Mapping[str,
 def gateway_refusal(settings: Settings, environ: Mapping[str, str]) -> str | None:
     """Why runs of this workflow cannot go to pods: an API key the pod's agent would be sent
     (`agent.env`, `worker.ssh.pass_env`) makes its calls go through the model gateway, on the
-    daemon's loopback, which no pod reaches (checked at start, as the key's presence depends
-    on the daemon's environment)."""
-    if settings.worker.kubernetes is None:
+    daemon's loopback, which no pod reaches unless `worker.kubernetes.daemon_address` says
+    where they reach the daemon (checked at start, as the key's presence depends on the
+    daemon's environment)."""
+    cluster = settings.worker.kubernetes
+    if cluster is None or cluster.daemon is not None:
         return None
     env = remote_environment(environ, settings, ())
     found = routes(env)
@@ -60,5 +62,12 @@ def gateway_refusal(settings: Settings, environ: Mapping[str, str]) -> str | Non
     return (
         f"worker.kubernetes: the agents would be sent {keys} (agent.env or worker.ssh.pass_env), "
         "so they would call their model through the daemon's model gateway on its loopback, "
-        "which no pod reaches; give the image's agent a login of its own instead of an API key"
+        "which no pod reaches; set worker.kubernetes.daemon_address to where pods reach the "
+        "daemon, or give the image's agent a login of its own instead of an API key"
     )
+
+
+def pods_through_gateway(settings: Settings, environ: Mapping[str, str]) -> bool:
+    """Whether the agents in this workflow's pods call their model through the gateway (they
+    are sent an API key): `network: model` then lets out the gateway, not the model hosts."""
+    return bool(routes(remote_environment(environ, settings, ())))

@@ -1,4 +1,6 @@
-"""The model gateway's server: one loopback listener per workflow, in the daemon's event loop.
+"""The model gateway's server: one listener per workflow, in the daemon's event loop: on
+loopback, or where the workflow's pods reach it (`worker.kubernetes.daemon_address`), where
+the same run tokens are all that open it.
 
 A run is granted a token (`grant`) for the providers its environment holds a key for; its
 agent calls `<gateway>/<provider>/<path>` with that token where the key would go (`authorization:
@@ -26,7 +28,7 @@ from symphony.core.gateway import Refusal, RefusalKind
 from symphony.gateway.tokens import Route, digest, new_token, routes, through_gateway
 from symphony.gateway.upstream import Upstream, UpstreamAnswer, UpstreamError
 from symphony.gateway.usage import ANTHROPIC, UsageReader, limit_of
-from symphony.hosts.serve import serve_embedded
+from symphony.hosts.serve import LOOPBACK, Listen, local_url, serve_embedded
 
 if TYPE_CHECKING:
     import uvicorn
@@ -108,7 +110,11 @@ class ModelGateway:
         report: Report,
         *,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+        listen: Callable[[], Listen] = lambda: LOOPBACK,
     ) -> None:
+        self._listen = listen
+        """Where to listen when a grant starts the server (the current settings')."""
+        self._where = LOOPBACK
         self._admit = admit
         self._report = report
         self._wall = wall
@@ -141,24 +147,37 @@ class ModelGateway:
             run.revoked = True
 
     async def start(self) -> str:
-        """Listen on 127.0.0.1 (any free port), once; the base URL."""
+        """Listen where `listen` says (by default 127.0.0.1, any free port), once; the base
+        URL as this machine reaches it. Where to listen changed (a reload) while no run holds
+        a token: it listens anew there."""
+        wanted = self._listen()
+        if self.url is not None and wanted != self._where and not self._runs:
+            await self._stop_listening()
         async with self._lock:
             if self.url is None:
                 if self._client is None:
                     # The upstream is the one the run's environment named, never a proxy's.
                     self._client = Upstream()
                 server, task, base = await serve_embedded(
-                    self, "127.0.0.1", 0, name="model-gateway"
+                    self, wanted.host, wanted.port, name="model-gateway"
                 )
-                self._server, self._task, self.url = server, task, base.rstrip("/")
-                log.info("model gateway listening", url=self.url)
+                self._server, self._task, self._where = server, task, wanted
+                self.url = local_url(base).rstrip("/")
+                log.info("model gateway listening", url=self.url,
+                         reached_as=wanted.reached_as or "loopback only")  # fmt: skip
             return self.url
 
     async def close(self) -> None:
-        server, task = self._server, self._task
-        self._server = self._task = self.url = None
         for run in self._runs.values():
             run.revoked = True
+        await self._stop_listening()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _stop_listening(self) -> None:
+        server, task = self._server, self._task
+        self._server = self._task = self.url = None
         if server is not None:
             server.should_exit = True
         if task is not None:
@@ -168,9 +187,6 @@ class ModelGateway:
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
 
     # -- serving -------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from symphony.base.errors import ErrorCategory, SymphonyError
@@ -21,6 +22,47 @@ if TYPE_CHECKING:
     import uvicorn
 
 SERVER_BIND_FAILED = ErrorCategory.SERVER_BIND_FAILED
+LOOPBACK_NAMES = frozenset(("127.0.0.1", "localhost", "::1"))
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    """Where a server the agents call (the tool server, the model gateway) listens: by default
+    on loopback at any free port; for pods (`worker.kubernetes.daemon_address`) on `host` at a
+    fixed `port`, reached by the name `reached_as`. Beyond loopback it serves the same as on
+    it: nothing without a live run's token."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    reached_as: str | None = None
+
+    @property
+    def beyond_loopback(self) -> bool:
+        return self.host not in LOOPBACK_NAMES and not self.host.startswith("127.")
+
+    def names(self) -> frozenset[str]:
+        """The host names (of a request's `Host`) the server answers to."""
+        return LOOPBACK_NAMES | ({self.reached_as} if self.reached_as else set())
+
+
+LOOPBACK = Listen()
+
+
+def local_url(base: str) -> str:
+    """`base` as this machine's own processes reach it: a server bound to every interface
+    (`0.0.0.0`, `::`) by its loopback address."""
+    return base.replace("//0.0.0.0:", "//127.0.0.1:", 1).replace("//[::]:", "//[::1]:", 1)
+
+
+def request_host(scope: Any) -> str:
+    """The host a request names (its `Host` header without the port, lowercase), or ''."""
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"host":
+            text: str = value.decode("latin-1").strip().lower()
+            if text.startswith("["):
+                return text[1:].partition("]")[0]
+            return text.rpartition(":")[0] if text.count(":") == 1 else text
+    return ""
 
 
 def _embedded_server(config: uvicorn.Config) -> uvicorn.Server:

@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+import urllib.request
 from typing import Any
 
 RECORD = os.environ.get("FAKE_ACP_RECORD")
@@ -30,6 +31,7 @@ LOCK = threading.Lock()
 PENDING: dict[int, Any] = {}
 CANCELLED = threading.Event()
 NEXT_ID = [0]
+MCP_SERVERS: list[dict[str, Any]] = []
 
 
 def record(entry: dict[str, Any]) -> None:
@@ -89,6 +91,10 @@ def prompt(request_id: Any, params: dict[str, Any]) -> None:
             answer = ask("fs/read_text_file", {"sessionId": session, "path": "/etc/hostname"})
             record({"read_file_answer": answer})
             say(session, "refused " if "error" in answer else "read ")
+        elif kind == "mcp_call":
+            answer = mcp_call(argument)
+            say(session, f"called {argument} ")
+            record({"mcp_answer": answer, "mcp_url": MCP_SERVERS[0]["url"]})
         elif kind == "say":
             say(session, argument)
         elif kind == "hang":
@@ -118,6 +124,31 @@ def prompt(request_id: Any, params: dict[str, Any]) -> None:
     send({"id": request_id, "result": {"stopReason": "end_turn", "usage": usage}})
 
 
+def mcp_call(tool: str) -> Any:
+    """One MCP tool call, as a client over streamable HTTP makes it: initialize, the
+    initialized notification, then tools/call; the call's JSON-RPC answer."""
+    server = MCP_SERVERS[0]
+    headers = {h["name"]: h["value"] for h in server.get("headers", [])}
+    headers["content-type"] = "application/json"
+    headers["accept"] = "application/json, text/event-stream"
+
+    def post(message: dict[str, Any]) -> Any:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        request = urllib.request.Request(server["url"], body, headers)
+        with urllib.request.urlopen(request, timeout=15) as answer:
+            if "mcp-session-id" in answer.headers:
+                headers["mcp-session-id"] = answer.headers["mcp-session-id"]
+            text = answer.read()
+            return json.loads(text) if text else None
+
+    post({"id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "fake-acp", "version": "1"}}})  # fmt: skip
+    post({"method": "notifications/initialized"})
+    arguments = json.loads(os.environ.get("FAKE_ACP_TOOL_ARGS") or "{}")
+    return post({"id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+
+
 def main() -> None:
     if os.environ.get("FAKE_ACP_IGNORE_TERM") == "1":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -145,6 +176,7 @@ def main() -> None:
                 }
             )
         elif method in ("session/new", "session/load"):
+            MCP_SERVERS[:] = params.get("mcpServers") or []
             session = params.get("sessionId") or "sess-1"
             models = json.loads(os.environ.get("FAKE_ACP_MODELS") or "null") or {
                 "currentModelId": "fake-acp-model"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from symphony.config.kubernetes import KubernetesSettings
+from symphony.config.kubernetes import DaemonAddress, KubernetesSettings
 from symphony.config.sandbox import Network
 from symphony.hosts.kubernetes.host import KubectlHost, ReachRefused
 from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
@@ -156,8 +157,26 @@ def test_the_agent_starts_over_kubectl_exec_with_its_environment_on_stdin() -> N
     encoded = base64.b64encode(b"sk-secret-1").decode()
     assert f"OPENAI_API_KEY={encoded}".encode() in spec.preamble
     assert dict(spec.env) == {"PATH": "/bin"}  # kubectl gets nothing of the agent's
-    with pytest.raises(ReachRefused, match="cannot reach the daemon's loopback service"):
+    with pytest.raises(ReachRefused, match=r"set worker\.kubernetes\.daemon_address"):
         host.reach("http://127.0.0.1:4100/mcp")
+
+
+def test_an_agent_in_a_pod_dials_the_daemon_address_on_the_service_s_own_port() -> None:
+    daemon = DaemonAddress("symphony.symphony.svc")
+    settings = dataclasses.replace(SETTINGS, daemon=daemon)
+    host = KubectlHost(Kubectl(settings, {"PATH": "/bin"}), "symphony-abc-1")
+    assert host.reach("http://127.0.0.1:8701/mcp") == (
+        host,
+        "http://symphony.symphony.svc:8701/mcp",
+    )
+    assert host.reach("http://127.0.0.1:8702")[1] == "http://symphony.symphony.svc:8702"
+    v6 = KubectlHost(Kubectl(dataclasses.replace(SETTINGS, daemon=DaemonAddress("fd00::5")),
+                             {}), "p")  # fmt: skip
+    assert v6.reach("http://127.0.0.1:8701/mcp")[1] == "http://[fd00::5]:8701/mcp"
+    # A service still on loopback (a reload set the address while it served a run) is not
+    # where the pod's policy lets it out.
+    with pytest.raises(ReachRefused, match="cannot reach the daemon's service"):
+        host.reach("http://127.0.0.1:41234/mcp")
 
 
 def test_a_hook_sends_its_environment_on_stdin_and_a_lost_pod_is_unreachable() -> None:

@@ -3,7 +3,8 @@
 for room in the cluster, said as such), a daemon killed with a pod running whose restart
 leaves nothing behind, a run with `network: none` that cannot reach this machine, a run with
 `network: model` that goes to its end under the policy it was given (which podman does not
-enforce: it has no NetworkPolicy), a pod that
+enforce: it has no NetworkPolicy), an ACP agent in a pod that calls a symphony tool over MCP at
+`daemon_address`, a pod that
 runs under what its manifest says (the shim plays it with `podman kube play`), and the real
 `codex app-server` completing a turn in a pod against a fake model on this machine.
 
@@ -598,3 +599,77 @@ async def test_before_a_push_every_process_the_run_left_in_its_pod_is_ended(
         assert "sleep 600" not in after.out, after.out
     finally:
         await pods.delete(host.pod)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_an_acp_agent_in_a_pod_calls_a_symphony_tool_over_mcp_at_the_daemon_address(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    """With `daemon_address` the tool server listens where pods reach it: an ACP agent in a pod
+    is given `http://<daemon_address>:<port>/mcp` with its session's token, calls
+    `local_move_issue` over MCP from inside the pod, and the daemon moves the ticket. Under
+    `network: none` the pod's policy lets out the daemon's two ports alone (the shim leaves a
+    pod with any egress on podman's network, which reaches this machine)."""
+    lab = cluster
+    shutil.copy(REPO / "tests" / "fakes" / "fake_acp_agent.py", lab.shared)
+    here = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()[0]
+    tool_port, gateway_port = free_port(), free_port()
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    board.write_workflow(
+        agent={"kind": "acp"},
+        acp={"command": f"python3 {lab.shared / 'fake_acp_agent.py'}", "read_timeout_ms": 20_000},
+        worker={"kubernetes": {"image": IMAGE, "namespace": "agents", "max_pods": 1,
+                               "daemon_address": here, "daemon_tool_port": tool_port,
+                               "daemon_gateway_port": gateway_port},
+                "ssh": {"pass_env": ["FAKE_ACP_*"]}},
+        sandbox={"kind": "bwrap", "network": "none"},
+        polling_ms=300,
+    )  # fmt: skip
+    record = lab.shared / "acp.jsonl"
+    env = lab.env(
+        FAKE_ACP_PROMPT="mcp_call:local_move_issue", FAKE_ACP_RECORD=str(record),
+        FAKE_ACP_TOOL_ARGS=json.dumps({"state": "Human Review"}),
+    )  # fmt: skip
+    applied: list[dict[str, Any]] = []
+
+    def policy_applied() -> bool:
+        for path in (lab.base / "state").glob("policy-*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                applied.append(json.loads(path.read_text()))
+        return bool(applied)
+
+    daemon = Daemon(board, env)
+    try:
+        assert wait_until(policy_applied, 60), "".join(daemon.lines)
+        assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 90), "".join(
+            daemon.lines
+        )
+        assert wait_until(lambda: not pods_of(lab), 30), pods_of(lab)
+        entries = [json.loads(x) for x in record.read_text().splitlines() if x.strip()]
+        (opened,) = [e for e in entries if e.get("method") == "session/new"]
+        (server,) = opened["params"]["mcpServers"]
+        token = server["headers"][0]["value"].removeprefix("Bearer ")
+        # The run has ended: the listener beyond loopback refuses its session's token.
+        refused = httpx.post(f"http://{here}:{tool_port}/mcp", json={},
+                             headers={"authorization": f"Bearer {token}"})  # fmt: skip
+        assert refused.status_code == 401
+    finally:
+        assert daemon.stop() == 0
+    (called,) = [e for e in entries if "mcp_answer" in e]
+    assert called["mcp_url"] == f"http://{here}:{tool_port}/mcp"  # dialled from the pod
+    assert called["mcp_answer"]["result"]["isError"] is False, called
+    assert len(token) > 30
+    # The policy lets out the daemon's two ports at its address, and nothing else.
+    assert applied[0]["spec"]["egress"] == [{
+        "to": [{"ipBlock": {"cidr": f"{here}/32"}}],
+        "ports": [{"protocol": "TCP", "port": p} for p in (tool_port, gateway_port)],
+    }]  # fmt: skip
+    log = "".join(daemon.lines)
+    assert token not in log and token not in (lab.base / "state" / "kubectl.log").read_text()

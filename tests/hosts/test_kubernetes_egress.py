@@ -6,6 +6,7 @@ anything is applied."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import socket
@@ -15,11 +16,13 @@ from typing import Any, TypeVar
 import kubernetes_validate
 import pytest
 
+from symphony.config.kubernetes import DaemonAddress
 from symphony.config.sandbox import HostPattern, Network, parse_host_pattern
 from symphony.hosts.kubernetes.egress import EgressUnresolved, allowed_addresses, cidr
+from symphony.hosts.kubernetes.kubectl import Kubectl
 from symphony.hosts.kubernetes.manifests import network_policy
-from symphony.hosts.kubernetes.pods import PodFailed
-from tests.hosts.test_kubectl_host import READY, FakeKubectl, pods_with, statuses
+from symphony.hosts.kubernetes.pods import PodFailed, Pods
+from tests.hosts.test_kubectl_host import READY, SETTINGS, FakeKubectl, pods_with, statuses
 from tests.hosts.test_kubernetes_manifests import BASE, pod
 from tests.test_deploy import VERSION
 
@@ -133,3 +136,35 @@ def test_other_networks_resolve_nothing() -> None:
                                             model_hosts=hosts("unknown.example")))  # fmt: skip
     _, sent = fake.calls[0]
     assert sent is not None and json.loads(sent)["items"][1]["spec"]["egress"] == []
+
+
+def daemon_pods(fake: FakeKubectl, address: str) -> Pods:
+    settings = dataclasses.replace(SETTINGS, daemon=DaemonAddress(address))
+    return Pods(Kubectl(settings, {"PATH": "/bin"}, fake), "inst-1", poll_s=0)
+
+
+@pytest.mark.parametrize("network", [Network.NONE, Network.MODEL])
+def test_a_pod_is_let_out_to_the_daemon_at_the_addresses_resolved_when_it_is_made(
+    network: Network,
+) -> None:
+    fake = FakeKubectl([statuses(READY)])
+    start = daemon_pods(fake, "models.internal").start
+    resolving(lambda: start("ABC-1", "r", network, model_hosts=hosts("chatgpt.com")))
+    _, sent = fake.calls[0]
+    assert sent is not None
+    pod_sent, policy = json.loads(sent)["items"]
+    assert pod_sent["spec"]["hostAliases"] == [{"ip": "10.0.0.5", "hostnames": ["models.internal"]}]
+    *_, daemon = policy["spec"]["egress"]
+    assert daemon["to"] == [{"ipBlock": {"cidr": "10.0.0.5/32"}}]
+    assert [p["port"] for p in daemon["ports"]] == [8701, 8702]
+
+
+def test_a_daemon_address_that_does_not_resolve_is_named_before_anything_is_applied() -> None:
+    fake = FakeKubectl([statuses(READY)])
+    with pytest.raises(PodFailed, match=r"worker.kubernetes.daemon_address unknown\.example"):
+        resolving(lambda: daemon_pods(fake, "unknown.example").start("ABC-1", "r", Network.NONE))
+    assert fake.calls == []
+    # Under network: full the pod's own DNS may know it (its policy lets everything out).
+    resolving(lambda: daemon_pods(fake, "unknown.example").start("ABC-1", "r", Network.FULL))
+    _, sent = fake.calls[0]
+    assert sent is not None and "hostAliases" not in json.loads(sent)["items"][0]["spec"]

@@ -17,6 +17,7 @@ from symphony.hosts.kubernetes.manifests import (
     INSTANCE_LABEL,
     RUN_LABEL,
     TICKET_LABEL,
+    daemon_rule,
     instance_selector,
     label_value,
     network_policy,
@@ -136,3 +137,69 @@ def test_the_run_s_manifests_pass_the_policy_scanner(tmp_path: Path, network: Ne
     report = scan(tmp_path, SKIPPED_FOR_ALL | SKIPPED_FOR_RUN_PODS)
     assert failed(report) == []
     assert report["summary"]["passed"] >= 80
+
+
+OUTSIDE = {**BASE, "daemon_address": "symphony.example.com"}
+INSIDE = {**BASE, "daemon_address": "symphony.symphony.svc",
+          "daemon_pod_labels": {"app.kubernetes.io/name": "symphony"},
+          "daemon_namespace": "symphony"}  # fmt: skip
+
+
+def with_daemon(raw: dict[str, Any], network: Network) -> tuple[dict[str, Any], dict[str, Any]]:
+    settings = parse_kubernetes(raw)
+    assert settings.daemon is not None
+    addresses = ("198.51.100.4", "2001:db8::4")
+    made = pod_manifest(settings, "prod-a1b2", "ABC-12", "run-7", addresses)
+    rule = daemon_rule(settings.daemon, settings.namespace, addresses)
+    return made, network_policy(made, network, (("203.0.113.7/32", 443),), rule)
+
+
+def test_a_pod_outside_the_daemon_s_cluster_reaches_its_two_ports_at_its_addresses() -> None:
+    made, policy = with_daemon(OUTSIDE, Network.NONE)
+    # The pod knows the daemon's name by what the daemon resolved: no DNS under network none.
+    assert made["spec"]["hostAliases"] == [
+        {"ip": "198.51.100.4", "hostnames": ["symphony.example.com"]},
+        {"ip": "2001:db8::4", "hostnames": ["symphony.example.com"]},
+    ]
+    assert policy["spec"]["egress"] == [{
+        "to": [{"ipBlock": {"cidr": "198.51.100.4/32"}}, {"ipBlock": {"cidr": "2001:db8::4/128"}}],
+        "ports": [{"protocol": "TCP", "port": 8701}, {"protocol": "TCP", "port": 8702}],
+    }]  # fmt: skip
+    _, model = with_daemon(OUTSIDE, Network.MODEL)
+    egress = model["spec"]["egress"]
+    assert [r["ports"][0]["port"] for r in egress] == [53, 443, 8701]
+    assert egress[-1] == policy["spec"]["egress"][0]
+    _, full = with_daemon(OUTSIDE, Network.FULL)
+    assert full["spec"]["egress"] == [{}]
+
+
+def test_a_pod_in_the_daemon_s_cluster_reaches_the_daemon_s_pods_by_selector() -> None:
+    """A Service's address is translated to a pod's before the policy applies: the rule
+    names the daemon's pods, never the Service's address."""
+    made, policy = with_daemon(INSIDE, Network.NONE)
+    assert made["spec"]["hostAliases"][0]["hostnames"] == ["symphony.symphony.svc"]
+    assert policy["spec"]["egress"] == [{
+        "to": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "symphony"}},
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name":
+                                                      "symphony"}}}],
+        "ports": [{"protocol": "TCP", "port": 8701}, {"protocol": "TCP", "port": 8702}],
+    }]  # fmt: skip
+    same = {**INSIDE, "daemon_namespace": None}
+    _, policy = with_daemon(same, Network.NONE)
+    selector = policy["spec"]["egress"][0]["to"][0]["namespaceSelector"]
+    assert selector == {"matchLabels": {"kubernetes.io/metadata.name": "agents"}}
+
+
+def test_a_daemon_named_by_its_address_needs_no_host_alias() -> None:
+    settings = parse_kubernetes({**BASE, "daemon_address": "198.51.100.4"})
+    assert "hostAliases" not in pod_manifest(settings, "i", "ABC-1", "r", ("198.51.100.4",))["spec"]
+    assert "hostAliases" not in pod(OUTSIDE)["spec"]  # nothing resolved: nothing pinned
+
+
+@pytest.mark.parametrize("raw", [OUTSIDE, INSIDE])
+@pytest.mark.parametrize("network", list(Network))
+def test_the_manifests_with_the_daemon_s_ports_are_valid_kubernetes(
+    raw: dict[str, Any], network: Network
+) -> None:
+    for made in with_daemon(raw, network):
+        kubernetes_validate.validate(made, VERSION, strict=True)

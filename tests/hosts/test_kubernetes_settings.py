@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from symphony.config.fields import ConfigError
-from symphony.config.kubernetes import KubernetesSettings, Toleration
+from symphony.config.kubernetes import DaemonAddress, KubernetesSettings, Toleration
 from tests.cli_runner import Cli
 from tests.harness import Board
 from tests.hosts.test_settings import settings_with
@@ -75,6 +75,27 @@ def test_defaults_are_an_empty_dir_no_token_and_bounded_resources(tmp_path: Path
         ({"workspace": "pvc:"}, "worker.kubernetes.workspace"),
         ({"replicas": 2}, "worker.kubernetes has unknown key(s) replicas"),
         ({"context": ""}, "worker.kubernetes.context"),
+        ({"daemon_address": "http://symphony:8701"}, "worker.kubernetes.daemon_address"),
+        ({"daemon_address": "bad name"}, "worker.kubernetes.daemon_address"),
+        ({"daemon_address": 10}, "worker.kubernetes.daemon_address"),
+        ({"daemon_listen": "0.0.0.0"}, "worker.kubernetes.daemon_listen applies only with"),
+        ({"daemon_pod_labels": {"app": "symphony"}},
+         "worker.kubernetes.daemon_pod_labels applies only with"),
+        ({"daemon_address": "d.svc", "daemon_listen": "everywhere"},
+         "worker.kubernetes.daemon_listen must be an IP address"),
+        ({"daemon_address": "d.svc", "daemon_tool_port": 0}, "worker.kubernetes.daemon_tool_port"),
+        ({"daemon_address": "d.svc", "daemon_gateway_port": 70000},
+         "worker.kubernetes.daemon_gateway_port"),
+        ({"daemon_address": "d.svc", "daemon_gateway_port": 8701},
+         "daemon_tool_port and daemon_gateway_port must differ"),
+        ({"daemon_address": "d.svc", "daemon_pod_labels": {}},
+         "worker.kubernetes.daemon_pod_labels must name at least one label"),
+        ({"daemon_address": "d.svc", "daemon_pod_labels": {"app": "a b"}},
+         "worker.kubernetes.daemon_pod_labels.app"),
+        ({"daemon_address": "d.svc", "daemon_namespace": "symphony"},
+         "worker.kubernetes.daemon_namespace applies only with"),
+        ({"daemon_address": "d.svc", "daemon_pod_labels": {"a": "b"}, "daemon_namespace": "N_1"},
+         "worker.kubernetes.daemon_namespace"),
     ],
 )  # fmt: skip
 def test_bad_values_are_refused_naming_the_setting(
@@ -82,6 +103,23 @@ def test_bad_values_are_refused_naming_the_setting(
 ) -> None:
     with pytest.raises(ConfigError, match=re.escape(named)):
         settings_with(tmp_path, worker={"kubernetes": {**FULL, **change}})
+
+
+def test_the_daemon_address_parses_with_its_ports_and_listens_everywhere(tmp_path: Path) -> None:
+    cluster = {**FULL, "daemon_address": "Symphony.symphony.svc"}
+    k8s = settings_with(tmp_path, worker={"kubernetes": cluster}).worker.kubernetes
+    assert k8s.daemon == DaemonAddress("symphony.symphony.svc", "0.0.0.0", 8701, 8702)
+    assert k8s.daemon.url_host() == "symphony.symphony.svc"
+    cluster = {**FULL, "daemon_address": "fd00::5", "daemon_listen": "::",
+               "daemon_tool_port": "9001", "daemon_gateway_port": 9002,
+               "daemon_pod_labels": {"app.kubernetes.io/name": "symphony"},
+               "daemon_namespace": "symphony"}  # fmt: skip
+    k8s = settings_with(tmp_path, worker={"kubernetes": cluster}).worker.kubernetes
+    assert k8s.daemon == DaemonAddress(
+        "fd00::5", "::", 9001, 9002, (("app.kubernetes.io/name", "symphony"),), "symphony"
+    )
+    assert k8s.daemon.url_host() == "[fd00::5]" and k8s.daemon.ports == (9001, 9002)
+    assert settings_with(tmp_path, worker={"kubernetes": FULL}).worker.kubernetes.daemon is None
 
 
 def test_ssh_hosts_and_a_cluster_are_one_or_the_other(tmp_path: Path) -> None:
@@ -116,6 +154,46 @@ def test_what_no_pod_can_reach_is_refused_at_load(
 ) -> None:
     with pytest.raises(ConfigError, match=re.escape(named)):
         settings_with(tmp_path, worker={"kubernetes": FULL}, **change)
+
+
+@pytest.mark.parametrize("kind", ["claude", "acp"])
+def test_mcp_agents_run_in_pods_that_reach_the_daemon(tmp_path: Path, kind: str) -> None:
+    agent: dict[str, Any] = {"kind": kind}
+    with pytest.raises(ConfigError, match=r"set worker\.kubernetes\.daemon_address"):
+        settings_with(tmp_path, worker={"kubernetes": FULL}, agent=agent)
+    reached = {**FULL, "daemon_address": "symphony.symphony.svc"}
+    settings = settings_with(tmp_path, worker={"kubernetes": reached}, agent=agent)
+    assert settings.agent.kind == kind
+
+
+def test_check_says_where_pods_reach_the_daemon_and_what_listens_beyond_loopback(
+    tmp_path: Path, symphony_cli: Cli
+) -> None:
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    board.write_workflow(worker={"kubernetes": FULL})
+    result = symphony_cli("check", cwd=board.root)
+    line = next(x for x in result.stdout.splitlines() if x.startswith("daemon "))
+    assert "not reached from pods" in line and "loopback only" in line
+    reached = {**FULL, "daemon_address": "symphony.symphony.svc",
+               "daemon_pod_labels": {"app": "symphony"},
+               "daemon_namespace": "symphony"}  # fmt: skip
+    board.write_workflow(
+        worker={"kubernetes": reached},
+        agent={"kind": "claude", "env": {"ANTHROPIC_API_KEY": "sk-ant-x"}},
+        sandbox={"kind": "bwrap", "network": "model"},
+    )
+    result = symphony_cli("check", cwd=board.root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("daemon "))
+    assert "pods reach it at symphony.symphony.svc" in line
+    assert "tool server listens on 0.0.0.0:8701" in line
+    assert "model gateway on 0.0.0.0:8702, beyond loopback" in line
+    assert "its pods app=symphony in namespace symphony" in line
+    line = next(x for x in result.stdout.splitlines() if x.startswith("pod egress"))
+    assert "no model host (the agents call their model through the daemon's gateway)" in line
+    assert "the daemon's ports 8701, 8702" in line
+    assert "sk-ant-x" not in result.stdout
 
 
 def test_network_model_is_the_pod_s_policy_and_check_says_what_it_lets_out(
@@ -155,5 +233,6 @@ def test_an_api_key_for_the_pods_is_refused_at_start_naming_the_setting(
     result = symphony_cli("--no-tui", cwd=board.root)
     assert result.returncode == 1
     assert "worker.kubernetes: the agents would be sent OPENAI_API_KEY" in result.stderr
+    assert "set worker.kubernetes.daemon_address" in result.stderr
     assert "sk-x" not in result.stderr and "Traceback" not in result.stderr
     assert board.state_of("ABC-1") == "Todo"

@@ -42,6 +42,18 @@ async def allowed_addresses(hosts: Sequence[HostPattern]) -> tuple[tuple[str, in
     return tuple(found)
 
 
+async def daemon_addresses(name: str) -> tuple[str, ...]:
+    """The addresses `worker.kubernetes.daemon_address` comes to now, as the daemon resolves
+    it (an IP literal as it is); raises EgressUnresolved naming it."""
+    try:
+        return tuple(await _addresses(name))
+    except EgressUnresolved:
+        raise EgressUnresolved(
+            f"worker.kubernetes.daemon_address {name} did not resolve to an address here, so "
+            "the pod's NetworkPolicy could not let it out to the daemon"
+        ) from None
+
+
 async def _addresses(name: str) -> list[str]:
     if name.startswith("*."):
         raise EgressUnresolved(

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -44,8 +45,9 @@ CONTAINER = "agent"
 
 
 class ReachRefused(Exception):
-    """An agent in a pod was to call a loopback service of the daemon, which no pod reaches
-    (load and `check` refuse such workflows; this is the last guard)."""
+    """An agent in a pod was to call a service of the daemon that no pod reaches: one on its
+    loopback, without `worker.kubernetes.daemon_address` (load and `check` refuse such
+    workflows; this is the last guard)."""
 
 
 def _reached(result: KubectlResult) -> bool:
@@ -94,11 +96,19 @@ class KubectlHost:
         )
 
     def reach(self, url: str) -> tuple[KubectlHost, str]:
-        raise ReachRefused(
-            f"an agent in pod {self.pod} cannot reach the daemon's loopback service at {url}: "
-            "worker.kubernetes runs agents that take their tools over their own stdio (codex), "
-            "without the model gateway"
-        )
+        """At `daemon_address`, on the port the service listens on there: the pod's policy
+        lets out to exactly those ports. A service listening elsewhere (on loopback, before a
+        reload set the address) is out of the pod's reach."""
+        daemon = self.kubectl.settings.daemon
+        parts = urlsplit(url)
+        if daemon is None or parts.port not in daemon.ports:
+            raise ReachRefused(
+                f"an agent in pod {self.pod} cannot reach the daemon's service at {url}: set "
+                "worker.kubernetes.daemon_address to where pods reach the daemon, or run "
+                "agents that take their tools over their own stdio (codex), without the model "
+                "gateway"
+            )
+        return self, parts._replace(netloc=f"{daemon.url_host()}:{parts.port}").geturl()
 
     def sandboxed(self, settings: SandboxSettings, credentials: HomeCredentials) -> KubectlHost:
         """The pod is the run's sandbox: its NetworkPolicy holds the stage's network and its

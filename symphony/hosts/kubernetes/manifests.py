@@ -5,15 +5,23 @@ The pod holds a process that only waits; the agent and every command of the run 
 in it with `kubectl exec`. Its root filesystem is read-only and only the workspace, the home
 and /tmp are writable; it runs as a non-root user with every capability dropped, no privilege
 escalation and the runtime's default seccomp profile, and it gets no service-account token
-unless `service_account` names one."""
+unless `service_account` names one.
+
+With `daemon_address` the pod knows the daemon's name by the addresses the daemon resolved it
+to (`hostAliases`), and its policy lets out to the daemon's two ports under every network:
+to the daemon's pods by selector when `daemon_pod_labels` names them (a Service's address is
+translated to a pod's before a policy applies, so an `ipBlock` of it would match nothing),
+else to those addresses."""
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
+from collections.abc import Sequence
 from typing import Any
 
-from symphony.config.kubernetes import KubernetesSettings, Toleration
+from symphony.config.kubernetes import DaemonAddress, KubernetesSettings, Toleration
 from symphony.config.sandbox import Network
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -26,6 +34,7 @@ USER_ID = 10001
 # Waits for the agent's commands and ends at once when the pod is deleted.
 HOLD = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"
 DNS_PORT = 53
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def label_value(text: str) -> str:
@@ -68,8 +77,13 @@ def claim_name(settings: KubernetesSettings, ticket: str) -> str | None:
 
 
 def pod_manifest(
-    settings: KubernetesSettings, instance: str, ticket: str, run: str
+    settings: KubernetesSettings,
+    instance: str,
+    ticket: str,
+    run: str,
+    daemon_addresses: Sequence[str] = (),
 ) -> dict[str, Any]:
+    """The run's pod; `daemon_addresses`: what `daemon_address` resolved to, for its name."""
     name = pod_name(instance, ticket, run)
     resources = dict(settings.resources)
     claim = claim_name(settings, ticket)
@@ -102,6 +116,12 @@ def pod_manifest(
         spec["nodeSelector"] = dict(settings.node_selector)
     if settings.tolerations:
         spec["tolerations"] = [_toleration(t) for t in settings.tolerations]
+    daemon = settings.daemon
+    if daemon is not None and daemon_addresses and not _is_ip(daemon.address):
+        spec["hostAliases"] = [
+            {"ip": address.split("%", 1)[0], "hostnames": [daemon.address]}
+            for address in daemon_addresses
+        ]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -149,12 +169,45 @@ def _toleration(t: Toleration) -> dict[str, Any]:
     return found
 
 
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def daemon_rule(daemon: DaemonAddress, namespace: str, addresses: Sequence[str]) -> dict[str, Any]:
+    """The egress rule to the daemon's tool server and model gateway: its pods by their
+    labels (in `daemon_namespace`, else the pods' `namespace`), or else each of `addresses`
+    alone."""
+    peers: list[dict[str, Any]]
+    if daemon.pod_labels:
+        peers = [{
+            "podSelector": {"matchLabels": dict(daemon.pod_labels)},
+            "namespaceSelector": {
+                "matchLabels": {NAMESPACE_NAME_LABEL: daemon.namespace or namespace}
+            },
+        }]  # fmt: skip
+    else:
+        peers = [{"ipBlock": {"cidr": _cidr(a)}} for a in dict.fromkeys(addresses)]
+    return {"to": peers, "ports": [{"protocol": "TCP", "port": p} for p in daemon.ports]}
+
+
+def _cidr(address: str) -> str:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    return f"{ip}/{ip.max_prefixlen}"
+
+
 def network_policy(
-    pod: dict[str, Any], network: Network, allow: tuple[tuple[str, int], ...] = ()
+    pod: dict[str, Any],
+    network: Network,
+    allow: tuple[tuple[str, int], ...] = (),
+    daemon: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The pod's NetworkPolicy: nothing comes in; `none` lets nothing out, `model` only DNS
-    and the `(cidr, port)` pairs in `allow` (the model hosts' addresses, or the gateway's),
-    `full` everything out."""
+    and the `(cidr, port)` pairs in `allow` (the model hosts' addresses), `full` everything
+    out; and under each, `daemon` (`daemon_rule`) when the pods reach the daemon."""
     egress: list[dict[str, Any]]
     if network is Network.FULL:
         egress = [{}]
@@ -166,6 +219,8 @@ def network_policy(
         ]
     else:
         egress = []
+    if daemon is not None and network is not Network.FULL:
+        egress.append(daemon)
     metadata = pod["metadata"]
     return {
         "apiVersion": "networking.k8s.io/v1",

@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from symphony.config.sandbox import HostPattern, Network
-from symphony.hosts.kubernetes.egress import EgressUnresolved, allowed_addresses
+from symphony.hosts.kubernetes.egress import EgressUnresolved, allowed_addresses, daemon_addresses
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
 from symphony.hosts.kubernetes.manifests import (
@@ -31,6 +31,7 @@ from symphony.hosts.kubernetes.manifests import (
     MANAGED_BY,
     RUN_LABEL,
     TICKET_LABEL,
+    daemon_rule,
     label_value,
     network_policy,
     pod_manifest,
@@ -93,15 +94,22 @@ class Pods:
         model_hosts: Sequence[HostPattern] = (),
     ) -> KubectlHost:
         """Make the run's pod and policy and wait until the pod is Ready; its host. With
-        `network: model` the policy lets out the addresses `model_hosts` resolve to now."""
-        pod = pod_manifest(self.kubectl.settings, self.instance, ticket, run)
+        `network: model` the policy lets out the addresses `model_hosts` resolve to now; with
+        `daemon_address`, the daemon's ports at the addresses it resolves to now (which the
+        pod knows its name by) or on the daemon's pods."""
+        settings = self.kubectl.settings
+        daemon, reached = settings.daemon, tuple[str, ...]()
         allow: tuple[tuple[str, int], ...] = ()
-        if network is Network.MODEL:
-            try:
+        try:
+            if network is Network.MODEL:
                 allow = await allowed_addresses(model_hosts)
-            except EgressUnresolved as exc:
-                raise PodFailed(exc.message) from None
-        policy = network_policy(pod, network, allow)
+            if daemon is not None:
+                reached = await self._daemon_addresses(network)
+        except EgressUnresolved as exc:
+            raise PodFailed(exc.message) from None
+        pod = pod_manifest(settings, self.instance, ticket, run, reached)
+        rule = daemon_rule(daemon, settings.namespace, reached) if daemon is not None else None
+        policy = network_policy(pod, network, allow, rule)
         name = pod["metadata"]["name"]
         listed = {"apiVersion": "v1", "kind": "List", "items": [pod, policy]}
         applied = await self.kubectl("apply", "-f", "-", stdin=json.dumps(listed).encode())
@@ -118,6 +126,18 @@ class Pods:
             await asyncio.shield(self.delete(name))
             raise
         return KubectlHost(self.kubectl, name)
+
+    async def _daemon_addresses(self, network: Network) -> tuple[str, ...]:
+        """Where `daemon_address` is now; with `network: full` a name that does not resolve
+        here is left to the pod's own DNS (its policy lets everything out)."""
+        daemon = self.kubectl.settings.daemon
+        assert daemon is not None
+        try:
+            return await daemon_addresses(daemon.address)
+        except EgressUnresolved:
+            if network is Network.FULL:
+                return ()
+            raise
 
     async def _until_ready(self, name: str, on_status: Callable[[str], None]) -> None:
         placed_at: float | None = None
