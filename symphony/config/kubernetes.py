@@ -13,7 +13,7 @@ from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
 
 KUBERNETES_KEYS = frozenset(
     ("context", "namespace", "image", "service_account", "resources", "max_pods",
-     "node_selector", "tolerations", "workspace")
+     "node_selector", "tolerations", "workspace", "request_timeout_ms")
 )  # fmt: skip
 RESOURCE_NAMES = ("cpu", "memory", "ephemeral-storage")
 DEFAULT_RESOURCES = (("cpu", "2"), ("memory", "4Gi"), ("ephemeral-storage", "10Gi"))
@@ -23,6 +23,7 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?" + _LABEL_NAME)
 _LABEL_VALUE = re.compile(f"({_LABEL_NAME})?")
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 _TOLERATION_KEYS = frozenset(("key", "operator", "value", "effect", "toleration_seconds"))
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -52,6 +53,9 @@ class KubernetesSettings:
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[Toleration, ...] = field(default_factory=tuple)
     workspace_claim: str | None = None
+    request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    """How long one request of kubectl's to the cluster may take (its `--request-timeout`);
+    a kubectl that says nothing for longer is killed and the cluster taken as unreachable."""
 
     @property
     def workspace(self) -> str:
@@ -100,6 +104,9 @@ def parse_kubernetes(raw: Mapping[str, Any]) -> KubernetesSettings:
         node_selector=_node_selector(raw.get("node_selector")),
         tolerations=_tolerations(raw.get("tolerations")),
         workspace_claim=_workspace(raw.get("workspace", "empty_dir")),
+        request_timeout_ms=integer(
+            raw, "worker.kubernetes.request_timeout_ms", DEFAULT_REQUEST_TIMEOUT_MS, 100
+        ),
     )
 
 
