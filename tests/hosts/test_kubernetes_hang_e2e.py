@@ -48,9 +48,9 @@ def test_hung_kubectl_commands_fail_their_runs_and_the_daemon_goes_on(
     write_workflow(board, lab, max_pods=3)
     text = board.workflow.read_text()
     config = text.split("---")[1]
-    config = config.replace("namespace: agents", "namespace: agents\n    request_timeout_ms: 500")
+    config = config.replace("namespace: agents", "namespace: agents\n    request_timeout_ms: 1500")
     config = config.replace(
-        "read_timeout_ms: 20000", "read_timeout_ms: 60000\n  stall_timeout_ms: 3000"
+        "read_timeout_ms: 20000", "read_timeout_ms: 60000\n  stall_timeout_ms: 8000"
     )
     board.workflow.write_text(f"---{config}---{text.split('---', 2)[2]}")
     env = lab.env(
@@ -74,11 +74,11 @@ def test_hung_kubectl_commands_fail_their_runs_and_the_daemon_goes_on(
     # The pod wait: killed after its deadline, the run host_unreachable, naming the cluster.
     assert re.search(
         r"host_unreachable.*the cluster \(context kubectl's current context, namespace agents\) "
-        r"did not answer within 2 s",
+        r"did not answer within 4 s",
         log,
     ), log
     # The agent's exec: long-lived by nature, caught as a stall.
-    assert re.search(r'no agent activity for \d+s \(stall_timeout_ms=3000\)" issue_id=ABC-2', log)
+    assert re.search(r'no agent activity for \d+s \(stall_timeout_ms=8000\)" issue_id=ABC-2', log)
     assert re.search(r'"pods deleted" issue_id=ABC-2 .*symphony-abc-2-', log), log
     assert "Human Review" not in (board.state_of("ABC-1"), board.state_of("ABC-2")), log
     hung = Path(f"{lab.kubeconfig}.hung").read_text()

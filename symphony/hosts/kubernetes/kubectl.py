@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from symphony.config.kubernetes import KubernetesSettings
@@ -43,10 +44,45 @@ class KubectlResult:
     def ok(self) -> bool:
         return self.returncode == 0
 
+    @property
+    def unreachable(self) -> bool:
+        """Whether kubectl could not reach the cluster at all (never a command's own end)."""
+        return (
+            self.silent
+            or self.returncode == 127
+            or any(words in self.err for words in _UNREACHABLE)
+        )
+
     def reason(self) -> str:
         if self.returncode is None:
             return self.why or "timed out"
         return " ".join(self.err.strip().splitlines())[-300:] or f"exit {self.returncode}"
+
+
+_UNREACHABLE = ("Unable to connect", "connection refused", "no such host", "i/o timeout",
+                "the server is currently unable")  # fmt: skip
+
+
+@dataclass
+class ClusterStatus:
+    """What the daemon last heard from the cluster and what its pods are doing now, for the
+    status surfaces; one per workflow, kept across reloads of the same cluster."""
+
+    reached: bool | None = None
+    """Whether the last kubectl command reached the cluster (None: none ran yet)."""
+    error: str | None = None
+    """Why the last command that did not reach it failed."""
+    at: float | None = None
+    """When the last command ended (wall clock, seconds)."""
+    pending: dict[str, str] = field(default_factory=dict)
+    """Pods the scheduler has no room for, by name: what is missing (`Insufficient cpu`)."""
+    running: set[str] = field(default_factory=set)
+    """Pods Ready for their run and not yet deleted."""
+
+    def heard(self, result: KubectlResult) -> None:
+        self.reached = not result.unreachable
+        self.error = None if self.reached else result.reason()
+        self.at = time.time()
 
 
 class Runner(Protocol):
@@ -145,10 +181,12 @@ class Kubectl:
         settings: KubernetesSettings,
         environ: Mapping[str, str],
         runner: Runner = run_process,
+        status: ClusterStatus | None = None,
     ) -> None:
         self.settings = settings
         self.env = {k: environ[k] for k in CLIENT_NAMES if k in environ}
         self._runner = runner
+        self.status = status if status is not None else ClusterStatus()
 
     @property
     def namespace(self) -> str:
@@ -183,9 +221,10 @@ class Kubectl:
         """A request to the API (apply, get, delete), with kubectl's `--request-timeout`."""
         timeout = f"--request-timeout={self.settings.request_timeout_ms}ms"
         done = await self._runner(self.argv(*args, timeout), stdin, self.env, self.deadline_s)
-        if done.returncode is not None:
-            return done
-        return KubectlResult(None, done.out, done.err, True, self.no_answer(self.deadline_s))
+        if done.returncode is None:
+            done = KubectlResult(None, done.out, done.err, True, self.no_answer(self.deadline_s))
+        self.status.heard(done)
+        return done
 
     async def run_argv(
         self, argv: Sequence[str], *, stdin: bytes | None, timeout_s: float
@@ -195,6 +234,7 @@ class Kubectl:
         the pod, and is killed then."""
         answer = self.request_timeout_s
         done = await self._runner(argv, stdin, self.env, timeout_s, answer)
-        if done.returncode is not None or (not done.silent and done.out + done.err):
-            return done  # an end, or a command that ran past its own timeout
-        return KubectlResult(None, done.out, done.err, True, self.no_answer(answer))
+        if done.returncode is None and (done.silent or not done.out + done.err):
+            done = KubectlResult(None, done.out, done.err, True, self.no_answer(answer))
+        self.status.heard(done)  # (else an end, or a command that ran past its own timeout)
+        return done
