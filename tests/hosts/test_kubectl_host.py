@@ -134,6 +134,10 @@ def test_a_cluster_kubectl_cannot_reach_is_unreachable() -> None:
           "memory, 3 Insufficient cpu. preemption: 0/5 nodes are available."}]},
          "waiting", "Pending: Insufficient memory, Insufficient cpu"),
         ({"phase": "Pending"}, "starting", "Pending"),
+        ({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+          "reason": "Unschedulable", "message": '0/3 nodes are available: persistentvolumeclaim '
+          '"ws-abc-1" not found. preemption: 0/3 nodes are available.'}]},
+         "failed", 'persistentvolumeclaim "ws-abc-1" not found (worker.kubernetes.workspace)'),
         ({"phase": "Failed", "reason": "Evicted", "message": "low on ephemeral-storage"},
          "failed", "the pod ended (Failed): low on ephemeral-storage"),
         ({"phase": "Running", "containerStatuses": [
