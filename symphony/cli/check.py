@@ -589,4 +589,5 @@ def _describe_kubernetes(k8s: KubernetesSettings) -> str:
         + ", ".join(f"{name} {value}" for name, value in k8s.resources)
         + f", at most {k8s.max_pods or 'unlimited'} at once, workspace {k8s.workspace}"
         + (f", service account {k8s.service_account}" if k8s.service_account else ", no token")
+        + f", requests time out after {k8s.request_timeout_ms / 1000:g} s"
     )

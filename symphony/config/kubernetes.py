@@ -14,8 +14,9 @@ from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
 
 KUBERNETES_KEYS = frozenset(
     ("context", "namespace", "image", "service_account", "resources", "max_pods",
-     "node_selector", "tolerations", "workspace", "daemon_address", "daemon_listen",
-     "daemon_tool_port", "daemon_gateway_port", "daemon_pod_labels", "daemon_namespace")
+     "node_selector", "tolerations", "workspace", "request_timeout_ms", "daemon_address",
+     "daemon_listen", "daemon_tool_port", "daemon_gateway_port", "daemon_pod_labels",
+     "daemon_namespace")
 )  # fmt: skip
 DAEMON_KEYS = ("daemon_listen", "daemon_tool_port", "daemon_gateway_port", "daemon_pod_labels",
                "daemon_namespace")  # fmt: skip
@@ -30,6 +31,7 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?" + _LABEL_NAME)
 _LABEL_VALUE = re.compile(f"({_LABEL_NAME})?")
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 _TOLERATION_KEYS = frozenset(("key", "operator", "value", "effect", "toleration_seconds"))
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -59,6 +61,9 @@ class KubernetesSettings:
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[Toleration, ...] = field(default_factory=tuple)
     workspace_claim: str | None = None
+    request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    """How long one request of kubectl's to the cluster may take (its `--request-timeout`);
+    a kubectl that says nothing for longer is killed and the cluster taken as unreachable."""
     daemon: DaemonAddress | None = None
     """Where the pods reach this daemon's tool server and model gateway; None: they cannot."""
 
@@ -135,6 +140,9 @@ def parse_kubernetes(raw: Mapping[str, Any]) -> KubernetesSettings:
         node_selector=_node_selector(raw.get("node_selector")),
         tolerations=_tolerations(raw.get("tolerations")),
         workspace_claim=_workspace(raw.get("workspace", "empty_dir")),
+        request_timeout_ms=integer(
+            raw, "worker.kubernetes.request_timeout_ms", DEFAULT_REQUEST_TIMEOUT_MS, 100
+        ),
         daemon=_daemon(raw),
     )
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 from symphony.agents.registry import model_hosts
 from symphony.base.hosts import CLUSTER, LOCAL
+from symphony.config.kubernetes import KubernetesSettings
 from symphony.config.sandbox import HostPattern, Network, SandboxSettings
 from symphony.config.sections import Settings
 from symphony.daemon.publish import PUSH_USERNAME
@@ -22,7 +25,7 @@ from symphony.daemon.sandbox import hook_sandbox, pod_hand_offs_root
 from symphony.gateway.tokens import routes
 from symphony.hosts import Host
 from symphony.hosts.kubernetes.host import KubectlHost
-from symphony.hosts.kubernetes.kubectl import Kubectl
+from symphony.hosts.kubernetes.kubectl import ClusterStatus, Kubectl
 from symphony.hosts.kubernetes.manifests import pod_name
 from symphony.hosts.kubernetes.pods import Pods
 from symphony.hosts.local import LOCAL_HOST
@@ -54,6 +57,7 @@ class Places:
         environ: Mapping[str, str],
         secret_names: Sequence[str],
         instance_id: str,
+        previous: Places | None = None,
     ) -> None:
         self._environ = environ
         self._secret_names = tuple(secret_names)
@@ -84,7 +88,11 @@ class Places:
         }
         """The workspaces of each SSH worker host, by its name."""
         cluster = worker.kubernetes
-        self.pods = Pods(Kubectl(cluster, environ), instance_id) if cluster is not None else None
+        self.pods = (
+            Pods(Kubectl(cluster, environ, status=_same_cluster(previous, cluster)), instance_id)
+            if cluster is not None
+            else None
+        )
         """This workflow's pods, with `worker.kubernetes`: one per run."""
         self._settings = settings
 
@@ -153,6 +161,27 @@ class Places:
         """At shutdown: the connections symphony's own commands to the hosts share."""
         await asyncio.gather(*(w.host.close_shared() for w in self.remote.values()))
 
+    def cluster(self) -> dict[str, Any] | None:
+        """With `worker.kubernetes`: the cluster as the status surfaces show it (its context
+        and namespace, the pods running and pending, whether kubectl last reached it)."""
+        if self.pods is None:
+            return None
+        kubectl = self.pods.kubectl
+        seen, settings = kubectl.status, kubectl.settings
+        return {
+            "context": settings.context,
+            "namespace": settings.namespace,
+            "max_pods": settings.max_pods,
+            "running": len(seen.running),
+            "pending": len(seen.pending),
+            "pending_reasons": sorted(set(seen.pending.values())),
+            "reached": seen.reached,
+            "error": seen.error,
+            "checked_at": (
+                datetime.fromtimestamp(seen.at, UTC).isoformat() if seen.at is not None else None
+            ),
+        }
+
     def host_roots(self) -> dict[str, str | None]:
         """Each SSH host's workspace root, for the status surfaces."""
         return {name: w.host.workspace_root for name, w in self.remote.items()}
@@ -170,6 +199,16 @@ class Places:
     def remote_env(self, settings: Settings) -> dict[str, str]:
         """What crosses to an SSH host for every child there."""
         return remote_environment(self._environ, settings, self._secret_names, self._instance_id)
+
+
+def _same_cluster(previous: Places | None, cluster: KubernetesSettings) -> ClusterStatus | None:
+    """What the places before a reload heard from the same cluster and namespace (its pods
+    are the same ones), so the status surfaces go on counting them."""
+    if previous is None or previous.pods is None:
+        return None
+    before = previous.pods.kubectl
+    same = (before.settings.context, before.namespace) == (cluster.context, cluster.namespace)
+    return before.status if same else None
 
 
 def _clone_source(settings: Settings) -> CloneSource | None:

@@ -192,7 +192,10 @@ class Reloading:
 
     def new_places(self, settings: Settings) -> Places:
         o = self._o
-        return Places(settings, o.environ, o.tracker.secret_env_names(), o.instance_id)
+        previous = getattr(o, "places", None)  # none yet at start-up
+        return Places(
+            settings, o.environ, o.tracker.secret_env_names(), o.instance_id, previous=previous
+        )
 
     def mask_secrets(self) -> None:
         o = self._o

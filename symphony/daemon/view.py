@@ -73,6 +73,7 @@ class DaemonView:
             outcomes=daemon.outcomes.report,
             held_for_review=daemon.polling.held_for_review,
             host_roots=daemon.places.host_roots(),
+            cluster=daemon.places.cluster(),
             notify=daemon.notifier.status(),
             notices=daemon.saver.recent_notices(),
         )

@@ -216,21 +216,31 @@ def _host_metrics(out: _Exposition, hosts: list[dict[str, Any]]) -> None:
     out.metric(
         "symphony_host_up",
         "gauge",
-        "1 while an SSH worker host takes new work, 0 while it is marked down.",
+        "1 while a worker host takes new work (an SSH host not marked down; the cluster "
+        'host="kubernetes" while kubectl last reached it), else 0.',
         [(_labels(host=h["host"]), 1 if h["status"] == "up" else 0) for h in hosts],
     )
     out.metric(
         "symphony_host_running",
         "gauge",
-        "Agents running on each SSH worker host.",
+        'Agents running on each SSH worker host; pods Ready for a run on host="kubernetes".',
         [(_labels(host=h["host"]), h["running"]) for h in hosts],
     )
     out.metric(
         "symphony_host_capacity",
         "gauge",
-        "How many agents each SSH worker host takes at once.",
+        'How many agents each SSH worker host takes at once; host="kubernetes": max_pods '
+        "(else agent.max_concurrent_agents).",
         [(_labels(host=h["host"]), h["capacity"]) for h in hosts],
     )
+    clusters = [h for h in hosts if h.get("kind") == "kubernetes"]
+    if clusters:
+        out.metric(
+            "symphony_pods_pending",
+            "gauge",
+            "This workflow's pods the cluster's scheduler has no room for yet.",
+            [(_labels(host=h["host"]), h["pending"]) for h in clusters],
+        )
 
 
 def _cost_metrics(out: _Exposition, costs: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from symphony.base.hosts import CLUSTER
 from symphony.config.sections import BudgetSettings, Settings
 from symphony.core.costs import Spend, day_key
 from symphony.core.state import (
@@ -72,6 +73,7 @@ def daemon_snapshot(
     outcomes: dict[str, Any] | None,
     held_for_review: int,
     host_roots: Mapping[str, str | None],
+    cluster: Mapping[str, Any] | None = None,
     notify: list[dict[str, Any]] | None = None,
     notices: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
@@ -105,7 +107,7 @@ def daemon_snapshot(
     snapshot["outcomes"] = outcomes
     snapshot["costs"] = build_costs(state, wall, settings.budget)
     snapshot["mode"] = "stages" if settings.machine is not None else "spec"
-    snapshot["hosts"] = host_rows(state, settings, now, host_roots)
+    snapshot["hosts"] = host_rows(state, settings, now, host_roots, cluster)
     snapshot["paused"] = state.paused.to_json() if state.paused is not None else None
     snapshot["limits"] = [
         {**pause.to_json(), "says": pause.describe()} for pause in state.agent_pauses.values()
@@ -116,17 +118,25 @@ def daemon_snapshot(
 
 
 def host_rows(
-    state: SchedulerState, settings: Settings, now: float, roots: Mapping[str, str | None]
+    state: SchedulerState,
+    settings: Settings,
+    now: float,
+    roots: Mapping[str, str | None],
+    cluster: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Each SSH worker host: its load, capacity, and whether it takes work now."""
+    """Each SSH worker host: its load, capacity, and whether it takes work now; or the
+    cluster of `worker.kubernetes` (`cluster`, as the daemon's pods know it)."""
     worker = settings.worker
     rows = []
+    if cluster is not None:
+        rows.append(_cluster_row(state, settings, cluster))
     for spec in worker.hosts:
         health = state.host_health.get(spec.name)
         down = health is not None and health.is_down(now)
         rows.append(
             {
                 "host": spec.name,
+                "kind": "ssh",
                 "running": sum(1 for e in state.running.values() if e.host == spec.name),
                 "capacity": worker.capacity(spec) or settings.agent.max_concurrent_agents,
                 "status": "down" if down else "up",
@@ -141,6 +151,33 @@ def host_rows(
             }
         )
     return rows
+
+
+def _cluster_row(
+    state: SchedulerState, settings: Settings, cluster: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The cluster as a worker host: `running` its pods Ready for a run, `pending` those the
+    scheduler has no room for (and what is missing), `status` down while the last kubectl
+    did not reach it; `failures` the runs in a row that could not reach it."""
+    health = state.host_health.get(CLUSTER)
+    return {
+        "host": CLUSTER,
+        "kind": "kubernetes",
+        "running": cluster["running"],
+        "capacity": cluster["max_pods"] or settings.agent.max_concurrent_agents,
+        "status": "down" if cluster["reached"] is False else "up",
+        "failures": health.failures if health is not None else 0,
+        "down_for_s": None,
+        "error": cluster["error"] or (health.error if health is not None else None),
+        "workspace_root": "/workspace",
+        "context": cluster["context"],
+        "namespace": cluster["namespace"],
+        "max_pods": cluster["max_pods"],
+        "pending": cluster["pending"],
+        "pending_reasons": list(cluster["pending_reasons"]),
+        "reached": cluster["reached"],
+        "checked_at": cluster["checked_at"],
+    }
 
 
 def issue_detail(

@@ -42,7 +42,12 @@ class FakeKubectl:
     calls: list[tuple[tuple[str, ...], bytes | None]] = field(default_factory=list)
 
     async def __call__(
-        self, argv: Sequence[str], stdin: bytes | None, env: Mapping[str, str], timeout_s: float
+        self,
+        argv: Sequence[str],
+        stdin: bytes | None,
+        env: Mapping[str, str],
+        timeout_s: float,
+        answer_s: float | None = None,
     ) -> KubectlResult:
         self.calls.append((tuple(argv), stdin))
         for handler in self.handlers:
@@ -77,7 +82,8 @@ def test_a_run_s_pod_and_policy_are_applied_as_one_list_on_stdin_and_waited_for(
     fake = FakeKubectl([statuses({"phase": "Pending"}, READY)])
     host = asyncio.run(pods_with(fake).start("ABC-1", "run-7", Network.NONE))
     apply_argv, sent = fake.calls[0]
-    assert apply_argv == ("kubectl", "--context", "lab", "-n", "agents", "apply", "-f", "-")
+    assert apply_argv == ("kubectl", "--context", "lab", "-n", "agents", "apply", "-f", "-",
+                          "--request-timeout=30000ms")  # fmt: skip
     assert sent is not None
     listed = json.loads(sent)
     assert [item["kind"] for item in listed["items"]] == ["Pod", "NetworkPolicy"]
@@ -107,7 +113,8 @@ def test_an_image_that_cannot_be_pulled_fails_the_run_and_leaves_no_pod() -> Non
     delete = fake.calls[-1][0]
     name = pod_name("inst-1", "ABC-1", "r")
     assert delete[5:] == ("delete", f"pod/{name}", f"networkpolicy/{name}",
-                          "--ignore-not-found", "--wait=false")  # fmt: skip
+                          "--ignore-not-found", "--wait=false",
+                          "--request-timeout=30000ms")  # fmt: skip
 
 
 def test_a_cluster_kubectl_cannot_reach_is_unreachable() -> None:
@@ -128,6 +135,10 @@ def test_a_cluster_kubectl_cannot_reach_is_unreachable() -> None:
           "memory, 3 Insufficient cpu. preemption: 0/5 nodes are available."}]},
          "waiting", "Pending: Insufficient memory, Insufficient cpu"),
         ({"phase": "Pending"}, "starting", "Pending"),
+        ({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+          "reason": "Unschedulable", "message": '0/3 nodes are available: persistentvolumeclaim '
+          '"ws-abc-1" not found. preemption: 0/3 nodes are available.'}]},
+         "failed", 'persistentvolumeclaim "ws-abc-1" not found (worker.kubernetes.workspace)'),
         ({"phase": "Failed", "reason": "Evicted", "message": "low on ephemeral-storage"},
          "failed", "the pod ended (Failed): low on ephemeral-storage"),
         ({"phase": "Running", "containerStatuses": [
@@ -209,5 +220,6 @@ def test_start_up_deletes_only_the_pods_of_earlier_daemons_of_this_workflow() ->
     deleted = asyncio.run(pods_with(fake, "now").delete_orphans(["old-0", "old-1"]))
     assert [p.name for p in deleted] == ["a"]
     get, delete = fake.calls[0][0], fake.calls[1][0]
-    assert get[5:] == ("get", "pods", "-l", "app.kubernetes.io/managed-by=symphony", "-o", "json")
+    assert get[5:] == ("get", "pods", "-l", "app.kubernetes.io/managed-by=symphony", "-o", "json",
+                       "--request-timeout=30000ms")  # fmt: skip
     assert delete[5:8] == ("delete", "pod/a", "networkpolicy/a")

@@ -176,6 +176,7 @@ def test_three_tickets_with_max_pods_two_one_waits_and_a_pod_pending_for_room_is
     )  # fmt: skip
     daemon = Daemon(board, env, "--port", "0")
     peak_running, peak_pods, pending_said = 0, 0, set()
+    pending_rows: list[dict[str, Any]] = []
     started = time.monotonic()
     try:
         url = daemon.url()
@@ -187,6 +188,9 @@ def test_three_tickets_with_max_pods_two_one_waits_and_a_pod_pending_for_room_is
             peak_pods = max(peak_pods, sum(1 for p in pods_of(lab) if p["Status"] == "Running"))
             pending_said.update(r["last_message"] for r in state["running"]
                                 if (r["last_message"] or "").startswith("Pending"))  # fmt: skip
+            (row,) = state["hosts"]  # the cluster, as a worker host
+            if row["pending"]:
+                pending_rows.append(row)
             if pending_said:
                 lab.capacity.write_text("2")  # room for a second pod, once one waited
             return all(board.state_of(f"ABC-{n}") == "Human Review" for n in range(1, 4))
@@ -198,6 +202,9 @@ def test_three_tickets_with_max_pods_two_one_waits_and_a_pod_pending_for_room_is
     log = "".join(daemon.lines)
     assert peak_running == 2  # max_pods: the third ticket waited for a pod
     assert pending_said == {"Pending: Insufficient cpu"}  # the wait, said as such
+    row = pending_rows[0]
+    assert (row["host"], row["namespace"], row["max_pods"]) == ("kubernetes", "agents", 2)
+    assert row["pending_reasons"] == ["Insufficient cpu"] and row["reached"] is True
     assert "retrying" not in log, log  # no run failed
     runs = lab.records()
     assert len(runs) == 3, runs  # one run per ticket: the pending pod was not a failure

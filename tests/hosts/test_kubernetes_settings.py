@@ -137,7 +137,15 @@ def test_check_prints_the_cluster_settings(tmp_path: Path, symphony_cli: Cli) ->
     assert "registry.example.com/agent-runner:1.4" in line and "namespace agents" in line
     assert "context prod-cluster" in line and "cpu 2, memory 4Gi" in line
     assert "at most 20 at once" in line and "workspace pvc:agent-ws" in line
-    assert "no token" in line
+    assert "no token" in line and "requests time out after 30 s" in line
+
+
+def test_the_request_timeout_is_an_integer_of_at_least_100_ms(tmp_path: Path) -> None:
+    quick = settings_with(tmp_path, worker={"kubernetes": {**FULL, "request_timeout_ms": 250}})
+    assert quick.worker.kubernetes is not None
+    assert quick.worker.kubernetes.request_timeout_ms == 250
+    with pytest.raises(ConfigError, match="request_timeout_ms must be at least 100, got 50"):
+        settings_with(tmp_path, worker={"kubernetes": {**FULL, "request_timeout_ms": 50}})
 
 
 @pytest.mark.parametrize(

@@ -157,7 +157,9 @@ class KubectlHost:
             raise
         output = (_without_pgid(done.out) + _without_pgid(done.err)).encode()
         outcome: ScriptOutcome
-        if done.returncode is None:
+        if done.silent:  # kubectl never got to the pod: nothing there to end
+            outcome, detail = "failed", f"could not reach pod {self.pod}: {done.reason()}"
+        elif done.returncode is None:
             await self._end_marked(mark)
             outcome, detail = "timed_out", f"timed out after {timeout_ms} ms"
         elif done.returncode == 0:
@@ -171,6 +173,7 @@ class KubectlHost:
         if end_group and done.returncode is not None:
             await self._end_marked(mark)
         code = done.returncode if _reached(done) or done.returncode is None else SSH_FAILED
+        code = SSH_FAILED if done.silent else code
         return ScriptResult(
             outcome, code, detail, time.monotonic() - started, output[-tail_bytes:], len(output)
         )
@@ -196,6 +199,8 @@ class KubectlHost:
         argv = self.exec_argv(WRAPPER, "/", _script_with_args(script, args), "sh", "none",
                               stdin=False)  # fmt: skip
         done = await self.kubectl.run_argv(argv, stdin=None, timeout_s=timeout_s)
+        if done.silent:
+            return CommandResult(SSH_FAILED, "", done.reason())
         if done.returncode is None:
             return CommandResult(None, "", "")
         code = done.returncode if _reached(done) else SSH_FAILED

@@ -68,11 +68,7 @@ class ListedPod:
 
 
 def _unreachable(result: KubectlResult) -> bool:
-    err = result.err
-    return result.returncode is None or result.returncode == 127 or any(
-        words in err for words in ("Unable to connect", "connection refused", "no such host",
-                                   "i/o timeout", "the server is currently unable")
-    )  # fmt: skip
+    return result.unreachable
 
 
 class Pods:
@@ -153,7 +149,13 @@ class Pods:
             except ValueError:
                 raise PodFailed(f"kubectl said something other than JSON of pod {name}") from None
             now = time.monotonic()
+            seen = self.kubectl.status
+            if state.kind == "waiting":
+                seen.pending[name] = state.message.removeprefix("Pending: ")
+            else:
+                seen.pending.pop(name, None)
             if state.kind == "ready":
+                seen.running.add(name)
                 return
             if state.kind == "failed":
                 raise PodFailed(f"pod {name}: {state.message}")
@@ -176,6 +178,9 @@ class Pods:
         """Delete the pods `names` and their policies, without waiting for them to end."""
         if not names:
             return True
+        for name in names:
+            self.kubectl.status.running.discard(name)
+            self.kubectl.status.pending.pop(name, None)
         objects = [f"{kind}/{name}" for name in names for kind in ("pod", "networkpolicy")]
         done = await self.kubectl("delete", *objects, "--ignore-not-found", "--wait=false")
         if not done.ok:

@@ -26,6 +26,8 @@ _SHORTAGE = re.compile(
     r"had untolerated taint[^,.]*|had volume node affinity conflict)"
 )
 
+_MISSING_CLAIM = re.compile(r'persistentvolumeclaim "[^"]+" not found')
+
 
 @dataclass(frozen=True, slots=True)
 class PodState:
@@ -69,5 +71,9 @@ def pod_state(pod: Mapping[str, Any]) -> PodState:
         return PodState("ready")
     scheduled = conditions.get("PodScheduled", {})
     if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
-        return PodState("waiting", f"Pending: {unschedulable_reason(scheduled.get('message', ''))}")
+        said = scheduled.get("message", "")
+        missing = _MISSING_CLAIM.search(said)
+        if missing:  # no other pod's end makes room for it: the run could wait for ever
+            return PodState("failed", f"{missing.group(0)} (worker.kubernetes.workspace)")
+        return PodState("waiting", f"Pending: {unschedulable_reason(said)}")
     return PodState("starting", f"{phase}")
