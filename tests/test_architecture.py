@@ -76,6 +76,7 @@ LOADED_ON_DEMAND = {
     "symphony.observability.terminal": "the live table (rich) is drawn only for a terminal",
     "symphony.daemon.review": "the review page's reads (git, Markdown) load with the page",
     "symphony.notify.channels": "the senders load with the first notification due",
+    "symphony.gateway.server": "the model gateway loads for the first agent holding an API key",
 }
 """The modules the daemon imports when it first needs them, not at start (a daemon loads what its
 workflow uses), and why. Every other symphony import sits at the top of its module, where the

@@ -17,7 +17,7 @@ from symphony.base.pulls import PullRequest, PullStatus
 from symphony.core.follow import MergeAnswer
 from symphony.core.state import AgentPause
 from symphony.core.transitions import WriteResult
-from symphony.gateway.server import WireReport as WireReport
+from symphony.gateway.reports import WireReport as WireReport
 
 
 class Clock(Protocol):

@@ -37,7 +37,6 @@ from symphony.daemon.publish import Publisher
 from symphony.daemon.reported import admission
 from symphony.daemon.runner import AttemptContext
 from symphony.daemon.worker import STOPPED, work
-from symphony.gateway.server import ModelGateway
 from symphony.hosts.serve import LOOPBACK, Listen
 from symphony.memory import memory_of
 from symphony.observability.activity import Activity
@@ -56,6 +55,7 @@ from symphony.tracker.contract import Tracker
 
 if TYPE_CHECKING:
     from symphony.agents.tool_server import ToolServer
+    from symphony.gateway.server import ModelGateway
 
 log = structlog.get_logger("symphony.orchestrator")
 
@@ -104,11 +104,7 @@ class Performer:
         self._removals: dict[str, asyncio.Task[None]] = {}
         self._tasks: asyncio.TaskGroup | None = None
         self._tool_server: ToolServer | None = None
-        self.gateway = ModelGateway(
-            admission(state, lambda: current().settings, clock), report, wall=clock.wall,
-            listen=lambda: listen_for(current().settings, tools=False),
-        )  # fmt: skip
-        """The workflow's model gateway; it listens once a run's agent holds an API key."""
+        self._gateway: ModelGateway | None = None
         self._tracer: Tracer | None = None
         """Where runs' spans go: made at the first run from `telemetry:` and the
         `OTEL_EXPORTER_OTLP_*` variables, flushed at close."""
@@ -120,6 +116,21 @@ class Performer:
         """The canaries of each ticket's runs since the daemon started (the newest
         `KEPT_CANARIES`): what it publishes for the ticket must carry none. Kept in memory
         only, as a canary must never be written anywhere."""
+
+    def gateway(self) -> ModelGateway:
+        """The workflow's model gateway, made (and its server loaded) for the first run whose
+        agent holds an API key; it listens from its first grant."""
+        if self._gateway is None:
+            from symphony.gateway.server import ModelGateway
+
+            def settings() -> Settings:
+                return self._current().settings
+
+            self._gateway = ModelGateway(
+                admission(self._state, settings, self._clock), self._report,
+                wall=self._clock.wall, listen=lambda: listen_for(settings(), tools=False),
+            )  # fmt: skip
+        return self._gateway
 
     def start(self, tasks: asyncio.TaskGroup) -> None:
         """Start what effects ask for in `tasks` from now on (the loop's task group)."""
@@ -163,7 +174,8 @@ class Performer:
         if self._tracer is not None:
             # Every run has ended its spans by now; the flush is bounded by the exporter's.
             await asyncio.to_thread(self._tracer.shutdown)
-        await self.gateway.close()
+        if self._gateway is not None:
+            await self._gateway.close()
 
     def _start_worker(self, start: core.StartWorker) -> None:
         assert self._tasks is not None

@@ -13,7 +13,7 @@ from symphony import core
 from symphony.config.sections import Settings
 from symphony.daemon import events as ev
 from symphony.daemon.events import Clock
-from symphony.gateway.server import Admit, WireReport
+from symphony.gateway.reports import Admit, WireReport
 
 
 def fold(

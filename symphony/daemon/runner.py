@@ -55,7 +55,7 @@ from symphony.core.trust import material
 from symphony.core.verification import GateRound, Verification
 from symphony.daemon.publish import push_before_end
 from symphony.daemon.sandbox import attempt_sandbox, protected_paths, runs_root
-from symphony.gateway.server import ModelGateway, ModelGrant
+from symphony.gateway.tokens import routes
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
 from symphony.memory import (
@@ -91,6 +91,7 @@ log = structlog.get_logger("symphony.runner")
 
 if TYPE_CHECKING:
     from symphony.agents.tool_server import ToolServer
+    from symphony.gateway.server import ModelGateway, ModelGrant
 
 T = TypeVar("T")
 
@@ -158,8 +159,9 @@ class AttemptContext:
     agent_kind: str = "codex"
     tool_server: ToolServer | None = None
     """Serves the tools over MCP to agents that take them that way (`tools_over_mcp`)."""
-    gateway: ModelGateway | None = None
-    """The workflow's model gateway: an agent given an API key calls its model through it."""
+    gateway: Callable[[], ModelGateway] | None = None
+    """The workflow's model gateway, made when first asked for: an agent given an API key
+    calls its model through it."""
     stage: Stage | None = None
     """Stage mode: the stage this attempt works in."""
     turns_used: int = 0
@@ -294,6 +296,7 @@ class _Attempt:
         self.turn_report: Report | None = None
         self.grant: Grant | None = None
         self.model_grant: ModelGrant | None = None
+        self.model_gateway: ModelGateway | None = None
         self.workspace_env: dict[str, str] = {}
         self.resources = contextlib.AsyncExitStack()
         """What the attempt holds until it closes: its sandbox."""
@@ -388,10 +391,10 @@ class _Attempt:
         """The launch with its API keys swapped for a token of the model gateway, where the
         agent holds a key; else as it was (a subscription login). An agent on another host
         reaches the gateway over a forward on its own connection."""
-        gateway = self.ctx.gateway
-        if gateway is None:
+        if self.ctx.gateway is None or not routes(launch.env):
             return launch
-        self.model_grant = await gateway.grant(self.issue.id, launch.kind, launch.env)
+        self.model_gateway = self.ctx.gateway()
+        self.model_grant = await self.model_gateway.grant(self.issue.id, launch.kind, launch.env)
         if self.model_grant is None:
             return launch
         host, there = launch.host.reach(self.model_grant.base_url)
@@ -745,8 +748,8 @@ class _Attempt:
         return dataclasses.replace(end, footprint=footprint)
 
     async def close(self) -> None:
-        if self.model_grant is not None and self.ctx.gateway is not None:
-            self.ctx.gateway.revoke(self.model_grant)  # at once: not another model call
+        if self.model_grant is not None and self.model_gateway is not None:
+            self.model_gateway.revoke(self.model_grant)  # at once: not another model call
         if self.grant is not None and self.ctx.tool_server is not None:
             self.ctx.tool_server.revoke(self.grant)  # the session is over: its token opens nothing
         try:

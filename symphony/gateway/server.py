@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from symphony.base.limits import ProviderLimit
-from symphony.base.wire import WireUsage
 from symphony.core.gateway import Refusal, RefusalKind
+from symphony.gateway.reports import Admit, Report, WireReport
 from symphony.gateway.tokens import Route, digest, new_token, routes, through_gateway
 from symphony.gateway.upstream import Upstream, UpstreamAnswer, UpstreamError
 from symphony.gateway.usage import ANTHROPIC, UsageReader, limit_of
@@ -34,24 +33,6 @@ if TYPE_CHECKING:
     import uvicorn
 
 log = structlog.get_logger(__name__)
-
-Admit = Callable[[str, str], Refusal | None]
-"""Whether the run of an issue (on an agent kind) may call its model now (the daemon's
-decision, `symphony.core.gateway.refusal`); None: it may."""
-
-
-@dataclass(frozen=True, slots=True)
-class WireReport:
-    """What the gateway saw of one call of a run: the usage its provider reported, the limit
-    it refused the call with, or that the gateway refused it (`refused`)."""
-
-    issue_id: str
-    usage: WireUsage | None = None
-    limit: ProviderLimit | None = None
-    refused: bool = False
-
-
-Report = Callable[[WireReport], None]
 
 
 @dataclass(frozen=True, slots=True)

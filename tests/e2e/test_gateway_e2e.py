@@ -107,7 +107,7 @@ async def test_codex_calls_its_model_through_the_gateway_and_never_holds_the_key
                 lambda: board.state_of("ABC-1") == "Human Review" and not daemon.state.running,
                 timeout=TIMEOUT_S,
             )
-            gateway_url = daemon._performer.gateway.url
+            gateway_url = daemon._performer.gateway().url
             assert gateway_url is not None and gateway_url.startswith("http://127.0.0.1:")
             held = files_holding(codex_home, SECRET)  # its sessions, logs and state
         finally:
