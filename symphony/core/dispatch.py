@@ -120,6 +120,8 @@ class Wait(enum.Enum):
     HOST_WAIT = "host_wait"
     POD_LIMIT = "pod_limit"
     """This workflow has `worker.kubernetes.max_pods` pods already."""
+    CLUSTER_DOWN = "cluster_down"
+    """kubectl failed to reach the cluster often enough in a row that it is left alone."""
     PAUSED = "paused"
     HELD = "held"
     RUNAWAY = "runaway"
@@ -214,6 +216,8 @@ class HostSlots:
         """The host for the ticket: the one holding its workspace when it can take it (or,
         with `worker.retry_on_same_host`, only that one), else the least loaded one."""
         if self._pods is not None:
+            if self.is_down(CLUSTER):
+                return None, Wait.CLUSTER_DOWN
             # A pod holds its slot from its dispatch to the end of the run, Pending included:
             # the cluster's own wait for room is the run's, not another dispatch's.
             return (CLUSTER, None) if self.load[CLUSTER] < self._pods else (None, Wait.POD_LIMIT)
@@ -500,6 +504,13 @@ def describe_wait(
         return (
             f"waits for a pod: {limit} of this workflow's pods are running "
             "(worker.kubernetes.max_pods)"
+        )
+    if wait is Wait.CLUSTER_DOWN:
+        health = state.host_health.get(CLUSTER)
+        failures, error = (health.failures, health.error) if health is not None else (0, None)
+        return (
+            f"waits for the cluster: kubectl did not reach it {failures} times in a row "
+            f"({error or 'no answer'}); it is tried again after worker.ssh.cooloff_s"
         )
     if wait is Wait.HOST_WAIT:
         host = state.workspace_hosts.get(issue.id, "?")

@@ -1114,3 +1114,26 @@ def test_the_smaller_of_max_pods_and_max_concurrent_agents_holds() -> None:
     settings = pod_settings(max_pods=5, max_concurrent=1)
     issues = [make_issue(f"A-{n}", priority=n) for n in range(1, 4)]
     assert len(started_on(core.select_dispatches(state, issues, settings, 0.0, WALL))) == 1
+
+
+def test_a_cluster_kubectl_cannot_reach_is_left_alone_for_the_cooloff() -> None:
+    from symphony.base.hosts import HOST_UNREACHABLE
+
+    settings = pod_settings(max_pods=5)
+    state = core.SchedulerState()
+    gone = core.Failure("workspace", "the cluster (context lab) did not answer", HOST_UNREACHABLE)
+    cooloff, needed = settings.worker.ssh.cooloff_s, settings.worker.ssh.max_failures
+    for n in range(needed):
+        issue = make_issue(f"A-{n}")
+        core.select_dispatches(state, [issue], settings, float(n), WALL)
+        effects = core.on_worker_exit(state, issue.id, core.WorkerExit(False, gone), settings, n)
+    assert [e for e in effects if isinstance(e, core.HostMarkedDown)]
+    # While the cluster is marked down nothing is sent to it, and the wait says why.
+    waiting = make_issue("B-1")
+    assert started_on(core.select_dispatches(state, [waiting], settings, 10.0, WALL)) == {}
+    (verdict,) = [why for _, why in core.explain_dispatch(state, [waiting], settings, now=10.0)]
+    assert verdict.startswith("waits for the cluster: kubectl did not reach it")
+    assert "the cluster (context lab) did not answer" in verdict
+    # After the cool-off the next run tries it again.
+    later = core.select_dispatches(state, [waiting], settings, needed + cooloff + 1.0, WALL)
+    assert started_on(later) == {"B-1": CLUSTER}
