@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 import uvloop
@@ -56,6 +57,11 @@ from symphony.memory import memory_of
 from symphony.telemetry import traces_endpoint
 from symphony.tracker.contract import Tracker, resolve_states, tracker_adapter
 from symphony.workspace.environment import remote_environment
+
+if TYPE_CHECKING:
+    from symphony.store import Store
+
+T = TypeVar("T")
 
 
 async def report(
@@ -458,30 +464,40 @@ async def _pods(settings: Settings) -> list[str]:
     return [refused] if refused else []
 
 
-def _instances(settings: Settings) -> tuple[list[str], str | None]:
-    """The daemons that used the workflow's store, and the one running now (None: none)."""
+def _read_store(settings: Settings, read: Callable[[Store], T]) -> tuple[T | None, str | None]:
+    """What `read` finds in the workflow's store, opened read-only beside a running daemon, or
+    why it could not be read; (None, None) when there is no store yet (nor is its code
+    loaded)."""
     if settings.state is None or not settings.state.path.is_file():
-        return [], None
+        return None, None
     import sqlite3
 
     from symphony.store import Store, StoreError
-    from symphony.store.lock import DaemonLock, LockError
 
     try:
         store = Store.read_only(settings.state.path)
         if store is None:
-            return [], None
+            return None, None
         try:
-            instances = store.instances()
+            return read(store), None
         finally:
             store.close()
-    except (StoreError, sqlite3.Error):
+    except (StoreError, sqlite3.Error) as exc:
+        return None, str(exc)
+
+
+def _instances(settings: Settings) -> tuple[list[str], str | None]:
+    """The daemons that used the workflow's store, and the one running now (None: none)."""
+    instances, _ = _read_store(settings, lambda store: store.instances())
+    if not instances or settings.state is None:
         return [], None
+    from symphony.store.lock import DaemonLock, LockError
+
     lock = DaemonLock(Path(f"{settings.state.path}.lock"))
     try:
         lock.acquire(str(settings.workflow_path))
     except LockError:
-        return instances, instances[-1] if instances else None
+        return instances, instances[-1]
     lock.release()
     return instances, None
 
@@ -492,22 +508,12 @@ def _daemon_claims(settings: Settings) -> SchedulerState:
     `agent.overlap`, the caps, the runaway guard and a stop make; empty when there is no store
     yet or it cannot be read."""
     state = SchedulerState()
-    if settings.state is None or not settings.state.path.is_file():
-        return state  # no store yet: nothing to load (nor the store's code)
-    import sqlite3
-
-    from symphony.store import Store, StoreError
-
-    try:
-        store = Store.read_only(settings.state.path)
-        if store is None:
-            return state
-        try:
-            saved = store.load(datetime.now(UTC))
-        finally:
-            store.close()
-    except (StoreError, sqlite3.Error) as exc:
-        print(f"warning: the daemon's state could not be read, so holds are not shown: {exc}")
+    saved, unreadable = _read_store(settings, lambda store: store.load(datetime.now(UTC)))
+    if unreadable is not None:
+        print(
+            f"warning: the daemon's state could not be read, so holds are not shown: {unreadable}"
+        )
+    if saved is None:
         return state
     state.claimed.update(r.issue_id for r in saved.runs)
     state.claimed.update(r.issue_id for r in saved.retries)
