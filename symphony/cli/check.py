@@ -40,6 +40,8 @@ from symphony.config.repository import (
 from symphony.config.sandbox import Network, SandboxKind
 from symphony.config.sections import Settings
 from symphony.config.telemetry import TelemetrySettings
+from symphony.config.tracker import TrackerSettings
+from symphony.core.claims import claim_fates
 from symphony.core.dispatch import explain_dispatch, observe_review_queue
 from symphony.core.state import SchedulerState
 from symphony.core.trust import describe
@@ -49,13 +51,14 @@ from symphony.gateway.access import (
     pods_through_gateway,
     through_gateway,
 )
+from symphony.hosts.kubernetes.claims import Claims, ClaimsFailed, describe_claims
 from symphony.hosts.kubernetes.kubectl import Kubectl
 from symphony.hosts.kubernetes.pods import PodFailed, Pods, describe_pods
 from symphony.hosts.sandbox.probe import sandbox_problem
 from symphony.hosts.ssh import SshHost
 from symphony.memory import memory_of
 from symphony.telemetry import traces_endpoint
-from symphony.tracker.contract import Tracker, resolve_states, tracker_adapter
+from symphony.tracker.contract import Tracker, TrackerError, resolve_states, tracker_adapter
 from symphony.workspace.environment import remote_environment
 
 if TYPE_CHECKING:
@@ -80,6 +83,7 @@ async def report(
             in_review = await tracker.fetch_issues_by_states(
                 settings.machine.review_states(resolved.terminal_states)
             )
+        claims = await _claims(settings, tracker, resolved)
     finally:
         await tracker.aclose()
     settings = dataclasses.replace(settings, tracker=resolved)
@@ -97,6 +101,8 @@ async def report(
     errors = _sandboxes(settings)
     errors += await _forwards(settings)
     errors += await _pods(settings)
+    for line in claims:
+        print(line)
     errors += _machine(settings, known)
     state = _daemon_claims(settings)
     if settings.agent.max_in_review is not None and settings.machine is not None:
@@ -464,6 +470,40 @@ async def _pods(settings: Settings) -> list[str]:
     return [refused] if refused else []
 
 
+async def _claims(settings: Settings, tracker: Tracker, resolved: TrackerSettings) -> list[str]:
+    """With `worker.kubernetes`: the workspace claims this workflow made (by its store's id)
+    and what a start-up would do with each, as lines to print."""
+    cluster = settings.worker.kubernetes
+    workflow = _workflow_id(settings) if cluster is not None else None
+    if cluster is None or workflow is None:
+        return []
+    try:
+        listed = await Claims(Kubectl(cluster, os.environ), workflow).listed()
+    except ClaimsFailed as exc:
+        return [f"claims        not listed: {exc.message}"]
+    fates: dict[str, str | None] | None = None
+    states: dict[str, str] = {}
+    if listed:
+        try:
+            found = await tracker.fetch_issues_by_ids(
+                sorted({c.issue_id for c in listed if c.issue_id})
+            )
+        except TrackerError:
+            found = None
+        if found is not None:
+            fates = claim_fates({c.name: c.issue_id for c in listed}, found, resolved)
+            states = {issue.id: issue.state for issue in found}
+    lines = describe_claims(listed, fates, states)
+    head = f"claims        {len(lines)} of this workflow's in namespace {cluster.namespace}"
+    return [head, *(f"  {line}" for line in lines)]
+
+
+def _workflow_id(settings: Settings) -> str | None:
+    """The id the workflow's store keeps for it (None: no store yet, or none kept)."""
+    found, _ = _read_store(settings, lambda store: store.workflow_id())
+    return found
+
+
 def _read_store(settings: Settings, read: Callable[[Store], T]) -> tuple[T | None, str | None]:
     """What `read` finds in the workflow's store, opened read-only beside a running daemon, or
     why it could not be read; (None, None) when there is no store yet (nor is its code
@@ -594,6 +634,12 @@ def _describe_kubernetes(k8s: KubernetesSettings) -> str:
         f" (context {k8s.context or 'current'}), "
         + ", ".join(f"{name} {value}" for name, value in k8s.resources)
         + f", at most {k8s.max_pods or 'unlimited'} at once, workspace {k8s.workspace}"
+        + (
+            f" ({k8s.workspace_size} a ticket, storage class "
+            f"{k8s.workspace_storage_class or 'the cluster default'})"
+            if k8s.workspace_claim
+            else ""
+        )
         + (f", service account {k8s.service_account}" if k8s.service_account else ", no token")
         + f", requests time out after {k8s.request_timeout_ms / 1000:g} s"
     )

@@ -16,7 +16,7 @@ KUBERNETES_KEYS = frozenset(
     ("context", "namespace", "image", "service_account", "resources", "max_pods",
      "node_selector", "tolerations", "workspace", "request_timeout_ms", "daemon_address",
      "daemon_listen", "daemon_tool_port", "daemon_gateway_port", "daemon_pod_labels",
-     "daemon_namespace")
+     "daemon_namespace", "workspace_size", "workspace_storage_class")
 )  # fmt: skip
 DAEMON_KEYS = ("daemon_listen", "daemon_tool_port", "daemon_gateway_port", "daemon_pod_labels",
                "daemon_namespace")  # fmt: skip
@@ -32,6 +32,7 @@ _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?" + _LABEL_NAME)
 _LABEL_VALUE = re.compile(f"({_LABEL_NAME})?")
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+DEFAULT_WORKSPACE_SIZE = "10Gi"
 _TOLERATION_KEYS = frozenset(("key", "operator", "value", "effect", "toleration_seconds"))
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -61,6 +62,10 @@ class KubernetesSettings:
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[Toleration, ...] = field(default_factory=tuple)
     workspace_claim: str | None = None
+    workspace_size: str = DEFAULT_WORKSPACE_SIZE
+    """The storage a ticket's claim asks for when the daemon makes it."""
+    workspace_storage_class: str | None = None
+    """The claims' storage class; None: the cluster's default class."""
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     """How long one request of kubectl's to the cluster may take (its `--request-timeout`);
     a kubectl that says nothing for longer is killed and the cluster taken as unreachable."""
@@ -127,6 +132,11 @@ def parse_kubernetes(raw: Mapping[str, Any]) -> KubernetesSettings:
     context = raw.get("context")
     if context is not None and (not isinstance(context, str) or not context.strip()):
         raise _bad("context must be a kubeconfig context name")
+    claim = _workspace(raw.get("workspace", "empty_dir"))
+    if claim is None:
+        stray = [k for k in ("workspace_size", "workspace_storage_class") if raw.get(k) is not None]
+        if stray:
+            raise _bad(f"{stray[0]} applies only with worker.kubernetes.workspace: pvc:<claim>")
     max_pods = None
     if raw.get("max_pods") is not None:
         max_pods = integer(raw, "worker.kubernetes.max_pods", 1, 1)
@@ -139,7 +149,11 @@ def parse_kubernetes(raw: Mapping[str, Any]) -> KubernetesSettings:
         max_pods=max_pods,
         node_selector=_node_selector(raw.get("node_selector")),
         tolerations=_tolerations(raw.get("tolerations")),
-        workspace_claim=_workspace(raw.get("workspace", "empty_dir")),
+        workspace_claim=claim,
+        workspace_size=_quantity(raw, "workspace_size", DEFAULT_WORKSPACE_SIZE),
+        workspace_storage_class=_name(
+            raw, "workspace_storage_class", _DNS_SUBDOMAIN, "a storage class name"
+        ),
         request_timeout_ms=integer(
             raw, "worker.kubernetes.request_timeout_ms", DEFAULT_REQUEST_TIMEOUT_MS, 100
         ),
@@ -156,17 +170,23 @@ def _resources(raw: Any) -> tuple[tuple[str, str], ...]:
     for name, value in raw.items():
         if name not in RESOURCE_NAMES:
             raise _bad(f"resources has unknown resource {name!r} (cpu, memory, ephemeral-storage)")
-        text = value if isinstance(value, str) else None
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            text = str(value)
-        quantity = _QUANTITY.fullmatch(text) if text is not None else None
-        if quantity is None or float(quantity.group(1)) <= 0:
-            raise _bad(
-                f"resources.{name} must be a positive quantity such as 2, 500m or 4Gi, "
-                f"got {value!r}"
-            )
-        merged[name] = quantity.group(0)
+        merged[name] = _positive_quantity(value, f"resources.{name}", "2, 500m or 4Gi")
     return tuple((name, merged[name]) for name in RESOURCE_NAMES)
+
+
+def _quantity(raw: Mapping[str, Any], key: str, default: str) -> str:
+    value = raw.get(key)
+    return default if value is None else _positive_quantity(value, key, "10Gi or 500Mi")
+
+
+def _positive_quantity(value: Any, key: str, examples: str) -> str:
+    text = value if isinstance(value, str) else None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        text = str(value)
+    quantity = _QUANTITY.fullmatch(text) if text is not None else None
+    if quantity is None or float(quantity.group(1)) <= 0:
+        raise _bad(f"{key} must be a positive quantity such as {examples}, got {value!r}")
+    return quantity.group(0)
 
 
 def _node_selector(raw: Any) -> tuple[tuple[str, str], ...]:

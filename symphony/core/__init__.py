@@ -16,6 +16,7 @@ from symphony.core.accounting import (
     on_agent_event,
     ticket_totals_of,
 )
+from symphony.core.claims import claim_fates
 from symphony.core.dispatch import (
     AGENT_LABEL,
     HostSlots,
@@ -172,6 +173,7 @@ __all__ = [
     "apply_refresh",
     "before_first_turn",
     "budget_transition",
+    "claim_fates",
     "daily_budget_spent",
     "demand",
     "describe_wait",

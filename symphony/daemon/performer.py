@@ -188,6 +188,7 @@ class Performer:
         place = places.for_run(
             settings, start.host, agent.env_names, ticket=issue.identifier,
             run=uuid.uuid4().hex[:12], sandbox=sandbox, agent_kind=start.agent_kind,
+            issue_id=issue.id,
         )  # fmt: skip
         marks = new_marks()
         kept = self._canaries.setdefault(issue.id, [])

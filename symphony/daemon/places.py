@@ -58,6 +58,7 @@ class Places:
         secret_names: Sequence[str],
         instance_id: str,
         previous: Places | None = None,
+        workflow_id: str = "",
     ) -> None:
         self._environ = environ
         self._secret_names = tuple(secret_names)
@@ -88,12 +89,12 @@ class Places:
         }
         """The workspaces of each SSH worker host, by its name."""
         cluster = worker.kubernetes
-        self.pods = (
-            Pods(Kubectl(cluster, environ, status=_same_cluster(previous, cluster)), instance_id)
-            if cluster is not None
-            else None
-        )
-        """This workflow's pods, with `worker.kubernetes`: one per run."""
+        self.pods = None
+        if cluster is not None:
+            kubectl = Kubectl(cluster, environ, status=_same_cluster(previous, cluster))
+            self.pods = Pods(kubectl, instance_id, workflow=workflow_id)
+        """This workflow's pods, with `worker.kubernetes`: one per run; and its tickets' claims,
+        labelled with `workflow_id` (its store's, the same across restarts)."""
         self._settings = settings
 
     def on(self, host: str) -> Workspaces:
@@ -113,6 +114,7 @@ class Places:
         run: str = "",
         sandbox: SandboxSettings | None = None,
         agent_kind: str = "",
+        issue_id: str = "",
     ) -> RunPlace:
         """Where an attempt on `host` runs, with the environments of the current settings; on
         the cluster, in a pod of its own for `ticket`'s `run`, let out on `sandbox`'s network
@@ -127,7 +129,7 @@ class Places:
                 keyed = bool(routes(env))
                 default = () if keyed else model_hosts(agent_kind, env)
                 hosts = listed if listed is not None else default
-            workspaces = self._pod_run(settings, ticket, run, network, hosts)
+            workspaces = self._pod_run(settings, ticket, run, network, hosts, issue_id)
             return RunPlace(workspaces, workspaces.host, env, env)
         remote = self.remote.get(host) if host != LOCAL else None
         if remote is not None:
@@ -148,6 +150,7 @@ class Places:
         run: str,
         network: Network,
         hosts: Sequence[HostPattern] = (),
+        issue_id: str = "",
     ) -> PodWorkspaces:
         assert self.pods is not None
         name = pod_name(self.pods.instance, ticket, run)
@@ -155,6 +158,7 @@ class Places:
             self.pods, KubectlHost(self.pods.kubectl, name), settings.hooks,
             env=self.remote_env(settings), ticket=ticket, run=run, network=network,
             model_hosts=hosts, clone=_clone_source(settings), kept=pod_hand_offs_root(settings),
+            issue_id=issue_id,
         )  # fmt: skip
 
     async def close(self) -> None:

@@ -193,9 +193,12 @@ class Reloading:
     def new_places(self, settings: Settings) -> Places:
         o = self._o
         previous = getattr(o, "places", None)  # none yet at start-up
+        store = getattr(o, "store", None)
+        workflow = (store.workflow_id() if store is not None else None) or o.instance_id
         return Places(
-            settings, o.environ, o.tracker.secret_env_names(), o.instance_id, previous=previous
-        )
+            settings, o.environ, o.tracker.secret_env_names(), o.instance_id, previous=previous,
+            workflow_id=workflow,
+        )  # fmt: skip
 
     def mask_secrets(self) -> None:
         o = self._o

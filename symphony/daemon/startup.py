@@ -7,6 +7,8 @@
    moves tickets to.
 3. `remove_terminal_workspaces`: forget worktrees whose folders are gone, and remove the
    workspaces of tickets that turned terminal while no daemon watched.
+4. `delete_ended_claims`: with `worker.kubernetes`, delete the workspace claims this workflow
+   made whose tickets are terminal or gone from the tracker.
 
 `prepare` runs them for one orchestrator. A step that cannot reach the tracker or a host is
 reported and skipped; none stops the daemon.
@@ -29,6 +31,7 @@ from symphony.daemon.events import Clock
 from symphony.daemon.owner import Owner
 from symphony.daemon.places import Places
 from symphony.daemon.reads import TrackerReads
+from symphony.hosts.kubernetes.claims import ClaimsFailed
 from symphony.hosts.kubernetes.pods import PodFailed, Pods
 from symphony.hosts.ssh import SshHost
 from symphony.observability.activity import Activity
@@ -55,6 +58,7 @@ async def prepare(o: Owner) -> None:
     await o.polling.resolve_states()
     await ensure_stage_states(o.reads, o.tracker, o.settings)
     await remove_terminal_workspaces(o.reads, o.tracker, o.settings, o.state, o.places)
+    await delete_ended_claims(o.reads, o.tracker, o.settings, o.places.pods)
 
 
 async def recover(
@@ -173,3 +177,33 @@ async def delete_orphan_pods(pods: Pods | None, previous: Sequence[str]) -> int:
         log.warning("deleted pods an earlier daemon left running",
                     pods=[p.name for p in deleted])  # fmt: skip
     return len(deleted)
+
+
+async def delete_ended_claims(
+    reads: TrackerReads, tracker: Tracker, settings: Settings, pods: Pods | None
+) -> list[str]:
+    """Delete this workflow's workspace claims (found by its label, whatever the claim's name
+    or `workspace` says now) whose tickets are terminal or no longer in the tracker; what was
+    deleted. A cluster or a tracker that cannot be read decides nothing."""
+    if pods is None:
+        return []
+    try:
+        listed = await pods.claims.listed()
+    except ClaimsFailed as exc:
+        log.warning("claims not checked", reason=exc.message)
+        return []
+    if not listed:
+        return []
+    ids = sorted({c.issue_id for c in listed if c.issue_id})
+    try:
+        found = await reads.read("startup_cleanup", tracker.fetch_issues_by_ids(ids))
+    except TrackerError as exc:
+        log.warning("claims not checked", reason=str(exc))
+        return []
+    fates = core.claim_fates({c.name: c.issue_id for c in listed}, found, settings.tracker)
+    ended = [c for c in listed if fates[c.name] is not None]
+    if ended and await pods.claims.delete(*(c.name for c in ended)):
+        log.info("deleted the claims of ended tickets",
+                 claims={c.name: f"{c.ticket}: {fates[c.name]}" for c in ended})  # fmt: skip
+        return [c.name for c in ended]
+    return []

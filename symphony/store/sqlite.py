@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,6 +78,7 @@ class Store:
         self.writes = 0
         """Rows written or deleted since the store was opened (for benchmarks)."""
         self.notifications = NotificationOutbox(connection)
+        self._read_only = False
 
     # Opening
 
@@ -120,7 +122,9 @@ class Store:
             raise StoreError(
                 STORE_NEWER, f"{path} was written by a newer symphony (schema {version})"
             )
-        return cls(db, path)
+        store = cls(db, path)
+        store._read_only = True
+        return store
 
     @classmethod
     def _open(cls, path: Path, migrations: Sequence[Migration]) -> Store:
@@ -167,6 +171,18 @@ class Store:
                 "(SELECT rowid FROM instances ORDER BY rowid DESC LIMIT 20)"
             )
         return previous
+
+    def workflow_id(self) -> str | None:
+        """What names this workflow's store across every daemon that uses it (made at the first
+        ask, then kept); None from a read-only store that has none yet. Whatever the daemon
+        leaves in the cluster beyond one daemon's life (a ticket's claim) carries it."""
+        found = [v["value"] for v in META.read(self._db, "WHERE key = ?", ("workflow_id",))]
+        if found or self._read_only:
+            return found[0] if found else None
+        made = uuid.uuid4().hex[:16]
+        with self._transaction():
+            META.insert(self._db, {"key": "workflow_id", "value": made}, "INSERT OR IGNORE")
+        return self.workflow_id()
 
     def instances(self) -> list[str]:
         """The daemons that used this store, oldest first (the last may be running now)."""

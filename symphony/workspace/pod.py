@@ -1,4 +1,5 @@
-"""The workspace of a run in its own pod (`worker.kubernetes`): made with the pod, gone with it.
+"""The workspace of a run in its own pod (`worker.kubernetes`): made with the pod, gone with it
+(an `emptyDir`), or on the ticket's claim (`workspace: pvc:<claim>`), kept between its runs.
 
 `PodWorkspaces` answers what the runner asks of a host's workspaces for one run: `prepare`
 makes the run's pod (`symphony.hosts.kubernetes.pods`), waits until it runs (saying so while
@@ -7,13 +8,15 @@ the cluster has no room), then makes `/workspace/<key>` in it the ticket's check
 code host's token, when the repository needs one, goes to that one git command on its stdin
 and to a credential helper that reads it from there; never a command line, never a file),
 then `after_create`; a branch an earlier run of the ticket pushed is checked out where it
-left off. Hooks and gates run in the pod; `after_run` deletes it, with its NetworkPolicy.
-Every run starts from a fresh checkout, so no thread is resumed across runs.
+left off, and a kept claim's checkout goes on on its branch. Hooks and gates run in the pod;
+`after_run` deletes it, with its NetworkPolicy. Every run starts a new agent thread (on a fresh
+checkout or a kept claim's), so none is resumed across runs.
 
 The workspace ends with the run (`outlives_run` false), so what the daemon needs of it later
 is done at the hand-off, in the pod: the branch pushed (`symphony.daemon.publish.
 push_before_end`) and the branch's diff kept on this machine (`keep_for_review`), beside the
-evidence once published, in a folder per ticket that `remove` deletes. The merge check
+evidence once published, in a folder per ticket that `remove` deletes (with the ticket's
+claim, when this workflow made it). The merge check
 onto the base uses the clone's `origin/<base>`; other tickets' workspaces are not here.
 """
 
@@ -65,12 +68,11 @@ set -e
 helper='!f() { test "$1" = get || exit 0; echo "username=$SYMPHONY_CLONE_USER";'
 helper="$helper"' echo "password=$SYMPHONY_CLONE_TOKEN"; }; f'
 auth() { git -c credential.helper= -c "credential.helper=$helper" -c core.askPass= "$@"; }
-if [ -d .git ]; then  # a claim kept from the ticket's last run: its branch goes on
+kept=
+if [ -d .git ]; then  # a claim kept from the ticket's last run
   rm -f .git/symphony-start
   auth fetch --quiet origin
-  if git rev-parse --verify --quiet "refs/heads/$SYMPHONY_BRANCH" >/dev/null; then
-    git checkout --quiet "$SYMPHONY_BRANCH"; exit 0
-  fi
+  git rev-parse --verify --quiet "refs/heads/$SYMPHONY_BRANCH" >/dev/null && kept=1
 else
   auth clone --quiet --no-checkout -- "$SYMPHONY_CLONE_URL" .
 fi
@@ -81,6 +83,16 @@ else
   start=$(git symbolic-ref --quiet --short refs/remotes/origin/HEAD || echo HEAD)
 fi
 pushed="refs/remotes/origin/$SYMPHONY_BRANCH"
+if [ -n "$kept" ]; then
+  # The branch goes on where the last run left it, with what it left beside it; what the
+  # remote got since (a person's commits on it) is taken when the branch is behind it.
+  git checkout --quiet "$SYMPHONY_BRANCH"
+  if git rev-parse --verify --quiet "$pushed" >/dev/null; then
+    git merge --quiet --ff-only "$pushed" >/dev/null 2>&1 || true
+  fi
+  git merge-base HEAD "$start" > .git/symphony-start 2>/dev/null || rm -f .git/symphony-start
+  exit 0
+fi
 if git rev-parse --verify --quiet "$pushed" >/dev/null; then
   # An earlier run pushed the branch: this one (a fix, a rework) goes on from it, and its
   # evidence measures from where the branch left the base.
@@ -121,6 +133,7 @@ class PodWorkspaces:
         model_hosts: Sequence[HostPattern] = (),
         clone: CloneSource | None = None,
         kept: Path | None = None,
+        issue_id: str = "",
     ) -> None:
         self.pods = pods
         self.host = host
@@ -129,6 +142,7 @@ class PodWorkspaces:
         self._hooks = hooks
         self._env = dict(env)
         self._ticket, self._run, self._network = ticket, run, network
+        self._issue_id = issue_id
         self._model_hosts = tuple(model_hosts)
         """What `network: model` lets out, resolved when the pod is made."""
         self._clone = clone
@@ -236,7 +250,7 @@ class PodWorkspaces:
         try:
             made = await self.pods.start(
                 self._ticket or identifier, self._run, self._network,
-                on_status or (lambda _: None), self._model_hosts,
+                on_status or (lambda _: None), self._model_hosts, self._issue_id,
             )  # fmt: skip
         except PodFailed as exc:
             category = HOST_UNREACHABLE if exc.unreachable else WORKSPACE_CREATE_FAILED
@@ -319,11 +333,12 @@ class PodWorkspaces:
                 await asyncio.shield(self.pods.delete(self.host.pod))
 
     async def remove(self, identifier: str) -> bool:
-        """The workspace ended with its pod; what its hand-off kept here goes now. False when
-        nothing was kept."""
+        """The ticket is done with: what its hand-offs kept here goes, and its claim
+        (`workspace: pvc:`) when this workflow made it. False when there was neither."""
+        claimed = await self.pods.claims.remove_for(identifier)
         kept = self._kept_for(identifier)
         if kept is None or not kept.is_dir():
-            return False
+            return claimed
         await asyncio.to_thread(shutil.rmtree, kept, True)
         return True
 

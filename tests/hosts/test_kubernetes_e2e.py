@@ -42,6 +42,7 @@ from symphony.hosts.kubernetes.kubectl import Kubectl
 from symphony.hosts.kubernetes.manifests import instance_selector, network_policy, pod_manifest
 from symphony.hosts.kubernetes.pods import Pods
 from symphony.hosts.kubernetes.status import pod_state
+from symphony.store import Store
 from symphony.workspace.pod import PodWorkspaces
 from tests.e2e.conftest import CODEX_MISSING, CODEX_NATIVE, codex_command
 from tests.e2e.fake_model import CallTool, FakeModel, Say, Shell, Step
@@ -126,7 +127,19 @@ def cluster() -> Iterator[Cluster]:
         for pod in pods_of(lab):
             subprocess.run(["podman", "pod", "rm", "-f", "-t", "0", pod["Name"]],
                            capture_output=True)  # fmt: skip
+        for volume in volumes_of(lab):
+            subprocess.run(["podman", "volume", "rm", "-f", volume], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def volumes_of(lab: Cluster) -> list[str]:
+    """The podman volumes of this test's cluster's claims."""
+    listed = subprocess.run(
+        ["podman", "volume", "ls", "--format", "{{.Name}}",
+         "--filter", f"label=kubectl-shim.cluster={lab.base / 'state'}"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return listed.stdout.split()
 
 
 def write_workflow(board: Board, lab: Cluster, max_pods: int, **sections: Any) -> None:
@@ -680,3 +693,107 @@ def test_an_acp_agent_in_a_pod_calls_a_symphony_tool_over_mcp_at_the_daemon_addr
     }]  # fmt: skip
     log = "".join(daemon.lines)
     assert token not in log and token not in (lab.base / "state" / "kubectl.log").read_text()
+
+
+def move(board: Board, identifier: str, state: str) -> None:
+    """A person moves the ticket on the local board."""
+    path = board.tickets / f"{identifier}.md"
+    front, body = path.read_text().split("---", 2)[1:]
+    data = yaml.safe_load(front)
+    data["state"] = state
+    path.write_text(f"---\n{yaml.safe_dump(data, sort_keys=False)}---{body}")
+
+
+def claim(lab: Cluster, name: str) -> dict[str, Any] | None:
+    got = shim(lab, "get", "pvc", name, "-o", "json", "--ignore-not-found")
+    assert got.returncode == 0, got.stderr
+    return json.loads(got.stdout) if got.stdout.strip() else None
+
+
+def test_a_ticket_s_claim_is_kept_between_its_runs_and_deleted_once_it_is_done(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    """`workspace: pvc:ws`: the daemon makes ABC-1's claim with its first run; its second run
+    (the ticket moved back to Todo) mounts it and finds the checkout on its branch, with the
+    commit and the file the first run left there (nothing was pushed: only the claim held
+    them); moved to Done, the claim is deleted. ABC-2's claim, made by a person beforehand,
+    is mounted as it is and left alone."""
+    lab = cluster
+    bare = bare_repository(lab)
+    board = Board(tmp_path)
+    board.ticket("ABC-1")
+    board.ticket("ABC-2")
+    theirs = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+              "metadata": {"name": "ws-abc-2", "namespace": "agents", "labels": {"team": "qa"}},
+              "spec": {"accessModes": ["ReadWriteOnce"],
+                       "resources": {"requests": {"storage": "1Gi"}}}}  # fmt: skip
+    assert shim(lab, "apply", "-f", "-", stdin=json.dumps(theirs)).returncode == 0
+    record = (
+        f"{{ git branch --show-current; git log --format=%s; cat left.txt 2>/dev/null "
+        f'|| echo "nothing left"; echo ---; }} >> {lab.shared}/runs-"$(basename "$PWD")".txt; '
+        'test -f left.txt || { echo "left by the first run" > left.txt && '
+        'git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m "first run"; }'
+    )
+    board.write_workflow(
+        codex={"command": f"python3 {lab.shared / 'fake_app_server.py'}",
+               "read_timeout_ms": 20_000},
+        worker={"kubernetes": {"image": IMAGE, "namespace": "agents", "max_pods": 2,
+                               "workspace": "pvc:ws", "workspace_size": "1Gi"},
+                "ssh": {"pass_env": ["FAKE_AGENT_*"]}},
+        workspace={"root": "workspaces", "strategy": "worktree", "repository": str(bare),
+                   "base": "main", "branch": "agent/{{ issue.identifier }}"},
+        hooks={"after_create": record},
+        polling_ms=300,
+    )  # fmt: skip
+    env = handing_off(lab)
+    runs = lab.shared / "runs-ABC-1.txt"
+    daemon = Daemon(board, env)
+    try:
+        reviewed = lambda: all(board.state_of(t) == "Human Review" for t in ("ABC-1", "ABC-2"))  # noqa: E731
+        assert wait_until(reviewed, 90), "".join(daemon.lines)
+        ours = claim(lab, "ws-abc-1")
+        assert ours is not None, "".join(daemon.lines)
+        assert wait_until(lambda: not pods_of(lab), 30), pods_of(lab)
+        move(board, "ABC-1", "Todo")  # a second run of the ticket, in a new pod
+        assert wait_until(lambda: runs.exists() and runs.read_text().count("---") == 2, 90), (
+            "".join(daemon.lines)
+        )
+        assert wait_until(lambda: board.state_of("ABC-1") == "Human Review", 60)
+        assert wait_until(lambda: not pods_of(lab), 30), pods_of(lab)
+        checked = subprocess.run(
+            [sys.executable, "-m", "symphony", "check"], cwd=board.root,
+            env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        said = [line.strip() for line in checked.stdout.splitlines()]
+        assert "claims        1 of this workflow's in namespace agents" in said, checked.stdout
+        assert "ws-abc-1 (ticket ABC-1, Human Review, Bound): kept" in said, checked.stdout
+        move(board, "ABC-1", "Done")
+        move(board, "ABC-2", "Done")
+        assert wait_until(lambda: claim(lab, "ws-abc-1") is None, 30), "".join(daemon.lines)
+        daemon.wait_for("was not made by this workflow: kept", timeout=30)
+    finally:
+        assert daemon.stop() == 0
+    first, second = runs.read_text().split("---\n")[:2]
+    assert first.splitlines() == ["agent/ABC-1", "Start", "nothing left"]
+    # The claim's checkout went on: the same branch, the first run's commit and file.
+    assert second.splitlines() == ["agent/ABC-1", "first run", "Start", "left by the first run"]
+    assert branch_log(bare, "agent/ABC-1") == []  # nothing was pushed: the claim held it all
+    labels = ours["metadata"]["labels"]
+    store = Store.read_only(board.root / ".symphony" / "state.db")
+    assert store is not None
+    try:
+        workflow = store.workflow_id()
+    finally:
+        store.close()
+    assert labels == {
+        "app.kubernetes.io/managed-by": "symphony",
+        "symphony.dev/workflow": workflow,
+        "symphony.dev/ticket": "ABC-1",
+    }
+    assert ours["spec"]["resources"] == {"requests": {"storage": "1Gi"}}
+    assert "storageClassName" not in ours["spec"]  # the cluster's default class
+    # The person's claim is as they made it, its volume still there; ABC-1's volume is gone.
+    left = claim(lab, "ws-abc-2")
+    assert left is not None and left["metadata"]["labels"] == {"team": "qa"}
+    assert wait_until(lambda: len(volumes_of(lab)) == 1, 30), volumes_of(lab)
+    assert (lab.shared / "runs-ABC-2.txt").read_text().splitlines()[0] == "agent/ABC-2"

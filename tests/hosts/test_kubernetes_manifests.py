@@ -17,6 +17,7 @@ from symphony.hosts.kubernetes.manifests import (
     INSTANCE_LABEL,
     RUN_LABEL,
     TICKET_LABEL,
+    claim_manifest,
     daemon_rule,
     instance_selector,
     label_value,
@@ -45,6 +46,39 @@ def pod(raw: dict[str, Any], ticket: str = "ABC-12") -> dict[str, Any]:
 @pytest.mark.parametrize("raw", [BASE, RICH])
 def test_the_pod_is_valid_kubernetes(raw: dict[str, Any]) -> None:
     kubernetes_validate.validate(pod(raw), VERSION, strict=True)
+
+
+def claim(raw: dict[str, Any], ticket: str = "ABC-12") -> dict[str, Any]:
+    made = claim_manifest(parse_kubernetes(raw), "wf-9f8e", ticket, "issue-77")
+    assert made is not None
+    return made
+
+
+@pytest.mark.parametrize("raw", [RICH, {**RICH, "workspace_size": "50Gi",
+                                        "workspace_storage_class": "fast-ssd"}])  # fmt: skip
+def test_the_ticket_s_claim_is_valid_kubernetes_and_the_pod_mounts_it(raw: dict[str, Any]) -> None:
+    made = claim(raw)
+    kubernetes_validate.validate(made, VERSION, strict=True)
+    (volume,) = [v for v in pod(raw)["spec"]["volumes"] if v["name"] == "workspace"]
+    assert volume == {"name": "workspace",
+                      "persistentVolumeClaim": {"claimName": made["metadata"]["name"]}}  # fmt: skip
+    assert made["metadata"]["name"] == "agent-ws-abc-12"
+    assert made["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "symphony",
+                                          "symphony.dev/workflow": "wf-9f8e",
+                                          TICKET_LABEL: "ABC-12"}  # fmt: skip
+    assert made["metadata"]["annotations"] == {"symphony.dev/issue-id": "issue-77",
+                                               "symphony.dev/ticket": "ABC-12"}  # fmt: skip
+    assert made["spec"]["accessModes"] == ["ReadWriteOnce"]
+
+
+def test_the_claim_asks_for_its_size_and_names_a_class_only_when_one_is_set() -> None:
+    spec = claim(RICH)["spec"]
+    assert spec["resources"] == {"requests": {"storage": "10Gi"}}
+    assert "storageClassName" not in spec  # the cluster's default class
+    sized = claim({**RICH, "workspace_size": "50Gi", "workspace_storage_class": "fast-ssd"})
+    assert sized["spec"]["resources"] == {"requests": {"storage": "50Gi"}}
+    assert sized["spec"]["storageClassName"] == "fast-ssd"
+    assert claim_manifest(parse_kubernetes(BASE), "wf", "ABC-12", "1") is None  # an emptyDir
 
 
 @pytest.mark.parametrize("network", list(Network))
@@ -133,6 +167,8 @@ def test_the_run_s_manifests_pass_the_policy_scanner(tmp_path: Path, network: Ne
         made = pod(raw)
         made["metadata"]["name"] += f"-{index}"
         docs = [made, network_policy(made, network, (("203.0.113.7/32", 443),))]
+        if raw is not BASE:
+            docs.append(claim(raw))
         (tmp_path / f"run{index}.yaml").write_text(yaml.safe_dump_all(docs))
     report = scan(tmp_path, SKIPPED_FOR_ALL | SKIPPED_FOR_RUN_PODS)
     assert failed(report) == []

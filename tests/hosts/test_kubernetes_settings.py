@@ -42,6 +42,10 @@ def test_the_documented_settings_parse(tmp_path: Path) -> None:
         workspace_claim="agent-ws",
     )
     assert k8s.workspace == "pvc:agent-ws"
+    assert (k8s.workspace_size, k8s.workspace_storage_class) == ("10Gi", None)
+    sized = {**FULL, "workspace_size": "50Gi", "workspace_storage_class": "fast-ssd"}
+    k8s = settings_with(tmp_path, worker={"kubernetes": sized}).worker.kubernetes
+    assert (k8s.workspace_size, k8s.workspace_storage_class) == ("50Gi", "fast-ssd")
 
 
 def test_defaults_are_an_empty_dir_no_token_and_bounded_resources(tmp_path: Path) -> None:
@@ -73,6 +77,14 @@ def test_defaults_are_an_empty_dir_no_token_and_bounded_resources(tmp_path: Path
          "worker.kubernetes.tolerations[0].toleration_seconds"),
         ({"workspace": "hostPath:/srv"}, "worker.kubernetes.workspace"),
         ({"workspace": "pvc:"}, "worker.kubernetes.workspace"),
+        ({"workspace": "pvc:ws", "workspace_size": "ten"}, "worker.kubernetes.workspace_size"),
+        ({"workspace": "pvc:ws", "workspace_size": "0Gi"}, "worker.kubernetes.workspace_size"),
+        ({"workspace": "pvc:ws", "workspace_storage_class": "Fast SSD"},
+         "worker.kubernetes.workspace_storage_class"),
+        ({"workspace": "empty_dir", "workspace_size": "5Gi"},
+         "worker.kubernetes.workspace_size applies only with"),
+        ({"workspace": "empty_dir", "workspace_storage_class": "ssd"},
+         "worker.kubernetes.workspace_storage_class applies only with"),
         ({"replicas": 2}, "worker.kubernetes has unknown key(s) replicas"),
         ({"context": ""}, "worker.kubernetes.context"),
         ({"daemon_address": "http://symphony:8701"}, "worker.kubernetes.daemon_address"),
@@ -137,6 +149,7 @@ def test_check_prints_the_cluster_settings(tmp_path: Path, symphony_cli: Cli) ->
     assert "registry.example.com/agent-runner:1.4" in line and "namespace agents" in line
     assert "context prod-cluster" in line and "cpu 2, memory 4Gi" in line
     assert "at most 20 at once" in line and "workspace pvc:agent-ws" in line
+    assert "(10Gi a ticket, storage class the cluster default)" in line
     assert "no token" in line and "requests time out after 30 s" in line
 
 

@@ -28,6 +28,10 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 INSTANCE_LABEL = "symphony.dev/instance"
 TICKET_LABEL = "symphony.dev/ticket"
 RUN_LABEL = "symphony.dev/run"
+WORKFLOW_LABEL = "symphony.dev/workflow"
+"""On what outlives one daemon (a ticket's claim): the workflow's store, across restarts."""
+ISSUE_ANNOTATION = "symphony.dev/issue-id"
+TICKET_ANNOTATION = "symphony.dev/ticket"
 WORKSPACE = "/workspace"
 HOME = "/home/agent"
 USER_ID = 10001
@@ -74,6 +78,44 @@ def claim_name(settings: KubernetesSettings, ticket: str) -> str | None:
         return None
     slug = re.sub(r"[^a-z0-9-]+", "-", ticket.lower()).strip("-")
     return f"{settings.workspace_claim}-{slug}"[:253].rstrip("-")
+
+
+def claim_selector(workflow: str) -> str:
+    """The `-l` selector of every claim this workflow made."""
+    return f"{MANAGED_BY}=symphony,{WORKFLOW_LABEL}={label_value(workflow)}"
+
+
+def claim_manifest(
+    settings: KubernetesSettings, workflow: str, ticket: str, issue_id: str
+) -> dict[str, Any] | None:
+    """The ticket's PersistentVolumeClaim as the daemon makes it (None with `empty_dir`):
+    ReadWriteOnce, `workspace_size`, the storage class named or the cluster's default, and
+    labelled as this workflow's; the ticket's id and identifier in annotations (no label's
+    limits), for deciding at start-up whether its ticket has ended."""
+    name = claim_name(settings, ticket)
+    if name is None:
+        return None
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": settings.workspace_size}},
+    }
+    if settings.workspace_storage_class is not None:
+        spec["storageClassName"] = settings.workspace_storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": {
+                MANAGED_BY: "symphony",
+                WORKFLOW_LABEL: label_value(workflow),
+                TICKET_LABEL: label_value(ticket),
+            },
+            "annotations": {ISSUE_ANNOTATION: issue_id, TICKET_ANNOTATION: ticket},
+        },
+        "spec": spec,
+    }
 
 
 def pod_manifest(

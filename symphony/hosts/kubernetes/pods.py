@@ -2,7 +2,8 @@
 those an earlier daemon left behind, found by their instance label and deleted at start-up.
 
 A run's pod and its NetworkPolicy are applied together (`kubectl apply -f -`, one List as
-JSON on stdin), then the pod is watched (`kubectl get pod <name> -o json`) until it is Ready.
+JSON on stdin; first in it the ticket's claim when the daemon is to make it, `claims`), then
+the pod is watched (`kubectl get pod <name> -o json`) until it is Ready.
 While the scheduler has no room for it the run waits, saying so (`Pending: Insufficient cpu`)
 every `STATUS_EVERY_S` so a long wait is never taken for a stalled agent; anything else that
 keeps it from running (an image that cannot be pulled, a container that ended, no Ready within
@@ -23,6 +24,7 @@ from typing import Any
 import structlog
 
 from symphony.config.sandbox import HostPattern, Network
+from symphony.hosts.kubernetes.claims import Claims, ClaimsFailed
 from symphony.hosts.kubernetes.egress import EgressUnresolved, allowed_addresses, daemon_addresses
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
@@ -72,10 +74,15 @@ def _unreachable(result: KubectlResult) -> bool:
 
 
 class Pods:
-    def __init__(self, kubectl: Kubectl, instance: str, *, poll_s: float = POLL_S) -> None:
+    def __init__(
+        self, kubectl: Kubectl, instance: str, *, poll_s: float = POLL_S, workflow: str = ""
+    ) -> None:
         self.kubectl = kubectl
         self.instance = instance
         self._poll_s = poll_s
+        self.claims = Claims(kubectl, workflow or instance)
+        """The tickets' workspace claims this workflow makes (`workflow`: its store's id,
+        the same across restarts; without one, this daemon's instance)."""
 
     @property
     def selector(self) -> str:
@@ -88,8 +95,10 @@ class Pods:
         network: Network,
         on_status: Callable[[str], None] = lambda _: None,
         model_hosts: Sequence[HostPattern] = (),
+        issue_id: str = "",
     ) -> KubectlHost:
-        """Make the run's pod and policy and wait until the pod is Ready; its host. With
+        """Make the run's pod and policy (and the ticket's claim, with `workspace: pvc:` when
+        it is not there yet) and wait until the pod is Ready; its host. With
         `network: model` the policy lets out the addresses `model_hosts` resolve to now; with
         `daemon_address`, the daemon's ports at the addresses it resolves to now (which the
         pod knows its name by) or on the daemon's pods."""
@@ -101,13 +110,17 @@ class Pods:
                 allow = await allowed_addresses(model_hosts)
             if daemon is not None:
                 reached = await self._daemon_addresses(network)
+            claim = await self.claims.to_make(ticket, issue_id)
         except EgressUnresolved as exc:
             raise PodFailed(exc.message) from None
+        except ClaimsFailed as exc:
+            raise PodFailed(exc.message, unreachable=exc.unreachable) from None
         pod = pod_manifest(settings, self.instance, ticket, run, reached)
         rule = daemon_rule(daemon, settings.namespace, reached) if daemon is not None else None
         policy = network_policy(pod, network, allow, rule)
         name = pod["metadata"]["name"]
-        listed = {"apiVersion": "v1", "kind": "List", "items": [pod, policy]}
+        items = [claim, pod, policy] if claim is not None else [pod, policy]
+        listed = {"apiVersion": "v1", "kind": "List", "items": items}
         applied = await self.kubectl("apply", "-f", "-", stdin=json.dumps(listed).encode())
         if not applied.ok:
             await self.delete(name)
@@ -115,6 +128,8 @@ class Pods:
                 f"kubectl apply of pod {name} failed: {applied.reason()}",
                 unreachable=_unreachable(applied),
             )
+        if claim is not None:
+            log.info("claim created", claim=claim["metadata"]["name"], ticket=ticket)
         log.info("pod created", pod=name, ticket=ticket, namespace=self.kubectl.namespace)
         try:
             await self._until_ready(name, on_status)
