@@ -8,7 +8,7 @@
 3. `remove_terminal_workspaces`: forget worktrees whose folders are gone, and remove the
    workspaces of tickets that turned terminal while no daemon watched.
 4. `delete_ended_claims`: with `worker.kubernetes`, delete the workspace claims this workflow
-   made whose tickets are terminal or gone from the tracker.
+   made whose tickets are terminal.
 
 `prepare` runs them for one orchestrator. A step that cannot reach the tracker or a host is
 reported and skipped; none stops the daemon.
@@ -183,8 +183,8 @@ async def delete_ended_claims(
     reads: TrackerReads, tracker: Tracker, settings: Settings, pods: Pods | None
 ) -> list[str]:
     """Delete this workflow's workspace claims (found by its label, whatever the claim's name
-    or `workspace` says now) whose tickets are terminal or no longer in the tracker; what was
-    deleted. A cluster or a tracker that cannot be read decides nothing."""
+    or `workspace` says now) whose tickets are terminal; what was deleted. A cluster or a
+    tracker that cannot be read decides nothing."""
     if pods is None:
         return []
     try:

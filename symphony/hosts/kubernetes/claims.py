@@ -187,5 +187,10 @@ def describe_claims(
         else:
             why = fates.get(claim.name)
             fate = "kept" if why is None else f"deleted at the next start: {why}"
+            if why is None and claim.issue_id and claim.issue_id not in states:
+                fate = (
+                    f"kept: the tracker no longer returns its ticket; delete pvc/{claim.name} "
+                    "once its work is not needed"
+                )
         lines.append(f"{claim.name} ({about}): {fate}")
     return lines
