@@ -77,6 +77,8 @@ LOADED_ON_DEMAND = {
     "symphony.daemon.review": "the review page's reads (git, Markdown) load with the page",
     "symphony.notify.channels": "the senders load with the first notification due",
     "symphony.gateway.server": "the model gateway loads for the first agent holding an API key",
+    "symphony.daemon.cluster": "a cluster's pods and claims load for a workflow that names one",
+    "symphony.workspace.pod": "a cluster's pods and claims load for a workflow that names one",
 }
 """The modules the daemon imports when it first needs them, not at start (a daemon loads what its
 workflow uses), and why. Every other symphony import sits at the top of its module, where the

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from symphony.agents.registry import model_hosts
 from symphony.base.hosts import CLUSTER, LOCAL
@@ -24,10 +24,6 @@ from symphony.daemon.publish import PUSH_USERNAME
 from symphony.daemon.sandbox import hook_sandbox, pod_hand_offs_root
 from symphony.gateway.tokens import routes
 from symphony.hosts import Host
-from symphony.hosts.kubernetes.host import KubectlHost
-from symphony.hosts.kubernetes.kubectl import ClusterStatus, Kubectl
-from symphony.hosts.kubernetes.manifests import pod_name
-from symphony.hosts.kubernetes.pods import Pods
 from symphony.hosts.local import LOCAL_HOST
 from symphony.hosts.sandbox.home import NO_CREDENTIALS
 from symphony.hosts.sandbox.remote import launcher
@@ -35,8 +31,12 @@ from symphony.hosts.ssh import SshHost
 from symphony.workspace.contract import Workspaces as Workspaces
 from symphony.workspace.environment import child_environment, remote_environment
 from symphony.workspace.local import WorkspaceManager
-from symphony.workspace.pod import CloneSource, PodWorkspaces
 from symphony.workspace.remote import RemoteWorkspaces
+
+if TYPE_CHECKING:
+    from symphony.hosts.kubernetes.kubectl import ClusterStatus
+    from symphony.hosts.kubernetes.pods import Pods
+    from symphony.workspace.pod import CloneSource, PodWorkspaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +89,12 @@ class Places:
         }
         """The workspaces of each SSH worker host, by its name."""
         cluster = worker.kubernetes
-        self.pods = None
+        self.pods: Pods | None = None
         if cluster is not None:
-            kubectl = Kubectl(cluster, environ, status=_same_cluster(previous, cluster))
-            self.pods = Pods(kubectl, instance_id, workflow=workflow_id)
+            from symphony.daemon.cluster import open_pods  # only a workflow that names one
+
+            status = _same_cluster(previous, cluster)
+            self.pods = open_pods(cluster, environ, instance_id, workflow_id, status)
         """This workflow's pods, with `worker.kubernetes`: one per run; and its tickets' claims,
         labelled with `workflow_id` (its store's, the same across restarts)."""
         self._settings = settings
@@ -153,12 +155,12 @@ class Places:
         issue_id: str = "",
     ) -> PodWorkspaces:
         assert self.pods is not None
-        name = pod_name(self.pods.instance, ticket, run)
-        return PodWorkspaces(
-            self.pods, KubectlHost(self.pods.kubectl, name), settings.hooks,
-            env=self.remote_env(settings), ticket=ticket, run=run, network=network,
-            model_hosts=hosts, clone=_clone_source(settings), kept=pod_hand_offs_root(settings),
-            issue_id=issue_id,
+        from symphony.daemon.cluster import pod_workspaces  # loaded with the pods, above
+
+        return pod_workspaces(
+            self.pods, settings, self.remote_env(settings), ticket=ticket, run=run,
+            network=network, hosts=hosts, issue_id=issue_id, clone=_clone_source(settings),
+            kept=pod_hand_offs_root(settings),
         )  # fmt: skip
 
     async def close(self) -> None:
@@ -224,4 +226,6 @@ def _clone_source(settings: Settings) -> CloneSource | None:
     repository = settings.repository
     token = repository.token if repository is not None else ""
     username = PUSH_USERNAME[repository.kind] if repository is not None else ""
+    from symphony.workspace.pod import CloneSource
+
     return CloneSource(worktrees.repository, worktrees.branch, worktrees.base, token, username)

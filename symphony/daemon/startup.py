@@ -7,8 +7,8 @@
    moves tickets to.
 3. `remove_terminal_workspaces`: forget worktrees whose folders are gone, and remove the
    workspaces of tickets that turned terminal while no daemon watched.
-4. `delete_ended_claims`: with `worker.kubernetes`, delete the workspace claims this workflow
-   made whose tickets are terminal.
+4. `delete_ended_claims` (`symphony.daemon.cluster`): with `worker.kubernetes`, delete the
+   workspace claims this workflow made whose tickets are terminal.
 
 `prepare` runs them for one orchestrator. A step that cannot reach the tracker or a host is
 reported and skipped; none stops the daemon.
@@ -20,6 +20,7 @@ import asyncio
 import os
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -31,8 +32,6 @@ from symphony.daemon.events import Clock
 from symphony.daemon.owner import Owner
 from symphony.daemon.places import Places
 from symphony.daemon.reads import TrackerReads
-from symphony.hosts.kubernetes.claims import ClaimsFailed
-from symphony.hosts.kubernetes.pods import PodFailed, Pods
 from symphony.hosts.ssh import SshHost
 from symphony.observability.activity import Activity
 from symphony.store import Store
@@ -40,6 +39,9 @@ from symphony.store.recovery import Recovered, orphan_groups, restore, stop_grou
 from symphony.tracker.contract import Tracker, TrackerError
 from symphony.workspace.environment import REMOTE_INSTANCE_VARIABLE
 from symphony.workspace.remote import RemoteWorkspaces
+
+if TYPE_CHECKING:
+    from symphony.hosts.kubernetes.pods import Pods
 
 log = structlog.get_logger("symphony.orchestrator")
 
@@ -58,7 +60,10 @@ async def prepare(o: Owner) -> None:
     await o.polling.resolve_states()
     await ensure_stage_states(o.reads, o.tracker, o.settings)
     await remove_terminal_workspaces(o.reads, o.tracker, o.settings, o.state, o.places)
-    await delete_ended_claims(o.reads, o.tracker, o.settings, o.places.pods)
+    if o.places.pods is not None:
+        from symphony.daemon.cluster import delete_ended_claims  # only a cluster has claims
+
+        await delete_ended_claims(o.reads, o.tracker, o.settings, o.places.pods)
 
 
 async def recover(
@@ -84,7 +89,10 @@ async def recover(
     if stopped:
         log.warning("stopped agents an earlier daemon left running", process_groups=stopped)
     stopped += await stop_remote_orphans(remote, previous)
-    stopped += await delete_orphan_pods(pods, previous)
+    if pods is not None:
+        from symphony.daemon.cluster import delete_orphan_pods  # only a cluster has pods
+
+        stopped += await delete_orphan_pods(pods, previous)
     restore(state, saved, mono, wall)
     recovered = Recovered(len(saved.runs), len(saved.retries), len(saved.transitions), stopped)
     if saved.runs or saved.retries or saved.transitions or stopped:
@@ -160,50 +168,3 @@ async def remove_terminal_workspaces(
             log.warning(
                 "startup cleanup failed", issue_identifier=issue.identifier, reason=str(exc)
             )
-
-
-async def delete_orphan_pods(pods: Pods | None, previous: Sequence[str]) -> int:
-    """Delete what earlier daemons of this workflow left running in the cluster (never adopted,
-    by the rule for local and remote agents: a restarted run starts in a new pod); a cluster
-    that cannot be reached is reported and skipped."""
-    if pods is None or not previous:
-        return 0
-    try:
-        deleted = await pods.delete_orphans(previous)
-    except PodFailed as exc:
-        log.warning("orphan pods not checked", reason=exc.message)
-        return 0
-    if deleted:
-        log.warning("deleted pods an earlier daemon left running",
-                    pods=[p.name for p in deleted])  # fmt: skip
-    return len(deleted)
-
-
-async def delete_ended_claims(
-    reads: TrackerReads, tracker: Tracker, settings: Settings, pods: Pods | None
-) -> list[str]:
-    """Delete this workflow's workspace claims (found by its label, whatever the claim's name
-    or `workspace` says now) whose tickets are terminal; what was deleted. A cluster or a
-    tracker that cannot be read decides nothing."""
-    if pods is None:
-        return []
-    try:
-        listed = await pods.claims.listed()
-    except ClaimsFailed as exc:
-        log.warning("claims not checked", reason=exc.message)
-        return []
-    if not listed:
-        return []
-    ids = sorted({c.issue_id for c in listed if c.issue_id})
-    try:
-        found = await reads.read("startup_cleanup", tracker.fetch_issues_by_ids(ids))
-    except TrackerError as exc:
-        log.warning("claims not checked", reason=str(exc))
-        return []
-    fates = core.claim_fates({c.name: c.issue_id for c in listed}, found, settings.tracker)
-    ended = [c for c in listed if fates[c.name] is not None]
-    if ended and await pods.claims.delete(*(c.name for c in ended)):
-        log.info("deleted the claims of ended tickets",
-                 claims={c.name: f"{c.ticket}: {fates[c.name]}" for c in ended})  # fmt: skip
-        return [c.name for c in ended]
-    return []

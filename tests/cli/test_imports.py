@@ -52,7 +52,8 @@ def test_a_command_that_runs_imports_what_it_uses(tmp_path: Path) -> None:
 NOT_FOR_A_LOCAL_CODEX_DAEMON = (
     "httpx", "rich", "uvicorn", "starlette", "symphony.agents.claude", "symphony.agents.acp",
     "symphony.agents.tool_server", "symphony.observability.server", "symphony.daemon.review",
-    "symphony.gateway.server",
+    "symphony.gateway.server", "symphony.daemon.cluster", "symphony.hosts.kubernetes.pods",
+    "symphony.workspace.pod",
     "symphony.notify.channels", "symphony.cli.check", "importlib.metadata", "watchfiles",
     "anyio",
 )  # fmt: skip

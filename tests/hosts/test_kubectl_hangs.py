@@ -19,7 +19,7 @@ from symphony.config.kubernetes import KubernetesSettings
 from symphony.config.load import load_settings
 from symphony.config.sandbox import Network
 from symphony.config.sections import HooksSettings
-from symphony.daemon.startup import delete_orphan_pods
+from symphony.daemon.cluster import delete_orphan_pods
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.kubectl import Kubectl
 from symphony.hosts.kubernetes.manifests import pod_name

@@ -14,8 +14,8 @@ from typing import Any
 from symphony import core
 from symphony.config.kubernetes import KubernetesSettings
 from symphony.config.sandbox import Network
+from symphony.daemon.cluster import delete_ended_claims
 from symphony.daemon.reads import TrackerReads
-from symphony.daemon.startup import delete_ended_claims
 from symphony.hosts.kubernetes.claims import describe_claims
 from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
 from symphony.hosts.kubernetes.manifests import claim_manifest
