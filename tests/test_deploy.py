@@ -532,3 +532,62 @@ def test_the_scanner_catches_a_role_grown_beyond_the_runs(tmp_path: Path) -> Non
     (tmp_path / "role.yaml").write_text(yaml.safe_dump(role))
     report = scan(tmp_path, SKIPPED_FOR_ALL | SKIPPED_FOR_SHIPPED | SKIPPED_FOR_AGENT_PODS)
     assert {line.split()[0] for line in failed(report)} >= {"CKV_K8S_157", "CKV_K8S_158"}
+
+
+def kubectl_step(bin_dir: Path) -> str:
+    """The image's kubectl step (examples/deploy/Containerfile) as a shell script installing
+    into `bin_dir`."""
+    lines = (ROOT / "examples" / "deploy" / "Containerfile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if "url=" in line and "dl.k8s.io" in line) - 1
+    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "fi; \\")
+    step = " ".join(line.strip().removesuffix("\\") for line in lines[start : end + 1])
+    assert step.startswith('if [ -n "$KUBECTL_VERSION" ]; then')
+    return "set -eu; " + step.replace("/usr/local/bin/", f"{bin_dir}/")
+
+
+@pytest.mark.parametrize(
+    ("version", "pinned", "published", "installed"),
+    [
+        ("1.30.4", "", "right", True),
+        ("v1.30.4", "", "right", True),
+        ("1.30.4", "", "wrong", False),  # a binary that is not the one published
+        ("1.30.4", "right", "wrong", True),  # a pin is trusted over what is published
+        ("1.30.4", "0" * 64, "right", False),
+        ("", "", "right", False),  # no version: no kubectl, and nothing fetched
+    ],
+)
+def test_the_image_installs_kubectl_only_as_published(
+    tmp_path: Path, version: str, pinned: str, published: str, installed: bool
+) -> None:
+    """The step runs with a `curl` that serves a stand-in binary (no network here) and a
+    `dpkg` that names the architecture; what it fetched is recorded."""
+    stubs, target = tmp_path / "stubs", tmp_path / "bin"
+    stubs.mkdir(), target.mkdir()
+    binary = tmp_path / "kubectl-release"
+    binary.write_bytes(b"\x7fELF a stand-in kubectl\n")
+    right = subprocess.run(["sha256sum", str(binary)], capture_output=True, text=True,
+                           check=True).stdout.split()[0]  # fmt: skip
+    sums = {"right": right, "wrong": "f" * 64}
+    (stubs / "curl").write_text(
+        "#!/bin/sh\n"
+        'out=""; while [ $# -gt 1 ]; do [ "$1" = -o ] && out="$2"; shift; done\n'
+        f'echo "$1" >> {tmp_path}/fetched\n'
+        f'case "$1" in *.sha256) echo {sums[published]} ;; *) cp {binary} "$out" ;; esac\n'
+    )
+    (stubs / "dpkg").write_text("#!/bin/sh\necho arm64\n")
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    env = {"PATH": f"{stubs}:{os.environ['PATH']}", "KUBECTL_VERSION": version,
+           "KUBECTL_SHA256": sums.get(pinned, pinned)}  # fmt: skip
+    done = subprocess.run(["sh", "-c", kubectl_step(target)], env=env, capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    kubectl = target / "kubectl"
+    assert (done.returncode == 0) == (installed or not version), done.stderr
+    assert (kubectl.exists() and os.access(kubectl, os.X_OK) and done.returncode == 0) == installed
+    fetched = (tmp_path / "fetched").read_text().split() if version else []
+    if version:
+        url = "https://dl.k8s.io/release/v1.30.4/bin/linux/arm64/kubectl"
+        assert fetched[0] == url
+        assert fetched[1:] == ([] if pinned else [f"{url}.sha256"])
+    else:
+        assert not (tmp_path / "fetched").exists()
