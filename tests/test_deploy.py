@@ -23,7 +23,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from symphony.config.kubernetes import DEFAULT_GATEWAY_PORT, DEFAULT_TOOL_PORT
+from symphony.config.kubernetes import DEFAULT_GATEWAY_PORT, DEFAULT_TOOL_PORT, KubernetesSettings
 from symphony.config.load import load_settings
 from symphony.config.sandbox import Network
 from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
@@ -388,13 +388,19 @@ class RecordingKubectl:
         self.calls.append((tuple(argv), stdin))
         if "get" in argv and "-l" in argv:
             return KubectlResult(0, json.dumps({"items": []}), "")
+        if "get" in argv and "pvc" in argv:  # no claim yet: the daemon makes it
+            return KubectlResult(0, "", "")
         if "get" in argv:
             ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
             return KubectlResult(0, json.dumps({"status": ready}), "")
         return KubectlResult(0, "", "")
 
 
-RESOURCES = {"Pod": ("", "pods"), "NetworkPolicy": ("networking.k8s.io", "networkpolicies")}
+RESOURCES = {
+    "Pod": ("", "pods"),
+    "NetworkPolicy": ("networking.k8s.io", "networkpolicies"),
+    "PersistentVolumeClaim": ("", "persistentvolumeclaims"),
+}
 
 
 def requests_of(argv: Sequence[str], stdin: bytes | None) -> set[tuple[str, str, str]]:
@@ -404,11 +410,12 @@ def requests_of(argv: Sequence[str], stdin: bytes | None) -> set[tuple[str, str,
         items = json.loads(stdin or b"")["items"]
         return {(*RESOURCES[i["kind"]], v) for i in items for v in ("get", "create", "patch")}
     if verb == "get":
-        return {("", "pods", "list" if "-l" in rest else "get")}
+        resource = "persistentvolumeclaims" if rest[0] == "pvc" else "pods"
+        return {("", resource, "list" if "-l" in rest else "get")}
     if verb == "exec":  # the pod is read first; the stream is a POST (SPDY) or a GET (WebSocket)
         return {("", "pods", "get"), ("", "pods/exec", "create"), ("", "pods/exec", "get")}
     if verb == "delete":
-        kinds = {"pod": "Pod", "networkpolicy": "NetworkPolicy"}
+        kinds = {"pod": "Pod", "networkpolicy": "NetworkPolicy", "pvc": "PersistentVolumeClaim"}
         return {(*RESOURCES[kinds[o.split("/")[0]]], "delete") for o in rest if "/" in o}
     raise AssertionError(f"a kubectl command the Role does not account for: {argv}")
 
@@ -421,17 +428,24 @@ def test_the_role_grants_what_the_daemons_kubectl_does_and_nothing_more(
     # deleted; and the listing of an earlier daemon's pods at start-up and in `check`. The
     # daemon resolves its address when it makes a pod; an address stands in for the Service's
     # name, which resolves only in the cluster.
+    # With `workspace: pvc:<claim>` (the Role serves either) the daemon also makes the
+    # ticket's claim with its first run, lists its claims at start-up and deletes a terminal
+    # ticket's.
     settings = replace(settings, daemon=replace(settings.daemon, address="10.0.0.7"))
     fake = RecordingKubectl()
-    pods = Pods(Kubectl(settings, {"PATH": "/bin"}, fake), "instance", poll_s=0)
 
-    async def a_run() -> None:
+    async def a_run(cluster: KubernetesSettings) -> None:
+        pods = Pods(Kubectl(cluster, {"PATH": "/bin"}, fake), "instance", poll_s=0,
+                    workflow="wf")  # fmt: skip
         host = await pods.start("ABC-1", "run-1", Network.MODEL)
         await host.command("true")
         await pods.delete(host.pod)
         await pods.listed()
+        await pods.claims.listed()
+        await pods.claims.delete("ws-abc-1")
 
-    asyncio.run(a_run())
+    asyncio.run(a_run(settings))
+    asyncio.run(a_run(replace(settings, workspace_claim="ws")))
     assert {argv[argv.index("-n") + 1] for argv, _ in fake.calls} == {AGENTS_NAMESPACE}
     needed = set().union(*(requests_of(argv, stdin) for argv, stdin in fake.calls))
 
