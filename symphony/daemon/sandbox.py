@@ -7,14 +7,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
 from symphony.agents.registry import backend, model_hosts
 from symphony.config.sections import Settings, default_state_path
 from symphony.hosts import Host
-from symphony.hosts.sandbox.host import SandboxRun
 from symphony.workspace.local import HookHost
+
+if TYPE_CHECKING:
+    from symphony.hosts.sandbox.host import SandboxRun
 
 log = structlog.get_logger(__name__)
 
@@ -72,6 +75,8 @@ def attempt_sandbox(
     `gateway` (the daemon's model gateway carries the agent's calls), the home gets no login
     and no key, and `network: model` reaches the gateway only. The caller asks the run for the
     host of each set of settings."""
+    from symphony.hosts.sandbox.host import SandboxRun  # only a sandboxed stage needs it
+
     agent = backend(kind)
     return SandboxRun(
         credentials=agent.home_through_gateway() if gateway else agent.sandbox_home,
@@ -91,6 +96,8 @@ def hook_sandbox(
     sandbox = settings.sandbox.for_hooks()
     if not sandbox.enabled:
         return None
+    from symphony.hosts.sandbox.host import SandboxRun  # only a sandboxed workflow needs it
+
     hosts = model_hosts(settings.agent.kind, environ)
     protected = protected_paths(settings, environ)
     root = runs_root(settings)

@@ -53,7 +53,7 @@ NOT_FOR_A_LOCAL_CODEX_DAEMON = (
     "httpx", "rich", "uvicorn", "starlette", "symphony.agents.claude", "symphony.agents.acp",
     "symphony.agents.tool_server", "symphony.observability.server", "symphony.daemon.review",
     "symphony.gateway.server", "symphony.daemon.cluster", "symphony.hosts.kubernetes.pods",
-    "symphony.workspace.pod",
+    "symphony.workspace.pod", "symphony.hosts.sandbox.host",
     "symphony.notify.channels", "symphony.cli.check", "importlib.metadata", "watchfiles",
     "anyio",
 )  # fmt: skip
