@@ -17,6 +17,15 @@ HOST_UNREACHABLE = ErrorCategory.HOST_UNREACHABLE
 """The error category of a run or a command that could not reach its SSH host."""
 
 
+def is_ip_address(text: str) -> bool:
+    """Whether `text` is an IPv4 or IPv6 address (not a name)."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 def is_loopback(host: str) -> bool:
     """Whether `host` is reachable from this machine only (`localhost` or a loopback address)."""
     if host.lower() == "localhost":

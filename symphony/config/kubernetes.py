@@ -4,12 +4,12 @@ checked against what the Kubernetes API accepts before a run is tried."""
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from symphony.base.hosts import is_ip_address
 from symphony.config.fields import INVALID_CONFIG, ConfigError, integer
 
 KUBERNETES_KEYS = frozenset(
@@ -265,7 +265,7 @@ def _daemon(raw: Mapping[str, Any]) -> DaemonAddress | None:
             f"(no scheme, no port), got {address!r}"
         )
     listen = raw.get("daemon_listen", ALL_INTERFACES)
-    if not isinstance(listen, str) or not _is_ip(listen):
+    if not isinstance(listen, str) or not is_ip_address(listen):
         raise _bad(f"daemon_listen must be an IP address to listen on, got {listen!r}")
     tool_port = integer(raw, "worker.kubernetes.daemon_tool_port", DEFAULT_TOOL_PORT, 1)
     gateway_port = integer(raw, "worker.kubernetes.daemon_gateway_port", DEFAULT_GATEWAY_PORT, 1)
@@ -284,13 +284,7 @@ def _daemon(raw: Mapping[str, Any]) -> DaemonAddress | None:
     return DaemonAddress(address.lower(), listen, tool_port, gateway_port, pod_labels, namespace)
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _is_host(text: str) -> bool:
-    return _is_ip(text) or (len(text) <= 253 and _DNS_SUBDOMAIN.fullmatch(text.lower()) is not None)
+    return is_ip_address(text) or (
+        len(text) <= 253 and _DNS_SUBDOMAIN.fullmatch(text.lower()) is not None
+    )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from symphony.base.hosts import is_ip_address
 from symphony.config.fields import INVALID_CONFIG, ConfigError, env_reference, integer, resolve_path
 
 E = TypeVar("E", bound=enum.StrEnum)
@@ -229,7 +230,7 @@ def parse_host_pattern(text: str, dotted: str) -> HostPattern:
     elif text.count(":") == 1:
         host, raw_port = text.split(":")
         port = _port(raw_port, text, dotted)
-    if _is_ip(host):
+    if is_ip_address(host):
         return HostPattern(str(ipaddress.ip_address(host)), port)
     if not _HOST_NAME.match(host):
         raise ConfigError(
@@ -245,16 +246,8 @@ def _port(text: str, entry: str, dotted: str) -> int:
     return int(text)
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _normal_host(host: str) -> str:
     host = host.strip().rstrip(".").lower()
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    return str(ipaddress.ip_address(host)) if _is_ip(host) else host
+    return str(ipaddress.ip_address(host)) if is_ip_address(host) else host

@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from symphony.base.hosts import is_ip_address
 from symphony.config.kubernetes import DaemonAddress, KubernetesSettings, Toleration
 from symphony.config.sandbox import Network
 
@@ -159,7 +160,7 @@ def pod_manifest(
     if settings.tolerations:
         spec["tolerations"] = [_toleration(t) for t in settings.tolerations]
     daemon = settings.daemon
-    if daemon is not None and daemon_addresses and not _is_ip(daemon.address):
+    if daemon is not None and daemon_addresses and not is_ip_address(daemon.address):
         spec["hostAliases"] = [
             {"ip": address.split("%", 1)[0], "hostnames": [daemon.address]}
             for address in daemon_addresses
@@ -209,14 +210,6 @@ def _toleration(t: Toleration) -> dict[str, Any]:
         if value is not None:
             found[key] = value
     return found
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 def daemon_rule(daemon: DaemonAddress, namespace: str, addresses: Sequence[str]) -> dict[str, Any]:
