@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import structlog
 
-from symphony.hosts.kubernetes.kubectl import Kubectl
+from symphony.hosts.kubernetes.kubectl import ClusterFailed, Kubectl
 from symphony.hosts.kubernetes.manifests import (
     ISSUE_ANNOTATION,
     MANAGED_BY,
@@ -37,13 +37,8 @@ log = structlog.get_logger("symphony.hosts")
 ClaimUse = Literal["make", "ours", "foreign"]
 
 
-class ClaimsFailed(Exception):
+class ClaimsFailed(ClusterFailed):
     """A claim could not be read or listed; `unreachable`: kubectl did not reach the cluster."""
-
-    def __init__(self, message: str, *, unreachable: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.unreachable = unreachable
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,16 @@ CLIENT_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TMPDIR", "KUBECONFIG
 cluster's address when the daemon runs in a pod; nothing an agent or the tracker holds."""
 
 
+class ClusterFailed(Exception):
+    """What the cluster was asked could not be done; `unreachable`: kubectl did not reach it
+    at all."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.unreachable = unreachable
+
+
 @dataclass(frozen=True, slots=True)
 class KubectlResult:
     returncode: int | None

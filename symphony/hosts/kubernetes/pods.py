@@ -27,7 +27,7 @@ from symphony.config.sandbox import HostPattern, Network
 from symphony.hosts.kubernetes.claims import Claims, ClaimsFailed
 from symphony.hosts.kubernetes.egress import EgressUnresolved, allowed_addresses, daemon_addresses
 from symphony.hosts.kubernetes.host import KubectlHost
-from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
+from symphony.hosts.kubernetes.kubectl import ClusterFailed, Kubectl, KubectlResult
 from symphony.hosts.kubernetes.manifests import (
     INSTANCE_LABEL,
     MANAGED_BY,
@@ -48,14 +48,9 @@ START_TIMEOUT_S = 600.0
 """How long a pod the cluster has placed may take to be Ready (an image pull included)."""
 
 
-class PodFailed(Exception):
+class PodFailed(ClusterFailed):
     """The run's pod could not be made or never ran; `unreachable`: kubectl could not reach
     the cluster at all."""
-
-    def __init__(self, message: str, *, unreachable: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.unreachable = unreachable
 
 
 @dataclass(frozen=True, slots=True)
