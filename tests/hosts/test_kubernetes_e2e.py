@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,6 +171,19 @@ def pods_of(lab: Cluster) -> list[dict[str, Any]]:
     return list(json.loads(listed.stdout or "[]"))
 
 
+def policies_kept_in(lab: Cluster, applied: list[dict[str, Any]]) -> Callable[[], bool]:
+    """A wait condition: whether the shim has kept a NetworkPolicy it was given (podman has
+    none to enforce), each one read added to `applied`."""
+
+    def kept() -> bool:
+        for path in (lab.base / "state").glob("policy-*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                applied.append(json.loads(path.read_text()))
+        return bool(applied)
+
+    return kept
+
+
 def test_three_tickets_with_max_pods_two_one_waits_and_a_pod_pending_for_room_is_no_failure(
     tmp_path: Path, cluster: Cluster
 ) -> None:
@@ -313,12 +326,7 @@ def test_a_run_with_network_model_runs_to_the_end_under_its_resolved_policy(
                             "allow_hosts": ["localhost:8443"]})  # fmt: skip
     env = handing_off(lab)
     applied: list[dict[str, Any]] = []
-
-    def policy_applied() -> bool:
-        for path in (lab.base / "state").glob("policy-*.json"):
-            with contextlib.suppress(OSError, ValueError):
-                applied.append(json.loads(path.read_text()))
-        return bool(applied)
+    policy_applied = policies_kept_in(lab, applied)
 
     daemon = Daemon(board, env)
     try:
@@ -658,12 +666,7 @@ def test_an_acp_agent_in_a_pod_calls_a_symphony_tool_over_mcp_at_the_daemon_addr
         FAKE_ACP_TOOL_ARGS=json.dumps({"state": "Human Review"}),
     )  # fmt: skip
     applied: list[dict[str, Any]] = []
-
-    def policy_applied() -> bool:
-        for path in (lab.base / "state").glob("policy-*.json"):
-            with contextlib.suppress(OSError, ValueError):
-                applied.append(json.loads(path.read_text()))
-        return bool(applied)
+    policy_applied = policies_kept_in(lab, applied)
 
     daemon = Daemon(board, env)
     try:
