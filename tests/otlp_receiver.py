@@ -6,13 +6,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+
+from tests.fakes.quiet_http import QuietHTTPServer
 
 
 @dataclass
@@ -66,7 +68,7 @@ def _decode(body: bytes) -> Iterator[Received]:
                 )
 
 
-def start_receiver() -> tuple[Receiver, ThreadingHTTPServer]:
+def start_receiver() -> tuple[Receiver, QuietHTTPServer]:
     spans: list[Received] = []
     paths: list[str] = []
     headers: list[dict[str, str]] = []
@@ -98,7 +100,7 @@ def start_receiver() -> tuple[Receiver, ThreadingHTTPServer]:
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = QuietHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     return Receiver(url, spans, paths, headers), server

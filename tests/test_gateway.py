@@ -9,7 +9,7 @@ import json
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -27,6 +27,7 @@ from symphony.gateway.server import ModelGateway, ModelGrant, WireReport
 from symphony.gateway.tokens import routes, through_gateway
 from symphony.gateway.usage import ANTHROPIC, OPENAI, UsageReader, limit_of, usage_of_json
 from tests.factories import make_issue, make_settings
+from tests.fakes.quiet_http import QuietHTTPServer
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -198,7 +199,7 @@ def test_a_limit_at_the_wire_pauses_the_agent_kind_at_once() -> None:
 # -- the server, between a run and a real local upstream ------------------------------------------
 
 
-class Upstream(ThreadingHTTPServer):
+class Upstream(QuietHTTPServer):
     """A provider on 127.0.0.1: records each call and answers with `answer`."""
 
     def __init__(self) -> None:

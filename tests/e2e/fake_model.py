@@ -40,9 +40,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any
+
+from tests.fakes.quiet_http import QuietHTTPServer
 
 RESPONSES_PATH = "/v1/responses"
 TOOL_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
@@ -324,8 +326,7 @@ class FakeModel:
             return f"call_{next(self._call_ids)}"
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # a handler stuck on a dead client never holds the test process
+class _Server(QuietHTTPServer):
     fake: FakeModel
 
 

@@ -36,8 +36,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+try:
+    from tests.fakes.quiet_http import QuietHTTPServer
+except ImportError:  # run as a script, from its own folder
+    from quiet_http import QuietHTTPServer  # type: ignore[no-redef]
 
 USAGE = {
     "input_tokens": 100,
@@ -356,8 +361,7 @@ class FakeAnthropic:
     def __init__(self, refuse: Refuse | None = None) -> None:
         self.state = State(None, refuse)
         handler = type("BoundHandler", (Handler,), {"state": self.state})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
+        self.server = QuietHTTPServer(("127.0.0.1", 0), handler)
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
         # Polled every 50 ms rather than 500: shutdown waits for the next poll.
         self.thread = threading.Thread(
@@ -384,8 +388,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
     Handler.state = State(args.log)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    server.daemon_threads = True
+    server = QuietHTTPServer(("127.0.0.1", args.port), Handler)
     print(f"LISTENING {server.server_address[1]}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
