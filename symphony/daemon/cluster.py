@@ -6,7 +6,6 @@ rest of the daemon knows it through `Places.pods`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import structlog
 
@@ -14,7 +13,9 @@ from symphony import core
 from symphony.config.kubernetes import KubernetesSettings
 from symphony.config.sandbox import HostPattern, Network
 from symphony.config.sections import Settings
+from symphony.daemon.publish import PUSH_USERNAME
 from symphony.daemon.reads import TrackerReads
+from symphony.daemon.sandbox import pod_hand_offs_root
 from symphony.hosts.kubernetes.claims import ClaimsFailed
 from symphony.hosts.kubernetes.host import KubectlHost
 from symphony.hosts.kubernetes.kubectl import ClusterStatus, Kubectl
@@ -48,15 +49,27 @@ def pod_workspaces(
     network: Network,
     hosts: Sequence[HostPattern],
     issue_id: str,
-    clone: CloneSource | None,
-    kept: Path,
 ) -> PodWorkspaces:
-    """The workspaces of `ticket`'s `run` in a pod of its own."""
+    """The workspaces of `ticket`'s `run` in a pod of its own, cloned from the workflow's
+    repository, its hand-offs kept beside the store."""
     host = KubectlHost(pods.kubectl, pod_name(pods.instance, ticket, run))
     return PodWorkspaces(
         pods, host, settings.hooks, env=env, ticket=ticket, run=run, network=network,
-        model_hosts=hosts, clone=clone, kept=kept, issue_id=issue_id,
+        model_hosts=hosts, clone=clone_source(settings), kept=pod_hand_offs_root(settings),
+        issue_id=issue_id,
     )  # fmt: skip
+
+
+def clone_source(settings: Settings) -> CloneSource | None:
+    """Where a pod's checkout comes from: `workspace.repository` (`strategy: worktree`), with
+    the code host's token when the workflow has one."""
+    worktrees = settings.workspace.worktrees
+    if worktrees is None:
+        return None
+    repository = settings.repository
+    token = repository.token if repository is not None else ""
+    username = PUSH_USERNAME[repository.kind] if repository is not None else ""
+    return CloneSource(worktrees.repository, worktrees.branch, worktrees.base, token, username)
 
 
 async def delete_orphan_pods(pods: Pods, previous: Sequence[str]) -> int:

@@ -20,8 +20,7 @@ from symphony.base.hosts import CLUSTER, LOCAL
 from symphony.config.kubernetes import KubernetesSettings
 from symphony.config.sandbox import HostPattern, Network, SandboxSettings
 from symphony.config.sections import Settings
-from symphony.daemon.publish import PUSH_USERNAME
-from symphony.daemon.sandbox import hook_sandbox, pod_hand_offs_root
+from symphony.daemon.sandbox import hook_sandbox
 from symphony.gateway.tokens import routes
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
@@ -36,7 +35,7 @@ from symphony.workspace.remote import RemoteWorkspaces
 if TYPE_CHECKING:
     from symphony.hosts.kubernetes.kubectl import ClusterStatus
     from symphony.hosts.kubernetes.pods import Pods
-    from symphony.workspace.pod import CloneSource, PodWorkspaces
+    from symphony.workspace.pod import PodWorkspaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +158,7 @@ class Places:
 
         return pod_workspaces(
             self.pods, settings, self.remote_env(settings), ticket=ticket, run=run,
-            network=network, hosts=hosts, issue_id=issue_id, clone=_clone_source(settings),
-            kept=pod_hand_offs_root(settings),
+            network=network, hosts=hosts, issue_id=issue_id,
         )  # fmt: skip
 
     async def close(self) -> None:
@@ -215,17 +213,3 @@ def _same_cluster(previous: Places | None, cluster: KubernetesSettings) -> Clust
     before = previous.pods.kubectl
     same = (before.settings.context, before.namespace) == (cluster.context, cluster.namespace)
     return before.status if same else None
-
-
-def _clone_source(settings: Settings) -> CloneSource | None:
-    """Where a pod's checkout comes from: `workspace.repository` (`strategy: worktree`), with
-    the code host's token when the workflow has one."""
-    worktrees = settings.workspace.worktrees
-    if worktrees is None:
-        return None
-    repository = settings.repository
-    token = repository.token if repository is not None else ""
-    username = PUSH_USERNAME[repository.kind] if repository is not None else ""
-    from symphony.workspace.pod import CloneSource
-
-    return CloneSource(worktrees.repository, worktrees.branch, worktrees.base, token, username)
