@@ -145,8 +145,14 @@ async def remove_terminal_workspaces(
     state: core.SchedulerState,
     places: Places,
 ) -> None:
-    """Remove the workspaces of terminal tickets, each on the host the store says it is on."""
+    """Remove the workspaces of terminal tickets, each on the host the store says it is on. The
+    terminal tickets are read only when there is a workspace to remove: a local one symphony
+    made, or one the store knows on an SSH host."""
     await asyncio.gather(places.local.prune(), *(r.prune() for r in places.remote.values()))
+    if not state.workspace_hosts and not places.local.holds_any():
+        # Nothing here to remove: every terminal ticket (thousands, on a long-lived board or
+        # tracker) would be read, and built as an issue, for nothing.
+        return
     try:
         terminal = await reads.read(
             "startup_cleanup", tracker.fetch_issues_by_states(settings.tracker.terminal_states)

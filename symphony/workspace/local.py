@@ -187,6 +187,10 @@ class WorkspaceManager:
         self._check_contained(path)
         return path
 
+    def holds_any(self) -> bool:
+        """Whether the root may hold a workspace symphony made: only those are ever removed."""
+        return self._marks.holds_any()
+
     def owned_path(self, identifier: str) -> Path | None:
         """The ticket's workspace when it exists and symphony made it, else None."""
         path = self.path_for(identifier)

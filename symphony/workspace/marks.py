@@ -84,6 +84,14 @@ class OwnershipMarks:
             return False
         return (info.st_dev, info.st_ino) == (mark.device, mark.inode)
 
+    def holds_any(self) -> bool:
+        """Whether the root holds a mark at all: without one it holds no workspace of ours."""
+        try:
+            with os.scandir(self.folder) as marks:
+                return any(not mark.name.startswith(".") for mark in marks)
+        except OSError:
+            return False
+
     def discard(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.folder / key).unlink()

@@ -389,6 +389,30 @@ async def test_a_ticket_closed_while_no_daemon_ran_loses_its_workspace_at_start_
         await run.stop()
 
 
+async def test_start_up_reads_no_terminal_ticket_when_no_workspace_is_there_to_remove(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    done = [make_issue(f"OLD-{n}", state="Done") for n in range(3)]
+    # A folder named like a Done ticket that symphony did not make is no reason to read them.
+    (tmp_path / "workspaces" / "OLD-1").mkdir(parents=True)
+    tracker = MemoryTracker(*done, make_issue("A-1"))
+    run = start(tmp_path, tracker, ScriptedAgent(HANG), clock)
+    try:
+        await run.until(lambda: "id-A-1" in run.orchestrator.state.running)
+        assert ("Done", "Cancelled") not in tracker.states_read
+        assert (tmp_path / "workspaces" / "OLD-1").is_dir()
+    finally:
+        await run.stop()
+    # Once symphony has made a workspace, start-up reads the terminal tickets again.
+    tracker.set_state("A-1", "Done")
+    run = start(tmp_path, tracker, ScriptedAgent(HANG), clock)
+    try:
+        await run.until(lambda: not (tmp_path / "workspaces" / "A-1").exists())
+        assert tracker.states_read.count(("Done", "Cancelled")) == 1
+    finally:
+        await run.stop()
+
+
 async def test_a_usage_limit_pauses_the_agent_and_every_ticket_goes_on_after_the_reset(
     tmp_path: Path, clock: FakeClock
 ) -> None:

@@ -29,6 +29,8 @@ class MemoryTracker:
         self.links: dict[str, dict[str, str]] = {}
         """identifier -> {url: title} of the pull requests linked; the same URL once."""
         self.reads = 0
+        self.states_read: list[tuple[str, ...]] = []
+        """The states of every `fetch_issues_by_states`, in order."""
 
     def set_state(self, identifier: str, state: str) -> None:
         """A person moves the ticket."""
@@ -47,6 +49,7 @@ class MemoryTracker:
 
     async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
         self.reads += 1
+        self.states_read.append(tuple(states))
         wanted = {normalize_state(s) for s in states}
         return [i for i in self.issues.values() if normalize_state(i.state) in wanted]
 

@@ -254,6 +254,19 @@ async def test_removal_of_a_workspace_deleted_by_hand_forgets_its_mark(tmp_path:
     assert (await workspaces.prepare("ABC-1")).created_now
 
 
+async def test_a_root_holds_workspaces_of_ours_only_while_a_mark_is_there(tmp_path: Path) -> None:
+    workspaces = manager(tmp_path)
+    assert not workspaces.holds_any()  # no root yet
+    (tmp_path / "root" / "notes").mkdir(parents=True)  # a person's folder
+    (tmp_path / "root" / ".symphony-owned").mkdir()
+    (tmp_path / "root" / ".symphony-owned" / ".ABC-1.x.tmp").write_text("{}")  # a torn write
+    assert not workspaces.holds_any()
+    await workspaces.prepare("ABC-1")
+    assert workspaces.holds_any()
+    assert await workspaces.remove("ABC-1")
+    assert not workspaces.holds_any()
+
+
 def test_the_marks_folder_name_is_never_a_workspace_key() -> None:
     for name in (".symphony-owned", ".SYMPHONY-OWNED"):
         key = workspace_key(name)
