@@ -55,7 +55,7 @@ NOT_FOR_A_LOCAL_CODEX_DAEMON = (
     "symphony.gateway.server", "symphony.daemon.cluster", "symphony.hosts.kubernetes.pods",
     "symphony.workspace.pod", "symphony.hosts.sandbox.host",
     "symphony.notify.channels", "symphony.cli.check", "importlib.metadata", "watchfiles",
-    "anyio",
+    "anyio", "greenlet",
 )  # fmt: skip
 """What a daemon on a local board with the codex agent and no HTTP server has no use for: the
 HTTP client, the live table, the web stack and review page, the other agents, the senders, and
@@ -124,5 +124,5 @@ def test_check_imports_nothing_of_the_daemon_the_store_or_the_agents_sessions(
     assert {"symphony.cli.check", "symphony.tracker.contract", "liquid"} <= loaded
     unwanted = ("symphony.daemon", "symphony.store", "symphony.observability.server",
                 "symphony.agents.codex", "symphony.agents.claude", "symphony.agents.acp",
-                "httpx", "uvicorn", "starlette", "rich", "sqlite3")  # fmt: skip
+                "httpx", "uvicorn", "starlette", "rich", "greenlet", "sqlite3")  # fmt: skip
     assert sorted(m for m in loaded if m.startswith(unwanted)) == []
