@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import struct
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote_from_bytes
@@ -38,6 +39,8 @@ RACY_WINDOW_NS = 2_000_000_000
 Version = tuple[int, int, int, int]
 """(inode, size, mtime_ns, ctime_ns) of a ticket file as a read saw it."""
 
+_PACKED_VERSION = struct.Struct("<QQqq")
+
 Entry = Ticket | MalformedTicket
 
 
@@ -46,12 +49,18 @@ class BoardReader:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._parsed: dict[str, tuple[bytes, Entry, Version | None]] = {}
+        self._last: tuple[dict[str, tuple[bytes, Entry]], Snapshot | None] = ({}, None)
+        """What the last read saw: file name -> (its fingerprint, what it parsed to), and the
+        snapshot it made. A fingerprint is the 16-byte digest of the file's bytes, followed by
+        its packed `Version` when it had one."""
 
     def read(self) -> Snapshot:
-        previous = self._parsed
-        parsed: dict[str, tuple[bytes, Entry, Version | None]] = {}
+        """The board now. When no file was added, removed or changed since the last read, that
+        read's snapshot itself: its lookups and issues are kept, and nothing is built twice."""
+        previous, last = self._last
+        parsed: dict[str, tuple[bytes, Entry]] = {}
         entries: list[Entry] = []
+        unchanged = last is not None
         racy_after = time.time_ns() - RACY_WINDOW_NS
         for name, path, version, link in self._ticket_files():
             outside = escapes(self.folder, path) if link else None
@@ -61,12 +70,15 @@ class BoardReader:
                 entries.append(
                     MalformedTicket(name, identifier_of(name), identifier_of(name), reason)
                 )
+                unchanged = False
                 continue
             cached = previous.get(name)
+            packed = _packed(version)
             if (
                 cached is not None
+                and packed is not None
+                and cached[0].endswith(packed)
                 and version is not None
-                and cached[2] == version
                 and version[2] < racy_after
             ):
                 parsed[name] = cached
@@ -82,38 +94,46 @@ class BoardReader:
                         name, identifier_of(name), None, f"cannot read: {exc.strerror or exc}"
                     )
                 )
+                unchanged = False
                 continue
             if raw is None:
                 reason = f"larger than the {MAX_TICKET_BYTES:,}-byte limit for a ticket file"
                 entries.append(MalformedTicket(name, identifier_of(name), None, reason))
+                unchanged = False
                 continue
             digest = hashlib.blake2b(raw, digest_size=16).digest()
-            entry = cached[1] if cached is not None and cached[0] == digest else None
+            entry = cached[1] if cached is not None and cached[0].startswith(digest) else None
             if entry is None:
                 entry = parse_ticket(name, raw)
-            parsed[name] = (digest, entry, version)
+                unchanged = False
+            parsed[name] = (digest + packed if packed is not None else digest, entry)
             entries.append(entry)
-        # Swapping the whole map keeps concurrent readers consistent and drops deleted files.
-        self._parsed = parsed
-        return Snapshot(self.folder, entries)
+        if last is not None and unchanged and len(parsed) == len(previous) == len(last.entries):
+            snapshot = last  # every file as it was, and none gone
+        else:
+            # The listing's order is arbitrary; the board's is by file name.
+            entries.sort(key=_file_name)
+            snapshot = Snapshot(self.folder, entries)
+        # Swapping both at once keeps concurrent readers consistent and drops deleted files.
+        self._last = (parsed, snapshot)
+        return snapshot
 
-    def _ticket_files(self) -> list[tuple[str, str, Version | None, bool]]:
-        """(name, path, version, is a symlink) of each ticket file, by name."""
+    def _ticket_files(self) -> Iterator[tuple[str, str, Version | None, bool]]:
+        """(name, path, version, is a symlink) of each ticket file, in the listing's order: one
+        at a time, so a large board is never held twice over while it is read."""
         try:
             with os.scandir(self.folder) as listing:
-                files: list[tuple[str, str, Version | None, bool]] = []
                 for item in listing:
                     if not is_ticket_name(item.name):
                         continue
                     try:
-                        if item.is_file():
-                            link = item.is_symlink()
-                            files.append((item.name, item.path, _version(item), link))
+                        if not item.is_file():
+                            continue
+                        link = item.is_symlink()
+                        version = _version(item)
                     except OSError:
                         continue  # a dangling link or a file that just vanished
-            # Listing order is arbitrary; sorting makes reads and logs repeatable.
-            files.sort()
-            return files
+                    yield item.name, item.path, version, link
         except FileNotFoundError:
             raise TrackerError(
                 TRACKER_REQUEST, f"the board folder {self.folder} no longer exists"
@@ -172,22 +192,21 @@ class Snapshot:
             if isinstance(entry, Ticket) and entry.file_name not in self.problems
         }
         self._by_state: dict[str, list[Ticket]] | None = None
-        self._position: dict[str, int] = {}
 
     def in_states(self, wanted: frozenset[str]) -> list[Ticket]:
-        """The usable tickets whose normalized state is one of `wanted`: looked up, not
-        scanned, since a watched board serves every poll from one snapshot."""
+        """The usable tickets whose normalized state is one of `wanted`, in the board's order
+        (by file name, as they were read): looked up, not scanned, since a watched board serves
+        every poll from one snapshot."""
         if self._by_state is None:
             by_state: defaultdict[str, list[Ticket]] = defaultdict(list)
-            for n, ticket in enumerate(self.tickets.values()):
+            for ticket in self.tickets.values():
                 by_state[normalize_state(ticket.state)].append(ticket)
-                self._position[ticket.id] = n
             self._by_state = dict(by_state)
         found = [self._by_state[state] for state in wanted if state in self._by_state]
         if len(found) == 1:
             return list(found[0])
-        # In the board's own order, as a scan would give them, whatever order `wanted` has.
-        return sorted((t for tickets in found for t in tickets), key=lambda t: self._position[t.id])
+        # Each list is in file-name order; so is their merge, whatever order `wanted` has.
+        return sorted((t for tickets in found for t in tickets), key=_file_name)
 
     def issue(self, ticket: Ticket, terminal_states: frozenset[str]) -> Issue:
         made = self._issues.get((ticket.id, terminal_states))
@@ -273,6 +292,19 @@ def _version(item: os.DirEntry[str]) -> Version | None:
     return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
+def _packed(version: Version | None) -> bytes | None:
+    """`version` as the 32 bytes a file's fingerprint keeps after the 16 of its content's
+    digest: one small object per ticket on a large board, where the digest, a tuple and its
+    four integers were six. None when there is no version, or one too large to pack (such a
+    file is read at every poll)."""
+    if version is None:
+        return None
+    try:
+        return _PACKED_VERSION.pack(*version)
+    except struct.error:
+        return None
+
+
 def _read_limited(path: str) -> bytes | None:
     """The file's bytes, or None when it is too large to be a ticket."""
     with open(path, "rb", buffering=0) as handle:
@@ -281,6 +313,10 @@ def _read_limited(path: str) -> bytes | None:
             return None
         raw = handle.readall()
     return raw if len(raw) <= MAX_TICKET_BYTES else None
+
+
+def _file_name(entry: Entry) -> str:
+    return entry.file_name
 
 
 def _others(entry: Entry, entries: list[Entry]) -> str:

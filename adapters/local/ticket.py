@@ -7,6 +7,7 @@ cache results by content and the writers can reuse the same splitting rules.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -162,6 +163,7 @@ def parse_ticket(file_name: str, raw: bytes) -> Ticket | MalformedTicket:
     state = front_text(front.get("state"))
     if state is None:
         return MalformedTicket(file_name, identifier, id_, "state is missing or empty")
+    state = sys.intern(state)  # a board's thousands of tickets share a few states
 
     priority = front.get("priority")
     # Comments reach prompts on their own (`comments`), not as part of the description.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,13 +41,14 @@ def normalize_state(state: str) -> str:
 
 
 def normalize_labels(labels: object) -> tuple[str, ...]:
-    """Trimmed, lower-cased, blank-free, de-duplicated labels in first-seen order."""
+    """Trimmed, lower-cased, blank-free, de-duplicated labels in first-seen order; interned,
+    since a board's thousands of tickets share a handful of labels."""
     if not isinstance(labels, list | tuple):
         return ()
     seen: dict[str, None] = {}
     for label in labels:
         if isinstance(label, str) and label.strip():
-            seen.setdefault(label.strip().lower(), None)
+            seen.setdefault(sys.intern(label.strip().lower()), None)
     return tuple(seen)
 
 

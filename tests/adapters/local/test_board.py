@@ -1253,6 +1253,36 @@ def test_an_idle_read_stats_the_files_but_reads_none_and_every_change_is_seen(
     assert [p.rsplit("/", 1)[1] for p in reads] == ["ABC-9.md", "ABC-9.md"]
 
 
+def test_a_read_that_finds_every_file_as_it_was_returns_the_same_snapshot(
+    tmp_path: Path,
+) -> None:
+    old = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+
+    def put(name: str, text: str) -> None:
+        (tmp_path / name).write_text(text)
+        os.utime(tmp_path / name, (old, old))
+
+    for name in ("B-2.md", "A-1.md", "C-3.md"):
+        put(name, "---\ntitle: T\nstate: Todo\n---\n")
+    reader = snapshot.BoardReader(tmp_path)
+    first = reader.read()
+    assert [e.file_name for e in first.entries] == ["A-1.md", "B-2.md", "C-3.md"]
+    assert reader.read() is first  # its lookups and issues are kept, nothing is rebuilt
+    # Whatever changes, a new snapshot says so: an edit, a file gone, one added, a bad one.
+    put("B-2.md", "---\ntitle: T\nstate: Done\n---\n")
+    second = reader.read()
+    assert second is not first and second.tickets["B-2"].state == "Done"
+    (tmp_path / "C-3.md").unlink()
+    third = reader.read()
+    assert third is not second and "C-3" not in third.tickets
+    put("D-4.md", "not a ticket")
+    fourth = reader.read()
+    assert fourth is not third and "D-4.md" in fourth.problems
+    assert reader.read() is fourth  # unusable as it was: nothing new to say
+    (tmp_path / "D-4.md").unlink()
+    assert list(reader.read().problems) == []
+
+
 async def test_a_read_made_while_its_own_write_lands_is_not_served_after_the_write(
     board: LocalBoard, folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
