@@ -21,7 +21,6 @@ from symphony import __version__
 from symphony.base.errors import SymphonyError
 from symphony.base.exits import EXIT_FAILED, EXIT_OK
 from symphony.base.imports import load_structlog
-from symphony.cli.init import TRACKERS, init_workflow
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -176,6 +175,8 @@ def _check_parser() -> argparse.ArgumentParser:
 
 
 def _init_parser() -> argparse.ArgumentParser:
+    from symphony.cli.init import TRACKERS  # only `init` names the trackers
+
     parser = argparse.ArgumentParser(
         prog="symphony init",
         description="Write a commented, working WORKFLOW.md for a tracker (never overwrites).",
@@ -243,6 +244,8 @@ def version() -> str:
 
 
 def _init(args: argparse.Namespace) -> int:
+    from symphony.cli.init import init_workflow
+
     written = init_workflow(args.path, args.tracker)
     here = Path.cwd()
 

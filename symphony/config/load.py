@@ -15,7 +15,6 @@ half-applied mix. Only the daemon and the command line import this module.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import os
 import re
@@ -27,6 +26,7 @@ from typing import Any
 from symphony.agents.registry import BACKENDS
 from symphony.base.issue import normalize_state
 from symphony.base.secrets import CREDENTIAL_NAME
+from symphony.base.suggest import did_you_mean
 from symphony.codehost.contract import CodeHostError, code_host_adapter
 from symphony.config.agents import AgentSettings, parse_agent
 from symphony.config.fields import INVALID_CONFIG, ConfigError, resolve_secret, section
@@ -244,8 +244,7 @@ def unknown_keys(raw: Mapping[str, Any], provider_keys: Sequence[str] | None) ->
             if not isinstance(key, str) or key in known:
                 continue
             where = f"{section}.{key}" if section else key
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-            hint = f"; did you mean `{close[0]}`?" if close else ""
+            hint = did_you_mean(key, known)
             warnings.append(f"{where} is not a setting symphony knows, so it is ignored{hint}")
 
     sections = {**KNOWN_KEYS, **{kind: b.keys for kind, b in BACKENDS.items()}}

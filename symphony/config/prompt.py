@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,7 @@ from liquid.exceptions import LiquidError
 from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.base.fences import RunMarks, by, framed, new_marks, quoted
 from symphony.base.issue import ANYTHING, ISSUE_TEMPLATE_SHAPE, VALUE, Issue, TemplateShape
+from symphony.base.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from symphony.config.sections import Settings
@@ -138,7 +138,7 @@ def _check(
     for name, spans in analysis.filters.items():
         if name not in _ENV.filters:
             line = first_line + template.count("\n", 0, spans[0].index)
-            hint = _suggest(name, _ENV.filters)
+            hint = did_you_mean(name, _ENV.filters)
             raise PromptError(
                 TEMPLATE_UNKNOWN_FILTER,
                 f"{what} line {line} of {source}: there is no filter `{name}`{hint}",
@@ -188,7 +188,7 @@ def _shape_problem(segments: list[Any], fields: Mapping[str, TemplateShape]) -> 
                 available = ", ".join(f"{path}.{k}" if path else k for k in shape)
                 return (
                     f"`{shown}` is not something the daemon provides to {where}"
-                    f"{_suggest(str(segment), shape)} (available: {available})"
+                    f"{did_you_mean(str(segment), shape)} (available: {available})"
                 )
         elif isinstance(shape, tuple):
             if isinstance(segment, int) or segment in ("first", "last"):
@@ -203,11 +203,6 @@ def _shape_problem(segments: list[Any], fields: Mapping[str, TemplateShape]) -> 
             return f"`{shown}`: `{path}` is a plain value with no fields"
         path = shown
     return None
-
-
-def _suggest(name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f"; did you mean `{close[0]}`?" if close else ""
 
 
 def render_prompt(

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from symphony.base.issue import normalize_state
+from symphony.base.suggest import did_you_mean
 from symphony.config.agents import AgentBlock
 from symphony.config.fields import INVALID_CONFIG, ConfigError, optional_text
 from symphony.config.repository import PUBLISH_KEYS, PublishSettings, parse_publish
@@ -477,10 +478,7 @@ def _warn_unknown(
 ) -> None:
     for key in body:
         if key not in known:
-            import difflib  # only to suggest a name for a mistyped one
-
-            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
-            hint = f"; did you mean `{close[0]}`?" if close else ""
+            hint = did_you_mean(str(key), known)
             warnings.append(
                 f"{where}.{key} is not a setting symphony knows, so it is ignored{hint}"
             )

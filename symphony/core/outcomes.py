@@ -17,7 +17,7 @@ rework rounds, escalations, gate results, tickets closed after review); the stor
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -158,8 +158,6 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
             fixed += 1
         elif record.kind == RESUMED and isinstance(data.get("seconds"), int | float):
             limited_s += float(data["seconds"])
-    import statistics  # here: only the report and the dashboard summarize outcomes
-
     merge_times = [
         float(m.data["seconds"]) for m in merges if isinstance(m.data.get("seconds"), int | float)
     ]
@@ -169,13 +167,13 @@ def summarize(records: Iterable[OutcomeRecord]) -> OutcomeSummary:
         escalations,
         closed,
         first_pass,
-        statistics.median(durations) if durations else None,
-        statistics.fmean(tokens) if tokens else None,
+        _median(durations),
+        math.fsum(tokens) / len(tokens) if tokens else None,
         {name: GateRate(runs, passed) for name, (runs, passed) in gates.items()},
         _mean_known(costs),
         merged=len(merges),
         merged_without_rework=sum(not m.data.get("rework") for m in merges),
-        median_merge_s=statistics.median(merge_times) if merge_times else None,
+        median_merge_s=_median(merge_times),
         check_fixes=fixes,
         checks_fixed=fixed,
         limited_s=limited_s,
@@ -201,6 +199,16 @@ def daily(
         if key in buckets:
             buckets[key].append(record)
     return [(day, summarize(rows)) for day, rows in buckets.items()]
+
+
+def _median(values: Sequence[float]) -> float | None:
+    """The middle value, or the mean of the middle two; None for none (as `statistics.median`,
+    whose module and its imports a daemon summarizing at start-up need not load)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def outcome_report(
