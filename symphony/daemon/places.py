@@ -24,18 +24,15 @@ from symphony.daemon.sandbox import hook_sandbox
 from symphony.gateway.tokens import routes
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST
-from symphony.hosts.sandbox.home import NO_CREDENTIALS
-from symphony.hosts.sandbox.remote import launcher
-from symphony.hosts.ssh import SshHost
 from symphony.workspace.contract import Workspaces as Workspaces
 from symphony.workspace.environment import child_environment, remote_environment
 from symphony.workspace.local import WorkspaceManager
-from symphony.workspace.remote import RemoteWorkspaces
 
 if TYPE_CHECKING:
     from symphony.hosts.kubernetes.kubectl import ClusterStatus
     from symphony.hosts.kubernetes.pods import Pods
     from symphony.workspace.pod import PodWorkspaces
+    from symphony.workspace.remote import RemoteWorkspaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,24 +67,13 @@ class Places:
             worktrees=settings.workspace.worktrees,
             hook_host=hook_sandbox(settings, environ, hook_env),
         )
-        worker, remote_env = settings.worker, self.remote_env(settings)
-        root = str(settings.workspace.root)
-        hooks_launcher = (
-            launcher(settings.sandbox.for_hooks(), NO_CREDENTIALS)
-            if settings.sandbox.enabled
-            else ""
-        )
-        self.remote: dict[str, RemoteWorkspaces] = {
-            spec.name: RemoteWorkspaces(
-                SshHost(spec, worker.ssh, environ, root).with_sandbox(hooks_launcher),
-                settings.hooks,
-                env=remote_env,
-                worktrees=settings.workspace.worktrees,
-            )
-            for spec in worker.hosts
-        }
+        self.remote: dict[str, RemoteWorkspaces] = {}
         """The workspaces of each SSH worker host, by its name."""
-        cluster = worker.kubernetes
+        if settings.worker.hosts:
+            from symphony.daemon.ssh_hosts import open_remote_workspaces  # only with SSH hosts
+
+            self.remote = open_remote_workspaces(settings, environ, self.remote_env(settings))
+        cluster = settings.worker.kubernetes
         self.pods: Pods | None = None
         if cluster is not None:
             from symphony.daemon.cluster import open_pods  # only a workflow that names one

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -32,16 +32,14 @@ from symphony.daemon.events import Clock
 from symphony.daemon.owner import Owner
 from symphony.daemon.places import Places
 from symphony.daemon.reads import TrackerReads
-from symphony.hosts.ssh import SshHost
 from symphony.observability.activity import Activity
 from symphony.store import Store
 from symphony.store.recovery import Recovered, orphan_groups, restore, stop_groups
 from symphony.tracker.contract import Tracker, TrackerError
-from symphony.workspace.environment import REMOTE_INSTANCE_VARIABLE
-from symphony.workspace.remote import RemoteWorkspaces
 
 if TYPE_CHECKING:
     from symphony.hosts.kubernetes.pods import Pods
+    from symphony.workspace.remote import RemoteWorkspaces
 
 log = structlog.get_logger("symphony.orchestrator")
 
@@ -73,7 +71,7 @@ async def recover(
     instance_id: str,
     clock: Clock,
     activity: Activity,
-    remote: Iterable[RemoteWorkspaces],
+    remote: Collection[RemoteWorkspaces],
     pods: Pods | None = None,
 ) -> None:
     """Carry on where the last daemon stopped."""
@@ -88,7 +86,10 @@ async def recover(
     stopped = await stop_groups(orphan_groups(previous))
     if stopped:
         log.warning("stopped agents an earlier daemon left running", process_groups=stopped)
-    stopped += await stop_remote_orphans(remote, previous)
+    if remote:
+        from symphony.daemon.ssh_hosts import stop_remote_orphans  # only SSH hosts have them
+
+        stopped += await stop_remote_orphans(remote, previous)
     if pods is not None:
         from symphony.daemon.cluster import delete_orphan_pods  # only a cluster has pods
 
@@ -98,28 +99,6 @@ async def recover(
     if saved.runs or saved.retries or saved.transitions or stopped:
         log.info("recovered", summary=recovered.summary())
         activity.add(wall, "recovered", recovered.summary())
-
-
-async def stop_remote_orphans(remote: Iterable[RemoteWorkspaces], previous: Sequence[str]) -> int:
-    """What earlier daemons left running on the SSH hosts, found there by their instance ids; a
-    host that cannot be reached is reported and skipped."""
-    hosts = [workspaces.host for workspaces in remote]
-    if not previous or not hosts:
-        return 0
-
-    async def on(host: SshHost) -> int:
-        done = await host.stop_marked(REMOTE_INSTANCE_VARIABLE, previous)
-        if done.returncode != 0:
-            log.warning("orphans on host not checked", host=host.name, reason=done.reason())
-            return 0
-        count = int(done.out.strip() or 0) if done.out.strip().isdigit() else 0
-        if count:
-            log.warning(
-                "stopped agents an earlier daemon left running", host=host.name, processes=count
-            )
-        return count
-
-    return sum(await asyncio.gather(*(on(host) for host in hosts)))
 
 
 async def ensure_stage_states(reads: TrackerReads, tracker: Tracker, settings: Settings) -> None:

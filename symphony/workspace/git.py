@@ -23,10 +23,12 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from symphony.hosts import Host
-from symphony.hosts.ssh import CommandResult
+
+if TYPE_CHECKING:
+    from symphony.hosts.ssh import CommandResult
 
 GIT_TIMEOUT_S = 20.0
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024

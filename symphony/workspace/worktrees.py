@@ -26,13 +26,16 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
 from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.config.sections import WorktreeSettings
-from symphony.hosts.ssh import SshHost
 from symphony.workspace.git import SAFE_GIT_SH, GitRun, run_git
+
+if TYPE_CHECKING:
+    from symphony.hosts.ssh import SshHost
 
 WORKTREE_FAILED = ErrorCategory.WORKTREE_FAILED
 MIRROR_NAME = ".symphony-mirror.git"
