@@ -78,6 +78,7 @@ LOADED_ON_DEMAND = {
     "symphony.notify.channels": "the senders load with the first notification due",
     "symphony.gateway.server": "the model gateway loads for the first agent holding an API key",
     "symphony.daemon.cluster": "a cluster's pods and claims load for a workflow that names one",
+    "symphony.config.kubernetes": "a cluster's settings are read for a workflow that names one",
     "symphony.daemon.ssh_hosts": "the SSH layer loads for a workflow that names SSH hosts",
     "symphony.hosts.sandbox.host": "a sandbox's runner loads for a workflow or stage that has one",
 }

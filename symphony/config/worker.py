@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from symphony.config.fields import (
     INVALID_CONFIG,
@@ -22,7 +22,9 @@ from symphony.config.fields import (
     resolve_path,
     section,
 )
-from symphony.config.kubernetes import KubernetesSettings, parse_kubernetes
+
+if TYPE_CHECKING:
+    from symphony.config.kubernetes import KubernetesSettings
 
 WORKER_KEYS = (
     "ssh_hosts", "max_concurrent_agents_per_host", "ssh", "retry_on_same_host", "kubernetes"
@@ -130,6 +132,8 @@ def parse_worker(
             raise ConfigError(
                 INVALID_CONFIG, "worker.ssh_hosts and worker.kubernetes cannot both be set"
             )
+        from symphony.config.kubernetes import parse_kubernetes  # only a cluster's workflow
+
         kubernetes = parse_kubernetes(raw["kubernetes"])
     return WorkerSettings(
         tuple(hosts),

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from symphony.agents.registry import model_hosts
 from symphony.base.hosts import CLUSTER, LOCAL
-from symphony.config.kubernetes import KubernetesSettings
 from symphony.config.sandbox import HostPattern, Network, SandboxSettings
 from symphony.config.sections import Settings
 from symphony.daemon.sandbox import hook_sandbox
@@ -29,6 +28,7 @@ from symphony.workspace.environment import child_environment, remote_environment
 from symphony.workspace.local import WorkspaceManager
 
 if TYPE_CHECKING:
+    from symphony.config.kubernetes import KubernetesSettings
     from symphony.hosts.kubernetes.kubectl import ClusterStatus
     from symphony.hosts.kubernetes.pods import Pods
     from symphony.workspace.pod import PodWorkspaces
