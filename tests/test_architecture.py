@@ -79,12 +79,25 @@ LOADED_ON_DEMAND = {
     "symphony.gateway.server": "the model gateway loads for the first agent holding an API key",
     "symphony.daemon.cluster": "a cluster's pods and claims load for a workflow that names one",
     "symphony.config.kubernetes": "a cluster's settings are read for a workflow that names one",
+    "symphony_adapters.local.pulls": "the local code host loads for a workflow publishing to it",
     "symphony.daemon.ssh_hosts": "the SSH layer loads for a workflow that names SSH hosts",
     "symphony.hosts.sandbox.host": "a sandbox's runner loads for a workflow or stage that has one",
 }
 """The modules the daemon imports when it first needs them, not at start (a daemon loads what its
 workflow uses), and why. Every other symphony import sits at the top of its module, where the
 import contracts and a reader see it."""
+
+
+def absolute(path: Path, level: int, module: str | None) -> str:
+    """The module a `from` import in `path` names, a relative one resolved (the adapters/
+    folder is installed as `symphony_adapters`)."""
+    if level == 0:
+        return module or ""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] == "adapters":
+        parts[0] = "symphony_adapters"
+    package = parts[: len(parts) - level]  # a module's package, or an __init__'s own
+    return ".".join([*package, *([module] if module else [])])
 
 
 def function_level_imports(path: Path) -> list[str]:
@@ -97,11 +110,11 @@ def function_level_imports(path: Path) -> list[str]:
             inside = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
             names: list[str] = []
             if isinstance(child, ast.ImportFrom):
-                names = [child.module or ""] if child.level == 0 else ["(relative)"]
+                names = [absolute(path, child.level, child.module)]
             elif isinstance(child, ast.Import):
                 names = [alias.name for alias in child.names]
             if in_function and any(
-                n.split(".")[0] in ("symphony", "adapters", "symphony_adapters", "(relative)")
+                n.split(".")[0] in ("symphony", "adapters", "symphony_adapters")
                 and n not in LOADED_ON_DEMAND
                 for n in names
             ):

@@ -10,9 +10,10 @@ from symphony.codehost.contract import CodeHostAdapter
 from symphony.tracker.contract import TrackerAdapter
 
 from .board import LocalBoard, board_folder
-from .pulls import LocalPulls
 
 if TYPE_CHECKING:
+    from symphony.codehost.contract import CodeHost
+    from symphony.config.repository import RepositorySettings
     from symphony.config.sections import TrackerSettings
     from symphony.tracker.contract import Tracker, TrackerContext
 
@@ -28,7 +29,6 @@ __all__ = [
     "DEFAULT_TERMINAL_STATES",
     "PROVIDER_KEYS",
     "LocalBoard",
-    "LocalPulls",
     "create_tracker",
 ]
 
@@ -50,4 +50,13 @@ ADAPTER = TrackerAdapter(
     provider_keys=PROVIDER_KEYS,
 )
 
-CODE_HOST = CodeHostAdapter(kind="local", create=LocalPulls)
+
+def create_code_host(repository: RepositorySettings) -> CodeHost:
+    """The pull requests beside the bare repository `repository` names; loaded by a workflow
+    that publishes there, not by every local board."""
+    from .pulls import LocalPulls
+
+    return LocalPulls(repository)
+
+
+CODE_HOST = CodeHostAdapter(kind="local", create=create_code_host)
