@@ -100,7 +100,7 @@ def main() -> None:
     share, rss = idle_daemon()
     print(f"\nidle, {IDLE_TICKETS:,} Done tickets, 1 s poll")
     print(f"  daemon CPU {share:.2f}% of one core (target < 0.5%)")
-    print(f"  resident memory {rss:.0f} MiB (target <= 45 MiB)")
+    print(f"  resident memory {rss:.1f} MiB (target <= 45 MiB)")
     print(f"\nstreaming, {agent_stream.SESSIONS} sessions x {agent_stream.RATE} notifications/s")
     agent_stream.tune_collector()  # as the CLI does
     configure_logging(level="warning", stream=io.StringIO())

@@ -62,7 +62,8 @@ class MethodCode:
             code = cached.entries.get(source)
             if code is None:
                 compiled = compile(source, "<string>", "exec", dont_inherit=True)
-                self.added.setdefault(module, {})[source] = marshal.dumps(compiled)
+                if not sys.dont_write_bytecode:  # else it could never be written: not kept
+                    self.added.setdefault(module, {})[source] = marshal.dumps(compiled)
                 source = compiled
             else:
                 if source not in cached.repeated:
