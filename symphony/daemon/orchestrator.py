@@ -43,8 +43,7 @@ from symphony.daemon.view import DaemonView
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board
 from symphony.observability.figures import OutcomeFigures
-from symphony.observability.metrics import TrackerRequests
-from symphony.observability.snapshot import Health
+from symphony.observability.health import Health, TrackerRequests
 from symphony.store import Store
 from symphony.tracker.contract import Tracker
 

@@ -42,7 +42,7 @@ from symphony.memory import memory_of
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board
 from symphony.observability.effect_log import log_effect
-from symphony.observability.snapshot import Health
+from symphony.observability.health import Health
 from symphony.telemetry import (
     UNTRACED,
     Span,

@@ -15,8 +15,7 @@ import structlog
 
 from symphony.daemon.events import Clock
 from symphony.observability.activity import Activity
-from symphony.observability.metrics import TrackerRequests
-from symphony.observability.snapshot import Health
+from symphony.observability.health import Health, TrackerRequests
 from symphony.tracker.contract import TRACKER_INTERNAL, TrackerError
 
 log = structlog.get_logger("symphony.orchestrator")

@@ -31,7 +31,7 @@ from symphony.daemon.places import Places
 from symphony.daemon.watch import watch_tracker, watch_workflow
 from symphony.gateway.access import gateway_refusal
 from symphony.observability.activity import Activity
-from symphony.observability.snapshot import Health
+from symphony.observability.health import Health
 from symphony.telemetry import header_secrets
 from symphony.tracker.contract import Tracker, TrackerContext, Watchable, create_tracker
 

@@ -23,7 +23,7 @@ from symphony.daemon.events import Clock
 from symphony.daemon.notify import Notifier
 from symphony.observability.activity import Activity
 from symphony.observability.figures import OutcomeFigures
-from symphony.observability.snapshot import Health
+from symphony.observability.health import Health
 from symphony.store import Store
 
 log = structlog.get_logger("symphony.orchestrator")

@@ -25,7 +25,6 @@ from symphony.core import review_actions
 from symphony.daemon.events import FollowRequested
 from symphony.daemon.owner import Owner
 from symphony.daemon.places import Workspaces
-from symphony.observability.snapshot import daemon_snapshot, issue_detail
 from symphony.tracker.webhooks import ReceivesWebhooks, WebhookReceiver
 from symphony.workspace.editor import editor_words, open_command
 from symphony.workspace.facts import read_evidence_file
@@ -60,6 +59,8 @@ class DaemonView:
         return self._snapshot
 
     def _build_snapshot(self) -> dict[str, Any]:
+        from symphony.observability.snapshot import daemon_snapshot  # with the first surface
+
         daemon = self._daemon
         return daemon_snapshot(
             daemon.state,
@@ -81,6 +82,8 @@ class DaemonView:
     def issue_snapshot(self, wanted: str) -> dict[str, Any] | None:
         """One issue (by identifier or id) in detail: running, retrying, or known from the last
         poll as waiting (with the reason); None when the daemon knows nothing of it."""
+        from symphony.observability.snapshot import issue_detail  # with the first surface
+
         daemon = self._daemon
         return issue_detail(
             daemon.state,

@@ -1,61 +1,11 @@
-"""Counters the status surfaces read, and their Prometheus text rendering.
-
-`TrackerRequests` times every tracker read the orchestrator makes, by what the read is for
-(candidates, reconcile, ...), and counts its failures by error category; runs' failures are
-counted by their kind (`FailureReason`). It is plain data the orchestrator owns;
-`render_metrics` turns a snapshot, which carries it, into exposition format.
+"""The Prometheus text rendering of a snapshot (`render_metrics`), for `/metrics`; the
+counters it shows are kept in `symphony.observability.health`. Loaded with the HTTP server.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
-from dataclasses import dataclass, field
 from typing import Any
-
-LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-"""Upper bounds of the tracker latency histogram; a poll read takes tens of ms to seconds."""
-
-
-@dataclass(slots=True)
-class RequestStats:
-    count: int = 0
-    seconds_sum: float = 0.0
-    last_seconds: float = 0.0
-    bucket_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))
-    """Per-bucket (not cumulative) counts; the last one is above every bound."""
-    errors: dict[str, int] = field(default_factory=dict)
-
-
-class TrackerRequests:
-    def __init__(self) -> None:
-        self.by_operation: dict[str, RequestStats] = {}
-
-    def record(self, operation: str, seconds: float, error_category: str | None = None) -> None:
-        stats = self.by_operation.setdefault(operation, RequestStats())
-        stats.count += 1
-        stats.seconds_sum += seconds
-        stats.last_seconds = seconds
-        stats.bucket_counts[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
-        if error_category is not None:
-            stats.errors[error_category] = stats.errors.get(error_category, 0) + 1
-
-    def as_json(self) -> dict[str, Any]:
-        """Per operation: count, errors by category, total and last seconds, cumulative buckets."""
-        result: dict[str, Any] = {}
-        for operation, stats in sorted(self.by_operation.items()):
-            bounds = [repr(bound) for bound in LATENCY_BUCKETS_S] + ["+Inf"]
-            cumulative = dict(zip(bounds, itertools.accumulate(stats.bucket_counts), strict=True))
-            result[operation] = {
-                "count": stats.count,
-                "errors": dict(stats.errors),
-                "seconds_sum": round(stats.seconds_sum, 6),
-                "last_seconds": round(stats.last_seconds, 6),
-                "buckets": cumulative,
-            }
-        return result
-
 
 # Prometheus text exposition format 0.0.4
 

@@ -6,10 +6,8 @@ Monotonic times are turned into wall-clock instants and ages at the moment of th
 
 from __future__ import annotations
 
-import enum
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,7 +24,7 @@ from symphony.core.state import (
 )
 from symphony.observability.activity import Activity
 from symphony.observability.board import Board, BoardRow, board_row
-from symphony.observability.metrics import TrackerRequests
+from symphony.observability.health import Health, TrackerRequests
 
 COST_SOURCE = "pricing"
 """Where the costs shown come from: the workflow's prices times the usage the agent reported.
@@ -36,28 +34,6 @@ COST_DAYS = 14
 # Formatting an aware datetime costs microseconds, and each running row has two that rarely
 # change between snapshots; remembering the recent ones makes a 100-row snapshot a third cheaper.
 _iso = functools.lru_cache(maxsize=4096)(datetime.isoformat)
-
-
-@dataclass(slots=True)
-class Health:
-    """Operator-visible problems (each None while things are fine) and counts; the daemon
-    updates it, the snapshot shows it."""
-
-    workflow_error: str | None = None
-    workflow_error_fingerprint: str | None = None
-    workflow_error_since: datetime | None = None
-    """Since when the daemon runs on its last good settings (the first rejection)."""
-    store_error: str | None = None
-    tracker_error: str | None = None
-    last_tick_at: datetime | None = None
-    last_tick_ms: float | None = None
-    dispatched: int = 0
-    failures: dict[str, int] = field(default_factory=dict)
-
-    def failed(self, category: enum.Enum | None) -> None:
-        """Count a run that ended in failure, by its category (None: it did not fail)."""
-        if category is not None:
-            self.failures[category.value] = self.failures.get(category.value, 0) + 1
 
 
 def daemon_snapshot(

@@ -7,8 +7,7 @@ import pytest
 
 from symphony.daemon.reads import TrackerReads
 from symphony.observability.activity import Activity
-from symphony.observability.metrics import TrackerRequests
-from symphony.observability.snapshot import Health
+from symphony.observability.health import Health, TrackerRequests
 from symphony.tracker.contract import TRACKER_INTERNAL, TRACKER_STATUS, TrackerError
 from tests.fakes.clock import FakeClock
 

@@ -21,8 +21,7 @@ from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
 from symphony.hosts.kubernetes.manifests import claim_manifest
 from symphony.hosts.kubernetes.pods import PodFailed, Pods
 from symphony.observability.activity import Activity
-from symphony.observability.metrics import TrackerRequests
-from symphony.observability.snapshot import Health
+from symphony.observability.health import Health, TrackerRequests
 from symphony.store import Store
 from symphony.tracker.contract import TRACKER_STATUS, TrackerError
 from tests.factories import make_issue, make_settings

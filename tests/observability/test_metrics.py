@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from symphony.observability.metrics import TrackerRequests, render_metrics
+from symphony.observability.health import TrackerRequests
+from symphony.observability.metrics import render_metrics
 
 
 def _snapshot(**health: Any) -> dict[str, Any]:
