@@ -75,6 +75,7 @@ LOADED_ON_DEMAND = {
     "symphony.agents.tool_server": "only agents that take their tools over MCP need it",
     "symphony.observability.terminal": "the live table (rich) is drawn only for a terminal",
     "symphony.observability.snapshot": "the surfaces' snapshot is built when one first asks",
+    "symphony.workspace.worktrees": "the worktree strategy's layer loads for a workflow using it",
     "symphony.daemon.review": "the review page's reads (git, Markdown) load with the page",
     "symphony.notify.channels": "the senders load with the first notification due",
     "symphony.gateway.server": "the model gateway loads for the first agent holding an API key",

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol
 
+from symphony.base.errors import SymphonyError
 from symphony.hosts import Host
 
 if TYPE_CHECKING:
@@ -102,6 +104,16 @@ _PASSED = frozenset(
 """What the daemon's git keeps of the environment it is given: where programs are, the
 locale, how to reach the network, and whether a question may take optional locks; nothing
 that names a repository or runs a program."""
+
+
+class WorktreeError(SymphonyError):
+    """A git worktree operation failed (`symphony.workspace.worktrees`)."""
+
+
+def slugify(text: str) -> str:
+    """A branch-name-safe form: letters, digits, `.`, `_`, `-`, nothing else."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.")
+    return re.sub(r"-{2,}", "-", slug) or "ticket"
 
 
 def git_environment(env: Mapping[str, str]) -> dict[str, str]:

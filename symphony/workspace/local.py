@@ -37,7 +37,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 from liquid import Environment, StrictUndefined
@@ -50,9 +50,11 @@ from symphony.hosts.shell import ScriptOutcome, ScriptResult
 from symphony.workspace.diff import BranchDiff
 from symphony.workspace.diff import branch_diff as read_branch_diff
 from symphony.workspace.facts import read_evidence_file, write_evidence_file
-from symphony.workspace.git import LOCAL_GIT, git_output
+from symphony.workspace.git import LOCAL_GIT, WorktreeError, git_output, slugify
 from symphony.workspace.marks import MARKS_DIR, OwnershipMarks
-from symphony.workspace.worktrees import WorktreeError, Worktrees, slugify
+
+if TYPE_CHECKING:
+    from symphony.workspace.worktrees import Worktrees
 
 log = structlog.get_logger(__name__)
 
@@ -162,7 +164,7 @@ class WorkspaceManager:
         self._hooks = hooks
         self._env = dict(env)
         self._worktrees = (
-            Worktrees(worktrees, self._root, self._env) if worktrees is not None else None
+            _worktrees(worktrees, self._root, self._env) if worktrees is not None else None
         )
         self._marks = OwnershipMarks(self._root)
         self.git = LOCAL_GIT
@@ -576,6 +578,13 @@ async def _git_head(path: Path, env: Mapping[str, str]) -> str | None:
 
 _BRANCH_TEMPLATES = Environment(undefined=StrictUndefined)
 _BRANCH_TEMPLATES.filters["slugify"] = slugify
+
+
+def _worktrees(settings: WorktreeSettings, root: Path, env: Mapping[str, str]) -> Worktrees:
+    """The worktree strategy's layer, loaded by a workflow that uses it."""
+    from symphony.workspace.worktrees import Worktrees
+
+    return Worktrees(settings, root, env)
 
 
 def render_branch(template: str, identifier: str) -> str:

@@ -30,7 +30,7 @@ from symphony.hosts.ssh import SshHost
 from symphony.workspace.diff import BranchDiff
 from symphony.workspace.diff import branch_diff as read_branch_diff
 from symphony.workspace.facts import EVIDENCE_DIR, EVIDENCE_FILE
-from symphony.workspace.git import Git
+from symphony.workspace.git import Git, WorktreeError
 from symphony.workspace.local import (
     HOOK_FAILED,
     HOOK_TIMEOUT,
@@ -46,7 +46,7 @@ from symphony.workspace.local import (
     valid_key,
     workspace_key,
 )
-from symphony.workspace.worktrees import WorktreeError, Worktrees
+from symphony.workspace.worktrees import Worktrees
 
 log = structlog.get_logger(__name__)
 

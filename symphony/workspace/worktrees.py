@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,9 +29,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from symphony.base.errors import ErrorCategory, SymphonyError
+from symphony.base.errors import ErrorCategory
 from symphony.config.sections import WorktreeSettings
-from symphony.workspace.git import SAFE_GIT_SH, GitRun, run_git
+from symphony.workspace.git import SAFE_GIT_SH, GitRun, WorktreeError, run_git, slugify
 
 if TYPE_CHECKING:
     from symphony.hosts.ssh import SshHost
@@ -100,16 +99,6 @@ def _naming_store(args: tuple[str, ...]) -> tuple[str, ...]:
     if len(args) >= 2 and args[0] == "--git-dir":
         return (f"--git-dir={args[1]}", *args[2:])
     return ("", *args)
-
-
-class WorktreeError(SymphonyError):
-    pass
-
-
-def slugify(text: str) -> str:
-    """A branch-name-safe form: letters, digits, `.`, `_`, `-`, nothing else."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.")
-    return re.sub(r"-{2,}", "-", slug) or "ticket"
 
 
 class Worktrees:

@@ -18,8 +18,9 @@ import yaml
 from symphony.config.fields import ConfigError
 from symphony.config.load import load_settings
 from symphony.config.sections import HooksSettings, WorktreeSettings
+from symphony.workspace.git import slugify
 from symphony.workspace.local import WorkspaceManager
-from symphony.workspace.worktrees import MIRROR_NAME, slugify
+from symphony.workspace.worktrees import MIRROR_NAME
 from tests.cli_runner import Cli
 
 
