@@ -24,8 +24,8 @@ from symphony.core.gateway import Refusal, RefusalKind
 from symphony.core.state import AgentPause, RunningEntry, SchedulerState, StopReason
 from symphony.gateway.access import model_access
 from symphony.gateway.server import ModelGateway, ModelGrant, WireReport
-from symphony.gateway.tokens import routes, through_gateway
-from symphony.gateway.usage import ANTHROPIC, OPENAI, UsageReader, limit_of, usage_of_json
+from symphony.gateway.tokens import ANTHROPIC, OPENAI, routes, through_gateway
+from symphony.gateway.usage import UsageReader, limit_of, usage_of_json
 from tests.factories import make_issue, make_settings
 from tests.fakes.quiet_http import QuietHTTPServer
 

@@ -24,9 +24,9 @@ import structlog
 
 from symphony.core.gateway import Refusal, RefusalKind
 from symphony.gateway.reports import Admit, Report, WireReport
-from symphony.gateway.tokens import Route, digest, new_token, routes, through_gateway
+from symphony.gateway.tokens import ANTHROPIC, Route, digest, new_token, routes, through_gateway
 from symphony.gateway.upstream import Upstream, UpstreamAnswer, UpstreamError
-from symphony.gateway.usage import ANTHROPIC, UsageReader, limit_of
+from symphony.gateway.usage import UsageReader, limit_of
 from symphony.hosts.serve import LOOPBACK, Listen, local_url, serve_embedded
 
 if TYPE_CHECKING:

@@ -14,7 +14,8 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from symphony.gateway.usage import ANTHROPIC, OPENAI
+OPENAI = "openai"
+ANTHROPIC = "anthropic"
 
 
 @dataclass(frozen=True, slots=True)

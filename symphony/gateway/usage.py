@@ -18,9 +18,7 @@ from typing import Any
 from symphony.agents.limits import from_epoch, kind_of_status, names_usage_limit
 from symphony.base.limits import LimitKind, ProviderLimit
 from symphony.base.wire import WireUsage
-
-OPENAI = "openai"
-ANTHROPIC = "anthropic"
+from symphony.gateway.tokens import ANTHROPIC, OPENAI
 
 JSON_LIMIT = 4 * 1024 * 1024
 """The most of a JSON answer kept to read its usage (a longer one is passed on unread)."""
