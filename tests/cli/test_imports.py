@@ -59,6 +59,7 @@ NOT_FOR_A_LOCAL_CODEX_DAEMON = (
     "symphony.workspace.remote", "symphony.hosts.sandbox.remote", "symphony.config.kubernetes",
     "symphony_adapters.local.pulls", "symphony.observability.snapshot",
     "symphony.observability.metrics", "symphony.workspace.worktrees", "symphony.gateway.usage",
+    "unicodedata",
 )  # fmt: skip
 """What a daemon on a local board with the codex agent and no HTTP server has no use for: the
 HTTP client, the live table, the web stack and review page, the other agents, the senders, and
