@@ -14,8 +14,8 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from symphony.config.sandbox import Network
 from symphony.hosts.kubernetes.kubectl import Kubectl, KubectlResult
 from symphony.hosts.kubernetes.manifests import MANAGED_BY, daemon_rule, labels, pod_manifest
 from symphony.hosts.kubernetes.pods import Pods
+from tests.hosts.test_kubectl_host import READY, FakeKubectl, statuses
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "examples" / "deploy" / "kubernetes"
@@ -371,29 +372,11 @@ def test_only_the_daemons_pod_mounts_the_service_account_token() -> None:
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
 
 
-@dataclass
-class RecordingKubectl:
-    """Records each kubectl command line the daemon runs; answers a pod Ready, a list empty."""
-
-    calls: list[tuple[tuple[str, ...], bytes | None]] = field(default_factory=list)
-
-    async def __call__(
-        self,
-        argv: Sequence[str],
-        stdin: bytes | None,
-        env: Mapping[str, str],
-        timeout_s: float,
-        answer_s: float | None = None,
-    ) -> Any:
-        self.calls.append((tuple(argv), stdin))
-        if "get" in argv and "-l" in argv:
-            return KubectlResult(0, json.dumps({"items": []}), "")
-        if "get" in argv and "pvc" in argv:  # no claim yet: the daemon makes it
-            return KubectlResult(0, "", "")
-        if "get" in argv:
-            ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-            return KubectlResult(0, json.dumps({"status": ready}), "")
-        return KubectlResult(0, "", "")
+def nothing_listed(argv: Sequence[str], stdin: bytes | None) -> KubectlResult | None:
+    """No earlier daemon's pods or claims in the namespace."""
+    return (
+        KubectlResult(0, json.dumps({"items": []}), "") if "get" in argv and "-l" in argv else None
+    )
 
 
 RESOURCES = {
@@ -432,7 +415,7 @@ def test_the_role_grants_what_the_daemons_kubectl_does_and_nothing_more(
     # ticket's claim with its first run, lists its claims at start-up and deletes a terminal
     # ticket's.
     settings = replace(settings, daemon=replace(settings.daemon, address="10.0.0.7"))
-    fake = RecordingKubectl()
+    fake = FakeKubectl([nothing_listed, statuses(READY)])  # a pod Ready, a claim not yet made
 
     async def a_run(cluster: KubernetesSettings) -> None:
         pods = Pods(Kubectl(cluster, {"PATH": "/bin"}, fake), "instance", poll_s=0,
