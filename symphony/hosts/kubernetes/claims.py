@@ -127,13 +127,7 @@ class Claims:
         pod is gone); the caller has made sure they are this workflow's."""
         if not names:
             return True
-        objects = [f"pvc/{name}" for name in names]
-        done = await self.kubectl("delete", *objects, "--ignore-not-found", "--wait=false")
-        if not done.ok:
-            log.warning("claims not deleted", claims=list(names), reason=done.reason())
-        else:
-            log.info("claims deleted", claims=list(names))
-        return done.ok
+        return await self.kubectl.delete("claims", names, [f"pvc/{name}" for name in names])
 
     async def remove_for(self, ticket: str) -> bool:
         """Delete the ticket's claim if this workflow made it; whether one was deleted. A

@@ -16,8 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import structlog
+
 from symphony.config.kubernetes import KubernetesSettings
 from symphony.hosts import process
+
+log = structlog.get_logger("symphony.hosts")
 
 KUBECTL = "kubectl"
 COMMAND_TIMEOUT_S = 60.0
@@ -235,6 +239,16 @@ class Kubectl:
             done = KubectlResult(None, done.out, done.err, True, self.no_answer(self.deadline_s))
         self.status.heard(done)
         return done
+
+    async def delete(self, what: str, names: Sequence[str], objects: Sequence[str]) -> bool:
+        """Delete `objects` (`kind/name`) without waiting for them to go, logged as the `what`
+        (pods, claims) `names`; whether kubectl did. One already gone counts as deleted."""
+        done = await self("delete", *objects, "--ignore-not-found", "--wait=false")
+        if not done.ok:
+            log.warning(f"{what} not deleted", **{what: list(names)}, reason=done.reason())
+        else:
+            log.info(f"{what} deleted", **{what: list(names)})
+        return done.ok
 
     async def run_argv(
         self, argv: Sequence[str], *, stdin: bytes | None, timeout_s: float

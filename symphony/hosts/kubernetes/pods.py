@@ -192,12 +192,7 @@ class Pods:
             self.kubectl.status.running.discard(name)
             self.kubectl.status.pending.pop(name, None)
         objects = [f"{kind}/{name}" for name in names for kind in ("pod", "networkpolicy")]
-        done = await self.kubectl("delete", *objects, "--ignore-not-found", "--wait=false")
-        if not done.ok:
-            log.warning("pods not deleted", pods=list(names), reason=done.reason())
-        else:
-            log.info("pods deleted", pods=list(names))
-        return done.ok
+        return await self.kubectl.delete("pods", names, objects)
 
     async def listed(self) -> list[ListedPod]:
         """Every pod of symphony's in the namespace (any workflow's, any daemon's)."""
