@@ -23,6 +23,7 @@ from symphony.tracker.contract import (
     TrackerError,
 )
 
+from .._support.creation import CreationGate
 from .._support.http import HttpClient
 from .._support.normalize import as_int
 from .._support.skipped import SkippedRecords
@@ -65,6 +66,8 @@ class Board:
         # Malformed cards already reported, with the reason: logged when they appear or their
         # problem changes, not on every poll.
         self._skipped = SkippedRecords(log, "kaiten card", "card_id")
+        self.gate = CreationGate()
+        """A card is made, then its blockers linked: the tracker's reads wait for that."""
 
     async def discover_states(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(active, terminal) from the board's top-level columns: queue (type 1) and in

@@ -132,10 +132,12 @@ class KaitenTracker:
     async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
         if not states:
             return []
-        return await self.board.by_states(states)
+        async with self.board.gate.reading():
+            return await self.board.by_states(states)
 
     async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
-        return await self.board.by_ids(ids)
+        async with self.board.gate.reading():
+            return await self.board.by_ids(ids)
 
     def agent_tools(self) -> list[ToolSpec]:
         return tools.tool_specs(

@@ -125,7 +125,13 @@ async def list_comments(board: Board, issue: Issue) -> list[Comment]:
 
 async def create_card(board: Board, ticket: NewTicket) -> Issue:
     """One `POST /cards` in the state's column, one `POST /cards/{id}/blockers` per blocker
-    (each checked to exist beforehand), and the new card read back."""
+    (each checked to exist beforehand), and the new card read back; no read of the tracker's
+    runs in between (`board.gate`), so none sees the card before its blockers."""
+    async with board.gate.creating():
+        return await _create_card(board, ticket)
+
+
+async def _create_card(board: Board, ticket: NewTicket) -> Issue:
     config = board.config
     title = ticket.title.strip()
     if not title or len(title) > MAX_TITLE_CHARS:
