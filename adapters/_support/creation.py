@@ -1,7 +1,8 @@
 """Tickets made in more than one request are never read half-made.
 
-Where a tracker makes a ticket in its column first and links its blockers after (Kaiten's
-`POST /cards`, then one `POST /cards/{id}/blockers` each), a poll answered in between would
+Every tracker here but the local board makes a ticket first and records its blockers after
+(Kaiten's `POST /cards`, then one `POST /cards/{id}/blockers` each; Linear's relations,
+GitHub's and GitLab's links alike), and a poll answered in between would
 show an active ticket with no blockers, and the daemon would start it. `CreationGate` keeps
 an adapter's reads and its creations apart: a read waits while a ticket is being made, and a
 creation waits for the reads under way to finish.

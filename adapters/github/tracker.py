@@ -17,6 +17,7 @@ from symphony.base.tools import ToolResult, ToolSpec
 from symphony.tracker.contract import Comment, NewTicket, TrackerError
 from symphony.tracker.tools import AddComment, GraphqlQuery, MoveIssue
 
+from .._support.creation import CreationGate
 from .._support.graphql import graphql
 from .._support.http import HttpClient, RateLimitHeaders
 from .._support.tool_calls import guarded
@@ -66,6 +67,8 @@ class GitHubTracker:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.config = config
+        self._gate = CreationGate()
+        """A ticket is created, then its blockers recorded: reads wait for that."""
         self.http = github_client(
             config.api_url, config.token.value, transport=transport, clock=clock, sleep=sleep
         )
@@ -78,12 +81,14 @@ class GitHubTracker:
     async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
         if not states:
             return []
-        return await self.scope.by_states(states)
+        async with self._gate.reading():
+            return await self.scope.by_states(states)
 
     async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
         if not ids:
             return []
-        return await self.scope.by_ids(ids)
+        async with self._gate.reading():
+            return await self.scope.by_ids(ids)
 
     def agent_tools(self) -> list[ToolSpec]:
         if isinstance(self.scope, RepositoryScope):
@@ -141,7 +146,8 @@ class GitHubTracker:
         return await writes.list_comments(self.http, repository, number)
 
     async def create_issue(self, ticket: NewTicket) -> Issue:
-        return await self.scope.create(ticket)
+        async with self._gate.creating():  # opened, then its blockers recorded
+            return await self.scope.create(ticket)
 
     async def link_pull_request(self, issue: Issue, url: str, title: str) -> None:
         """The link tool's comment, once per URL (see `writes.link_pull_request`, which also

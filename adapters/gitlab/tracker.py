@@ -16,6 +16,7 @@ from symphony.base.issue import Issue
 from symphony.base.tools import ToolResult, ToolSpec
 from symphony.tracker.contract import Comment, NewTicket
 
+from .._support.creation import CreationGate
 from .._support.http import HttpClient, RateLimitHeaders
 from .._support.tool_calls import guarded
 from . import tools, writes
@@ -60,6 +61,8 @@ class GitLabTracker:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.config = config
+        self._gate = CreationGate()
+        """A ticket is created, then its blockers recorded: reads wait for that."""
         self.http = gitlab_client(
             config.api_url, config.token.value, transport=transport, clock=clock, sleep=sleep
         )
@@ -71,10 +74,12 @@ class GitLabTracker:
     async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
         if not states:
             return []
-        return await self.issues.by_states(states)
+        async with self._gate.reading():
+            return await self.issues.by_states(states)
 
     async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
-        return await self.issues.by_ids(ids)
+        async with self._gate.reading():
+            return await self.issues.by_ids(ids)
 
     # Tools
 
@@ -128,7 +133,8 @@ class GitLabTracker:
         return await writes.list_comments(self.http, self.config, issue, self.members)
 
     async def create_issue(self, ticket: NewTicket) -> Issue:
-        return await writes.create_issue(self.http, self.config, ticket, self.issues)
+        async with self._gate.creating():  # created, then its blocking links added
+            return await writes.create_issue(self.http, self.config, ticket, self.issues)
 
     async def link_pull_request(self, issue: Issue, url: str, title: str) -> None:
         """The link tool's note, once per URL (see `writes.link_merge_request`, which also says

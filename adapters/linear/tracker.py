@@ -50,6 +50,7 @@ from symphony.tracker.contract import (
     TrackerError,
 )
 
+from .._support.creation import CreationGate
 from .._support.skipped import SkippedRecords
 from . import queries, tools, writes
 from .api import LinearApi
@@ -70,6 +71,8 @@ class LinearTracker:
         self, config: LinearConfig, api: LinearApi, terminal_states: Sequence[str]
     ) -> None:
         self.config = config
+        self._gate = CreationGate()
+        """A ticket is created, then its blockers recorded: reads wait for that."""
         self.api = api
         self._terminal = frozenset(normalize_state(s) for s in terminal_states)
         self._viewer_id: str | None = None
@@ -78,6 +81,10 @@ class LinearTracker:
         self._skipped = SkippedRecords(log, "linear issue", "issue_id")
 
     async def fetch_issues_by_states(self, states: Sequence[str]) -> list[Issue]:
+        async with self._gate.reading():
+            return await self._by_states(states)
+
+    async def _by_states(self, states: Sequence[str]) -> list[Issue]:
         if not states:
             return []
         assignee = await self._assignee()
@@ -120,6 +127,10 @@ class LinearTracker:
         return list(found.values())
 
     async def fetch_issues_by_ids(self, ids: Sequence[str]) -> list[Issue]:
+        async with self._gate.reading():
+            return await self._by_ids(ids)
+
+    async def _by_ids(self, ids: Sequence[str]) -> list[Issue]:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return []
@@ -208,7 +219,8 @@ class LinearTracker:
         return await writes.list_comments(self.api, issue)
 
     async def create_issue(self, ticket: NewTicket) -> Issue:
-        created = await writes.create_ticket(self.api, self.config, ticket)
+        async with self._gate.creating():  # created, then one relation per blocker
+            created = await writes.create_ticket(self.api, self.config, ticket)
         log.info(
             "linear issue created",
             issue_identifier=created.identifier,
