@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import signal
 from collections import deque
@@ -28,6 +29,7 @@ from symphony.agents import (
     AgentError,
     truncate,
 )
+from symphony.agents.batching import Stdout, batches_of
 from symphony.base.hosts import HOST_UNREACHABLE
 from symphony.hosts import CarrierKind, Host, process
 from symphony.hosts.local import LOCAL_HOST
@@ -35,15 +37,10 @@ from symphony.hosts.local import LOCAL_HOST
 MAX_LINE_BYTES = 10 * 1024 * 1024
 """Longest protocol line accepted (spec §10.1); longer lines are skipped, not fatal."""
 
-_FULL_READ = 64 * 1024
-"""A read at least this long may have left more in the pipe: it is read on at once."""
+_STDERR_LIMIT = 64 * 1024
+"""The buffer of the stderr stream (read in chunks, never by line)."""
 EXIT_GRACE_S = 5.0
 """How long an agent whose stdout closed is given to exit and finish its stderr."""
-_BATCH_PAUSE_S = 0.1
-"""After a read that emptied the pipe, how long it may gather more before the next: a
-streaming agent's lines arrive by the dozen per read rather than one by one, at most this much
-later (a turn's end, a request for approval). Each read wakes the whole event loop. Writing to
-the agent reads on at once: an answer to what the daemon asks is not kept waiting."""
 
 _STDERR_TAIL_LINES = 20
 _STDERR_LINES_IN_ERRORS = 5
@@ -96,7 +93,7 @@ class AgentProcess:
         self._pid: int | None = None
         self._reader: asyncio.Task[None] | None = None
         self._stderr_reader: asyncio.Task[None] | None = None
-        self._stdout_pipe: Any = None
+        self._stdout: Stdout | None = None
         self._stdout_ended: asyncio.Future[None] | None = None
         self._pending = bytearray()  # the start of a line whose newline has not arrived yet
         self._discarding = False  # inside a line longer than MAX_LINE_BYTES
@@ -119,31 +116,39 @@ class AgentProcess:
         """Start the child; `on_closed(returncode)` runs once its stdout has ended."""
         spec = self.host.agent_launch(self.command, self._workspace, self._env)
         loop = asyncio.get_running_loop()
+        # stdout is a pipe of the daemon's own, read in batches (`symphony.agents.batching`).
+        read_end, write_end = os.pipe()
         try:
             transport, protocol = await loop.subprocess_exec(
-                lambda: _AgentProtocol(self._stdout_data, loop),
+                lambda: asyncio.subprocess.SubprocessStreamProtocol(_STDERR_LIMIT, loop),
                 *spec.argv,
                 cwd=spec.cwd,
                 env=dict(spec.env),
                 stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
+                stdout=write_end,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,  # its own process group, so a stop reaches every child
             )
-        except FileNotFoundError as exc:
-            if not self._workspace.is_dir():
+        except BaseException as exc:
+            os.close(read_end)
+            if isinstance(exc, FileNotFoundError):
+                if not self._workspace.is_dir():
+                    raise AgentError(
+                        INVALID_WORKSPACE_CWD, f"workspace {self._workspace} vanished"
+                    ) from None
                 raise AgentError(
-                    INVALID_WORKSPACE_CWD, f"workspace {self._workspace} vanished"
+                    CODEX_NOT_FOUND, f"cannot run {spec.argv[0]} for {self.command!r}: {exc}"
                 ) from None
-            raise AgentError(
-                CODEX_NOT_FOUND, f"cannot run {spec.argv[0]} for {self.command!r}: {exc}"
-            ) from None
-        except OSError as exc:
-            raise AgentError(STARTUP_FAILED, f"cannot launch {self.command!r}: {exc}") from None
+            if isinstance(exc, OSError):
+                raise AgentError(STARTUP_FAILED, f"cannot launch {self.command!r}: {exc}") from None
+            raise
+        finally:
+            os.close(write_end)  # the child holds its copy: when it closes it, stdout ends
         proc = asyncio.subprocess.Process(transport, protocol, loop)
         self._proc, self._pid = proc, proc.pid
-        self._stdout_pipe = transport.get_pipe_transport(1)
-        self._stdout_ended = protocol.stdout_ended
+        self._loop = loop
+        self._stdout_ended = loop.create_future()
+        self._stdout = batches_of(loop).add(read_end, self._stdout_data, self._stdout_end)
         process.track(proc.pid)
         self.logger = self.logger.bind(pid=proc.pid)
         self.touch()
@@ -165,9 +170,8 @@ class AgentProcess:
         stdin = proc.stdin if proc is not None else None
         if stdin is None or stdin.is_closing():
             raise AgentError(PORT_EXIT, "the agent's stdin is closed")
-        pipe = self._stdout_pipe
-        if pipe is not None and not pipe.is_closing():
-            pipe.resume_reading()  # its answer is read as soon as it comes, not at a tick
+        if self._stdout is not None and self._loop is not None:
+            batches_of(self._loop).read_now(self._stdout)  # its answer is read when it comes
         try:
             stdin.write(data)
             await stdin.drain()
@@ -177,10 +181,9 @@ class AgentProcess:
     # -- stdout --------------------------------------------------------------------------------
 
     def _stdout_data(self, chunk: bytes) -> None:
-        """What the agent wrote, as the event loop read it: every complete line to `on_line`
-        at once, in this callback (no task switch per read). After a read that emptied the
-        pipe it is not polled until the next batch tick, so a streaming agent's lines arrive
-        by the dozen per read rather than one by one."""
+        """What a read of the agent's stdout brought: every complete line to `on_line` at once,
+        in this callback (no task switch per read). A streaming agent's lines arrive by the
+        dozen per read (`symphony.agents.batching`)."""
         self.touch()
         try:
             if self._discarding:
@@ -214,16 +217,17 @@ class AgentProcess:
         except Exception as exc:
             self.logger.warning("agent_stdout_read_failed", error=repr(exc))
             self._read_failed = True
-            pipe = self._stdout_pipe
-            if pipe is not None:
-                pipe.pause_reading()  # nothing more is taken from it: the session ends
-            ended = self._stdout_ended
-            if ended is not None and not ended.done():
-                ended.set_result(None)
-            return
-        if len(chunk) < _FULL_READ and self._stdout_pipe is not None:
-            assert self._loop is not None  # set by touch()
-            _batch_tick(self._loop, self._stdout_pipe)
+            self._close_stdout()  # nothing more is taken from it: the session ends
+            self._stdout_end()
+
+    def _stdout_end(self) -> None:
+        ended = self._stdout_ended
+        if ended is not None and not ended.done():
+            ended.set_result(None)
+
+    def _close_stdout(self) -> None:
+        if self._stdout is not None and self._loop is not None:
+            batches_of(self._loop).close(self._stdout)
 
     async def _watch_stdout(
         self,
@@ -340,51 +344,8 @@ class AgentProcess:
         except Exception:
             self.logger.exception("agent_stop_failed")
         finally:
+            self._close_stdout()
             tasks = [t for t in (self._reader, self._stderr_reader) if t is not None]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-
-
-class _AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """asyncio's protocol for a child's pipes, with stdout handed straight to `on_stdout`
-    as the loop reads it rather than through a stream reader and a task; stdin and stderr
-    stay the usual streams. `stdout_ended` is resolved once stdout is closed."""
-
-    def __init__(self, on_stdout: Callable[[bytes], None], loop: asyncio.AbstractEventLoop):
-        super().__init__(limit=MAX_LINE_BYTES, loop=loop)
-        self._on_stdout = on_stdout
-        self.stdout_ended: asyncio.Future[None] = loop.create_future()
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        if fd == 1:
-            self._on_stdout(data if isinstance(data, bytes) else data.encode())
-        else:
-            super().pipe_data_received(fd, data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        super().pipe_connection_lost(fd, exc)
-        if fd == 1 and not self.stdout_ended.done():
-            self.stdout_ended.set_result(None)
-
-
-_paused: dict[asyncio.AbstractEventLoop, list[Any]] = {}
-
-
-def _batch_tick(loop: asyncio.AbstractEventLoop, pipe: Any) -> None:
-    """Stop polling `pipe` until the next batch tick: one timer for every paused pipe of the
-    loop, at most `_BATCH_PAUSE_S` away, resumes them all together."""
-    waiting = _paused.get(loop)
-    if waiting is None:
-        for gone in [other for other in _paused if other.is_closed()]:
-            del _paused[gone]  # a loop closed before its tick: nothing to resume there
-        waiting = _paused[loop] = []
-        loop.call_later(_BATCH_PAUSE_S, _resume_all, loop)
-    pipe.pause_reading()
-    waiting.append(pipe)
-
-
-def _resume_all(loop: asyncio.AbstractEventLoop) -> None:
-    for pipe in _paused.pop(loop, ()):
-        if not pipe.is_closing():
-            pipe.resume_reading()
