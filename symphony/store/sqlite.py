@@ -34,6 +34,7 @@ from symphony.store.notifications import NotificationOutbox
 from symphony.store.rows import (
     MIRRORED,
     Encoder,
+    Mirror,
     Saved,
     meta_rows,
     outcome_from,
@@ -247,6 +248,11 @@ class Store:
         if self._written_stale:
             self._written = self._rows_on_disk()
             self._written_stale = False
+        meta = meta_rows(state)
+        if not (outbox.changed_totals or outbox.outcomes or deliveries) and self._unchanged(
+            tables, meta
+        ):
+            return  # an idle daemon's pass: no transaction, no lock taken on the file
         with self._transaction():
             for table, rows in tables.items():
                 self._sync(table, rows)
@@ -258,7 +264,15 @@ class Store:
             for record in outbox.outcomes:
                 self.writes += OUTCOMES.insert(self._db, outcome_values(record))
             self.writes += self.notifications.queue(deliveries, wall_now)
-            self._sync(META, meta_rows(state), delete=False)
+            self._sync(META, meta, delete=False)
+
+    def _unchanged(self, tables: Mirror, meta: Mapping[str, Row]) -> bool:
+        """Whether the file already holds every row of `tables` (and no other) and `meta`."""
+        written = self._written
+        if any(written.get(table.name, {}) != rows for table, rows in tables.items()):
+            return False
+        saved_meta = written.get(META.name, {})
+        return all(saved_meta.get(name) == row for name, row in meta.items())
 
     def _append_activity(self, rows: Sequence[Mapping[str, Any]], kept: int) -> None:
         """Recent events in a transaction of their own: losing them to a failing disk costs

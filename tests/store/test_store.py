@@ -94,6 +94,27 @@ def test_what_a_save_keeps_comes_back_with_wall_clock_due_times(tmp_path: Path) 
     assert saved.totals.total_tokens == 15 and saved.transition_seq == 3
 
 
+def test_a_save_with_nothing_to_write_leaves_the_file_alone(tmp_path: Path) -> None:
+    """An idle daemon saves every pass: with nothing changed it takes no write lock (another
+    writer holding the file does not make it wait), and a change still waits for it."""
+    store, _ = Store.open(tmp_path / "state.db")
+    state = busy_state()
+    store.save(state, 120.0, NOW)
+    other = sqlite3.connect(tmp_path / "state.db", timeout=0, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # a writer elsewhere holds the file
+    try:
+        store.save(state, 121.0, NOW + timedelta(seconds=1))
+        store._db.execute("PRAGMA busy_timeout = 0")  # fail fast rather than wait 5 s
+        state.completed.add("id-E-2")
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            store.save(state, 122.0, NOW + timedelta(seconds=2))
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    store.save(state, 123.0, NOW + timedelta(seconds=3))  # the change was given back
+    assert Store.open(tmp_path / "state.db")[0].load(NOW).completed == {"id-E-1", "id-E-2"}
+
+
 def test_a_save_writes_only_what_changed(tmp_path: Path) -> None:
     store, _ = Store.open(tmp_path / "state.db")
     state = busy_state()
