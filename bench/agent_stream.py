@@ -45,13 +45,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import uvloop
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentLaunch, AgentSession, EventSink
 from symphony.agents.codex import AppServerSession
 from symphony.base.events import AgentEvent
+from symphony.cli import loop
 from symphony.config.codex import CodexSettings
 from symphony.config.load import load_settings
 from symphony.daemon.collector import tune_collector
@@ -316,7 +315,7 @@ def main() -> None:
     configure_logging(level="warning", stream=io.StringIO())
 
     print(f"protocol lines through one AppServerSession ({LINES:,} per turn, {ROUNDS} rounds)")
-    runs = [uvloop.run(stream_one_session(LINES)) for _ in range(ROUNDS)]
+    runs = [loop.run(stream_one_session(LINES)) for _ in range(ROUNDS)]
     rates = [run.lines_per_s for run in runs]
     cpu = statistics.median(run.cpu_us_per_line for run in runs)
     median = statistics.median(rates)
@@ -339,13 +338,13 @@ def main() -> None:
     )
     report_load(
         f"lines due every {BATCH_TICK_MS} ms sent in one write",
-        uvloop.run(orchestrator_under_load(BATCH_TICK_MS)),
+        loop.run(orchestrator_under_load(BATCH_TICK_MS)),
     )
     report_load(
         "the same without saving state (what the store costs)",
-        uvloop.run(orchestrator_under_load(BATCH_TICK_MS, with_store=False)),
+        loop.run(orchestrator_under_load(BATCH_TICK_MS, with_store=False)),
     )
-    report_load("one write per line", uvloop.run(orchestrator_under_load(0)))
+    report_load("one write per line", loop.run(orchestrator_under_load(0)))
 
 
 if __name__ == "__main__":

@@ -27,12 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import uvloop
 import yaml
 
 from bench.scheduler import WALL, make_candidates
 from symphony import core
 from symphony.base.secrets import SecretMasker
+from symphony.cli import loop
 from symphony.daemon.collector import tune_collector
 from symphony.daemon.events import SystemClock
 from symphony.daemon.fleet import FleetPlan, FleetRunner, Member
@@ -118,8 +118,8 @@ def main() -> None:
     tune_collector()  # as the CLI does
     configure_logging(level="warning", stream=io.StringIO())
     with tempfile.TemporaryDirectory() as folder:
-        one = uvloop.run(idle_share(Path(folder) / "one", 1))
-        many = uvloop.run(idle_share(Path(folder) / "fleet", WORKFLOWS))
+        one = loop.run(idle_share(Path(folder) / "one", 1))
+        many = loop.run(idle_share(Path(folder) / "fleet", WORKFLOWS))
     ratio = many / one if one else float("inf")
     print(f"idle, {TICKETS:,} tickets per workflow, polled every {POLL_MS} ms, dispatch paused")
     print(f"  one workflow          {one:6.1f}% of one core")

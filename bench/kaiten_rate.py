@@ -21,10 +21,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import uvloop
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from symphony.cli import loop
 from symphony.observability.logging import configure_logging
 from tests.adapters.daemon import start_daemon, write_workflow
 from tests.adapters.kaiten.fake_kaiten import FakeKaiten, serve
@@ -110,4 +109,4 @@ if __name__ == "__main__":
     duration = float(sys.argv[1]) if len(sys.argv) > 1 else 120.0
     poll = int(sys.argv[2]) if len(sys.argv) > 2 else 300
     configure_logging(level="error")
-    uvloop.run(main(duration, poll))
+    loop.run(main(duration, poll))

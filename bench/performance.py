@@ -25,7 +25,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import uvloop
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import agent_stream
 import startup
 
+from symphony.cli import loop
 from symphony.observability.logging import configure_logging
 
 IDLE_TICKETS = 2_000
@@ -104,7 +104,7 @@ def main() -> None:
     print(f"\nstreaming, {agent_stream.SESSIONS} sessions x {agent_stream.RATE} notifications/s")
     agent_stream.tune_collector()  # as the CLI does
     configure_logging(level="warning", stream=io.StringIO())
-    load = uvloop.run(agent_stream.orchestrator_under_load(agent_stream.BATCH_TICK_MS))
+    load = loop.run(agent_stream.orchestrator_under_load(agent_stream.BATCH_TICK_MS))
     agent_stream.report_load("every line read, written in 50 ms batches", load)
 
 

@@ -146,8 +146,7 @@ def report(name: str, samples: list[float]) -> None:
 def main() -> None:
     import io
 
-    import uvloop
-
+    from symphony.cli import loop
     from symphony.observability.logging import configure_logging
 
     configure_logging(level="warning", stream=io.StringIO())
@@ -157,7 +156,7 @@ def main() -> None:
     report("  100 slots to fill   ", tick_cpu_ms(candidates, RUNNING * 2))
     print(f"scheduler state per busy session: {memory_per_session_kib():.1f} KiB")
 
-    live = uvloop.run(live_memory_per_session_kib())
+    live = loop.run(live_memory_per_session_kib())
     print(f"daemon heap per live session (50 real agent subprocesses): {live:.1f} KiB")
 
 

@@ -31,12 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import uvloop
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symphony.agents import AgentError, AgentLaunch, TurnResult
 from symphony.base.events import AgentEvent, TokenUsage
+from symphony.cli import loop
 from symphony.config.load import load_settings
 from symphony.daemon.orchestrator import Orchestrator
 from symphony.observability.logging import configure_logging
@@ -275,7 +274,7 @@ def main() -> None:
         read_stream(sys.argv[2], float(sys.argv[3]))
     else:
         configure_logging(level="warning", stream=io.StringIO())
-        report(uvloop.run(run()))
+        report(loop.run(run()))
 
 
 if __name__ == "__main__":

@@ -15,10 +15,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import uvloop
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from symphony.cli import loop
 from symphony_adapters.github.config import parse_config
 from symphony_adapters.github.tracker import GitHubTracker
 from tests.adapters.github.fake_github import FakeGitHub, transport
@@ -107,7 +106,7 @@ def main() -> None:
     print("board: 250 open issues (15 with an active label), 2 PRs, 60 closed\n")
     print(f"{'scenario':<34}{'requests':>10}{'points':>8}{'req/h after 1st':>17}{'pts':>6}")
     for name, change_every in (("unchanged board", None), ("one relabel every 10 min", 20)):
-        f = uvloop.run(simulate(change_every))
+        f = loop.run(simulate(change_every))
         print(
             f"{name:<34}{f.requests:>10}{f.points:>8}"
             f"{f.requests_after_first:>17}{f.points_after_first:>6}"

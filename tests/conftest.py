@@ -1,5 +1,4 @@
-"""Suite-wide fixtures: async tests run on uvloop, the event loop the daemon itself runs on, and
-every test runs with a home folder of its own.
+"""Suite-wide fixtures: every test runs with a home folder of its own.
 
 A temporary HOME keeps the machine's login profile out of every `bash -lc` a test starts (an
 agent, a hook, a gate): a profile that runs `pyenv rehash` leaves its lock file behind when a
@@ -10,23 +9,14 @@ of its own so that commits work on a machine that has none.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 import structlog
-import uvloop
 
 from tests.cli_runner import Cli, InProcessCli
 
 GIT_IDENTITY = "[user]\n\tname = Symphony Tests\n\temail = tests@symphony.invalid\n"
-
-
-def pytest_asyncio_loop_factories(
-    config: pytest.Config, item: pytest.Item
-) -> Mapping[str, Callable[[], Any]]:
-    return {"uvloop": uvloop.new_event_loop}
 
 
 @pytest.fixture(autouse=True)

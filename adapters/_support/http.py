@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import email.utils
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -400,7 +401,9 @@ def _reason(exc: httpx.TransportError) -> str:
     cause: BaseException | None = exc
     for _ in range(8):  # the socket's own error lies a few causes down
         cause = cause.__cause__ or cause.__context__ if cause is not None else None
-        if isinstance(cause, OSError) and cause.strerror:
-            said = f"{said} ({cause.strerror})" if said else cause.strerror
+        if isinstance(cause, OSError) and (cause.errno or cause.strerror):
+            # By its number: asyncio words a refused connection "Connect call failed (...)".
+            words = os.strerror(cause.errno) if cause.errno else str(cause.strerror)
+            said = f"{said} ({words})" if said else words
             break
     return f"{type(exc).__name__}: {said}" if said else type(exc).__name__

@@ -10,9 +10,9 @@ answer is not kept waiting), and of one writing faster than a tick's read takes 
 that filled the pipe reads on at once). No line waits longer than `PAUSE_S`.
 
 The pipes are the daemon's own (`os.pipe`, the write end given to the child), read with
-`os.read` on a non-blocking descriptor: an event loop's pipe transport, paused between ticks,
-would still be woken by each write (uvloop stops watching a paused descriptor only when it
-next becomes readable).
+`os.read` on a non-blocking descriptor: a streaming stdout costs one read a tick, with no
+registration with the loop to undo and redo around it (a pipe transport paused between ticks
+costs two, and on some loops is still woken by the next write).
 """
 
 from __future__ import annotations

@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
-import uvloop
-
 from symphony.agents.registry import backend, model_hosts
 from symphony.base.errors import SymphonyError
 from symphony.base.issue import Issue, normalize_state
 from symphony.base.secrets import SecretMasker
+from symphony.cli import loop
 from symphony.cli.preflight import preflight_warnings, used_agent_kinds
 from symphony.cli.workflows import each, fleet_of, load, members_of, single
 from symphony.codehost.contract import CodeHost, CodeHostError, create_code_host
@@ -597,7 +596,7 @@ def check_command(args: argparse.Namespace) -> int:
 
     def one(path: Path) -> int:
         settings, tracker = load(path, SecretMasker())
-        return uvloop.run(report(settings, tracker))
+        return loop.run(report(settings, tracker))
 
     paths: list[Path] = args.workflows or [Path("WORKFLOW.md")]
     if len(paths) > 1:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-import uvloop
-
 from symphony.base.exits import EXIT_FAILED, EXIT_OK
 from symphony.base.issue import Issue
 from symphony.base.secrets import SecretMasker
+from symphony.cli import loop
 from symphony.cli.workflows import load
 from symphony.config.prompt import render_prompt
 from symphony.config.sections import Settings
@@ -22,7 +21,7 @@ def render(args: argparse.Namespace) -> int:
     """Print the prompt a ticket would get."""
     masker = SecretMasker()
     settings, tracker = load(args.workflow, masker)
-    prompt = uvloop.run(_render_for(tracker, settings, args.issue, args.attempt, masker))
+    prompt = loop.run(_render_for(tracker, settings, args.issue, args.attempt, masker))
     if prompt is None:
         print(f"symphony: no ticket {args.issue!r} in {settings.tracker.kind}", file=sys.stderr)
         return EXIT_FAILED

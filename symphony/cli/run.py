@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-import uvloop
 
 from symphony.base.hosts import is_loopback
 from symphony.base.secrets import SecretMasker
+from symphony.cli import loop
 from symphony.cli.links import link_lines, print_links
 from symphony.cli.preflight import preflight_warnings
 from symphony.cli.workflows import load
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
             return render_status(orchestrator.snapshot(), orchestrator.masker)
 
-        return uvloop.run(
+        return loop.run(
             run_daemon(orchestrator, serve_http=serve_http, table=table, console=console)
         )
 

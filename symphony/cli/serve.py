@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-import uvloop
 
 from symphony.base.secrets import SecretMasker
+from symphony.cli import loop
 from symphony.cli.links import print_links
 from symphony.daemon.collector import tune_collector
 from symphony.daemon.events import SystemClock
@@ -86,7 +86,7 @@ def serve(args: argparse.Namespace) -> int:
         async def serve_http(tasks: asyncio.TaskGroup) -> Served:
             return await _serve_fleet(runner, masker, plan.host, port, tasks)
 
-    return uvloop.run(run_daemon(runner, serve_http=serve_http, table=table, console=console))
+    return loop.run(run_daemon(runner, serve_http=serve_http, table=table, console=console))
 
 
 @dataclass(slots=True)

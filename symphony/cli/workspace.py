@@ -8,10 +8,9 @@ import os
 import subprocess
 import sys
 
-import uvloop
-
 from symphony.base.exits import EXIT_FAILED, EXIT_OK
 from symphony.base.secrets import SecretMasker
+from symphony.cli import loop
 from symphony.config.load import load_settings
 from symphony.memory import Listing, memory_of
 from symphony.workspace.editor import editor_words
@@ -31,7 +30,7 @@ def open_workspace(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    branch = uvloop.run(git_output(path, dict(os.environ), "rev-parse", "--abbrev-ref", "HEAD"))
+    branch = loop.run(git_output(path, dict(os.environ), "rev-parse", "--abbrev-ref", "HEAD"))
     words = editor_words(settings, os.environ)
     if words is None:
         print(path)

@@ -18,7 +18,7 @@ FAKE_AGENT = Path(__file__).resolve().parent.parent / "fakes" / "fake_app_server
 HEAVY = (
     "symphony.daemon", "symphony.store", "symphony.observability", "symphony.agents",
     "symphony.gateway", "symphony.tracker", "httpx", "structlog", "liquid", "yaml", "rich",
-    "uvicorn", "starlette", "sqlite3", "uvloop",
+    "uvicorn", "starlette", "sqlite3",
 )  # fmt: skip
 
 
