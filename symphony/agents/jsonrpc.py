@@ -12,6 +12,7 @@ and ACP requires it: `version` says which.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -20,10 +21,14 @@ import orjson
 
 from symphony.agents import RESPONSE_ERROR, AgentError, truncate
 from symphony.agents.session import Replies, again
+from symphony.agents.stdio import EXIT_GRACE_S
 from symphony.base.events import EventKind
 
 Message = dict[str, Any]
 
+EXIT_WAIT_S = 2 * EXIT_GRACE_S + 1
+"""How long a write the agent refused waits for why: its output closing, then up to
+`EXIT_GRACE_S` each for its stderr and its exit status."""
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
 _DETAIL_CHARS = 200
@@ -55,6 +60,7 @@ class JsonRpcPeer:
         self._result_hooks: dict[int, Callable[[Any], None]] = {}
         self._handlers: set[asyncio.Task[None]] = set()
         self._failure: AgentError | None = None
+        self._failed = asyncio.Event()
 
     @property
     def failure(self) -> AgentError | None:
@@ -68,6 +74,11 @@ class JsonRpcPeer:
         try:
             await self._write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
         except AgentError:
+            # The agent stopped reading: once its output has closed, its exit says why (a
+            # missing command's "command not found" rather than a broken pipe).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(EXIT_WAIT_S):
+                    await self._failed.wait()
             if self._failure is not None:
                 raise again(self._failure) from None
             raise
@@ -124,6 +135,7 @@ class JsonRpcPeer:
         recorded wins)."""
         if self._failure is None:
             self._failure = failure
+        self._failed.set()
         self._replies.fail(self._failure)
 
     async def close(self) -> None:
