@@ -13,19 +13,23 @@
 2. Orchestrator CPU under load. The real `Orchestrator` runs a local board of 50 tickets with
    `max_concurrent_agents: 50`; every agent streams 200 notifications/s, paced by its clock from
    prebuilt lines so that 50 agents stay cheap on a small machine, until the orchestrator stops
-   it (each turn is interrupted at shutdown). Once every session streams, and after a second of
-   warm-up, the daemon's CPU time over a 6 s window divided by the window's wall time is its
-   share of one core (agent processes excluded). The events the sessions' sinks received in the
-   window show the load was real; the daemon's context switches show how often its event loop
-   slept (voluntary) and how often it was preempted (involuntary); the machine's busy share
-   shows whether the agents starved it. Two writers are measured: the lines due every 50 ms in
-   one write (at most 10 lines per pipe read), which measures the per-event cost, and one write
-   per line, as an agent that flushes every notification does (a pipe read per line). 50 Python
-   agents each waking 200 times a second can saturate a 2-core machine; the report says so when
-   it happens, since a starved daemon reads more lines per wake-up and its figure then
-   understates what a free machine would show. The daemon saves its state every loop pass as
-   the CLI's does (`symphony.store`); the batched writer is measured once more without a store
-   to show what saving costs. Target: under 5% of one core.
+   it (each turn is interrupted at shutdown). Each second of an agent's stream is 196 streaming
+   deltas and one model call's bookkeeping (a command's start and end, token usage, rate
+   limits), which are decoded and reach the orchestrator; a real codex makes a model call every
+   few seconds. Once every session streams, and after a second of warm-up, the daemon's CPU time
+   over a 6 s window divided by the window's wall time is its share of one core (agent
+   processes excluded). The events the sessions' sinks received in the window show the load was
+   real; the daemon's context switches show how often its event loop slept (voluntary) and how
+   often it was preempted (involuntary); the machine's busy share shows whether the agents
+   starved it. Two writers are measured: the lines due every 50 ms in one write, and one write
+   per line, as an agent that flushes every notification does; the daemon reads a streaming
+   agent's pipe at its own tick either way (`symphony.agents.batching`). 50 Python agents each
+   waking 200 times a second can saturate a 2-core machine; the report says so when it happens,
+   since a starved daemon's figure then understates what a free machine would show. The daemon
+   saves its state every loop pass as the CLI's does (`symphony.store`); the batched writer is
+   measured once more without a store to show what saving costs, and once with a heavier mix,
+   four bookkeeping events every 20 lines (40 a second per agent), to show what each decoded
+   event costs. Target: under 5% of one core.
 
 Run from the repository root: `python bench/agent_stream.py` (about 2 minutes, most of it 50 login
 shells starting three times).
@@ -66,6 +70,12 @@ LINES_TARGET = 100_000
 
 SESSIONS = 50
 RATE = 200  # notifications per second per agent
+TARGET_DELTAS = 196
+"""The target's load: 200 lines a second, each second 196 streaming deltas and one model call's
+bookkeeping (a command's start and end, token usage, rate limits: four events). A real codex
+makes a model call every few seconds."""
+MIXED_DELTAS = 16
+"""A heavier mix: four bookkeeping events every 20 lines, 40 a second per session."""
 STREAM_LIMIT_S = 120.0  # agents stream until the orchestrator stops them; this bounds it
 STARTUP_LIMIT_S = 60.0
 WARMUP_S = 1.0  # after the last session starts streaming
@@ -211,10 +221,13 @@ class LoadRun:
         return self.lines / self.window_s
 
 
-async def orchestrator_under_load(tick_ms: int, *, with_store: bool = True) -> LoadRun:
+async def orchestrator_under_load(
+    tick_ms: int, *, with_store: bool = True, deltas: int = TARGET_DELTAS
+) -> LoadRun:
     """50 streaming sessions under the real orchestrator; `tick_ms` > 0 makes each agent batch
     the lines due in that time into one write. `with_store` saves every loop pass to a state
-    file, as the daemon the CLI starts does."""
+    file, as the daemon the CLI starts does. `deltas`: streaming deltas between each model
+    call's four bookkeeping events."""
     counter = EventCounter()
     with tempfile.TemporaryDirectory() as folder:
         board = Board(Path(folder))
@@ -230,6 +243,7 @@ async def orchestrator_under_load(tick_ms: int, *, with_store: bool = True) -> L
             FAKE_AGENT_SCENARIO="stream",
             FAKE_AGENT_STREAM_RATE=str(RATE),
             FAKE_AGENT_STREAM_TICK_MS=str(tick_ms),
+            FAKE_AGENT_STREAM_DELTAS=str(deltas),
             FAKE_AGENT_DURATION_MS=str(int(STREAM_LIMIT_S * 1000)),
         )
         orchestrator = Orchestrator(
@@ -337,7 +351,7 @@ def main() -> None:
         f"(CPU over {WINDOW_S:.0f} s once all stream)"
     )
     report_load(
-        f"lines due every {BATCH_TICK_MS} ms sent in one write",
+        f"lines due every {BATCH_TICK_MS} ms sent in one write, a model call a second",
         loop.run(orchestrator_under_load(BATCH_TICK_MS)),
     )
     report_load(
@@ -345,6 +359,10 @@ def main() -> None:
         loop.run(orchestrator_under_load(BATCH_TICK_MS, with_store=False)),
     )
     report_load("one write per line", loop.run(orchestrator_under_load(0)))
+    report_load(
+        f"a fifth of the lines bookkeeping ({MIXED_DELTAS} deltas, then 4 events)",
+        loop.run(orchestrator_under_load(BATCH_TICK_MS, deltas=MIXED_DELTAS)),
+    )
 
 
 if __name__ == "__main__":

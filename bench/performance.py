@@ -11,8 +11,10 @@
   idle CPU is handed elsewhere, code woken after a second asleep runs several times slower than
   warm, and this floor shows it). Targets: under 0.5% of a core; at or under 45 MiB.
 - Streaming (`bench/agent_stream.py`): 50 sessions each streaming 200 notifications/s through
-  the real orchestrator, every line read: the daemon's share of one core and what its resident
-  memory grew by per session. Targets: under 5%; at most 100 KiB a session.
+  the real orchestrator, every line read (each second 196 deltas and one model call's four
+  bookkeeping events): the daemon's share of one core and what its resident memory grew by per
+  session; then the same with a heavier mix (four bookkeeping events every 20 lines), to show
+  what each decoded event costs. Targets: under 5%; at most 100 KiB a session.
 
 Run from the repository root: `python bench/performance.py` (about two minutes).
 """
@@ -123,8 +125,14 @@ def main() -> None:
     print(f"\nstreaming, {agent_stream.SESSIONS} sessions x {agent_stream.RATE} notifications/s")
     agent_stream.tune_collector()  # as the CLI does
     configure_logging(level="warning", stream=io.StringIO())
-    load = loop.run(agent_stream.orchestrator_under_load(agent_stream.BATCH_TICK_MS))
-    agent_stream.report_load("every line read, written in 50 ms batches", load)
+    tick = agent_stream.BATCH_TICK_MS
+    load = loop.run(agent_stream.orchestrator_under_load(tick))
+    agent_stream.report_load(
+        "every line read, written in 50 ms batches, a model call a second", load
+    )
+    mixed = agent_stream.MIXED_DELTAS
+    load = loop.run(agent_stream.orchestrator_under_load(tick, deltas=mixed))
+    agent_stream.report_load("the same, a fifth of the lines bookkeeping events", load)
 
 
 if __name__ == "__main__":

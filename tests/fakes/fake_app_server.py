@@ -28,6 +28,9 @@ Run it as `python3 fake_app_server.py`. The environment picks the behaviour:
   them. Either way the lines are built before the turn starts, so writing costs the fake little.
 - `FAKE_AGENT_STREAM_TICK_MS`: when paced, write at most once per this many ms, batching the
   lines that fell due meanwhile (default 0: one write per line).
+- `FAKE_AGENT_STREAM_DELTAS`: how many streaming deltas `stream` writes between each model
+  call's bookkeeping (a command's start and end, token usage, rate limits; default 16, so a
+  fifth of the lines are bookkeeping).
 - `FAKE_AGENT_MODEL`: the model `thread/start` names (default `fake-model`).
 - `FAKE_AGENT_SPEND`, `FAKE_AGENT_SPEND_REPORTS`, `FAKE_AGENT_SPEND_MS`: see `scenario_spend`.
 - `FAKE_AGENT_STDERR_JSON=1`: `complete` also prints a protocol-looking failure to stderr.
@@ -730,13 +733,14 @@ class Turn:
 
     def stream_cycle(self, item_id: str) -> list[bytes]:
         """A repeating mix of what a busy codex turn streams: message, reasoning and command
-        output deltas, item boundaries, token usage and rate limits."""
+        output deltas (`FAKE_AGENT_STREAM_DELTAS` of them), then item boundaries, token usage
+        and rate limits."""
         words = "Running the focused tests again after narrowing the fix to the parser"
         message_id = f"item-{self.turn_id}-message"
-        lines: list[Message] = []
+        deltas: list[Message] = []
         for n in range(8):
             delta = " ".join(words.split()[n : n + 3]) + " "
-            lines.append(
+            deltas.append(
                 {
                     "method": "item/agentMessage/delta",
                     "params": {**self.ids(), "itemId": message_id, "delta": delta},
@@ -744,14 +748,14 @@ class Turn:
             )
         for n in range(6):
             output = f"tests/test_parser.py::test_case_{n} PASSED [{n * 16:3d}%]\n"
-            lines.append(
+            deltas.append(
                 {
                     "method": "item/commandExecution/outputDelta",
                     "params": {**self.ids(), "itemId": item_id, "delta": output},
                 }
             )
         for delta in ("**Checking edge cases**", " around empty input"):
-            lines.append(
+            deltas.append(
                 {
                     "method": "item/reasoning/summaryTextDelta",
                     "params": {
@@ -762,6 +766,8 @@ class Turn:
                     },
                 }
             )
+        count = int(os.environ.get("FAKE_AGENT_STREAM_DELTAS", "16"))
+        lines = [deltas[n % len(deltas)] for n in range(count)]
         probe: Message = {
             "type": "commandExecution",
             "id": f"item-{self.turn_id}-probe",
