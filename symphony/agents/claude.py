@@ -296,7 +296,8 @@ class ClaudeSession(SessionBase):
         turn.interrupted = True
         timeout = min(self._settings.read_timeout_ms / 1000, self._stop_grace_s / 2)
         try:
-            await asyncio.wait_for(self._control_request({"subtype": "interrupt"}), timeout)
+            async with asyncio.timeout(timeout):
+                await self._control_request({"subtype": "interrupt"})
             # Claude ends the turn with an error result right after answering.
             await asyncio.wait({turn.outcome}, timeout=timeout)
         except (AgentError, TimeoutError):

@@ -248,7 +248,8 @@ class AgentProcess:
             if self._stderr_reader is not None:
                 await asyncio.wait({self._stderr_reader}, timeout=EXIT_GRACE_S)
             with contextlib.suppress(TimeoutError):
-                returncode = await asyncio.wait_for(proc.wait(), EXIT_GRACE_S)
+                async with asyncio.timeout(EXIT_GRACE_S):
+                    returncode = await proc.wait()
         await on_closed(returncode)
 
     def exit_failure(self, returncode: int | None) -> AgentError:

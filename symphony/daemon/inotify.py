@@ -88,7 +88,9 @@ async def changes(
                     if wait <= 0:
                         break
                     try:
-                        await asyncio.wait_for(ready.wait(), wait)
+                        # Not wait_for: on 3.11 it loses a cancel that comes as the event does.
+                        async with asyncio.timeout(wait):
+                            await ready.wait()
                     except TimeoutError:
                         break
                 if names:

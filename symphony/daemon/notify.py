@@ -103,7 +103,8 @@ class Notifier:
                     log.warning("notifications not sent this round", reason=str(exc))
                 wait = self._seconds_to_next()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self._wake.wait()
         finally:
             if client is not None:
                 await client.aclose()

@@ -163,7 +163,8 @@ class ModelGateway:
             server.should_exit = True
         if task is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(task, 5.0)
+                async with asyncio.timeout(5.0):
+                    await task
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(BaseException):

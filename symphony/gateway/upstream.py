@@ -141,9 +141,8 @@ class Upstream:
                 self._tls = ssl.create_default_context()
             tls = self._tls
         try:
-            return await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=tls, limit=_READ), self._connect_timeout
-            )
+            async with asyncio.timeout(self._connect_timeout):
+                return await asyncio.open_connection(host, port, ssl=tls, limit=_READ)
         except (OSError, TimeoutError) as exc:
             raise UpstreamError(f"cannot connect to {host}:{port}: {exc!r}") from exc
 

@@ -575,7 +575,8 @@ async def _event_stream(
         sent_at = loop.time()
         while not changes.closed:
             try:
-                await asyncio.wait_for(changed.wait(), keepalive_s)
+                async with asyncio.timeout(keepalive_s):
+                    await changed.wait()
             except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue

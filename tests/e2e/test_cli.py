@@ -104,6 +104,26 @@ def test_sigterm_stops_agents_runs_after_run_and_exits_zero(board: Board) -> Non
     assert "dispatching" in issue_log and "session_started" in issue_log
 
 
+def test_a_daemon_logging_into_its_workflows_folder_stops_on_sigint(board: Board) -> None:
+    """`symphony WORKFLOW.md 2> symphony.log` beside the workflow: every log line is a change in
+    the folder the daemon watches for WORKFLOW.md edits, also while it stops; the watch must
+    still end when stopping cancels it."""
+    board.ticket("ABC-1")
+    board.write_workflow()
+    log_file = board.root / "symphony.log"
+    with log_file.open("w") as log:
+        proc = subprocess.Popen(
+            [*SYMPHONY, str(board.workflow), "--no-tui"], cwd=board.root,
+            env=dict(os.environ, FAKE_AGENT_SCENARIO="hang"), stderr=log,
+        )  # fmt: skip
+        try:
+            assert wait_until(lambda: "turn_started" in log_file.read_text(), seconds=30)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=20) == 0, log_file.read_text()
+        finally:
+            proc.kill()
+
+
 def test_json_log_format_emits_one_object_per_line(board: Board) -> None:
     board.ticket("ABC-1")
     board.write_workflow()
