@@ -288,9 +288,11 @@ async def orchestrator_under_load(
     return LoadRun(wall, cpu, events, lines, slept, preempted, ended, busy_pct, rss_per_session)
 
 
-def report_load(label: str, load: LoadRun) -> None:
+def report_load(label: str, load: LoadRun, *, targeted: bool = True) -> None:
+    """Print a run's figures; `targeted`: the run carries the target's load, so it is judged."""
     asked = SESSIONS * RATE
     verdict = "met" if load.cpu_pct < CPU_TARGET else f"missed, {load.cpu_pct / CPU_TARGET:.1f}x"
+    judged = f" (target < {CPU_TARGET:.0f}%: {verdict})" if targeted else ""
     achieved = load.lines_per_s / asked * 100
     steady = "all streaming throughout" if load.ended_in_window == 0 else "turns ended inside it"
     machine = ""
@@ -298,7 +300,7 @@ def report_load(label: str, load: LoadRun) -> None:
         machine = f"; machine {load.machine_busy_pct:.0f}% busy over {os.cpu_count()} cores"
     print(f"  {label}:")
     print(
-        f"    daemon CPU {load.cpu_pct:.1f}% of one core (target < {CPU_TARGET:.0f}%: {verdict}), "
+        f"    daemon CPU {load.cpu_pct:.1f}% of one core{judged}, "
         f"{load.cpu_s / max(load.lines, 1) * 1e6:.1f} us per line"
     )
     print(
@@ -362,6 +364,7 @@ def main() -> None:
     report_load(
         f"a fifth of the lines bookkeeping ({MIXED_DELTAS} deltas, then 4 events)",
         loop.run(orchestrator_under_load(BATCH_TICK_MS, deltas=MIXED_DELTAS)),
+        targeted=False,
     )
 
 

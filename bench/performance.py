@@ -132,7 +132,9 @@ def main() -> None:
     )
     mixed = agent_stream.MIXED_DELTAS
     load = loop.run(agent_stream.orchestrator_under_load(tick, deltas=mixed))
-    agent_stream.report_load("the same, a fifth of the lines bookkeeping events", load)
+    agent_stream.report_load(
+        "the same, a fifth of the lines bookkeeping events", load, targeted=False
+    )
 
 
 if __name__ == "__main__":
