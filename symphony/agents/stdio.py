@@ -31,7 +31,7 @@ from symphony.agents import (
 )
 from symphony.agents.batching import Stdout, batches_of
 from symphony.base.hosts import HOST_UNREACHABLE
-from symphony.hosts import CarrierKind, Host, process
+from symphony.hosts import AgentLaunchSpec, CarrierKind, Host, process
 from symphony.hosts.local import LOCAL_HOST
 
 MAX_LINE_BYTES = 10 * 1024 * 1024
@@ -119,28 +119,9 @@ class AgentProcess:
         # stdout is a pipe of the daemon's own, read in batches (`symphony.agents.batching`).
         read_end, write_end = os.pipe()
         try:
-            transport, protocol = await loop.subprocess_exec(
-                lambda: asyncio.subprocess.SubprocessStreamProtocol(_STDERR_LIMIT, loop),
-                *spec.argv,
-                cwd=spec.cwd,
-                env=dict(spec.env),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=write_end,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,  # its own process group, so a stop reaches every child
-            )
-        except BaseException as exc:
+            transport, protocol = await self._launch(loop, spec, write_end)
+        except BaseException:
             os.close(read_end)
-            if isinstance(exc, FileNotFoundError):
-                if not self._workspace.is_dir():
-                    raise AgentError(
-                        INVALID_WORKSPACE_CWD, f"workspace {self._workspace} vanished"
-                    ) from None
-                raise AgentError(
-                    CODEX_NOT_FOUND, f"cannot run {spec.argv[0]} for {self.command!r}: {exc}"
-                ) from None
-            if isinstance(exc, OSError):
-                raise AgentError(STARTUP_FAILED, f"cannot launch {self.command!r}: {exc}") from None
             raise
         finally:
             os.close(write_end)  # the child holds its copy: when it closes it, stdout ends
@@ -156,6 +137,32 @@ class AgentProcess:
         self._stderr_reader = asyncio.create_task(self._read_stderr(proc), name="agent-stderr")
         if spec.preamble:
             await self.write(spec.preamble)
+
+    async def _launch(
+        self, loop: asyncio.AbstractEventLoop, spec: AgentLaunchSpec, stdout: int
+    ) -> tuple[asyncio.SubprocessTransport, asyncio.subprocess.SubprocessStreamProtocol]:
+        """The child, with `stdout` as its stdout and pipes for stdin and stderr."""
+        try:
+            return await loop.subprocess_exec(
+                lambda: asyncio.subprocess.SubprocessStreamProtocol(_STDERR_LIMIT, loop),
+                *spec.argv,
+                cwd=spec.cwd,
+                env=dict(spec.env),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=stdout,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own process group, so a stop reaches every child
+            )
+        except FileNotFoundError as exc:
+            if not self._workspace.is_dir():
+                raise AgentError(
+                    INVALID_WORKSPACE_CWD, f"workspace {self._workspace} vanished"
+                ) from None
+            raise AgentError(
+                CODEX_NOT_FOUND, f"cannot run {spec.argv[0]} for {self.command!r}: {exc}"
+            ) from None
+        except OSError as exc:
+            raise AgentError(STARTUP_FAILED, f"cannot launch {self.command!r}: {exc}") from None
 
     def touch(self) -> None:
         loop = self._loop
