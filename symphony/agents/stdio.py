@@ -2,9 +2,9 @@
 
 `AgentProcess` owns the child and nothing of its protocol: it starts it in its own process
 group (tracked by `symphony.hosts.process`), hands every complete stdout line to `on_line` as
-the event loop reads it (in batches: after a short read the pipe waits for the next batch tick,
-shared by every agent, so an agent that flushes every line does not wake the loop once per
-line; a line longer than `MAX_LINE_BYTES` is skipped, not fatal), keeps stderr flowing into
+it is read (a streaming agent's stdout at a tick shared by every agent, so an agent that
+flushes every line does not wake the loop once per line: `symphony.agents.batching`; a line
+longer than `MAX_LINE_BYTES` is skipped, not fatal), keeps stderr flowing into
 the log with its last lines kept for error messages, says why the process ended, and stops it
 with escalation.
 """
