@@ -17,7 +17,6 @@ name) is refused before its token is looked at.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import secrets
@@ -30,7 +29,14 @@ import structlog
 
 from symphony.agents import TOOL_SERVER_NAME, Grant, ToolHandler, plain
 from symphony.base.tools import ToolResult, ToolSpec
-from symphony.hosts.serve import LOOPBACK, Listen, local_url, request_host, serve_embedded
+from symphony.hosts.serve import (
+    LOOPBACK,
+    Listen,
+    local_url,
+    request_host,
+    serve_embedded,
+    stop_embedded,
+)
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -80,16 +86,7 @@ class ToolServer:
     async def close(self) -> None:
         server, task = self._server, self._task
         self._server = self._task = self._url = None
-        if server is not None:
-            server.should_exit = True
-        if task is not None:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(5.0):
-                    await task
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+        await stop_embedded(server, task)
 
     # -- serving -------------------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ as `WireReport`s. A revoked token stops working at once, an answer it is streami
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from symphony.gateway.reports import Admit, Report, WireReport
 from symphony.gateway.tokens import ANTHROPIC, Route, digest, new_token, routes, through_gateway
 from symphony.gateway.upstream import Upstream, UpstreamAnswer, UpstreamError
 from symphony.gateway.usage import UsageReader, limit_of
-from symphony.hosts.serve import LOOPBACK, Listen, local_url, serve_embedded
+from symphony.hosts.serve import LOOPBACK, Listen, local_url, serve_embedded, stop_embedded
 
 if TYPE_CHECKING:
     import uvicorn
@@ -159,16 +158,7 @@ class ModelGateway:
     async def _stop_listening(self) -> None:
         server, task = self._server, self._task
         self._server = self._task = self.url = None
-        if server is not None:
-            server.should_exit = True
-        if task is not None:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(5.0):
-                    await task
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+        await stop_embedded(server, task)
 
     # -- serving -------------------------------------------------------------------------------
 

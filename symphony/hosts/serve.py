@@ -118,6 +118,21 @@ async def serve_embedded(
     return server, task, f"http://{shown}:{bound_port}/"
 
 
+async def stop_embedded(server: uvicorn.Server | None, task: asyncio.Task[None] | None) -> None:
+    """Stop a server `serve_embedded` started: it stops accepting, and its task gets 5 s to end
+    before it is cancelled."""
+    if server is not None:
+        server.should_exit = True
+    if task is not None:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(5.0):
+                await task
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
 def _bind(host: str, port: int) -> socket.socket:
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
