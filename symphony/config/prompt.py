@@ -7,13 +7,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from liquid import BoundTemplate, Environment, StrictUndefined
-from liquid.exceptions import LiquidError
-
 from symphony.base.errors import ErrorCategory, SymphonyError
 from symphony.base.fences import RunMarks, by, framed, new_marks, quoted
 from symphony.base.issue import ANYTHING, ISSUE_TEMPLATE_SHAPE, VALUE, Issue, TemplateShape
 from symphony.base.suggest import did_you_mean
+from symphony.base.templating import BoundTemplate, Environment, LiquidError, StrictUndefined
 
 if TYPE_CHECKING:
     from symphony.config.sections import Settings

@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
-from liquid import Environment, StrictUndefined
 
 from symphony.base.errors import ErrorCategory, SymphonyError
+from symphony.base.templating import Environment, StrictUndefined
 from symphony.config.sections import HooksSettings, WorktreeSettings
 from symphony.hosts import Host
 from symphony.hosts.local import LOCAL_HOST, LocalHost

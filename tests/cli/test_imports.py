@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from symphony.base.templating import LOADED_ON_USE
+
 FAKE_AGENT = Path(__file__).resolve().parent.parent / "fakes" / "fake_app_server.py"
 HEAVY = (
     "symphony.daemon", "symphony.store", "symphony.observability", "symphony.agents",
@@ -66,11 +68,12 @@ HTTP client, the live table, the web stack and review page, the other agents, th
 (on Linux, where the daemon reads inotify itself) the portable file watch."""
 
 _DAEMON = """\
-import atexit, json, runpy, sys
+import atexit, json, runpy, sys, types
 into = sys.argv[1]
 def dump():
+    waiting = [n for n, m in sys.modules.items() if type(m) is not types.ModuleType]
     with open(into, "w") as out:
-        json.dump(sorted(sys.modules), out)
+        json.dump({"loaded": sorted(sys.modules), "waiting": sorted(waiting)}, out)
 atexit.register(dump)
 sys.argv = ["symphony", sys.argv[2], "--no-tui"]
 runpy.run_module("symphony", run_name="__main__")
@@ -109,10 +112,12 @@ def test_a_local_board_daemon_loads_only_what_its_workflow_uses(tmp_path: Path) 
         if daemon.poll() is None:
             daemon.kill()
             daemon.wait()
-    loaded = set(json.loads(modules.read_text()))
+    dumped = json.loads(modules.read_text())
+    loaded = set(dumped["loaded"])
     assert {"symphony.agents.codex", "symphony.daemon.orchestrator", "liquid"} <= loaded
     unwanted = sorted(m for m in loaded if m.startswith(NOT_FOR_A_LOCAL_CODEX_DAEMON))
     assert unwanted == []
+    assert set(LOADED_ON_USE) <= set(dumped["waiting"])  # a plain prompt never ran them
 
 
 def test_check_imports_nothing_of_the_daemon_the_store_or_the_agents_sessions(
