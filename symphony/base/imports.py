@@ -1,14 +1,13 @@
-"""How the command line loads the libraries it shares with the daemon."""
+"""How symphony loads the libraries that import, at once, more than symphony uses of them."""
 
 from __future__ import annotations
 
 import importlib
-import importlib.machinery
-import importlib.util
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from importlib.machinery import ModuleSpec
+from importlib.machinery import ModuleSpec, PathFinder
+from importlib.util import LazyLoader
 from types import ModuleType
 
 HIDDEN_FROM_STRUCTLOG = ("rich", "greenlet")
@@ -48,10 +47,10 @@ class _Deferring:
     ) -> ModuleSpec | None:
         if fullname not in self.names:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        spec = PathFinder.find_spec(fullname, path, target)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        spec.loader = importlib.util.LazyLoader(spec.loader)
+        spec.loader = LazyLoader(spec.loader)
         return spec
 
 
