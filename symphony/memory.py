@@ -70,6 +70,8 @@ _STOPWORDS = frozenset(_COMMON_WORDS.split())
 
 @dataclass(frozen=True, slots=True)
 class Note:
+    """One note of the memory folder: its lesson, and the ticket, labels and files it concerns."""
+
     path: Path
     topic: str
     text: str

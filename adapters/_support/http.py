@@ -68,6 +68,8 @@ class RateLimitHeaders:
 
 @dataclass(frozen=True, slots=True)
 class Response:
+    """A provider's answer to one request, with its body decoded."""
+
     status: int
     headers: httpx.Headers
     body: Any
@@ -96,6 +98,8 @@ class _Retryable(Exception):
 
 @dataclass
 class HttpClient:
+    """A provider's HTTP API, called with the module's retries, rate limits and conditional GETs."""
+
     provider: str
     """Human name used in messages: `GitHub`, `Linear`, ..."""
     base_url: str

@@ -49,6 +49,8 @@ def default_label(state: str, prefix: str, separator: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class StateLabels:
+    """The two-way map between the workflow's states and the labels that carry them."""
+
     by_state: Mapping[str, str]
     """normalized state name -> label (as configured, or derived)."""
     spelling: Mapping[str, str]
@@ -139,6 +141,9 @@ def build_state_labels(
 
 @dataclass(frozen=True, slots=True)
 class LabelStates:
+    """How an issue's closed flag and labels give its workflow state: a closed issue is in
+    `closed_state`, an open one in the state its label names."""
+
     closed_state: str
     labels: StateLabels
 

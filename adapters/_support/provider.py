@@ -29,6 +29,8 @@ def provider_str(
 
 @dataclass(frozen=True, slots=True)
 class Secret:
+    """A credential from `tracker.provider`, and the environment variable it was read from."""
+
     value: str
     env_name: str | None
     """The variable it came from: removed from agent environments."""

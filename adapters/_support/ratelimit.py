@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class _Request:
+    """A request in the window: held from its send until `window + margin` after its answer."""
+
     sent_at: float
     answered_at: float | None = None
 

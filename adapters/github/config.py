@@ -52,6 +52,8 @@ def graphql_url_for(api_url: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ProjectRef:
+    """The Projects (v2) board `tracker.provider.project` names: owner, number and owner type."""
+
     owner: str
     number: int
     owner_type: Literal["organization", "user"]
@@ -59,6 +61,9 @@ class ProjectRef:
 
 @dataclass(frozen=True, slots=True)
 class GitHubConfig:
+    """The validated `tracker.provider` of a GitHub workflow: one repository's issues (`repository`)
+    or one project's items (`project`)."""
+
     api_url: str
     graphql_url: str
     token: Secret

@@ -55,6 +55,9 @@ def is_rate_limited(error: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Board:
+    """The project's id, its Status field's id and the field's options: what moving an item needs,
+    looked up once (again when a state is not among them)."""
+
     project_id: str
     field_id: str
     options: Mapping[str, tuple[str, str]]

@@ -78,6 +78,8 @@ _STATUS_IN_MESSAGE = re.compile(r"GitHub [^:]*?\b([1-5]\d\d)\b")
 
 @dataclass(frozen=True, slots=True)
 class _Listed:
+    """Every item of a paged REST list, and whether no page changed since the last read."""
+
     items: list[Any]
     unchanged: bool
     """Every page answered 304: the same as at the previous read."""

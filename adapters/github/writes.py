@@ -187,6 +187,8 @@ async def link_pull_request(
 
 @dataclass(frozen=True, slots=True)
 class Blocker:
+    """An issue named as a blocker: its current name, and the REST id dependencies take."""
+
     identifier: str
     database_id: int
     """The REST `id`, which the dependencies API takes (not the number, not the node id)."""

@@ -50,6 +50,8 @@ def default_label(state: str, prefix: str = DEFAULT_LABEL_PREFIX) -> str:
 
 @dataclass(frozen=True, slots=True)
 class GitLabConfig:
+    """The validated `tracker.provider` of a GitLab workflow: one project's issues."""
+
     base_url: str
     """The instance's web root, e.g. https://gitlab.com (the API is `<base_url>/api/v4`)."""
     token: Secret

@@ -24,6 +24,8 @@ ACTIVE_TYPES = frozenset({QUEUE, IN_PROGRESS})
 
 @dataclass(frozen=True, slots=True)
 class Column:
+    """A board column or a sub-column of one (`parent_id`), with Kaiten's type of column."""
+
     id: int
     title: str
     type: int | None

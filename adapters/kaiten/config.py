@@ -20,6 +20,8 @@ _DOMAIN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
 @dataclass(frozen=True, slots=True)
 class KaitenConfig:
+    """The validated `tracker.provider` of a Kaiten workflow: one board, or one lane of it."""
+
     api_url: str
     """The API root, e.g. `https://acme.kaiten.ru/api/latest`."""
     web_url: str

@@ -18,6 +18,8 @@ ASSIGNEE_ME = "me"
 
 @dataclass(frozen=True, slots=True)
 class LinearConfig:
+    """The validated `tracker.provider` of a Linear workflow: a project's or a team's issues."""
+
     endpoint: str
     api_key: Secret
     project_slug: str | None

@@ -52,6 +52,8 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 
 @dataclass(frozen=True, slots=True)
 class State:
+    """A workflow state of a Linear team: its name, and the id a move or a new issue is given."""
+
     id: str
     name: str
 
@@ -80,6 +82,8 @@ class Team:
 
 @dataclass(frozen=True, slots=True)
 class Moved:
+    """What a move did: the issue's state now and before, and whether it changed."""
+
     identifier: str
     state: str
     previous_state: str | None
@@ -88,12 +92,16 @@ class Moved:
 
 @dataclass(frozen=True, slots=True)
 class Posted:
+    """A comment Linear stored on an issue, with the URL it is seen at."""
+
     comment: Comment
     url: str | None
 
 
 @dataclass(frozen=True, slots=True)
 class Attached:
+    """The attachment that links a URL to an issue, as Linear keeps it (one per URL and issue)."""
+
     id: str | None
     url: str
     title: str | None
@@ -109,6 +117,8 @@ class Home:
 
 @dataclass(frozen=True, slots=True)
 class Created:
+    """A new Linear issue: its id, its identifier, and the blockers recorded on it."""
+
     id: str
     identifier: str
     blocked_by: tuple[str, ...]

@@ -487,6 +487,8 @@ class LocalPulls:
 
 @dataclass(frozen=True, slots=True)
 class _Run:
+    """How one command (git in the bare repository, or a check) ended, and what it printed."""
+
     returncode: int | None
     """None: it could not start, or ran past its time and was stopped."""
     out: str

@@ -146,6 +146,9 @@ class BoardReader:
 
 @dataclass(frozen=True, slots=True)
 class Blocker:
+    """A ticket named as a blocker, as the board has it, and whether it holds the ticket up (one
+    that is not on the board does not; an unreadable one does)."""
+
     ref: BlockerRef
     blocks: bool
 

@@ -43,6 +43,8 @@ class NotThisTicket(Exception):
 
 @dataclass(frozen=True, slots=True)
 class MoveIssue:
+    """Put the ticket in `state`, stamping `updated_at`; a ticket already there is left as it is."""
+
     state: str
 
     def apply(
@@ -68,6 +70,8 @@ class MoveIssue:
 
 @dataclass(frozen=True, slots=True)
 class AddComment:
+    """Append a comment signed `author` to the ticket, stamping `updated_at`."""
+
     body: str
     author: str = "agent"
 

@@ -116,6 +116,8 @@ class AgentLaunch:
 
 @dataclass(frozen=True, slots=True)
 class TurnResult:
+    """How a completed turn ended: its ids, and the agent's final message when it said one."""
+
     turn_id: str
     session_id: str
     message: str | None = None

@@ -103,6 +103,8 @@ def concrete_model(models: object) -> str | None:
 
 @dataclass(slots=True)
 class _Turn:
+    """The turn in progress: what the agent has said in it so far."""
+
     text: list[str] = field(default_factory=list)
     """The agent's message of this turn, as streamed."""
 

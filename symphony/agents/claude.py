@@ -113,6 +113,8 @@ class _Retry:
 
 @dataclass(slots=True)
 class _Turn:
+    """The turn in progress: where its result goes, and what the stream has told of it so far."""
+
     outcome: asyncio.Future[TurnResult | AgentError]
     last_message: str | None = None
     interrupted: bool = False

@@ -29,6 +29,8 @@ UNKNOWN_AGENT = ErrorCategory.UNKNOWN_AGENT_KIND
 
 @dataclass(frozen=True, slots=True)
 class Backend:
+    """An agent kind symphony can drive: its WORKFLOW.md section, environment and session."""
+
     kind: str
     keys: tuple[str, ...]
     """The keys its WORKFLOW.md section (named like the kind) may hold."""

@@ -49,6 +49,8 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class _Session:
+    """What a session's token opens: that session's tools and the handler that runs them."""
+
     tools: tuple[ToolSpec, ...]
     handle: ToolHandler
 

@@ -54,6 +54,9 @@ def normalize_labels(labels: object) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class BlockerRef:
+    """A ticket that blocks this one, as its tracker names it; a field the tracker did not give is
+    None (a blocker whose state is unknown counts as open)."""
+
     id: str | None
     identifier: str | None
     state: str | None

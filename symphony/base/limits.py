@@ -27,6 +27,8 @@ class LimitKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ProviderLimit:
+    """A provider's refusal of an agent's turn: the kind of limit, when it lifts, and its words."""
+
     kind: LimitKind
     resets_at: datetime | None = None
     """When the provider said the limit lifts; None when it named no time."""

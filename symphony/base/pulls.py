@@ -20,6 +20,9 @@ class PullState(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class PullRequest:
+    """A pull request (GitLab: merge request) as the code host reports it: its branch and base,
+    whether it is open, and its head commit."""
+
     number: int
     url: str
     branch: str
@@ -67,6 +70,8 @@ class ReviewDecision(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ReviewComment:
+    """One comment in a review thread: who wrote it and what it says."""
+
     author: str
     body: str
     author_member: bool | None = None
@@ -132,6 +137,8 @@ class ReviewDraft:
 
 @dataclass(frozen=True, slots=True)
 class PostedReview:
+    """What the code host answered a review the daemon posted for a person (`submit_review`)."""
+
     threads: tuple[str, ...]
     """One thread id per line comment, in order: what `reply_to_thread` takes."""
 
@@ -173,5 +180,7 @@ class PullStatus:
 
 @dataclass(frozen=True, slots=True)
 class Merged:
+    """What the code host answered a merge it made (`CodeHost.merge`)."""
+
     sha: str | None
     """The commit the merge made on the base, where the host names it."""

@@ -45,6 +45,8 @@ class InitError(SymphonyError):
 
 @dataclass(frozen=True, slots=True)
 class Written:
+    """What `init` wrote, what it kept as it was, and the step to take next."""
+
     workflow: Path
     others: tuple[Path, ...]
     kept: tuple[Path, ...]

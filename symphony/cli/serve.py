@@ -91,6 +91,8 @@ def serve(args: argparse.Namespace) -> int:
 
 @dataclass(slots=True)
 class _FleetServer:
+    """The fleet's HTTP server while it runs: its address, and how to stop it."""
+
     url: str
     server: Any
     task: asyncio.Task[None]

@@ -142,6 +142,8 @@ class CodeHost(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Published:
+    """A published pull request, and whether publishing opened it or updated the open one."""
+
     pull_request: PullRequest
     opened: bool
     """False: the pull request existed and was updated."""

@@ -62,6 +62,9 @@ OVERLAP_MODES = tuple(mode.value for mode in OverlapMode)
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
+    """`agent:`: which agent runs a ticket, how many run at once, how often a ticket may run again,
+    and what environment every child gets."""
+
     kind: str = "codex"
     """Which agent runs a ticket unless its stage names another (`symphony.agents.registry`)."""
     label_override: bool = False
@@ -73,10 +76,10 @@ class AgentSettings:
         default_factory=lambda: MappingProxyType({})
     )
     max_in_review: int | None = None
+    """Stage mode: hold new tickets while this many wait for a person's review."""
     rate_limit_headroom: int | None = None
     """Stop starting runs on an agent once its provider reports a rate-limit window at least
     this many percent used, until that window resets (`core.limits`); None: only at the wall."""
-    """Stage mode: hold new tickets while this many wait for a person's review."""
     env_passthrough: tuple[str, ...] = ()
     """Names (or `PREFIX*`) of the daemon's variables that children get besides the
     allowlist."""

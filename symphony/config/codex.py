@@ -29,6 +29,9 @@ KEYS = (
 
 @dataclass(frozen=True, slots=True)
 class CodexSettings:
+    """The `codex:` section: the command that starts the codex app-server, the approval and sandbox
+    policies it is given, and its timeouts."""
+
     command: str = "codex app-server"
     approval_policy: Any = "never"
     thread_sandbox: str = "workspace-write"

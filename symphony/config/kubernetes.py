@@ -39,6 +39,9 @@ _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 @dataclass(frozen=True, slots=True)
 class Toleration:
+    """One of `worker.kubernetes.tolerations`: a node taint the run pods tolerate, as a pod's spec
+    takes it."""
+
     key: str | None = None
     operator: str = "Equal"
     value: str | None = None

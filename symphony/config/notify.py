@@ -71,6 +71,8 @@ class ChannelKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class SmtpSettings:
+    """How an email channel reaches its mail server (`smtp:`): address, login, TLS, timeout."""
+
     host: str
     port: int = 587
     username: str | None = None
@@ -83,6 +85,9 @@ class SmtpSettings:
 
 @dataclass(frozen=True, slots=True)
 class Channel:
+    """One of `notify.channels`: where notices go (a Slack or Mattermost webhook, a signed JSON
+    webhook, or email), which events it takes, and whether they wait for a digest."""
+
     name: str
     """Unique among the channels: how the store, the logs and the dashboard name it."""
     kind: ChannelKind
@@ -120,6 +125,8 @@ DEFAULT_UNHEALTHY_MINUTES = 5
 
 @dataclass(frozen=True, slots=True)
 class NotifySettings:
+    """`notify:`: the channels that tell a person when they are needed, and where messages link."""
+
     channels: tuple[Channel, ...] = ()
     review_url: str | None = None
     """The review page's address in messages; None: the server's own, when it has a port."""

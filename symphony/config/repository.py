@@ -83,6 +83,9 @@ class CheckCommand:
 
 @dataclass(frozen=True, slots=True)
 class RepositorySettings:
+    """`repository:`: the code host the daemon pushes branches and opens pull requests on, and the
+    daemon's own token for it."""
+
     kind: CodeHostKind
     slug: str
     """GitHub: `owner/name`; GitLab: the project path (`group/sub/project`) or numeric id;
@@ -170,6 +173,8 @@ class MergeMethod(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class MergeSettings:
+    """`merge:`: whether the daemon merges a followed pull request itself, and how."""
+
     policy: MergePolicy = MergePolicy.NONE
     method: MergeMethod = MergeMethod.SQUASH
     require_label: str | None = None

@@ -80,6 +80,9 @@ DEFAULT_PIDS = 512
 
 @dataclass(frozen=True, slots=True)
 class SandboxSettings:
+    """The boundary around a run's agent, gates and hooks (`sandbox:`, a stage's block over it): the
+    kind of sandbox, what it reaches on the network, what it may read and write, its limits."""
+
     kind: SandboxKind = SandboxKind.NONE
     network: Network = Network.FULL
     allow_hosts: tuple[HostPattern, ...] | None = None

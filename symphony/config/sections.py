@@ -58,6 +58,8 @@ DEFAULT_PROMPT = "You are working on an issue from the configured tracker."
 
 @dataclass(frozen=True, slots=True)
 class PollingSettings:
+    """`polling:`: how often the daemon reads the tracker for its tickets."""
+
     interval_ms: int = 30_000
 
 
@@ -69,6 +71,9 @@ def parse_polling(raw: Mapping[str, Any]) -> PollingSettings:
 
 @dataclass(frozen=True, slots=True)
 class HooksSettings:
+    """`hooks:`: shell scripts run in a ticket's workspace when it is made, before and after each
+    run, and before it is removed; each may take up to `timeout_ms`."""
+
     after_create: str | None = None
     before_run: str | None = None
     after_run: str | None = None
@@ -226,6 +231,9 @@ def parse_memory(
 
 @dataclass(frozen=True, slots=True)
 class Settings:
+    """The whole workflow as WORKFLOW.md declares it, every section parsed and checked: what every
+    other part of the daemon reads."""
+
     workflow_path: Path
     tracker: TrackerSettings
     polling: PollingSettings

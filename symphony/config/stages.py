@@ -75,6 +75,9 @@ class Gate:
 
 @dataclass(frozen=True, slots=True)
 class Stage:
+    """One stage of the machine (`stages.<name>`): the states whose tickets run its prompt, where
+    each outcome moves them, and how its runs are bounded, verified and published."""
+
     name: str
     states: tuple[str, ...]
     prompt_template: str
@@ -131,6 +134,9 @@ class Stage:
 
 @dataclass(frozen=True, slots=True)
 class StageMachine:
+    """The stages a workflow declares (`stages:`), in order, and `escalation_state`, where a ticket
+    goes by default when a person must take over; it tells which stage a state runs."""
+
     stages: tuple[Stage, ...]
     escalation_state: str
     _by_state: Mapping[str, Stage] = field(init=False, repr=False, compare=False)

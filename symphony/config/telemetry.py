@@ -15,6 +15,9 @@ TELEMETRY_KEYS = ("endpoint", "capture_text", "agents", "agent_headers")
 
 @dataclass(frozen=True, slots=True)
 class TelemetrySettings:
+    """`telemetry:`: where the daemon exports its traces, and what they and the agents' own spans
+    carry."""
+
     endpoint: str | None = None
     """The OTLP/HTTP traces URL (`telemetry.endpoint`, e.g. `http://collector:4318/v1/traces`);
     None: the `OTEL_EXPORTER_OTLP_*` variables decide, and without them nothing is exported."""

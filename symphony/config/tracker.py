@@ -21,6 +21,9 @@ TRACKER_KEYS = ("kind", "provider", "active_states", "terminal_states", "require
 
 @dataclass(frozen=True, slots=True)
 class TrackerSettings:
+    """`tracker:`: which tracker the daemon polls, which of its states are active and terminal, the
+    labels a ticket needs to run, and the adapter's own `provider` block."""
+
     kind: str
     provider: Mapping[str, Any]
     """Adapter-owned, preserved verbatim (unknown keys included); `$VAR` left for the adapter."""

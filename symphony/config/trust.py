@@ -38,6 +38,9 @@ class UntrustedText(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class TrustSettings:
+    """`trust:`: whose comments and reviews reach an agent as trusted words, and what becomes of
+    everyone else's."""
+
     authors: tuple[str, ...] = (MEMBERS,)
     """`members`, `everyone` and names, lower-cased."""
     untrusted: UntrustedText = UntrustedText.QUOTE

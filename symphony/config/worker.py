@@ -44,6 +44,9 @@ class HostSpec:
 
 @dataclass(frozen=True, slots=True)
 class SshSettings:
+    """`worker.ssh`: how the daemon connects to its SSH worker hosts, which of its variables cross,
+    and when a failing host is set aside."""
+
     config_file: Path | None = None
     connect_timeout_s: int = 10
     strict_host_key_checking: str | None = None

@@ -24,6 +24,9 @@ class WorkflowError(SymphonyError):
 
 @dataclass(frozen=True, slots=True)
 class Workflow:
+    """WORKFLOW.md as read: its front matter (a map) and its prompt template, before any setting is
+    checked."""
+
     path: Path
     config: dict[str, Any]
     prompt_template: str

@@ -23,6 +23,9 @@ DEFAULT_BRANCH = "symphony/{{ issue.identifier | slugify }}"
 
 @dataclass(frozen=True, slots=True)
 class WorktreeSettings:
+    """`strategy: worktree`: each ticket's workspace is a git worktree, on a branch of its own, of a
+    shared mirror of `repository`."""
+
     repository: str
     """A local path (already resolved) or a URL."""
     base: str | None = None
@@ -33,6 +36,9 @@ class WorktreeSettings:
 
 @dataclass(frozen=True, slots=True)
 class WorkspaceSettings:
+    """`workspace:`: where each ticket's folder lives, what its changes are compared against, and
+    whether it starts empty or as a git worktree."""
+
     root: Path
     base_ref: str | None = None
     """What a ticket's changes are compared against in its evidence (`git diff <base>...HEAD`);

@@ -18,6 +18,9 @@ UNKNOWN_MODEL = "unknown"
 
 @dataclass(slots=True)
 class Spend:
+    """Spend on one UTC day or one model: the cost of the priced tokens, and every token, those
+    without a price counted apart (while any, the cost is unknown)."""
+
     usd: float = 0.0
     """The cost of the priced tokens."""
     tokens: int = 0

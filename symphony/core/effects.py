@@ -13,6 +13,9 @@ from symphony.core.state import AgentPause, RetryEntry, RunKind, StopReason
 
 @dataclass(frozen=True, slots=True)
 class StartWorker:
+    """Start a worker that runs the ticket's agent in its workspace: a first run, a retry, a
+    continuation or a fix."""
+
     issue: Issue
     attempt: int | None
     stage: str | None = None
@@ -36,6 +39,9 @@ class StartWorker:
 
 @dataclass(frozen=True, slots=True)
 class StopWorker:
+    """Stop the ticket's run (its worker is cancelled) for `reason`; its claim and slot stay until
+    the worker has exited."""
+
     issue_id: str
     identifier: str
     reason: StopReason
@@ -44,6 +50,9 @@ class StopWorker:
 
 @dataclass(frozen=True, slots=True)
 class RemoveWorkspace:
+    """Remove a ticket's workspace on `host` (its `before_remove` hook first): the ticket turned
+    terminal."""
+
     identifier: str
     host: str = LOCAL
 
@@ -60,12 +69,18 @@ class HostMarkedDown:
 
 @dataclass(frozen=True, slots=True)
 class RetryScheduled:
+    """The ticket's next run (`entry`: a retry, a continuation, a run after a limit) is due in
+    `delay_s`; for the log and the activity."""
+
     entry: RetryEntry
     delay_s: float
 
 
 @dataclass(frozen=True, slots=True)
 class Released:
+    """The daemon let go of the ticket (its claim dropped): `reason` says why, for the log and the
+    activity."""
+
     issue_id: str
     identifier: str
     reason: str
@@ -95,6 +110,9 @@ class TransitionDone:
 
 @dataclass(frozen=True, slots=True)
 class TransitionRetry:
+    """Writing a transition failed: it is tried again (try `attempt`) after `delay_s`, the ticket
+    still claimed; for the log and the activity."""
+
     issue_id: str
     identifier: str
     target: str

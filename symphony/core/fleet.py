@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class Demand:
+    """What one workflow asks of the fleet's pool before a dispatch: its weight, the agents it runs,
+    how many more it could start, and its own cap."""
+
     weight: int
     running: int
     waiting: int

@@ -37,6 +37,9 @@ class RefusalKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
+    """Why the model gateway turns a run's call away, in words the agent reports; for a paused agent
+    kind, also when the pause ends."""
+
     kind: RefusalKind
     message: str
     resets_at: datetime | None = None

@@ -36,6 +36,9 @@ FAILING_AFTER = 3
 
 @dataclass(frozen=True, slots=True)
 class Notice:
+    """One thing a person is told once (a hand-off, an escalation, a merge, an unhealthy daemon, an
+    agent limited or resumed), whichever channels it goes to."""
+
     key: str
     """event:ticket:revision, unique per thing worth saying once."""
     event: NoticeEvent

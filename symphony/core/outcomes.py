@@ -40,6 +40,9 @@ RESUMED = "resumed"
 
 @dataclass(frozen=True, slots=True)
 class OutcomeRecord:
+    """One thing that happened to a ticket that the outcome figures count (`kind`: a hand-off, a
+    rework round, an escalation, a gate's result, a merge, ...), its details in `data`."""
+
     at: datetime
     kind: str
     issue_id: str
@@ -49,6 +52,8 @@ class OutcomeRecord:
 
 @dataclass(frozen=True, slots=True)
 class GateRate:
+    """How often one gate passed in a window: the rounds it ran in, and those it passed."""
+
     runs: int
     passed: int
 
@@ -59,6 +64,9 @@ class GateRate:
 
 @dataclass(frozen=True, slots=True)
 class OutcomeSummary:
+    """The outcome figures of a window of records (`summarize`), as `/metrics`, the dashboard and
+    `symphony report` show them."""
+
     handoffs: int = 0
     reworks: int = 0
     escalations: int = 0

@@ -73,6 +73,9 @@ class TurnVerdict(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class NextTurn:
+    """What comes after a turn (`next_turn`): another turn, the end of the run, or the progress
+    guard."""
+
     verdict: TurnVerdict
     reason: str
     """Why, in a person's words (the worker logs it as `worker done`)."""
@@ -80,6 +83,8 @@ class NextTurn:
 
 @dataclass(frozen=True, slots=True)
 class TurnLimits:
+    """How many turns a run may take, and how many its stage has left (`turn_limits`)."""
+
     max_turns: int
     """Turns this run may take: the stage's `max_turns`, else `agent.max_turns`."""
     budget: int
@@ -146,6 +151,9 @@ class GateStep(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class AfterGates:
+    """What comes next in verifying a `done` report (`after_gates`): a round of gates, a fix turn
+    and what it is told, or the end."""
+
     step: GateStep
     fix_turn: int = 0
     """Which fix turn this is (1-based), for `FIX_TURN`."""

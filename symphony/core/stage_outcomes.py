@@ -29,6 +29,9 @@ class PlannedComment:
 
 @dataclass(frozen=True, slots=True)
 class TransitionPlan:
+    """Where a stage outcome (or a person's action) moves a ticket, and what is posted and published
+    on the way; the outbox keeps it until the daemon has written it."""
+
     stage: str
     outcome: StageOutcome
     target: str

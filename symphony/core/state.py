@@ -164,6 +164,8 @@ class RunLedger:
 
 @dataclass(slots=True)
 class RecentEvent:
+    """One of a running agent's latest events, with when it came, for the snapshot."""
+
     at_wall: datetime
     kind: str
     message: str | None
@@ -171,6 +173,9 @@ class RecentEvent:
 
 @dataclass(slots=True)
 class RunningEntry:
+    """A run in progress: its ticket, agent session, host, usage and cost so far, and why the daemon
+    is stopping it, if it is."""
+
     issue: Issue
     attempt: int | None
     started_at: float
@@ -237,6 +242,9 @@ class RunningEntry:
 
 @dataclass(slots=True)
 class RetryEntry:
+    """A ticket's next run, due at `due_at` (monotonic): a retry after a failure or a stall, a
+    continuation, or a run after a limit; the ticket stays claimed until then."""
+
     issue_id: str
     identifier: str
     attempt: int
@@ -408,6 +416,9 @@ class WireTotals:
 
 @dataclass(slots=True)
 class Totals:
+    """Tokens and agent time of every run of the workflow, all tickets together, kept across
+    restarts."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
@@ -440,16 +451,19 @@ class Outbox:
 
 @dataclass(slots=True)
 class SchedulerState:
+    """What the scheduling core knows of one workflow: what runs, waits, retries, is being moved or
+    followed, and what it cost. The orchestrator owns it; only the core's decisions change it."""
+
     running: dict[str, RunningEntry] = field(default_factory=dict)
     claimed: set[str] = field(default_factory=set)
     paused: Pause | None = None
+    """Dispatch paused by a person (`core.operator`); None: dispatching."""
     fleet_slots: int | None = None
     """The most agents this workflow's share of its fleet lets it run now (`core.fleet`, set
     by the daemon before each dispatch); None: no fleet, its own cap alone."""
     hosts_busy_elsewhere: dict[str, int] = field(default_factory=dict)
     """Agents the other workflows of its fleet run on each SSH host, by the host's name (set
     with `fleet_slots`): a host's capacity is shared by every workflow that lists it."""
-    """Dispatch paused by a person (`core.operator`); None: dispatching."""
     held: dict[str, tuple[str, datetime | None]] = field(default_factory=dict)
     """Tickets a person stopped (id -> their state and last update then): not dispatched again
     until the ticket changes or the person retries it (`core.operator`)."""
@@ -533,6 +547,9 @@ class SchedulerState:
 
 @dataclass(slots=True)
 class HostHealth:
+    """How an SSH worker host's connections fared lately: failures in a row, and whether it is
+    marked down."""
+
     failures: int = 0
     """Connection failures in a row."""
     down_until: float | None = None

@@ -20,6 +20,9 @@ GateOutcome = Literal["passed", "failed", "timed_out"]
 
 @dataclass(frozen=True, slots=True)
 class GateResult:
+    """What one gate's command did in one round: passed, failed or timed out, with its exit and the
+    end of its output."""
+
     name: str
     run: str
     outcome: GateOutcome

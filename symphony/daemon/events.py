@@ -75,6 +75,8 @@ class OwnMove:
 
 @dataclass(frozen=True, slots=True)
 class WorkerExited:
+    """A worker ended, however it did: how its run went (`core.WorkerExit`)."""
+
     issue_id: str
     result: core.WorkerExit
 
@@ -94,11 +96,14 @@ class TransitionWritten:
 
 @dataclass(frozen=True, slots=True)
 class WorkflowChanged:
-    pass
+    """WORKFLOW.md may have changed (its watch, SIGHUP): read it again in the loop."""
 
 
 @dataclass(frozen=True, slots=True)
 class RefreshRequested:
+    """Poll the tracker now rather than at the next interval (a webhook, a person, an agent's pause
+    lifted)."""
+
     ids: tuple[str, ...] | None = None
     """Look at these tickets only (a webhook named them); None: a whole poll."""
 
@@ -114,6 +119,9 @@ class PullRead:
 
 @dataclass(frozen=True, slots=True)
 class MergeAnswered:
+    """What merging a ticket's pull request came to (`core.follow.MergeAnswer`), with the host's
+    words or why."""
+
     issue_id: str
     answer: MergeAnswer
     detail: str
@@ -126,7 +134,8 @@ class FollowRequested:
 
 @dataclass(frozen=True, slots=True)
 class StopRequested:
-    pass
+    """The daemon is asked to stop (a signal, the fleet stopping): the loop stops its workers and
+    returns."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,9 @@ RETRY_LOAD_S = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Member:
+    """One workflow of the fleet: its name (unique, safe in a URL), its WORKFLOW.md, and its weight
+    in the shared pool."""
+
     name: str
     workflow: Path
     weight: int = 1
@@ -54,6 +57,9 @@ class Member:
 
 @dataclass(frozen=True, slots=True)
 class FleetPlan:
+    """The fleet the command line names: its workflows, the fleet's own limits (agent slots, daily
+    budget) and its server's address."""
+
     members: tuple[Member, ...]
     max_concurrent_agents: int = DEFAULT_FLEET_AGENTS
     daily_budget_usd: float | None = None
@@ -177,6 +183,9 @@ class Seat:
 
 @dataclass(slots=True)
 class _Live:
+    """What the fleet asks a seated workflow's orchestrator, live: its running agents, cap, spend,
+    hosts, pauses and accounts."""
+
     running: Callable[[], int]
     cap: Callable[[], int]
     spent_today: Callable[[str], float]
@@ -190,6 +199,9 @@ class _Live:
 
 @dataclass(slots=True)
 class Fleet:
+    """The pool of agent slots the fleet's workflows share: it answers each seat how many agents its
+    workflow may run now, and holds new work once the fleet's daily budget is spent."""
+
     plan: FleetPlan
     clock: Clock
     shares: FleetShares = field(default_factory=FleetShares)

@@ -54,17 +54,25 @@ PUSH_PAUSE_S = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Published:
+    """The branch was pushed and its pull request opened (`opened`) or brought up to date."""
+
     pull: PullRequest
     opened: bool
 
 
 @dataclass(frozen=True, slots=True)
 class Refused:
+    """The remote or the code host said no, or there is nothing to publish: the ticket escalates
+    with `why`."""
+
     why: str
 
 
 @dataclass(frozen=True, slots=True)
 class Failed:
+    """Publishing failed where a later try may pass (the network, the host's 5xx): the transition is
+    tried again."""
+
     why: str
 
 

@@ -50,6 +50,9 @@ class StillRejected:
 
 @dataclass(frozen=True, slots=True)
 class ReloadRejected:
+    """The file cannot be run as it is (unreadable, invalid, refused): the last good settings stay,
+    and `message` says why."""
+
     message: str
     fingerprint: str | None
     """None when the file could not even be read (each attempt is judged again)."""
@@ -57,6 +60,8 @@ class ReloadRejected:
 
 @dataclass(frozen=True, slots=True)
 class Reloaded:
+    """The file changed and is valid: the settings to apply, with the tracker they need."""
+
     settings: Settings
     tracker: Tracker
     """The current tracker when its settings did not change, else a new one."""

@@ -58,6 +58,8 @@ class ModelGrant:
 
 @dataclass(slots=True)
 class _Run:
+    """What a run's token opens: the run, the providers it reaches, and whether it is revoked."""
+
     issue_id: str
     agent_kind: str
     routes: dict[str, Route]

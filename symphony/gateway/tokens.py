@@ -20,6 +20,9 @@ ANTHROPIC = "anthropic"
 
 @dataclass(frozen=True, slots=True)
 class Provider:
+    """A model provider the gateway carries calls to: where an agent's environment holds its key and
+    base URL, and how the key goes upstream."""
+
     name: str
     key_names: tuple[str, ...]
     """The variables that hold its API key; the first one set is used."""

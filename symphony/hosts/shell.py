@@ -30,6 +30,8 @@ ScriptOutcome = Literal["completed", "failed", "timed_out"]
 
 @dataclass(frozen=True, slots=True)
 class ScriptResult:
+    """How a script (a hook or a gate) ran: outcome, exit code, duration and its output's tail."""
+
     outcome: ScriptOutcome
     exit_code: int | None
     detail: str

@@ -247,6 +247,8 @@ def encode_env(env: Mapping[str, str]) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class CommandResult:
+    """How one of symphony's own commands on the host ended: ssh's exit code and what it printed."""
+
     returncode: int | None
     """None: it took longer than its timeout (ssh was killed)."""
     out: str

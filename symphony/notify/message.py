@@ -16,6 +16,8 @@ from symphony.core.notifications import Delivery, Notice
 
 @dataclass(frozen=True, slots=True)
 class Message:
+    """What a channel sends for a batch of deliveries: subject, plain text and a webhook's JSON."""
+
     id: str
     """The same for the same deliveries, so a receiver can drop a repeat."""
     subject: str

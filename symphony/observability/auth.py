@@ -40,6 +40,8 @@ class Refused(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Session:
+    """A browser's login: the name it acts under, and the CSRF token it must send back."""
+
     name: str
     csrf: str
 

@@ -25,6 +25,8 @@ SNAPSHOT_ROWS = 500
 
 @dataclass(frozen=True, slots=True)
 class BoardRow:
+    """One ticket as the last poll read it, with its stage and why it is not running."""
+
     issue_id: str
     identifier: str
     title: str
@@ -37,6 +39,8 @@ class BoardRow:
 
 @dataclass(frozen=True, slots=True)
 class PersonMove:
+    """A change of state between two polls that no daemon transition explains: a person's move."""
+
     identifier: str
     from_state: str
     to_state: str

@@ -28,6 +28,8 @@ LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 @dataclass(slots=True)
 class RequestStats:
+    """The timings of one kind of tracker read: counts, seconds, a histogram, errors by category."""
+
     count: int = 0
     seconds_sum: float = 0.0
     last_seconds: float = 0.0

@@ -600,6 +600,8 @@ def _sse(snapshot: dict[str, Any], masker: SecretMasker) -> str:
 
 @dataclass(slots=True)
 class RunningServer:
+    """The daemon's HTTP server while it runs: where it listens, and how to stop it."""
+
     server: uvicorn.Server
     task: asyncio.Task[None]
     url: str

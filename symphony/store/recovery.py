@@ -46,6 +46,9 @@ ORPHAN_GRACE_S = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Recovered:
+    """What a restart brought back from the store (runs, retries, pending moves), and how many
+    orphaned agent process groups it stopped."""
+
     runs: int
     retries: int
     transitions: int

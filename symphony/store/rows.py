@@ -86,6 +86,9 @@ MIRRORED: tuple[Table, ...] = (
 
 @dataclass(frozen=True, slots=True)
 class RunRow:
+    """A run in progress as the store saved it; after a restart it comes back as a continuation on
+    its thread."""
+
     issue_id: str
     identifier: str
     attempt: int | None
@@ -106,6 +109,9 @@ class RunRow:
 
 @dataclass(frozen=True, slots=True)
 class RetryRow:
+    """A retry or continuation as the store saved it, due at a wall-clock time so a backoff outlasts
+    a restart."""
+
     issue_id: str
     identifier: str
     attempt: int
@@ -120,6 +126,9 @@ class RetryRow:
 
 @dataclass(frozen=True, slots=True)
 class TransitionRow:
+    """A transition decided but not yet confirmed (the outbox), as the store saved it: written again
+    after a restart."""
+
     issue_id: str
     key: str
     issue: Issue

@@ -25,6 +25,8 @@ Values = Mapping[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Column:
+    """One column of a table: its name, its SQL, and the version that added it."""
+
     name: str
     sql: str
     """Its type and constraints as SQLite takes them."""
@@ -280,6 +282,8 @@ TABLES: tuple[Table, ...] = (
 
 @dataclass(frozen=True, slots=True)
 class Migration:
+    """The SQL that brings a store file from the version before `version` to it."""
+
     version: int
     sql: str
 

@@ -38,6 +38,8 @@ GENERATED = (
 
 @dataclass(frozen=True, slots=True)
 class FileDiff:
+    """One file the branch changed: its status, its line counts and its patch, unless collapsed."""
+
     path: str
     status: str
     """added, deleted, renamed or modified."""
@@ -71,6 +73,9 @@ class FileDiff:
 
 @dataclass(frozen=True, slots=True)
 class BranchDiff:
+    """A ticket's branch against its base, for the review page: the files it changed (at most
+    `MAX_FILES`; `more_files` counts the rest)."""
+
     base: str
     head: str | None
     files: tuple[FileDiff, ...]

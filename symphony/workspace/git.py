@@ -243,6 +243,8 @@ symphony_git "" "$@"
 
 @dataclass(frozen=True, slots=True)
 class GitRun:
+    """How one git command ended: its exit code and what it printed."""
+
     returncode: int | None
     """None: git could not start or took too long (it was killed)."""
     out: str

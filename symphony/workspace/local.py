@@ -131,6 +131,8 @@ class Workspace:
 
 @dataclass(frozen=True, slots=True)
 class _HookResult:
+    """How a workspace hook ended; `error` is what a hook that did not complete raises."""
+
     name: HookName
     outcome: ScriptOutcome
     exit_code: int | None

@@ -29,6 +29,9 @@ MARKS_DIR = ".symphony-owned"
 
 @dataclass(frozen=True, slots=True)
 class Mark:
+    """The mark of one workspace: the ticket it is for, and the device and inode of its directory
+    (none while the mark is pending)."""
+
     identifier: str
     device: int | None
     inode: int | None

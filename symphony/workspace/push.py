@@ -45,6 +45,8 @@ class PushError(SymphonyError):
 
 @dataclass(frozen=True, slots=True)
 class Pushed:
+    """A push that landed: the branch it updated on the remote, and the commit."""
+
     branch: str
     sha: str
     """The commit the remote branch now points at."""

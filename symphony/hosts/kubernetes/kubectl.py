@@ -43,6 +43,8 @@ class ClusterFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class KubectlResult:
+    """How one kubectl command ended: its exit code and what it printed, or why it was killed."""
+
     returncode: int | None
     """None: it took longer than its timeout, or said nothing within its answer deadline
     (kubectl was killed)."""

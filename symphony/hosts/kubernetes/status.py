@@ -31,6 +31,8 @@ _MISSING_CLAIM = re.compile(r'persistentvolumeclaim "[^"]+" not found')
 
 @dataclass(frozen=True, slots=True)
 class PodState:
+    """What a pod's status means for the run waiting for it, and the words the run shows for it."""
+
     kind: PodKind
     message: str = ""
 

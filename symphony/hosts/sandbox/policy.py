@@ -35,6 +35,9 @@ SANDBOX_UID = 1000
 
 @dataclass(frozen=True, slots=True)
 class Mount:
+    """One thing a sandbox has at `target`: a host folder (read-only or writable), a private tmpfs,
+    a masked file, a symlink or an empty folder."""
+
     kind: MountKind
     target: Path
     source: Path | None = None
